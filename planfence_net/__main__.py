@@ -1,0 +1,3 @@
+from planfence_net.cli import main
+
+main()

@@ -1,0 +1,103 @@
+"""Client operations on a running cluster: the library the CLI and scripts call.
+
+Each function opens sessions as one roster member (`identity`), does one job and closes
+them. Long-running executors use the executor's session pool instead.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from typing import Any, Callable
+
+import anyio
+
+from .client import collapsing_task_group, open_session
+from .errors import ConfigError, PlanfenceError, RequestError, TransportError
+from .identity import Identity
+from .records import Record, record_from_wire, verify
+from .roster import Roster
+
+
+async def wait_owner_ready(roster: Roster, identity: Identity, owner: str, deadline: float,
+                           alive: Callable[[], bool] = lambda: True) -> None:
+    """Retry until `owner` accepts an authenticated session and answers a ping.
+
+    Raises TransportError when `deadline` (a time.monotonic() value) passes first or
+    `alive()` says the owner's process has exited.
+    """
+    last: Exception | None = None
+    while time.monotonic() < deadline and alive():
+        try:
+            async with open_session(roster, identity, owner) as session:
+                await session.request("ping")
+                return
+        except PlanfenceError as exc:
+            last = exc
+        await anyio.sleep(0.05)  # polling a process that is still starting: nothing to await
+    raise TransportError(f"owner {owner} did not accept a session in time: {last}")
+
+
+async def put_record(roster: Roster, identity: Identity, key: str, *, body: Any,
+                     parents: list[bytes] | None = None, kind: str = "fact") -> dict[str, Any]:
+    """Write a record as `identity` to the owner of `key`; returns {"id", "seq", "owner"}."""
+    owner = roster.owner_of(key)
+    if owner is None:
+        raise ConfigError(f"no agent owns {key!r} in the roster")
+    async with open_session(roster, identity, owner) as session:
+        result = await session.request("put", {"key": key, "kind": kind,
+                                               "parents": parents or [], "body": body})
+    return {"key": key, "owner": owner, "id": result["id"], "seq": result["seq"]}
+
+
+def group_by_owner(roster: Roster, keys: list[str]) -> dict[str, list[str]]:
+    """Keys grouped by owning agent; raises ConfigError for a key nobody owns."""
+    groups: dict[str, list[str]] = defaultdict(list)
+    for key in keys:
+        owner = roster.owner_of(key)
+        if owner is None:
+            raise ConfigError(f"no agent owns {key!r} in the roster")
+        groups[owner].append(key)
+    return dict(groups)
+
+
+async def query_heads(roster: Roster, identity: Identity,
+                      keys: list[str]) -> list[dict[str, Any]]:
+    """Current heads of `keys`, one batched request per owner, all owners concurrently."""
+    groups = group_by_owner(roster, keys)
+    rows: dict[str, dict[str, Any]] = {}
+
+    async def ask(owner: str, owner_keys: list[str]) -> None:
+        async with open_session(roster, identity, owner) as session:
+            result = await session.request("heads", {"keys": owner_keys})
+        for key, rid, seq in result["heads"]:
+            rows[key] = {"key": key, "owner": owner, "id": rid, "seq": seq}
+
+    async with collapsing_task_group() as tg:
+        for owner, owner_keys in groups.items():
+            tg.start_soon(ask, owner, owner_keys)
+    return [rows[k] for k in keys]
+
+
+async def get_records(roster: Roster, identity: Identity, ids: list[bytes]) -> list[Record]:
+    """Fetch records by id from every owner, verified; raises RequestError for ids not found."""
+    found: dict[bytes, Record] = {}
+
+    async def ask(owner: str) -> None:
+        try:
+            async with open_session(roster, identity, owner) as session:
+                result = await session.request("get", {"ids": ids})
+        except TransportError:
+            return
+        for wire in result["records"]:
+            record = record_from_wire(wire)
+            verify(record, public_key_of=roster.public_key_of, owner_of=roster.owner_of)
+            found[record.id] = record
+
+    async with collapsing_task_group() as tg:
+        for owner in roster.names:
+            tg.start_soon(ask, owner)
+    missing = [rid.hex() for rid in ids if rid not in found]
+    if missing:
+        raise RequestError("not_found", f"no owner has record {', '.join(missing)}")
+    return [found[rid] for rid in ids]

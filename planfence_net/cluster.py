@@ -1,0 +1,183 @@
+"""A cluster folder and the owner processes running from it.
+
+    DIR/cluster.toml        the roster
+    DIR/keys/NAME.key       each agent's Ed25519 seed (hex, mode 0600)
+    DIR/data/NAME.sqlite    each owner's store
+    DIR/logs/NAME.jsonl     each owner's structured log
+    DIR/run/NAME.pid        pid of a running owner; NAME.out its stdout and stderr
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from .errors import ConfigError
+from .identity import Identity, generate_key_file, load_identity
+from .roster import Roster, load_roster, roster_from_dict
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_AGENTS = PROJECT_ROOT / "owners" / "agents.toml"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterDir:
+    """Paths inside a cluster folder."""
+
+    root: Path
+
+    @property
+    def roster_path(self) -> Path:
+        return self.root / "cluster.toml"
+
+    def key(self, agent: str) -> Path:
+        return self.root / "keys" / f"{agent}.key"
+
+    def db(self, agent: str) -> Path:
+        return self.root / "data" / f"{agent}.sqlite"
+
+    def log(self, agent: str) -> Path:
+        return self.root / "logs" / f"{agent}.jsonl"
+
+    def pid_file(self, name: str) -> Path:
+        return self.root / "run" / f"{name}.pid"
+
+    def out(self, name: str) -> Path:
+        return self.root / "run" / f"{name}.out"
+
+    def roster(self) -> Roster:
+        return load_roster(self.roster_path)
+
+    def identity(self, agent: str) -> Identity:
+        return load_identity(agent, self.key(agent))
+
+
+def default_agents(count: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The cluster defaults and the first `count` agent templates from owners/agents.toml."""
+    try:
+        data = tomllib.loads(DEFAULT_AGENTS.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"default agents file missing: {DEFAULT_AGENTS}") from None
+    templates = list(data["agents"])
+    for i in range(len(templates) + 1, count + 1):
+        templates.append({"name": f"agent{i}", "owns": [f"agent{i}/*"]})
+    return data, templates[:count]
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port the OS says is free right now (for tests and --base-port 0)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def init_cluster(root: Path, *, agents: int = 5, base_port: int | None = None,
+                 host: str | None = None, name: str | None = None) -> Roster:
+    """Create a cluster folder with keys and a roster. Refuses to overwrite an existing one.
+
+    `base_port` 0 picks a free port per agent; None takes the default from owners/agents.toml.
+    """
+    if agents < 1:
+        raise ConfigError("a cluster needs at least one agent")
+    cdir = ClusterDir(root)
+    if cdir.roster_path.exists():
+        raise ConfigError(f"{cdir.roster_path} already exists; remove the folder or use another")
+    defaults, templates = default_agents(agents)
+    host = host or defaults.get("host", "127.0.0.1")
+    base = defaults.get("base_port", 7401) if base_port is None else base_port
+    for sub in ("keys", "data", "logs", "run"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    os.chmod(root / "keys", 0o700)
+    rows = []
+    for i, template in enumerate(templates):
+        key = generate_key_file(cdir.key(template["name"]))
+        port = free_port(host) if base == 0 else base + i
+        rows.append({"name": template["name"], "address": f"{host}:{port}",
+                     "public_key": bytes(key.verify_key).hex(), "owns": template["owns"]})
+    data = {"cluster": name or defaults.get("cluster", "planfence"), "agents": rows}
+    roster = roster_from_dict(data)
+    cdir.roster_path.write_text(tomli_w.dumps(data))
+    return roster
+
+
+def read_pid(cdir: ClusterDir, name: str) -> int | None:
+    try:
+        return int(cdir.pid_file(name).read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def process_alive(pid: int, marker: str) -> bool:
+    """True when `pid` runs and its command line contains `marker` (guards pid reuse)."""
+    _reap(pid)
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state != "Z" and marker in cmdline
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def running_pid(cdir: ClusterDir, name: str, marker: str) -> int | None:
+    pid = read_pid(cdir, name)
+    return pid if pid is not None and process_alive(pid, marker) else None
+
+
+def owner_marker(cdir: ClusterDir, agent: str) -> str:
+    return f"--agent {agent}"
+
+
+def spawn(cdir: ClusterDir, name: str, argv: list[str]) -> int:
+    """Start a detached background process logging to run/NAME.out; records its pid."""
+    with open(cdir.out(name), "ab") as out:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                start_new_session=True, cwd=cdir.root)
+    cdir.pid_file(name).write_text(f"{proc.pid}\n")
+    return proc.pid
+
+
+def owner_argv(cdir: ClusterDir, agent: str) -> list[str]:
+    return [sys.executable, "-m", "planfence_net", "owner", "serve", str(cdir.root.resolve()),
+            "--agent", agent]
+
+
+def stop_process(cdir: ClusterDir, name: str, marker: str, grace: float = 10.0) -> bool:
+    """SIGTERM a recorded process, SIGKILL it after `grace` s; True if one was running."""
+    pid = running_pid(cdir, name, marker)
+    if pid is None:
+        cdir.pid_file(name).unlink(missing_ok=True)
+        return False
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while process_alive(pid, marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if process_alive(pid, marker):
+        os.kill(pid, signal.SIGKILL)
+        while process_alive(pid, marker):
+            time.sleep(0.02)
+    cdir.pid_file(name).unlink(missing_ok=True)
+    return True
+
+
+def tail(path: Path, lines: int = 5) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return ""

@@ -1,0 +1,82 @@
+"""The one exception tree of planfence-net.
+
+    PlanfenceError
+    ├── ConfigError              a roster, key file, profile or trace file is unusable
+    ├── ProtocolError            something on the wire broke the protocol
+    │   ├── LocalProtocolError   we were asked to send something invalid (our bug or our caller's)
+    │   └── RemoteProtocolError  the peer sent something invalid (malformed frame, message, record)
+    │       └── HandshakeError   the Noise handshake failed or the peer is not in the roster
+    ├── RecordError              a record failed verification (id, signature or ownership)
+    ├── RequestError             an owner answered a request with a typed error (code, message)
+    └── TransportError           the connection failed: refused, reset, closed or timed out
+
+Exceptions of anyio, sockets and PyNaCl are translated into these at the edge (`transport`,
+`noise`, `records`); callers above those modules never see them.
+"""
+
+from __future__ import annotations
+
+
+class PlanfenceError(Exception):
+    """Base of every error planfence-net raises on purpose."""
+
+
+class ConfigError(PlanfenceError):
+    """A roster, key file, profile or trace file cannot be used; the message says which and why."""
+
+
+class ProtocolError(PlanfenceError):
+    """The wire protocol was broken."""
+
+
+class LocalProtocolError(ProtocolError):
+    """We were asked to send something the protocol forbids (too large, wrong state)."""
+
+
+class RemoteProtocolError(ProtocolError):
+    """The peer sent something the protocol forbids."""
+
+
+class HandshakeError(RemoteProtocolError):
+    """The Noise handshake failed: bad message, failed decryption or a peer not in the roster."""
+
+
+class RecordError(PlanfenceError):
+    """A record failed verification. `what` names the failed check: id, signature, owner, format."""
+
+    def __init__(self, what: str, message: str) -> None:
+        super().__init__(message)
+        self.what = what
+
+
+class RequestError(PlanfenceError):
+    """An owner refused a request with a typed error."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class TransportError(PlanfenceError):
+    """The connection to a peer failed or was closed."""
+
+
+def collapse(group: BaseExceptionGroup) -> BaseException:  # type: ignore[type-arg]
+    """The one error a task group's exception group stands for.
+
+    Task groups wrap failures in (nested) exception groups. When every leaf is a
+    PlanfenceError the first one is returned, so callers see one planfence error; otherwise
+    the group itself is returned unchanged (an unexpected error must stay loud).
+    """
+    leaves: list[BaseException] = []
+    stack: list[BaseException] = [group]
+    while stack:
+        exc = stack.pop(0)
+        if isinstance(exc, BaseExceptionGroup):
+            stack.extend(exc.exceptions)
+        else:
+            leaves.append(exc)
+    if leaves and all(isinstance(leaf, PlanfenceError) for leaf in leaves):
+        return leaves[0]
+    return group

@@ -1,0 +1,178 @@
+"""Request and response messages (msgpack), sans-IO.
+
+    request   [req_id: int, op: str, args: map]
+    response  [req_id: int, ok: bool, result_or_error: map]
+    error     {"code": str, "message": str}
+
+Argument parsers turn a request's args into checked values or raise BadRequest, which the
+owner sends back as a typed error. Limits (keys per request, ids per request) live here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+from .errors import RemoteProtocolError
+from .records import ID_LEN, MAX_PARENTS
+
+OPS = ("ping", "heads", "get", "put", "subscribe", "stats")
+MAX_KEYS = 4096
+MAX_IDS = 4096
+MAX_KEY_LEN = 512
+
+
+class BadRequest(RemoteProtocolError):
+    """A request that cannot be served; carries the error code sent back to the peer."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    req_id: int
+    op: str
+    args: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    req_id: int
+    ok: bool
+    result: dict[str, Any]
+
+
+def pack(value: Any) -> bytes:
+    return msgpack.packb(value, use_bin_type=True)
+
+
+def unpack(data: bytes) -> Any:
+    """Decode msgpack; raises RemoteProtocolError for anything that is not one valid value."""
+    try:
+        return msgpack.unpackb(data, raw=False, strict_map_key=True)
+    except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError,
+            msgpack.StackError) as exc:
+        raise RemoteProtocolError(f"invalid msgpack: {exc}") from None
+
+
+def encode_request(req_id: int, op: str, args: dict[str, Any]) -> bytes:
+    return pack([req_id, op, args])
+
+
+def decode_request(data: bytes) -> Request:
+    """Parse a request; raises BadRequest("bad_request"/"unknown_op") when malformed."""
+    try:
+        value = unpack(data)
+    except RemoteProtocolError as exc:
+        raise BadRequest("bad_request", str(exc)) from None
+    if (not isinstance(value, list) or len(value) != 3 or not _is_int(value[0])
+            or not isinstance(value[1], str) or not isinstance(value[2], dict)):
+        raise BadRequest("bad_request", "a request is [req_id: int, op: str, args: map]")
+    if value[1] not in OPS:
+        raise BadRequest("unknown_op", f"unknown op {value[1]!r}")
+    return Request(value[0], value[1], value[2])
+
+
+def request_id_of(data: bytes) -> int | None:
+    """Best-effort req_id of a malformed request, so its error can be addressed; else None."""
+    try:
+        value = unpack(data)
+    except RemoteProtocolError:
+        return None
+    if isinstance(value, list) and value and _is_int(value[0]):
+        return int(value[0])
+    return None
+
+
+def encode_response(req_id: int, ok: bool, result: dict[str, Any]) -> bytes:
+    return pack([req_id, ok, result])
+
+
+def encode_error(req_id: int | None, code: str, message: str) -> bytes:
+    return pack([req_id if req_id is not None else -1, False,
+                 {"code": code, "message": message}])
+
+
+def decode_response(data: bytes) -> Response:
+    """Parse a response; raises RemoteProtocolError when malformed."""
+    value = unpack(data)
+    if (not isinstance(value, list) or len(value) != 3 or not _is_int(value[0])
+            or not isinstance(value[1], bool) or not isinstance(value[2], dict)):
+        raise RemoteProtocolError("a response is [req_id: int, ok: bool, result: map]")
+    return Response(value[0], value[1], value[2])
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _key_list(args: dict[str, Any], name: str = "keys") -> list[str]:
+    keys = args.get(name)
+    if not isinstance(keys, list) or not keys:
+        raise BadRequest("bad_request", f"'{name}' must be a non-empty array of strings")
+    if len(keys) > MAX_KEYS:
+        raise BadRequest("too_large", f"at most {MAX_KEYS} keys per request")
+    for key in keys:
+        _check_key(key)
+    return keys
+
+
+def _check_key(key: Any) -> str:
+    if not isinstance(key, str) or not key or len(key) > MAX_KEY_LEN:
+        raise BadRequest("bad_request", f"a key must be a string of 1 to {MAX_KEY_LEN} chars")
+    return key
+
+
+def _check_id(value: Any, what: str = "id") -> bytes:
+    if not isinstance(value, bytes) or len(value) != ID_LEN:
+        raise BadRequest("bad_request", f"{what} must be {ID_LEN} raw bytes")
+    return value
+
+
+def parse_heads(args: dict[str, Any]) -> tuple[list[str], dict[str, bytes]]:
+    """`heads` args: {"keys": [...], "expect": {key: id}} (expect optional)."""
+    keys = _key_list(args)
+    expect = args.get("expect", {})
+    if not isinstance(expect, dict):
+        raise BadRequest("bad_request", "'expect' must be a map of key to id")
+    for key, rid in expect.items():
+        _check_key(key)
+        _check_id(rid, f"expect[{key!r}]")
+    return keys, expect
+
+
+def parse_get(args: dict[str, Any]) -> list[bytes]:
+    """`get` args: {"ids": [id, ...]}."""
+    ids = args.get("ids")
+    if not isinstance(ids, list) or not ids:
+        raise BadRequest("bad_request", "'ids' must be a non-empty array of ids")
+    if len(ids) > MAX_IDS:
+        raise BadRequest("too_large", f"at most {MAX_IDS} ids per request")
+    return [_check_id(rid) for rid in ids]
+
+
+def parse_put(args: dict[str, Any]) -> tuple[str, str, list[bytes], Any]:
+    """`put` args: {"key", "kind", "parents", "body"}."""
+    key = _check_key(args.get("key"))
+    kind = args.get("kind", "fact")
+    if not isinstance(kind, str) or not kind or len(kind) > 64:
+        raise BadRequest("bad_request", "'kind' must be a string of 1 to 64 chars")
+    parents = args.get("parents", [])
+    if not isinstance(parents, list) or len(parents) > MAX_PARENTS:
+        raise BadRequest("bad_request", f"'parents' must be an array of at most "
+                                        f"{MAX_PARENTS} ids")
+    if "body" not in args:
+        raise BadRequest("bad_request", "'body' is required")
+    return key, kind, [_check_id(p, "parent") for p in parents], args["body"]
+
+
+def parse_subscribe(args: dict[str, Any]) -> list[str] | None:
+    """`subscribe` args: {"keys": [...]} or {} for every key the owner has."""
+    if "keys" not in args:
+        return None
+    return _key_list(args)

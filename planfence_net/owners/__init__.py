@@ -1,0 +1,1 @@
+"""The owner daemon: one per agent, serving its records over Noise sessions."""

@@ -1,0 +1,306 @@
+"""The owner daemon: serves one agent's records over Noise sessions (DESIGN section 6)."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.abc import SocketStream, TaskStatus
+from anyio.streams.memory import MemoryObjectSendStream
+
+from ..errors import HandshakeError, PlanfenceError, RecordError, RemoteProtocolError
+from ..identity import Identity
+from ..messages import (BadRequest, Request, decode_request, encode_error, encode_response,
+                        parse_get, parse_heads, parse_put, parse_subscribe, request_id_of)
+from ..records import Record, make_record
+from ..roster import Agent, Roster
+from ..transport import NoiseStream
+from .logs import EventLog
+from .store import Signer, Store
+
+HANDSHAKE_DEADLINE = 5.0
+SHUTDOWN_GRACE = 10.0
+
+
+def fingerprint(key: bytes) -> str:
+    """A short, stable name for a static key in logs: first 16 hex chars of its BLAKE2b."""
+    return hashlib.blake2b(key, digest_size=8).hexdigest()
+
+
+class _Connection:
+    """One authenticated session and its subscriptions."""
+
+    def __init__(self, stream: NoiseStream, peer: Agent) -> None:
+        self.stream = stream
+        self.peer = peer
+        self.subscriptions: dict[int, set[str] | None] = {}
+        self.pushes: MemoryObjectSendStream[bytes] | None = None
+
+
+class OwnerDaemon:
+    """Serves `identity`'s records. Build with `open_owner`, run `serve` in a task group."""
+
+    def __init__(self, roster: Roster, identity: Identity, store: Store, log: EventLog,
+                 *, max_message: int) -> None:
+        self.roster = roster
+        self.identity = identity
+        self.agent = roster.agent(identity.name)
+        self.store = store
+        self.log = log
+        self.max_message = max_message
+        self.connections: set[_Connection] = set()
+        self.in_flight = 0
+        self.requests_served = 0
+        self.refused_peers = 0
+        self._idle = anyio.Event()
+        self._idle.set()
+        store.on_commit.append(self._push_heads)
+
+    async def serve(self, *, task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Listen on the roster address, report the bound port, serve until cancelled.
+
+        On SIGTERM or SIGINT: stop accepting, let in-flight requests finish (bounded by
+        SHUTDOWN_GRACE), then return.
+        """
+        listener = await anyio.create_tcp_listener(local_host=self.agent.host,
+                                                   local_port=self.agent.port,
+                                                   reuse_port=False)
+        port = listener.extra(anyio.abc.SocketAttribute.local_port)
+        self.log.write("listening", address=f"{self.agent.host}:{port}", pid=os.getpid())
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self.store.run_committer)
+                tg.start_soon(self._wait_signal, tg.cancel_scope)
+                tg.start_soon(listener.serve, self._handle_connection, tg)
+                task_status.started(port)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await listener.aclose()
+            self.log.write("stopped", requests=self.requests_served)
+
+    async def _wait_signal(self, scope: anyio.CancelScope) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                self.log.write("shutdown", signal=signal.Signals(signum).name,
+                               in_flight=self.in_flight)
+                with anyio.move_on_after(SHUTDOWN_GRACE):
+                    await self._idle.wait()
+                scope.cancel()
+                return
+
+    async def _handle_connection(self, raw: SocketStream) -> None:
+        remote = _remote_address(raw)
+        self.log.write("connection", remote=remote)
+        refused: list[bytes] = []
+
+        def accept_peer(key: bytes) -> bool:
+            if self.roster.agent_by_noise_key(key) is None:
+                refused.append(key)
+                return False
+            return True
+
+        try:
+            with anyio.fail_after(HANDSHAKE_DEADLINE):
+                stream = await NoiseStream.wrap(raw, initiator=False, cluster=self.roster.cluster,
+                                                static_private=self.identity.noise_private,
+                                                accept_peer=accept_peer,
+                                                max_message=self.max_message)
+        except (PlanfenceError, TimeoutError) as exc:
+            if refused:
+                self.refused_peers += 1
+                self.log.write("handshake_refused", remote=remote,
+                               fingerprint=fingerprint(refused[0]), reason="not in roster")
+            else:
+                self.log.write("handshake_failed", remote=remote,
+                               reason="timeout" if isinstance(exc, TimeoutError) else str(exc))
+            with anyio.CancelScope(shield=True):
+                await raw.aclose()
+            return
+        peer = self.roster.agent_by_noise_key(stream.peer_key)
+        assert peer is not None
+        self.log.write("handshake", remote=remote, peer=peer.name)
+        connection = _Connection(stream, peer)
+        self.connections.add(connection)
+        try:
+            await self._serve_session(connection)
+        finally:
+            self.connections.discard(connection)
+            await stream.aclose()
+            self.log.write("disconnected", remote=remote, peer=peer.name,
+                           **stream.statistics())
+
+    async def _serve_session(self, connection: _Connection) -> None:
+        send, receive = anyio.create_memory_object_stream[bytes](math.inf)
+        connection.pushes = send
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._send_pushes, connection, receive)
+            try:
+                while True:
+                    data = await connection.stream.receive_message()
+                    self._begin()
+                    tg.start_soon(self._answer, connection, data)
+            except PlanfenceError as exc:
+                if isinstance(exc, RemoteProtocolError):
+                    self.log.write("error", peer=connection.peer.name,
+                                   reason=f"session closed: {exc}")
+            finally:
+                send.close()
+
+    async def _send_pushes(self, connection: _Connection, receive: Any) -> None:
+        async with receive:
+            async for message in receive:
+                try:
+                    await connection.stream.send_message(message)
+                except PlanfenceError:
+                    return
+
+    def _begin(self) -> None:
+        self.in_flight += 1
+        if self._idle.is_set():
+            self._idle = anyio.Event()
+
+    def _end(self) -> None:
+        self.in_flight -= 1
+        self.requests_served += 1
+        if self.in_flight == 0:
+            self._idle.set()
+
+    async def _answer(self, connection: _Connection, data: bytes) -> None:
+        started = time.perf_counter()
+        op, keys, req_id = "?", [], request_id_of(data)
+        try:
+            request = decode_request(data)
+            op = request.op
+            keys = _keys_of(request)
+            result = await self._dispatch(connection, request)
+            reply, outcome = encode_response(request.req_id, True, result), "ok"
+        except BadRequest as exc:
+            reply, outcome = encode_error(req_id, exc.code, exc.message), exc.code
+        except Exception as exc:  # a bug in one request must not kill the daemon
+            self.log.write("error", peer=connection.peer.name, op=op, reason=repr(exc))
+            reply, outcome = encode_error(req_id, "internal", "internal error"), "internal"
+        try:
+            await connection.stream.send_message(reply)
+        except PlanfenceError:
+            outcome += " (peer gone)"
+        finally:
+            self.log.write("request", peer=connection.peer.name, op=op, keys=keys[:64],
+                           outcome=outcome,
+                           latency_ms=round((time.perf_counter() - started) * 1000, 3))
+            self._end()
+
+    async def _dispatch(self, connection: _Connection, request: Request) -> dict[str, Any]:
+        if request.op == "ping":
+            return {"agent": self.agent.name, "time": time.time()}
+        if request.op == "heads":
+            return await self._heads(*parse_heads(request.args))
+        if request.op == "get":
+            records = await self.store.get(parse_get(request.args))
+            return {"records": [r.to_wire() for r in records]}
+        if request.op == "put":
+            return await self._put(connection.peer, *parse_put(request.args))
+        if request.op == "subscribe":
+            keys = parse_subscribe(request.args)
+            if keys is not None:
+                self._check_owned(keys)
+            connection.subscriptions[request.req_id] = set(keys) if keys else None
+            return {"subscribed": True, "heads": self._head_rows(keys or list(self.store.heads))}
+        return self.statistics()
+
+    def _check_owned(self, keys: list[str]) -> None:
+        for key in keys:
+            owner = self.roster.owner_of(key)
+            if owner != self.agent.name:
+                raise BadRequest("not_owner", f"{self.agent.name} does not own {key!r} "
+                                              f"(owner: {owner or 'nobody'})")
+
+    def _head_rows(self, keys: list[str]) -> list[list[Any]]:
+        rows = []
+        for key in keys:
+            head = self.store.heads.get(key)
+            rows.append([key, head.id, head.seq] if head else [key, None, 0])
+        return rows
+
+    async def _heads(self, keys: list[str], expect: dict[str, bytes]) -> dict[str, Any]:
+        self._check_owned(keys)
+        changed = [k for k in keys if k in expect and k in self.store.heads
+                   and self.store.heads[k].id != expect[k]]
+        records = await self.store.records_for(changed) if changed else []
+        return {"heads": self._head_rows(keys), "records": [r.to_wire() for r in records]}
+
+    async def _put(self, peer: Agent, key: str, kind: str, parents: list[bytes],
+                   body: Any) -> dict[str, Any]:
+        self._check_owned([key])
+        if peer.name != self.agent.name:
+            raise BadRequest("forbidden", f"only {self.agent.name} may write {key!r}; "
+                                          f"this session is {peer.name}")
+        try:
+            record = await self.store.wait_put(key, kind, parents, body)
+        except RecordError as exc:
+            raise BadRequest("bad_request", str(exc)) from None
+        self.log.write("put", key=key, id=record.id, seq=record.seq, kind=kind,
+                       parents=list(record.parents))
+        return {"id": record.id, "seq": record.seq}
+
+    def _push_heads(self, records: list[Record]) -> None:
+        for connection in list(self.connections):
+            for req_id, keys in connection.subscriptions.items():
+                rows = [[r.key, r.id, r.seq] for r in records if keys is None or r.key in keys]
+                if rows and connection.pushes is not None:
+                    try:
+                        connection.pushes.send_nowait(
+                            encode_response(req_id, True, {"heads": rows}))
+                    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                        pass
+
+    def statistics(self) -> dict[str, Any]:
+        return {"agent": self.agent.name, "sessions": len(self.connections),
+                "in_flight": self.in_flight, "requests_served": self.requests_served,
+                "refused_peers": self.refused_peers, **self.store.statistics()}
+
+
+def _keys_of(request: Request) -> list[str]:
+    args = request.args
+    if isinstance(args.get("keys"), list):
+        return [k for k in args["keys"] if isinstance(k, str)]
+    if isinstance(args.get("key"), str):
+        return [args["key"]]
+    return []
+
+
+def _remote_address(stream: SocketStream) -> str:
+    try:
+        host, port = stream.extra(anyio.abc.SocketAttribute.remote_address)[:2]
+        return f"{host}:{port}"
+    except (anyio.TypedAttributeLookupError, ValueError, TypeError):
+        return "?"
+
+
+def signer(identity: Identity) -> Signer:
+    """The store's signing callback: makes records owned and signed by `identity`."""
+    def sign(key: str, kind: str, parents: list[bytes], body: Any, seq: int) -> Record:
+        return make_record(identity.signing_key, key=key, owner=identity.name, seq=seq,
+                           parents=parents, kind=kind, body=body)
+    return sign
+
+
+async def run_owner(roster: Roster, identity: Identity, db_path: Path, log_path: Path, *,
+                    max_message: int = 16 * 1024 * 1024,
+                    task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
+    """Open the store and log, serve until a signal or cancellation, then close both."""
+    log = EventLog(log_path, identity.name)
+    store = None
+    try:
+        store = await Store.open(db_path, signer(identity))
+        daemon = OwnerDaemon(roster, identity, store, log, max_message=max_message)
+        await daemon.serve(task_status=task_status)
+    finally:
+        if store is not None:
+            await store.close()
+        log.close()

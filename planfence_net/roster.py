@@ -1,0 +1,159 @@
+"""The cluster roster: who is a member, where each owner listens, and who owns which keys.
+
+The roster is a TOML file:
+
+    cluster = "planfence-demo"
+
+    [[agents]]
+    name = "reqs"
+    address = "127.0.0.1:7402"
+    public_key = "<64 hex chars: Ed25519 public key>"
+    owns = ["req/*"]
+
+Ownership patterns are shell-style (`fnmatch`, case-sensitive). Exactly one agent may own a
+key; a key matched by no pattern has no owner, a key matched by two is a roster error.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nacl.bindings import crypto_sign_ed25519_pk_to_curve25519
+
+from .errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class Agent:
+    """One roster member."""
+
+    name: str
+    host: str
+    port: int
+    public_key: bytes  # Ed25519
+    owns: tuple[str, ...]
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def noise_key(self) -> bytes:
+        """The agent's Noise static public key: the X25519 form of its Ed25519 key."""
+        return crypto_sign_ed25519_pk_to_curve25519(self.public_key)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "address": self.address,
+                "public_key": self.public_key.hex(), "owns": list(self.owns)}
+
+
+@dataclass(frozen=True, slots=True)
+class Roster:
+    """An immutable roster with ownership and key lookups."""
+
+    cluster: str
+    agents: tuple[Agent, ...]
+
+    def __post_init__(self) -> None:
+        names = [a.name for a in self.agents]
+        if len(set(names)) != len(names):
+            raise ConfigError("roster: agent names must be unique")
+        keys = [a.public_key for a in self.agents]
+        if len(set(keys)) != len(keys):
+            raise ConfigError("roster: two agents share a public key")
+
+    def agent(self, name: str) -> Agent:
+        """The agent called `name`; raises ConfigError if there is none."""
+        for agent in self.agents:
+            if agent.name == name:
+                return agent
+        raise ConfigError(f"no agent {name!r} in the roster (agents: {', '.join(self.names)})")
+
+    @property
+    def names(self) -> list[str]:
+        return [a.name for a in self.agents]
+
+    def owner_of(self, key: str) -> str | None:
+        """The name of the one agent owning `key`, or None when no pattern matches.
+
+        Raises ConfigError when two agents' patterns both match.
+        """
+        owners = [a.name for a in self.agents
+                  if any(fnmatch.fnmatchcase(key, pattern) for pattern in a.owns)]
+        if len(owners) > 1:
+            raise ConfigError(f"roster: key {key!r} is owned by several agents: {owners}")
+        return owners[0] if owners else None
+
+    def public_key_of(self, name: str) -> bytes | None:
+        """An agent's Ed25519 public key, or None if it is not a member."""
+        for agent in self.agents:
+            if agent.name == name:
+                return agent.public_key
+        return None
+
+    def agent_by_noise_key(self, noise_key: bytes) -> Agent | None:
+        """The member whose Noise static key is `noise_key`, or None."""
+        for agent in self.agents:
+            if agent.noise_key == noise_key:
+                return agent
+        return None
+
+    def to_toml_dict(self) -> dict[str, Any]:
+        return {"cluster": self.cluster,
+                "agents": [a.to_json() for a in self.agents]}
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """Split "HOST:PORT"; raises ConfigError with the offending text."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(f"bad address {text!r}: expected HOST:PORT")
+    return host, int(port)
+
+
+def roster_from_dict(data: dict[str, Any], source: str = "roster") -> Roster:
+    """Build a Roster from parsed TOML; raises ConfigError naming the bad field."""
+    cluster = data.get("cluster")
+    if not isinstance(cluster, str) or not cluster:
+        raise ConfigError(f"{source}: 'cluster' must be a non-empty string")
+    raw_agents = data.get("agents")
+    if not isinstance(raw_agents, list) or not raw_agents:
+        raise ConfigError(f"{source}: needs at least one [[agents]] table")
+    agents = []
+    for i, raw in enumerate(raw_agents):
+        where = f"{source}: agents[{i}]"
+        try:
+            name, address, key_hex, owns = (raw["name"], raw["address"], raw["public_key"],
+                                            raw.get("owns", []))
+        except (KeyError, TypeError) as exc:
+            raise ConfigError(f"{where}: missing field {exc}") from None
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"{where}: 'name' must be a non-empty string")
+        try:
+            public_key = bytes.fromhex(key_hex)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}: 'public_key' must be hex") from None
+        if len(public_key) != 32:
+            raise ConfigError(f"{where}: 'public_key' must be 32 bytes")
+        if not isinstance(owns, list) or not all(isinstance(p, str) and p for p in owns):
+            raise ConfigError(f"{where}: 'owns' must be a list of patterns")
+        host, port = parse_address(address) if isinstance(address, str) else ("", -1)
+        if port < 0:
+            raise ConfigError(f"{where}: 'address' must be HOST:PORT")
+        agents.append(Agent(name, host, port, public_key, tuple(owns)))
+    return Roster(cluster, tuple(agents))
+
+
+def load_roster(path: Path) -> Roster:
+    """Read a roster TOML file; raises ConfigError when missing or invalid."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"no roster at {path} (run `planfence cluster init` first)") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    return roster_from_dict(data, str(path))
