@@ -6,6 +6,7 @@ them. Long-running executors use the executor's session pool instead.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import defaultdict
 from typing import Any, Callable
@@ -13,6 +14,7 @@ from typing import Any, Callable
 import anyio
 
 from .client import collapsing_task_group, open_session
+from .cluster import ClusterDir, owner_marker, process_alive, read_pid, tail
 from .errors import ConfigError, PlanfenceError, RequestError, TransportError
 from .identity import Identity
 from .records import Record, record_from_wire, verify
@@ -101,3 +103,27 @@ async def get_records(roster: Roster, identity: Identity, ids: list[bytes]) -> l
     if missing:
         raise RequestError("not_found", f"no owner has record {', '.join(missing)}")
     return [found[rid] for rid in ids]
+
+
+async def wait_cluster_ready(cdir: ClusterDir, names: list[str], timeout: float = 20.0) -> None:
+    """Wait until each named owner accepts an authenticated session.
+
+    Raises PlanfenceError naming the owner, with the tail of its output, when one exits or
+    does not answer within `timeout` seconds.
+    """
+    roster = cdir.roster()
+    deadline = time.monotonic() + timeout
+
+    async def wait_one(name: str) -> None:
+        pid = read_pid(cdir, name) or 0
+        alive = functools.partial(process_alive, pid, owner_marker(cdir, name))
+        try:
+            await wait_owner_ready(roster, cdir.identity(name), name, deadline, alive)
+        except PlanfenceError as exc:
+            output = tail(cdir.out(name))
+            raise PlanfenceError(f"owner {name} failed to start: {exc}"
+                                 + (f"\n{output}" if output else "")) from None
+
+    async with collapsing_task_group() as tg:
+        for name in names:
+            tg.start_soon(wait_one, name)

@@ -14,9 +14,15 @@ from rich.console import Console
 from rich.table import Table
 
 from . import cluster as clusterlib
-from .api import get_records, put_record, query_heads, wait_owner_ready
+from .api import get_records, put_record, query_heads, wait_cluster_ready
 from .cluster import ClusterDir
 from .errors import PlanfenceError
+from .executor.demo import run_demo, summarize
+from .executor.pool import SessionPool
+from .executor.replica import Replica
+from .executor.runner import GateRunner
+from .executor.scenario import Outcome
+from .gate import Action, Decision
 from .owners.daemon import run_owner
 from .owners.logs import format_event, read_events
 
@@ -111,31 +117,8 @@ def cluster_up(path: Path = DirArg, json_out: bool = JsonOpt,
     """Start every owner that is not running; return once each accepts sessions."""
     cdir = ClusterDir(path)
     roster = cdir.roster()
-    started = []
-    for agent in roster.agents:
-        marker = clusterlib.owner_marker(cdir, agent.name)
-        if clusterlib.running_pid(cdir, agent.name, marker) is None:
-            clusterlib.spawn(cdir, agent.name, clusterlib.owner_argv(cdir, agent.name))
-            started.append(agent.name)
-
-    async def wait_all() -> None:
-        deadline = time.monotonic() + timeout
-        async with anyio.create_task_group() as tg:
-            for name in started:
-                marker = clusterlib.owner_marker(cdir, name)
-                pid = clusterlib.read_pid(cdir, name)
-                alive = functools.partial(clusterlib.process_alive, pid or 0, marker)
-                tg.start_soon(wait_one, name, deadline, alive)
-
-    async def wait_one(name: str, deadline: float, alive: Callable[[], bool]) -> None:
-        try:
-            await wait_owner_ready(roster, cdir.identity(name), name, deadline, alive)
-        except PlanfenceError as exc:
-            output = clusterlib.tail(cdir.out(name))
-            raise PlanfenceError(f"owner {name} failed to start: {exc}"
-                                 + (f"\n{output}" if output else "")) from None
-
-    run_async(wait_all)
+    started = clusterlib.start_owners(cdir)
+    run_async(wait_cluster_ready, cdir, started, timeout)
     if json_out:
         echo_json({"started": started, "running": roster.names})
     else:
@@ -167,10 +150,7 @@ def cluster_status(path: Path = DirArg, json_out: bool = JsonOpt) -> None:
 @user_errors
 def cluster_down(path: Path = DirArg, json_out: bool = JsonOpt) -> None:
     """Stop every process of the cluster (SIGTERM, then SIGKILL after 10 s)."""
-    cdir = ClusterDir(path)
-    stopped = [agent.name for agent in cdir.roster().agents
-               if clusterlib.stop_process(cdir, agent.name,
-                                          clusterlib.owner_marker(cdir, agent.name))]
+    stopped = clusterlib.stop_owners(ClusterDir(path))
     if json_out:
         echo_json({"stopped": stopped})
     else:
@@ -285,6 +265,106 @@ def logs(path: Path = DirArg, agent: str = typer.Argument(..., help="Agent name.
         raise PlanfenceError(f"no log for {agent} yet at {cdir.log(agent)}") from None
     except KeyboardInterrupt:
         pass
+
+
+# ---- executor ------------------------------------------------------------------------------
+
+@app.command("plan")
+@user_errors
+def plan(path: Path = DirArg, key: str = typer.Argument(..., help="Plan key (e.g. plan/x)."),
+         body: str = typer.Option(..., "--body", help="Plan body as JSON."),
+         parent: list[str] = typer.Option(..., "--parent", help="Record the plan used (repeat)."),
+         json_out: bool = JsonOpt) -> None:
+    """Write a plan record, derived from the given parent records, as its owner."""
+    put(path, key, body, parent, "plan", json_out)
+
+
+EXIT_AUTHORIZED, EXIT_STALE, EXIT_BLOCKED = 0, 2, 3
+
+
+@app.command("authorize")
+@user_errors
+def authorize(path: Path = DirArg,
+              root: list[str] = typer.Option(..., "--root", help="Plan record id (repeat)."),
+              dep: list[str] = typer.Option(..., "--dep", help="Declared key (repeat)."),
+              as_agent: Optional[str] = AsOpt,
+              name: str = typer.Option("action", "--name", help="Action name for the log."),
+              deadline: float = typer.Option(5.0, "--deadline", help="Seconds per step."),
+              json_out: bool = JsonOpt) -> None:
+    """Validate a plan's declared dependencies against their owners, right now.
+
+    Exit 0: authorized. Exit 2: the plan is stale (a dependency drifted; replan and retry).
+    Exit 3: blocked for another reason (owner unavailable, missing lineage, ...).
+    """
+    cdir = ClusterDir(path)
+    roster = cdir.roster()
+    identity = identity_for(cdir, as_agent)
+    action = Action(name, tuple(parse_id(r) for r in root), tuple(dep))
+
+    async def decide() -> Decision:
+        async with anyio.create_task_group() as tg:
+            pool = SessionPool(tg, roster, identity)
+            runner = GateRunner(pool, await Replica.open(None), deadline=deadline)
+            run = await runner.wait_decision(action)
+            await pool.aclose()
+            tg.cancel_scope.cancel()
+        return run.decision
+
+    decision = run_async(decide)
+    if json_out:
+        echo_json(decision.to_json())
+    else:
+        typer.echo(decision.explain())
+    if decision.authorized:
+        raise typer.Exit(EXIT_AUTHORIZED)
+    raise typer.Exit(EXIT_STALE if decision.reason == "stale_plan" else EXIT_BLOCKED)
+
+
+@app.command("demo")
+@user_errors
+def demo(keep: Optional[Path] = typer.Option(
+             None, "--dir", help="Cluster folder to create and keep (default: a temporary one)."),
+         json_out: bool = JsonOpt) -> None:
+    """Start a five-agent cluster on loopback, run the stale-plan scenario under the
+    baselines and PlanFence, print the result table, and stop everything."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="planfence-demo-") as tmp:
+        root = keep or Path(tmp) / "cluster"
+        roster = clusterlib.init_cluster(root, agents=5, base_port=0)
+        cdir = ClusterDir(root)
+        console = Console(stderr=True)
+        try:
+            with console.status("starting five owners on 127.0.0.1 ...") as status:
+                run_async(wait_cluster_ready, cdir, clusterlib.start_owners(cdir))
+                status.update("running the stale-plan scenario ...")
+                outcomes = run_async(functools.partial(
+                    run_demo, cdir, progress=lambda m: status.update(f"running {m} ...")))
+        finally:
+            clusterlib.stop_owners(cdir)
+    rows = summarize(outcomes)
+    drifted = next((o for o in outcomes if o.decision is not None and o.decision.drift), None)
+    if json_out:
+        echo_json({"summary": [r.to_json() for r in rows],
+                   "actions": [outcome_json(o) for o in outcomes]})
+        return
+    typer.echo(f"stale-plan scenario: {len(roster.agents)} owners on 127.0.0.1, "
+               f"{len(outcomes) // len(rows)} workflow families per policy\n")
+    print_table(["policy", "issued", "invalid", "replans", "blocked", "stall ms/action",
+                 "KiB/action"],
+                [[r.policy, r.issued, r.invalid, r.replans, r.blocked, f"{r.stall_ms:.2f}",
+                  f"{r.kib:.2f}"] for r in rows])
+    if drifted is not None and drifted.decision is not None:
+        typer.echo(f"\nwhy PlanFence replanned the {drifted.family} action:")
+        typer.echo(drifted.decision.explain())
+
+
+def outcome_json(o: Outcome) -> dict[str, Any]:
+    return {"family": o.family, "policy": o.policy, "issued": o.issued,
+            "action_id": o.action_id.hex() if o.action_id else None, "invalid": o.invalid,
+            "replanned": o.replanned, "blocked": o.blocked, "stall_ms": o.stall * 1000,
+            "bytes": o.traffic,
+            "decision": o.decision.to_json() if o.decision is not None else None}
 
 
 def main() -> None:

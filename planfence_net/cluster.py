@@ -128,7 +128,17 @@ def process_alive(pid: int, marker: str) -> bool:
     return state != "Z" and marker in cmdline
 
 
+# Popen handles of the owners this process spawned: dropping a running Popen emits a
+# ResourceWarning, and polling through the handle reaps the child and sets its returncode.
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
+
 def _reap(pid: int) -> None:
+    child = _CHILDREN.get(pid)
+    if child is not None:
+        if child.poll() is not None:
+            del _CHILDREN[pid]
+        return
     try:
         os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
@@ -149,6 +159,7 @@ def spawn(cdir: ClusterDir, name: str, argv: list[str]) -> int:
     with open(cdir.out(name), "ab") as out:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                                 start_new_session=True, cwd=cdir.root)
+    _CHILDREN[proc.pid] = proc
     cdir.pid_file(name).write_text(f"{proc.pid}\n")
     return proc.pid
 
@@ -181,3 +192,19 @@ def tail(path: Path, lines: int = 5) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except FileNotFoundError:
         return ""
+
+
+def start_owners(cdir: ClusterDir) -> list[str]:
+    """Start every owner of the roster that is not running; returns the names started."""
+    started = []
+    for agent in cdir.roster().agents:
+        if running_pid(cdir, agent.name, owner_marker(cdir, agent.name)) is None:
+            spawn(cdir, agent.name, owner_argv(cdir, agent.name))
+            started.append(agent.name)
+    return started
+
+
+def stop_owners(cdir: ClusterDir) -> list[str]:
+    """Stop every running owner; returns the names stopped."""
+    return [agent.name for agent in cdir.roster().agents
+            if stop_process(cdir, agent.name, owner_marker(cdir, agent.name))]

@@ -1,0 +1,1 @@
+"""The executor side: session pool, gate runner, local replica, baselines and experiments."""

@@ -1,0 +1,77 @@
+"""The main job: the stale-plan scenario under the baselines and PlanFence, with a table."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import anyio
+
+from ..cluster import ClusterDir
+from .oracle import Oracle
+from .pool import SessionPool
+from .replica import Replica
+from .runner import GateRunner
+from .scenario import EXECUTOR_AGENT, Outcome, Writers, load_families, run_family
+
+DEMO_POLICIES = ("freshness", "planfence")
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySummary:
+    policy: str
+    actions: int
+    issued: int
+    invalid: int
+    replans: int
+    blocked: int
+    stall_ms: float
+    kib: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"policy": self.policy, "actions": self.actions, "issued": self.issued,
+                "invalid": self.invalid, "replans": self.replans, "blocked": self.blocked,
+                "stall_ms_per_action": round(self.stall_ms, 3),
+                "kib_per_action": round(self.kib, 3)}
+
+
+async def run_demo(cdir: ClusterDir, policies: tuple[str, ...] = DEMO_POLICIES,
+                   progress: Callable[[str], None] = lambda _: None) -> list[Outcome]:
+    """Run every workflow family under every policy on the running cluster at `cdir`, then
+    judge every issued action from the owners' logs."""
+    roster = cdir.roster()
+    outcomes = []
+    async with anyio.create_task_group() as tg:
+        writers = Writers(tg, cdir)
+        pool = SessionPool(tg, roster, cdir.identity(EXECUTOR_AGENT))
+        runner = GateRunner(pool, await Replica.open(None))
+        for policy in policies:
+            for family in load_families():
+                progress(f"{family.name} / {policy}")
+                outcomes.append(await run_family(family, policy, writers, runner))
+        await pool.aclose()
+        await writers.aclose()
+        tg.cancel_scope.cancel()
+    judge(cdir, outcomes)
+    return outcomes
+
+
+def judge(cdir: ClusterDir, outcomes: list[Outcome]) -> None:
+    """Fill `invalid` of every issued outcome from the owners' own logs."""
+    oracle = Oracle.from_logs(cdir.log(name) for name in cdir.roster().names)
+    for outcome in outcomes:
+        if outcome.issued and outcome.action_id is not None:
+            outcome.invalid = oracle.judge(outcome.action_id.hex(), outcome.deps).invalid
+
+
+def summarize(outcomes: list[Outcome]) -> list[PolicySummary]:
+    rows = []
+    for policy in dict.fromkeys(o.policy for o in outcomes):
+        mine = [o for o in outcomes if o.policy == policy]
+        rows.append(PolicySummary(
+            policy, len(mine), sum(o.issued for o in mine), sum(bool(o.invalid) for o in mine),
+            sum(o.replanned for o in mine), sum(o.blocked is not None for o in mine),
+            statistics.fmean(o.stall * 1000 for o in mine),
+            statistics.fmean(o.traffic / 1024 for o in mine)))
+    return rows

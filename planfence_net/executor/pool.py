@@ -1,0 +1,89 @@
+"""One persistent authenticated session per owner: lazy connect, reconnect after failure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from ..client import Session, start_session
+from ..errors import PlanfenceError, TransportError
+from ..identity import Identity
+from ..roster import Roster
+
+
+class SessionPool:
+    """Sessions from one executor identity to the owners of a roster.
+
+    `addresses` overrides where an owner is reached (e.g. a shaper in front of it). Sessions
+    live in `task_group`; a failed session is replaced on the next use. Traffic of closed
+    sessions is kept, so `traffic()` counts every byte this pool ever moved.
+    """
+
+    def __init__(self, task_group: TaskGroup, roster: Roster, identity: Identity,
+                 addresses: dict[str, tuple[str, int]] | None = None) -> None:
+        self._tg = task_group
+        self.roster = roster
+        self.identity = identity
+        self.addresses = addresses or {}
+        self._sessions: dict[str, Session] = {}
+        self._locks: dict[str, anyio.Lock] = {}
+        self._closed_sent = 0
+        self._closed_received = 0
+        self.connects = 0
+
+    async def session(self, owner: str) -> Session:
+        """A live session to `owner`, connecting when there is none. Raises TransportError."""
+        lock = self._locks.setdefault(owner, anyio.Lock())
+        async with lock:
+            current = self._sessions.get(owner)
+            if current is not None and current.alive:
+                return current
+            if current is not None:
+                self._retire(owner)
+            host, port = self.addresses.get(owner, (None, None))
+            session = await start_session(self._tg, self.roster, self.identity,
+                                          self.roster.agent(owner), host=host, port=port)
+            self.connects += 1
+            self._sessions[owner] = session
+            return session
+
+    async def request(self, owner: str, op: str, args: dict[str, Any]) -> dict[str, Any]:
+        """One request to `owner` on its pooled session (connecting if needed)."""
+        session = await self.session(owner)
+        try:
+            return await session.request(op, args)
+        except TransportError:
+            self._retire(owner)
+            raise
+
+    def _retire(self, owner: str) -> None:
+        session = self._sessions.pop(owner, None)
+        if session is not None:
+            self._closed_sent += session.stream.traffic.bytes_sent
+            self._closed_received += session.stream.traffic.bytes_received
+            self._tg.start_soon(session.aclose)
+
+    def traffic(self) -> tuple[int, int]:
+        """(bytes sent, bytes received) over all sessions, encrypted and framed."""
+        sent = self._closed_sent + sum(s.stream.traffic.bytes_sent
+                                       for s in self._sessions.values())
+        received = self._closed_received + sum(s.stream.traffic.bytes_received
+                                               for s in self._sessions.values())
+        return sent, received
+
+    async def aclose(self) -> None:
+        for owner in list(self._sessions):
+            session = self._sessions.pop(owner)
+            self._closed_sent += session.stream.traffic.bytes_sent
+            self._closed_received += session.stream.traffic.bytes_received
+            await session.aclose()
+
+    def statistics(self) -> dict[str, Any]:
+        sent, received = self.traffic()
+        return {"sessions": len(self._sessions), "connects": self.connects,
+                "bytes_sent": sent, "bytes_received": received}
+
+
+__all__ = ["SessionPool", "PlanfenceError"]

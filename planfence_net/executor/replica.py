@@ -1,0 +1,62 @@
+"""The executor's local replica: every verified record it has seen, in SQLite and memory.
+
+The gate looks records up synchronously, so verified records are also kept in a dict; the
+SQLite file makes them survive a restart.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+import aiosqlite
+
+from ..messages import pack, unpack
+from ..records import Record, record_from_wire
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS records (id BLOB PRIMARY KEY, key TEXT NOT NULL, wire BLOB NOT NULL);
+CREATE TRIGGER IF NOT EXISTS records_no_update BEFORE UPDATE ON records
+BEGIN SELECT RAISE(ABORT, 'records are insert-only'); END;
+"""
+
+
+class Replica:
+    """Verified records by id. Only add records that were verified against the roster."""
+
+    def __init__(self, db: aiosqlite.Connection | None) -> None:
+        self._db = db
+        self.records: dict[bytes, Record] = {}
+
+    @classmethod
+    async def open(cls, path: Path | None) -> Replica:
+        """Open the replica at `path` (None: memory only) and load what it holds."""
+        if path is None:
+            return cls(None)
+        db = await aiosqlite.connect(path)
+        await db.execute("PRAGMA journal_mode=WAL")
+        await db.executescript(SCHEMA)
+        replica = cls(db)
+        async with db.execute("SELECT wire FROM records") as cursor:
+            async for (wire,) in cursor:
+                record = record_from_wire(unpack(wire))
+                replica.records[record.id] = record
+        return replica
+
+    def lookup(self, rid: bytes) -> Record | None:
+        return self.records.get(rid)
+
+    async def add(self, records: Iterable[Record]) -> None:
+        """Store verified records (already-known ones are ignored)."""
+        new = [r for r in records if r.id not in self.records]
+        for record in new:
+            self.records[record.id] = record
+        if self._db is not None and new:
+            await self._db.executemany(
+                "INSERT OR IGNORE INTO records (id, key, wire) VALUES (?, ?, ?)",
+                [(r.id, r.key, pack(r.to_wire())) for r in new])
+            await self._db.commit()
+
+    async def close(self) -> None:
+        if self._db is not None:
+            await self._db.close()

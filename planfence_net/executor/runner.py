@@ -1,0 +1,137 @@
+"""The gate runner: drives the sans-IO gate against live owners (DESIGN section 3).
+
+Each event of the gate becomes at most one request per owner, all owners concurrently, under
+one deadline per step. Owner failures become the gate's blocking reasons; nothing here
+decides anything.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from ..errors import PlanfenceError, RecordError, RequestError, TransportError
+from ..gate import (Action, Decision, FetchRecords, Gate, GatePolicy, HeadsQuery, QueryHeads,
+                    Replan)
+from ..records import Record, record_from_wire, verify
+from ..roster import Roster
+from .pool import SessionPool
+from .replica import Replica
+
+ReplanHook = Callable[[Action, tuple[Record, ...]], Awaitable[Sequence[bytes]]]
+DEFAULT_DEADLINE = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class GateRun:
+    """A decision plus the time the replan hook took (planning is not coordination)."""
+
+    decision: Decision
+    planning: float
+    roots: tuple[bytes, ...]
+
+    @property
+    def stall(self) -> float:
+        """Coordination time on the action's critical path, in seconds."""
+        return max(0.0, self.decision.elapsed - self.planning)
+
+
+class GateRunner:
+    """Validates actions for one executor: its session pool, replica and roster."""
+
+    def __init__(self, pool: SessionPool, replica: Replica, *,
+                 clock: Callable[[], float] = time.perf_counter,
+                 deadline: float = DEFAULT_DEADLINE) -> None:
+        self.pool = pool
+        self.replica = replica
+        self.roster: Roster = pool.roster
+        self.clock = clock
+        self.deadline = deadline
+
+    def verify(self, record: Record) -> None:
+        verify(record, public_key_of=self.roster.public_key_of, owner_of=self.roster.owner_of)
+
+    async def wait_decision(self, action: Action, replan: ReplanHook | None = None,
+                            policy: GatePolicy = GatePolicy()) -> GateRun:
+        """Run the gate for `action` until it decides. Never raises for owner failures.
+
+        Without a `replan` hook a drift blocks with `stale_plan` (the caller replans).
+        """
+        if replan is None:
+            policy = dataclasses.replace(policy, replan=False)
+        gate = Gate(action, owner_of=self.roster.owner_of, verify=self.verify,
+                    lookup=self.replica.lookup, clock=self.clock, policy=policy)
+        planning = 0.0
+        roots = action.roots
+        mark = self.pool.traffic()
+        while True:
+            now = self.pool.traffic()
+            gate.add_traffic(now[0] - mark[0], now[1] - mark[1])
+            mark = now
+            event = gate.next_event()
+            if isinstance(event, Decision):
+                return GateRun(event, planning, roots)
+            if isinstance(event, FetchRecords):
+                gate.records_fetched(await self._fetch(event.ids))
+            elif isinstance(event, QueryHeads):
+                await self._query(gate, event)
+            elif isinstance(event, Replan):
+                assert replan is not None
+                await self.replica.add(event.changed)
+                started = self.clock()
+                roots = tuple(await replan(action, event.changed))
+                planning += self.clock() - started
+                gate.replanned(roots)
+
+    async def _fetch(self, ids: tuple[bytes, ...]) -> list[Record]:
+        """Ask every owner for `ids` (an id does not name its owner); keep what verifies."""
+        found: dict[bytes, Record] = {}
+
+        async def ask(owner: str) -> None:
+            try:
+                result = await self.pool.request(owner, "get", {"ids": list(ids)})
+            except PlanfenceError:
+                return
+            for wire in result.get("records", []) if isinstance(result, dict) else []:
+                try:
+                    record = record_from_wire(wire)
+                    self.verify(record)
+                except RecordError:
+                    continue
+                found[record.id] = record
+
+        with anyio.move_on_after(self.deadline):
+            async with anyio.create_task_group() as tg:
+                for owner in self.roster.names:
+                    tg.start_soon(ask, owner)
+        await self.replica.add(found.values())
+        return list(found.values())
+
+    async def _query(self, gate: Gate, event: QueryHeads) -> None:
+        """Send every owner its query concurrently under one deadline; report each outcome."""
+        answers: dict[str, Any] = {}
+        failures: dict[str, str] = {}
+
+        async def ask(owner: str, query: HeadsQuery) -> None:
+            args = {"keys": list(query.keys), "expect": dict(query.expect)}
+            try:
+                answers[owner] = await self.pool.request(owner, "heads", args)
+            except TransportError:
+                failures[owner] = "owner_unavailable"
+            except (RequestError, PlanfenceError):
+                failures[owner] = "malformed_response"
+
+        with anyio.move_on_after(self.deadline):
+            async with anyio.create_task_group() as tg:
+                for owner, query in event.queries.items():
+                    tg.start_soon(ask, owner, query)
+        for owner in event.queries:
+            if owner in answers:
+                gate.heads_answered(owner, answers[owner])
+            else:
+                gate.heads_failed(owner, failures.get(owner, "timeout"))
