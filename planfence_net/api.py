@@ -20,9 +20,12 @@ from .identity import Identity
 from .records import Record, record_from_wire, verify
 from .roster import Roster
 
+Addresses = dict[str, tuple[str, int]]
+
 
 async def wait_owner_ready(roster: Roster, identity: Identity, owner: str, deadline: float,
-                           alive: Callable[[], bool] = lambda: True) -> None:
+                           alive: Callable[[], bool] = lambda: True,
+                           addresses: Addresses | None = None) -> None:
     """Retry until `owner` accepts an authenticated session and answers a ping.
 
     Raises TransportError when `deadline` (a time.monotonic() value) passes first or
@@ -31,7 +34,8 @@ async def wait_owner_ready(roster: Roster, identity: Identity, owner: str, deadl
     last: Exception | None = None
     while time.monotonic() < deadline and alive():
         try:
-            async with open_session(roster, identity, owner) as session:
+            async with open_session(roster, identity, owner,
+                                    **_address(addresses, owner)) as session:
                 await session.request("ping")
                 return
         except PlanfenceError as exc:
@@ -41,12 +45,13 @@ async def wait_owner_ready(roster: Roster, identity: Identity, owner: str, deadl
 
 
 async def put_record(roster: Roster, identity: Identity, key: str, *, body: Any,
-                     parents: list[bytes] | None = None, kind: str = "fact") -> dict[str, Any]:
+                     parents: list[bytes] | None = None, kind: str = "fact",
+                     addresses: Addresses | None = None) -> dict[str, Any]:
     """Write a record as `identity` to the owner of `key`; returns {"id", "seq", "owner"}."""
     owner = roster.owner_of(key)
     if owner is None:
         raise ConfigError(f"no agent owns {key!r} in the roster")
-    async with open_session(roster, identity, owner) as session:
+    async with open_session(roster, identity, owner, **_address(addresses, owner)) as session:
         result = await session.request("put", {"key": key, "kind": kind,
                                                "parents": parents or [], "body": body})
     return {"key": key, "owner": owner, "id": result["id"], "seq": result["seq"]}
@@ -63,14 +68,15 @@ def group_by_owner(roster: Roster, keys: list[str]) -> dict[str, list[str]]:
     return dict(groups)
 
 
-async def query_heads(roster: Roster, identity: Identity,
-                      keys: list[str]) -> list[dict[str, Any]]:
+async def query_heads(roster: Roster, identity: Identity, keys: list[str],
+                      addresses: Addresses | None = None) -> list[dict[str, Any]]:
     """Current heads of `keys`, one batched request per owner, all owners concurrently."""
     groups = group_by_owner(roster, keys)
     rows: dict[str, dict[str, Any]] = {}
 
     async def ask(owner: str, owner_keys: list[str]) -> None:
-        async with open_session(roster, identity, owner) as session:
+        async with open_session(roster, identity, owner,
+                                **_address(addresses, owner)) as session:
             result = await session.request("heads", {"keys": owner_keys})
         for key, rid, seq in result["heads"]:
             rows[key] = {"key": key, "owner": owner, "id": rid, "seq": seq}
@@ -81,13 +87,15 @@ async def query_heads(roster: Roster, identity: Identity,
     return [rows[k] for k in keys]
 
 
-async def get_records(roster: Roster, identity: Identity, ids: list[bytes]) -> list[Record]:
+async def get_records(roster: Roster, identity: Identity, ids: list[bytes],
+                      addresses: Addresses | None = None) -> list[Record]:
     """Fetch records by id from every owner, verified; raises RequestError for ids not found."""
     found: dict[bytes, Record] = {}
 
     async def ask(owner: str) -> None:
         try:
-            async with open_session(roster, identity, owner) as session:
+            async with open_session(roster, identity, owner,
+                                    **_address(addresses, owner)) as session:
                 result = await session.request("get", {"ids": ids})
         except TransportError:
             return
@@ -105,7 +113,8 @@ async def get_records(roster: Roster, identity: Identity, ids: list[bytes]) -> l
     return [found[rid] for rid in ids]
 
 
-async def wait_cluster_ready(cdir: ClusterDir, names: list[str], timeout: float = 20.0) -> None:
+async def wait_cluster_ready(cdir: ClusterDir, names: list[str], timeout: float = 20.0,
+                             addresses: Addresses | None = None) -> None:
     """Wait until each named owner accepts an authenticated session.
 
     Raises PlanfenceError naming the owner, with the tail of its output, when one exits or
@@ -118,7 +127,7 @@ async def wait_cluster_ready(cdir: ClusterDir, names: list[str], timeout: float 
         pid = read_pid(cdir, name) or 0
         alive = functools.partial(process_alive, pid, owner_marker(cdir, name))
         try:
-            await wait_owner_ready(roster, cdir.identity(name), name, deadline, alive)
+            await wait_owner_ready(roster, cdir.identity(name), name, deadline, alive, addresses)
         except PlanfenceError as exc:
             output = tail(cdir.out(name))
             raise PlanfenceError(f"owner {name} failed to start: {exc}"
@@ -127,3 +136,11 @@ async def wait_cluster_ready(cdir: ClusterDir, names: list[str], timeout: float 
     async with collapsing_task_group() as tg:
         for name in names:
             tg.start_soon(wait_one, name)
+
+
+def _address(addresses: Addresses | None, owner: str) -> dict[str, Any]:
+    """open_session keyword arguments reaching `owner` through its link, if it has one."""
+    if addresses and owner in addresses:
+        host, port = addresses[owner]
+        return {"host": host, "port": port}
+    return {}

@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from . import cli_shape
 from . import cluster as clusterlib
 from .api import get_records, put_record, query_heads, wait_cluster_ready
 from .cluster import ClusterDir
@@ -113,48 +114,70 @@ def cluster_init(path: Path = DirArg,
 @cluster_app.command("up")
 @user_errors
 def cluster_up(path: Path = DirArg, json_out: bool = JsonOpt,
+               profile: str = typer.Option(
+                   "loopback", "--profile",
+                   help="Link profile: a shaper in front of every owner (see `planfence profiles`)."),
+               delay_ms: Optional[int] = typer.Option(None, "--delay-ms", min=0,
+                                                      help="One-way delay override."),
+               loss: float = typer.Option(0.0, "--loss", min=0.0, max=0.99,
+                                          help="Loss probability on every link."),
                timeout: float = typer.Option(20.0, help="Seconds to wait for owners.")) -> None:
-    """Start every owner that is not running; return once each accepts sessions."""
+    """Start every owner (and shaper) that is not running; return once each accepts sessions."""
     cdir = ClusterDir(path)
     roster = cdir.roster()
     started = clusterlib.start_owners(cdir)
     run_async(wait_cluster_ready, cdir, started, timeout)
+    links = clusterlib.start_shapers(cdir, profile, delay_ms=delay_ms, loss=loss)
+    if links:
+        run_async(wait_cluster_ready, cdir, roster.names, timeout, links)
     if json_out:
-        echo_json({"started": started, "running": roster.names})
+        echo_json({"started": started, "running": roster.names, "profile": profile,
+                   "links": {a: f"{h}:{p}" for a, (h, p) in links.items()}})
     else:
         typer.echo(f"started {len(started)} owner(s): {', '.join(started) or '-'}; "
-                   f"{len(roster.agents)} running")
+                   f"{len(roster.agents)} running"
+                   + (f"; links shaped with {profile}" if links else ""))
 
 
 @cluster_app.command("status")
 @user_errors
 def cluster_status(path: Path = DirArg, json_out: bool = JsonOpt) -> None:
-    """Per agent: name, address, pid, alive, owned patterns."""
+    """Per agent: name, address, pid, alive, owned patterns, and the shaper in front of it."""
     cdir = ClusterDir(path)
+    links = clusterlib.link_addresses(cdir)
+    profile = clusterlib.read_links(cdir).get("profile")
     rows = []
     for agent in cdir.roster().agents:
-        pid = clusterlib.read_pid(cdir, agent.name)
-        alive = pid is not None and clusterlib.process_alive(
-            pid, clusterlib.owner_marker(cdir, agent.name))
-        rows.append({"name": agent.name, "address": agent.address, "pid": pid,
-                     "alive": alive, "owns": list(agent.owns)})
+        pid = clusterlib.running_pid(cdir, agent.name, clusterlib.owner_marker(cdir, agent.name))
+        link = links.get(agent.name)
+        rows.append({"name": agent.name, "address": agent.address,
+                     "pid": pid or clusterlib.read_pid(cdir, agent.name), "alive": pid is not None,
+                     "owns": list(agent.owns),
+                     "shaper": {"address": f"{link[0]}:{link[1]}", "profile": profile,
+                                "pid": clusterlib.read_pid(cdir, clusterlib.shaper_name(
+                                    agent.name))} if link else None})
     if json_out:
         echo_json(rows)
         return
-    print_table(["agent", "address", "pid", "alive", "owns"],
+    print_table(["agent", "address", "pid", "alive", "owns", "shaper"],
                 [[r["name"], r["address"], r["pid"] or "-", "yes" if r["alive"] else "no",
-                  " ".join(r["owns"])] for r in rows])
+                  " ".join(r["owns"]),
+                  f"{r['shaper']['address']} ({profile})" if r["shaper"] else "-"]
+                 for r in rows])
 
 
 @cluster_app.command("down")
 @user_errors
 def cluster_down(path: Path = DirArg, json_out: bool = JsonOpt) -> None:
     """Stop every process of the cluster (SIGTERM, then SIGKILL after 10 s)."""
-    stopped = clusterlib.stop_owners(ClusterDir(path))
+    cdir = ClusterDir(path)
+    shapers = clusterlib.stop_shapers(cdir)
+    stopped = clusterlib.stop_owners(cdir)
     if json_out:
-        echo_json({"stopped": stopped})
+        echo_json({"stopped": stopped, "shapers_stopped": shapers})
     else:
-        typer.echo(f"stopped {len(stopped)} owner(s): {', '.join(stopped) or '-'}")
+        typer.echo(f"stopped {len(stopped)} owner(s): {', '.join(stopped) or '-'}"
+                   + (f"; {len(shapers)} shaper(s)" if shapers else ""))
 
 
 # ---- owner ---------------------------------------------------------------------------------
@@ -202,7 +225,8 @@ def put(path: Path = DirArg, key: str = typer.Argument(..., help="Semantic key."
     if owner is None:
         raise PlanfenceError(f"no agent owns {key!r} in the roster")
     result = run_async(functools.partial(put_record, roster, cdir.identity(owner), key,
-                                         body=value, parents=parents, kind=kind))
+                                         body=value, parents=parents, kind=kind,
+                                         addresses=clusterlib.link_addresses(cdir)))
     if json_out:
         echo_json(result)
     else:
@@ -223,7 +247,8 @@ def heads(path: Path = DirArg, keys: list[str] = typer.Argument(..., help="Keys.
           as_agent: Optional[str] = AsOpt, json_out: bool = JsonOpt) -> None:
     """Current head of each KEY, asked from its owner."""
     cdir = ClusterDir(path)
-    rows = run_async(query_heads, cdir.roster(), identity_for(cdir, as_agent), keys)
+    rows = run_async(query_heads, cdir.roster(), identity_for(cdir, as_agent), keys,
+                     clusterlib.link_addresses(cdir))
     if json_out:
         echo_json(rows)
         return
@@ -239,7 +264,8 @@ def get(path: Path = DirArg, ids: list[str] = typer.Argument(..., help="Record i
     """Fetch records by id from the owners and verify them."""
     cdir = ClusterDir(path)
     wanted = [parse_id(i) for i in ids]
-    records = run_async(get_records, cdir.roster(), identity_for(cdir, as_agent), wanted)
+    records = run_async(get_records, cdir.roster(), identity_for(cdir, as_agent), wanted,
+                        clusterlib.link_addresses(cdir))
     if json_out:
         echo_json([r.to_json() for r in records])
         return
@@ -303,7 +329,7 @@ def authorize(path: Path = DirArg,
 
     async def decide() -> Decision:
         async with anyio.create_task_group() as tg:
-            pool = SessionPool(tg, roster, identity)
+            pool = SessionPool(tg, roster, identity, clusterlib.link_addresses(cdir))
             runner = GateRunner(pool, await Replica.open(None), deadline=deadline)
             run = await runner.wait_decision(action)
             await pool.aclose()
@@ -365,6 +391,9 @@ def outcome_json(o: Outcome) -> dict[str, Any]:
             "replanned": o.replanned, "blocked": o.blocked, "stall_ms": o.stall * 1000,
             "bytes": o.traffic,
             "decision": o.decision.to_json() if o.decision is not None else None}
+
+
+cli_shape.register(app)
 
 
 def main() -> None:

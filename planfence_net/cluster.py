@@ -24,7 +24,7 @@ import tomli_w
 
 from .errors import ConfigError
 from .identity import Identity, generate_key_file, load_identity
-from .roster import Roster, load_roster, roster_from_dict
+from .roster import Roster, load_roster, parse_address, roster_from_dict
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_AGENTS = PROJECT_ROOT / "owners" / "agents.toml"
@@ -208,3 +208,80 @@ def stop_owners(cdir: ClusterDir) -> list[str]:
     """Stop every running owner; returns the names stopped."""
     return [agent.name for agent in cdir.roster().agents
             if stop_process(cdir, agent.name, owner_marker(cdir, agent.name))]
+
+
+# ---- shapers: one trace-replaying relay in front of each owner --------------------------------
+
+def shaper_name(agent: str) -> str:
+    return f"shaper-{agent}"
+
+
+def shaper_marker(upstream: str) -> str:
+    return f"--upstream {upstream}"
+
+
+def links_path(cdir: ClusterDir) -> Path:
+    return cdir.root / "run" / "links.toml"
+
+
+def read_links(cdir: ClusterDir) -> dict[str, Any]:
+    """The recorded shaper links: {"profile": ..., "links": {agent: "host:port"}} or {}."""
+    try:
+        return tomllib.loads(links_path(cdir).read_text())
+    except FileNotFoundError:
+        return {}
+
+
+def link_addresses(cdir: ClusterDir) -> dict[str, tuple[str, int]]:
+    """Where executors reach each owner: its running shaper, when there is one."""
+    links = read_links(cdir).get("links", {})
+    addresses = {}
+    for agent in cdir.roster().agents:
+        if agent.name in links and running_pid(cdir, shaper_name(agent.name),
+                                               shaper_marker(agent.address)):
+            host, port = parse_address(links[agent.name])
+            addresses[agent.name] = (host, port)
+    return addresses
+
+
+def start_shapers(cdir: ClusterDir, profile: str, *, delay_ms: int | None = None,
+                  loss: float = 0.0, seed: int = 0) -> dict[str, tuple[str, int]]:
+    """Put a shaper replaying `profile` in front of every owner; returns agent -> address.
+
+    Running shapers of the same profile are kept; a different profile replaces them.
+    `loopback` means no shaping: every shaper is stopped and {} returned.
+    """
+    previous = read_links(cdir)
+    if previous.get("profile") != profile or previous.get("delay_ms") != delay_ms \
+            or previous.get("loss") != loss:
+        stop_shapers(cdir)
+        previous = {}
+    if profile == "loopback":
+        return {}
+    links: dict[str, str] = dict(previous.get("links", {}))
+    for i, agent in enumerate(cdir.roster().agents):
+        name, marker = shaper_name(agent.name), shaper_marker(agent.address)
+        if agent.name in links and running_pid(cdir, name, marker):
+            continue
+        listen = f"{agent.host}:{free_port(agent.host)}"
+        argv = [sys.executable, "-m", "planfence_net", "shape", "--listen", listen,
+                "--upstream", agent.address, "--profile", profile, "--seed", str(seed + i)]
+        if delay_ms is not None:
+            argv += ["--delay-ms", str(delay_ms)]
+        if loss:
+            argv += ["--loss", str(loss)]
+        spawn(cdir, name, argv)
+        links[agent.name] = listen
+    record: dict[str, Any] = {"profile": profile, "loss": loss, "links": links}
+    if delay_ms is not None:
+        record["delay_ms"] = delay_ms
+    links_path(cdir).write_text(tomli_w.dumps(record))
+    return {agent: parse_address(address) for agent, address in links.items()}
+
+
+def stop_shapers(cdir: ClusterDir) -> list[str]:
+    """Stop every recorded shaper; returns the agents whose shaper was running."""
+    stopped = [agent.name for agent in cdir.roster().agents
+               if stop_process(cdir, shaper_name(agent.name), shaper_marker(agent.address))]
+    links_path(cdir).unlink(missing_ok=True)
+    return stopped
