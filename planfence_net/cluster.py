@@ -118,7 +118,14 @@ def read_pid(cdir: ClusterDir, name: str) -> int | None:
 
 
 def process_alive(pid: int, marker: str) -> bool:
-    """True when `pid` runs and its command line contains `marker` (guards pid reuse)."""
+    """True when `pid` runs and its command line contains `marker` (guards pid reuse).
+
+    A process this one spawned is asked through its Popen (which also reaps it).
+    """
+    child = _CHILDREN.get(pid)
+    if child is not None:
+        _reap(pid)
+        return child.returncode is None
     _reap(pid)
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()

@@ -1,0 +1,78 @@
+"""`planfence authorize`, `planfence plan` and `planfence demo`, run in-process."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from typer.testing import CliRunner
+
+from planfence_net.cli import app
+
+runner = CliRunner()
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, [str(a) for a in args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def put(path: str, key: str, body: str, *parents: str, command: str = "put") -> str:
+    args = [command, path, key, "--body", body, "--json"]
+    for parent in parents:
+        args += ["--parent", parent]
+    code, out, err = invoke(*args)
+    assert code == 0, err
+    rid = json.loads(out)["id"]
+    assert re.fullmatch(r"[0-9a-f]{64}", rid)
+    return rid
+
+
+def test_authorize_exit_codes(live_cluster) -> None:  # type: ignore[no-untyped-def]
+    path = str(live_cluster.path)
+    r3 = put(path, "req/order-17", '{"qty": 3}')
+    fact = put(path, "inv/stock-17", '{"on_hand": 40}')
+    plan = put(path, "plan/ship-17", '{"steps": ["ship 3"]}', r3, fact, command="plan")
+    code, out, err = invoke("get", path, plan, "--json")
+    assert code == 0 and json.loads(out)[0]["kind"] == "plan"
+    deps = ["--dep", "req/order-17", "--dep", "inv/stock-17"]
+
+    code, out, _ = invoke("authorize", path, "--root", plan, *deps, "--as", "ops")
+    assert code == 0
+    assert out.splitlines()[0] == "action: authorized"
+
+    r4 = put(path, "req/order-17", '{"qty": 4}')
+    code, out, _ = invoke("authorize", path, "--root", plan, *deps, "--json")
+    assert code == 2
+    decision = json.loads(out)
+    assert (decision["outcome"], decision["reason"]) == ("blocked", "stale_plan")
+    assert decision["drift"] == {"req/order-17": {"from": r3, "to": r4}}
+
+    code, out, _ = invoke("authorize", path, "--root", plan, "--dep", "req/order-17",
+                          "--dep", "audit/unread", "--json")
+    assert code == 3
+    assert json.loads(out)["reason"] == "incomplete_declaration"
+
+    live_cluster.kill9("inventory")
+    code, out, _ = invoke("authorize", path, "--root", plan, *deps, "--deadline", "1", "--json")
+    assert code == 3
+    assert json.loads(out)["reason"] in {"owner_unavailable", "missing_lineage"}
+
+
+def test_authorize_rejects_a_bad_root_id(cluster_dir) -> None:  # type: ignore[no-untyped-def]
+    code, _, err = invoke("authorize", str(cluster_dir.path), "--root", "abc", "--dep", "req/x")
+    assert code == 2  # click's usage error
+    assert "'abc' is not a record id (64 hex characters)" in err
+
+
+def test_demo_shows_freshness_invalid_and_planfence_valid(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from conftest import owner_processes
+
+    code, out, err = invoke("demo", "--dir", tmp_path / "demo", "--json")
+    assert code == 0, err
+    summary = {row["policy"]: row for row in json.loads(out)["summary"]}
+    assert summary["freshness"]["issued"] == summary["freshness"]["invalid"] == 3
+    assert (summary["planfence"]["issued"], summary["planfence"]["invalid"],
+            summary["planfence"]["replans"], summary["planfence"]["blocked"]) == (3, 0, 3, 0)
+    assert summary["planfence"]["kib_per_action"] > 0
+    assert owner_processes(str(tmp_path)) == {}

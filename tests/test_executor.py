@@ -1,0 +1,206 @@
+"""The PlanFence gate against real owner processes on 127.0.0.1 (issue 3 acceptance)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import pytest
+
+from planfence_net.api import wait_owner_ready
+from planfence_net.executor.pool import SessionPool
+from planfence_net.executor.replica import Replica
+from planfence_net.executor.runner import GateRun, GateRunner
+from planfence_net.executor.scenario import Writers
+from planfence_net.gate import Action
+from planfence_net.records import Record
+
+pytestmark = pytest.mark.anyio
+DEADLINE = 1.5
+
+
+@dataclass
+class World:
+    """A live cluster with writers for every agent and an executor (agent `ops`)."""
+
+    cluster: object
+    writers: Writers
+    runner: GateRunner
+
+    async def plan(self, suffix: str = "") -> tuple[bytes, bytes, bytes]:
+        """r3 (req), a fact (inv), and a plan derived from both; returns (r3, fact, plan)."""
+        r3 = await self.writers.put(f"req/order{suffix}", {"qty": 3})
+        fact = await self.writers.put(f"inv/stock{suffix}", {"on_hand": 40})
+        plan = await self.writers.put(f"plan/ship{suffix}", {"steps": ["ship 3"]}, [r3, fact],
+                                      kind="plan")
+        return r3, fact, plan
+
+    async def decide(self, plan: bytes, deps: tuple[str, ...] = ("req/order", "inv/stock"),
+                     replan=None) -> GateRun:  # type: ignore[no-untyped-def]
+        return await self.runner.wait_decision(Action("ship", (plan,), deps), replan)
+
+
+@asynccontextmanager
+async def world(cluster) -> AsyncIterator[World]:  # type: ignore[no-untyped-def]
+    async with anyio.create_task_group() as tg:
+        writers = Writers(tg, cluster.cdir)
+        pool = SessionPool(tg, cluster.roster, cluster.identity("ops"))
+        yield World(cluster, writers, GateRunner(pool, await Replica.open(None),
+                                                 deadline=DEADLINE))
+        await pool.aclose()
+        await writers.aclose()
+        tg.cancel_scope.cancel()
+
+
+def heads_requests(cluster, agent: str) -> list[dict]:  # type: ignore[no-untyped-def]
+    return [e for e in cluster.events(agent, "request")
+            if e["op"] == "heads" and e["peer"] == "ops"]
+
+
+async def test_match_is_authorized_in_one_round_trip_per_owner(live_cluster) -> None:  # type: ignore[no-untyped-def]
+    async with world(live_cluster) as w:
+        r3, fact, plan = await w.plan()
+        await w.runner.replica.add(await w.runner._fetch((plan, r3, fact)))
+        run = await w.decide(plan)
+    d = run.decision
+    assert (d.outcome, d.reason, d.replanned, d.round_trips) == ("authorized", None, False, 1)
+    assert d.frontier == {"req/order": r3, "inv/stock": fact}
+    assert d.heads["req/order"][0] == r3 and d.heads["inv/stock"][0] == fact
+    for owner in ("reqs", "inventory"):  # the log line is written after the reply is sent
+        live_cluster.wait_event(owner, "request", lambda e: e["op"] == "heads")
+        assert len(heads_requests(live_cluster, owner)) == 1
+    assert heads_requests(live_cluster, "planner") == []  # undeclared: never asked
+    assert d.bytes_sent > 0 and d.bytes_received > 0
+
+
+async def test_revision_after_planning_replans_once_then_authorizes(live_cluster) -> None:  # type: ignore[no-untyped-def]
+    calls: list[tuple[Record, ...]] = []
+    async with world(live_cluster) as w:
+        r3, fact, plan = await w.plan()
+        r4 = await w.writers.put("req/order", {"qty": 4})
+
+        async def replan(action: Action, changed: tuple[Record, ...]) -> list[bytes]:
+            calls.append(changed)
+            return [await w.writers.put("plan/ship", {"steps": ["ship 4"]}, [r4, fact],
+                                        kind="plan")]
+
+        run = await w.decide(plan, replan=replan)
+    d = run.decision
+    assert (d.outcome, d.replanned) == ("authorized", True)
+    assert d.drift == {"req/order": (r3, r4)}
+    assert [[r.id for r in changed] for changed in calls] == [[r4]]
+    assert d.frontier["req/order"] == r4
+    assert run.roots != (plan,)
+
+
+async def test_second_revision_during_replan_blocks_changed_again(live_cluster) -> None:  # type: ignore[no-untyped-def]
+    async with world(live_cluster) as w:
+        r3, fact, plan = await w.plan()
+        r4 = await w.writers.put("req/order", {"qty": 4})
+
+        async def replan(action: Action, changed: tuple[Record, ...]) -> list[bytes]:
+            new_plan = await w.writers.put("plan/ship", {"steps": ["ship 4"]}, [r4, fact],
+                                           kind="plan")
+            await w.writers.put("req/order", {"qty": 5})  # r5 lands while replanning
+            return [new_plan]
+
+        d = (await w.decide(plan, replan=replan)).decision
+    assert (d.outcome, d.reason, d.replanned) == ("blocked", "changed_again", True)
+
+
+async def test_without_replan_hook_a_drift_is_a_stale_plan(live_cluster) -> None:  # type: ignore[no-untyped-def]
+    async with world(live_cluster) as w:
+        r3, _, plan = await w.plan()
+        r4 = await w.writers.put("req/order", {"qty": 4})
+        d = (await w.decide(plan)).decision
+    assert (d.outcome, d.reason) == ("blocked", "stale_plan")
+    assert d.drift == {"req/order": (r3, r4)}
+
+
+async def test_killed_owner_blocks_owner_unavailable_within_the_deadline(live_cluster) -> None:  # type: ignore[no-untyped-def]
+    async with world(live_cluster) as w:
+        _, _, plan = await w.plan()
+        await w.decide(plan)  # sessions are open and warm
+        live_cluster.kill9("inventory")
+        started = time.monotonic()
+        d = (await w.decide(plan)).decision
+        elapsed = time.monotonic() - started
+    assert (d.outcome, d.reason) == ("blocked", "owner_unavailable")
+    assert elapsed < DEADLINE
+
+
+async def test_stopped_owner_blocks_timeout_at_the_deadline(live_cluster) -> None:  # type: ignore[no-untyped-def]
+    async with world(live_cluster) as w:
+        _, _, plan = await w.plan()
+        await w.decide(plan)
+        pid = live_cluster.owner_pid("inventory")
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            d = (await w.decide(plan)).decision
+            elapsed = time.monotonic() - started
+        finally:
+            os.kill(pid, signal.SIGCONT)
+    assert (d.outcome, d.reason) == ("blocked", "timeout")
+    assert DEADLINE * 0.9 <= elapsed < DEADLINE * 2
+
+
+async def test_missing_lineage_blocks(live_cluster) -> None:  # type: ignore[no-untyped-def]
+    async with world(live_cluster) as w:
+        r3 = await w.writers.put("req/order", {"qty": 3})
+        ghost = bytes(range(32))  # a parent no owner has
+        plan = await w.writers.put("plan/ship", {}, [r3, ghost], kind="plan")
+        d = (await w.decide(plan, deps=("req/order",))).decision
+    assert (d.outcome, d.reason) == ("blocked", "missing_lineage")
+
+
+async def test_undeclared_dependency_in_lineage_blocks_incomplete_declaration(live_cluster) -> None:  # type: ignore[no-untyped-def]
+    async with world(live_cluster) as w:
+        _, _, plan = await w.plan()
+        d = (await w.decide(plan, deps=("req/order", "audit/never-read"))).decision
+    assert (d.outcome, d.reason) == ("blocked", "incomplete_declaration")
+
+
+@pytest.fixture
+def faulty(live_cluster) -> Iterator:  # type: ignore[no-untyped-def]
+    """Replace the `inventory` owner with a faulty one on the same port and identity."""
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(fault: str) -> None:
+        live_cluster.kill9("inventory")
+        script = Path(__file__).with_name("faulty_owner.py")
+        procs.append(subprocess.Popen([sys.executable, str(script), str(live_cluster.path),
+                                       "inventory", fault], stdin=subprocess.DEVNULL))
+        deadline = time.monotonic() + 20
+        anyio.run(lambda: wait_owner_ready(live_cluster.roster, live_cluster.identity("ops"),
+                                           "inventory", deadline,
+                                           lambda: procs[-1].poll() is None))
+
+    try:
+        yield start
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@pytest.mark.parametrize("fault", ["wrong_key", "missing_key", "garbage_id", "duplicate_key"])
+def test_faulty_owner_answers_block_malformed_response(live_cluster, faulty, fault) -> None:  # type: ignore[no-untyped-def]
+    faulty(fault)
+
+    async def scenario() -> GateRun:
+        async with world(live_cluster) as w:
+            _, _, plan = await w.plan()
+            return await w.decide(plan)
+
+    d = anyio.run(scenario).decision
+    assert (d.outcome, d.reason) == ("blocked", "malformed_response")
+    assert "inventory" in d.detail
