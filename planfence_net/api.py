@@ -14,7 +14,7 @@ from typing import Any, Callable
 import anyio
 
 from .client import collapsing_task_group, open_session
-from .cluster import ClusterDir, owner_marker, process_alive, read_pid, tail
+from .cluster import ClusterDir, process_alive, read_pid, tail
 from .errors import ConfigError, PlanfenceError, RequestError, TransportError
 from .identity import Identity
 from .records import Record, record_from_wire, verify
@@ -114,23 +114,26 @@ async def get_records(roster: Roster, identity: Identity, ids: list[bytes],
 
 
 async def wait_cluster_ready(cdir: ClusterDir, names: list[str], timeout: float = 20.0,
-                             addresses: Addresses | None = None) -> None:
-    """Wait until each named owner accepts an authenticated session.
+                             addresses: Addresses | None = None, *,
+                             watch: Callable[[str], str] = lambda name: name) -> None:
+    """Wait until each named owner accepts an authenticated session (through `addresses`).
 
-    Raises PlanfenceError naming the owner, with the tail of its output, when one exits or
-    does not answer within `timeout` seconds.
+    `watch(name)` names the process whose exit means failure (the owner itself, or the
+    shaper in front of it). Raises PlanfenceError naming it, with the tail of its output,
+    when it exits or the owner does not answer within `timeout` seconds.
     """
     roster = cdir.roster()
     deadline = time.monotonic() + timeout
 
     async def wait_one(name: str) -> None:
-        pid = read_pid(cdir, name) or 0
-        alive = functools.partial(process_alive, pid, owner_marker(cdir, name))
+        process = watch(name)
+        pid = read_pid(cdir, process) or 0
+        alive = functools.partial(process_alive, pid, "planfence_net")
         try:
             await wait_owner_ready(roster, cdir.identity(name), name, deadline, alive, addresses)
         except PlanfenceError as exc:
-            output = tail(cdir.out(name))
-            raise PlanfenceError(f"owner {name} failed to start: {exc}"
+            output = tail(cdir.out(process))
+            raise PlanfenceError(f"{process} failed to start: {exc}"
                                  + (f"\n{output}" if output else "")) from None
 
     async with collapsing_task_group() as tg:

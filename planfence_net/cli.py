@@ -24,6 +24,8 @@ from .executor.replica import Replica
 from .executor.runner import GateRunner
 from .executor.scenario import Outcome
 from .gate import Action, Decision
+from .roster import parse_address
+from .traces import find_trace, load_profile
 from .owners.daemon import run_owner
 from .owners.logs import format_event, read_events
 
@@ -100,9 +102,12 @@ def cluster_init(path: Path = DirArg,
                  agents: int = typer.Option(5, "--agents", min=1, help="Number of agents."),
                  base_port: Optional[int] = typer.Option(
                      None, "--base-port", help="First port (0: pick free ports)."),
+                 compose: bool = typer.Option(
+                     False, "--compose", help="Lay out for docker-compose.yml (owner-NAME:7401 "
+                                              "reached through shaper-NAME:7402)."),
                  json_out: bool = JsonOpt) -> None:
     """Create a cluster folder: roster, identity keys, data and log folders."""
-    roster = clusterlib.init_cluster(path, agents=agents, base_port=base_port)
+    roster = clusterlib.init_cluster(path, agents=agents, base_port=base_port, compose=compose)
     if json_out:
         echo_json({"cluster": roster.cluster, "agents": [a.to_json() for a in roster.agents]})
         return
@@ -125,11 +130,13 @@ def cluster_up(path: Path = DirArg, json_out: bool = JsonOpt,
     """Start every owner (and shaper) that is not running; return once each accepts sessions."""
     cdir = ClusterDir(path)
     roster = cdir.roster()
+    check_profile(profile)
     started = clusterlib.start_owners(cdir)
     run_async(wait_cluster_ready, cdir, started, timeout)
     links = clusterlib.start_shapers(cdir, profile, delay_ms=delay_ms, loss=loss)
     if links:
-        run_async(wait_cluster_ready, cdir, roster.names, timeout, links)
+        run_async(functools.partial(wait_cluster_ready, cdir, roster.names, timeout, links,
+                                    watch=clusterlib.shaper_name))
     if json_out:
         echo_json({"started": started, "running": roster.names, "profile": profile,
                    "links": {a: f"{h}:{p}" for a, (h, p) in links.items()}})
@@ -137,6 +144,14 @@ def cluster_up(path: Path = DirArg, json_out: bool = JsonOpt,
         typer.echo(f"started {len(started)} owner(s): {', '.join(started) or '-'}; "
                    f"{len(roster.agents)} running"
                    + (f"; links shaped with {profile}" if links else ""))
+
+
+def check_profile(name: str) -> None:
+    """Fail early, with the search path, when a profile or one of its traces is missing."""
+    profile = load_profile(name)
+    for trace in (profile.up, profile.down):
+        if trace is not None:
+            find_trace(trace)
 
 
 @cluster_app.command("status")
@@ -185,18 +200,23 @@ def cluster_down(path: Path = DirArg, json_out: bool = JsonOpt) -> None:
 @owner_app.command("serve")
 @user_errors
 def owner_serve(path: Path = DirArg,
-                agent: str = typer.Option(..., "--agent", help="Which agent to serve as.")) -> None:
+                agent: str = typer.Option(..., "--agent", help="Which agent to serve as."),
+                listen: Optional[str] = typer.Option(
+                    None, "--listen", help="HOST:PORT to bind instead of the roster address "
+                                           "(e.g. 0.0.0.0:7401 in a container).")) -> None:
     """Run one owner daemon in the foreground until SIGTERM or Ctrl-C."""
     cdir = ClusterDir(path)
     roster = cdir.roster()
     identity = cdir.identity(agent)
     roster.agent(agent)
+    bind = parse_address(listen) if listen else None
 
     async def serve() -> None:
         async with anyio.create_task_group() as tg:
             port = await tg.start(functools.partial(
-                run_owner, roster, identity, cdir.db(agent), cdir.log(agent)))
-            typer.echo(f"owner {agent} listening on {roster.agent(agent).host}:{port}")
+                run_owner, roster, identity, cdir.db(agent), cdir.log(agent), listen=bind))
+            host = bind[0] if bind else roster.agent(agent).host
+            typer.echo(f"owner {agent} listening on {host}:{port}")
 
     run_async(serve)
 
@@ -368,13 +388,29 @@ def demo(keep: Optional[Path] = typer.Option(
                     run_demo, cdir, progress=lambda m: status.update(f"running {m} ...")))
         finally:
             clusterlib.stop_owners(cdir)
+    report_outcomes(outcomes, json_out, f"{len(roster.agents)} owners on 127.0.0.1")
+
+
+@app.command("scenario")
+@user_errors
+def scenario(path: Path = DirArg, json_out: bool = JsonOpt) -> None:
+    """Run the stale-plan scenario against a cluster that is already running (through its
+    shapers when it has them), as agent `ops`, and print the result table."""
+    cdir = ClusterDir(path)
+    links = clusterlib.link_addresses(cdir)
+    outcomes = run_async(functools.partial(run_demo, cdir, addresses=links))
+    report_outcomes(outcomes, json_out, f"{len(cdir.roster().agents)} owners"
+                    + (" through shapers" if links else ""))
+
+
+def report_outcomes(outcomes: list[Outcome], json_out: bool, where: str) -> None:
     rows = summarize(outcomes)
     drifted = next((o for o in outcomes if o.decision is not None and o.decision.drift), None)
     if json_out:
         echo_json({"summary": [r.to_json() for r in rows],
                    "actions": [outcome_json(o) for o in outcomes]})
         return
-    typer.echo(f"stale-plan scenario: {len(roster.agents)} owners on 127.0.0.1, "
+    typer.echo(f"stale-plan scenario: {where}, "
                f"{len(outcomes) // len(rows)} workflow families per policy\n")
     print_table(["policy", "issued", "invalid", "replans", "blocked", "stall ms/action",
                  "KiB/action"],

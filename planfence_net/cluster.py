@@ -81,11 +81,17 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+COMPOSE_OWNER_PORT, COMPOSE_SHAPER_PORT = 7401, 7402
+
+
 def init_cluster(root: Path, *, agents: int = 5, base_port: int | None = None,
-                 host: str | None = None, name: str | None = None) -> Roster:
+                 host: str | None = None, name: str | None = None,
+                 compose: bool = False) -> Roster:
     """Create a cluster folder with keys and a roster. Refuses to overwrite an existing one.
 
     `base_port` 0 picks a free port per agent; None takes the default from owners/agents.toml.
+    `compose` lays the cluster out for docker-compose.yml: agent NAME listens at
+    owner-NAME:7401 and is reached through shaper-NAME:7402 (a static links.toml).
     """
     if agents < 1:
         raise ConfigError("a cluster needs at least one agent")
@@ -102,11 +108,16 @@ def init_cluster(root: Path, *, agents: int = 5, base_port: int | None = None,
     for i, template in enumerate(templates):
         key = generate_key_file(cdir.key(template["name"]))
         port = free_port(host) if base == 0 else base + i
-        rows.append({"name": template["name"], "address": f"{host}:{port}",
+        address = (f"owner-{template['name']}:{COMPOSE_OWNER_PORT}" if compose
+                   else f"{host}:{port}")
+        rows.append({"name": template["name"], "address": address,
                      "public_key": bytes(key.verify_key).hex(), "owns": template["owns"]})
     data = {"cluster": name or defaults.get("cluster", "planfence"), "agents": rows}
     roster = roster_from_dict(data)
     cdir.roster_path.write_text(tomli_w.dumps(data))
+    if compose:
+        static_links_path(cdir).write_text(tomli_w.dumps({"links": {
+            a.name: f"shaper-{a.name}:{COMPOSE_SHAPER_PORT}" for a in roster.agents}}))
     return roster
 
 
@@ -239,8 +250,18 @@ def read_links(cdir: ClusterDir) -> dict[str, Any]:
         return {}
 
 
+def static_links_path(cdir: ClusterDir) -> Path:
+    return cdir.root / "links.toml"
+
+
 def link_addresses(cdir: ClusterDir) -> dict[str, tuple[str, int]]:
-    """Where executors reach each owner: its running shaper, when there is one."""
+    """Where executors reach each owner: the static links.toml of the folder if it has one
+    (shapers run elsewhere, e.g. in docker compose), else its running local shaper."""
+    try:
+        static = tomllib.loads(static_links_path(cdir).read_text())["links"]
+        return {agent: parse_address(address) for agent, address in static.items()}
+    except FileNotFoundError:
+        pass
     links = read_links(cdir).get("links", {})
     addresses = {}
     for agent in cdir.roster().agents:

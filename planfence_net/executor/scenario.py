@@ -62,8 +62,10 @@ class Outcome:
 class Writers:
     """Pooled sessions for each agent that writes in the scenario (not coordination traffic)."""
 
-    def __init__(self, task_group: Any, cdir: ClusterDir) -> None:
+    def __init__(self, task_group: Any, cdir: ClusterDir,
+                 addresses: dict[str, tuple[str, int]] | None = None) -> None:
         self.cdir = cdir
+        self.addresses = addresses
         self.roster = cdir.roster()
         self._tg = task_group
         self._pools: dict[str, SessionPool] = {}
@@ -75,7 +77,7 @@ class Writers:
         pool = self._pools.get(owner)
         if pool is None:
             pool = self._pools[owner] = SessionPool(self._tg, self.roster,
-                                                    self.cdir.identity(owner))
+                                                    self.cdir.identity(owner), self.addresses)
         result = await pool.request(owner, "put", {"key": key, "kind": kind,
                                                    "parents": list(parents), "body": body})
         rid: bytes = result["id"]

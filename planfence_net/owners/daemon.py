@@ -44,10 +44,13 @@ class _Connection:
 
 
 class OwnerDaemon:
-    """Serves `identity`'s records. Build with `open_owner`, run `serve` in a task group."""
+    """Serves `identity`'s records. `run_owner` builds one and runs `serve`.
+
+    `listen` overrides the roster address to bind (e.g. 0.0.0.0 inside a container).
+    """
 
     def __init__(self, roster: Roster, identity: Identity, store: Store, log: EventLog,
-                 *, max_message: int) -> None:
+                 *, max_message: int, listen: tuple[str, int] | None = None) -> None:
         self.roster = roster
         self.identity = identity
         self.agent = roster.agent(identity.name)
@@ -57,6 +60,7 @@ class OwnerDaemon:
         self.connections: set[_Connection] = set()
         self.in_flight = 0
         self.requests_served = 0
+        self.listen = listen
         self.refused_peers = 0
         self._idle = anyio.Event()
         self._idle.set()
@@ -68,11 +72,11 @@ class OwnerDaemon:
         On SIGTERM or SIGINT: stop accepting, let in-flight requests finish (bounded by
         SHUTDOWN_GRACE), then return.
         """
-        listener = await anyio.create_tcp_listener(local_host=self.agent.host,
-                                                   local_port=self.agent.port,
+        host, port = self.listen or (self.agent.host, self.agent.port)
+        listener = await anyio.create_tcp_listener(local_host=host, local_port=port,
                                                    reuse_port=False)
         port = listener.extra(anyio.abc.SocketAttribute.local_port)
-        self.log.write("listening", address=f"{self.agent.host}:{port}", pid=os.getpid())
+        self.log.write("listening", address=f"{host}:{port}", pid=os.getpid())
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self.store.run_committer)
@@ -292,13 +296,18 @@ def signer(identity: Identity) -> Signer:
 
 async def run_owner(roster: Roster, identity: Identity, db_path: Path, log_path: Path, *,
                     max_message: int = 16 * 1024 * 1024,
+                    listen: tuple[str, int] | None = None,
                     task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
-    """Open the store and log, serve until a signal or cancellation, then close both."""
+    """Open the store and log, serve until a signal or cancellation, then close both.
+
+    `listen` overrides the roster address to bind (e.g. 0.0.0.0 inside a container).
+    """
     log = EventLog(log_path, identity.name)
     store = None
     try:
         store = await Store.open(db_path, signer(identity))
-        daemon = OwnerDaemon(roster, identity, store, log, max_message=max_message)
+        daemon = OwnerDaemon(roster, identity, store, log, max_message=max_message,
+                             listen=listen)
         await daemon.serve(task_status=task_status)
     finally:
         if store is not None:

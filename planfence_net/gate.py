@@ -1,0 +1,472 @@
+"""The PlanFence gate: the decision state machine of DESIGN section 3, with no I/O.
+
+The runtime drives a `Gate` like an h11 connection: it calls `next_event()` and does what the
+event asks, feeding the outcome back, until the event is a `Decision`:
+
+    FetchRecords  -> look the ids up at their owners, then `records_fetched(records)`
+    QueryHeads    -> send every query concurrently under one deadline, then for each owner
+                     `heads_answered(owner, result)` or `heads_failed(owner, reason)`
+    Replan        -> call the application's replan hook once, then `replanned(new_roots)`
+    Decision      -> final; `next_event()` keeps returning it
+
+Calling a method the current state does not expect raises LocalProtocolError. Whatever an
+owner sends is checked here (section 3, step 3): a bad answer blocks, it never raises.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ConfigError, LocalProtocolError, RecordError
+from .lineage import MISSING_LINEAGE, Blocked, Missing, walk
+from .records import ID_LEN, Record, record_from_wire
+
+AUTHORIZED = "authorized"
+BLOCKED = "blocked"
+UNKNOWN_OWNER = "unknown_owner"
+OWNER_UNAVAILABLE = "owner_unavailable"
+MALFORMED_RESPONSE = "malformed_response"
+TIMEOUT = "timeout"
+CHANGED_AGAIN = "changed_again"
+STALE_PLAN = "stale_plan"
+HEADS_FAILURES = frozenset({OWNER_UNAVAILABLE, TIMEOUT, MALFORMED_RESPONSE})
+FAIL_OPEN_REASONS = frozenset({MISSING_LINEAGE, *HEADS_FAILURES, CHANGED_AGAIN})
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """A protected action: its roots L(a) (plan record ids) and declared keys D(a)."""
+
+    name: str
+    roots: tuple[bytes, ...]
+    deps: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GatePolicy:
+    """Limits and ablations. The defaults are PlanFence as designed.
+
+    `replan=False` blocks a drift with `stale_plan`; `fail_open=True` authorizes instead of
+    blocking for the reasons in FAIL_OPEN_REASONS; `query_keys` are extra keys whose heads are
+    fetched and checked (the all-keys baseline) but never compared with the frontier.
+    Raises ConfigError for max_depth < 0 or max_nodes < 1.
+    """
+
+    max_depth: int = 32
+    max_nodes: int = 4096
+    replan: bool = True
+    fail_open: bool = False
+    query_keys: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_depth < 0 or self.max_nodes < 1:
+            raise ConfigError(f"gate policy needs max_depth >= 0 and max_nodes >= 1, "
+                              f"got {self.max_depth} and {self.max_nodes}")
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRecords:
+    """Fetch these record ids from their owners, then call `Gate.records_fetched`."""
+
+    ids: tuple[bytes, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class HeadsQuery:
+    """One owner's batched heads request; `expect` holds the frontier ids of its keys."""
+
+    keys: tuple[str, ...]
+    expect: dict[str, bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class QueryHeads:
+    """Send each owner its query (owner name -> query), all under one deadline."""
+
+    queries: dict[str, HeadsQuery]
+
+
+@dataclass(frozen=True, slots=True)
+class Replan:
+    """The plan drifted: call the replan hook with the verified changed records once."""
+
+    changed: tuple[Record, ...]
+    drift: dict[str, tuple[bytes, bytes]]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The final outcome with its evidence (DESIGN section 3, step 5).
+
+    `reason` is None for a plain authorization; with `fail_open` it names the block that was
+    suppressed. `drift` maps key -> (plan's id, owner's head id) of the first drifting round;
+    `heads` maps key -> (head id, seq) of the last heads round.
+    """
+
+    action: str
+    outcome: str
+    reason: str | None
+    detail: str
+    replanned: bool
+    fail_open: bool
+    frontier: dict[str, bytes]
+    heads: dict[str, tuple[bytes | None, int]]
+    drift: dict[str, tuple[bytes, bytes]]
+    round_trips: int
+    bytes_sent: int
+    bytes_received: int
+    elapsed: float
+
+    @property
+    def authorized(self) -> bool:
+        return self.outcome == AUTHORIZED
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-serialisable view; ids are lowercase hex."""
+        return {
+            "action": self.action, "outcome": self.outcome, "reason": self.reason,
+            "detail": self.detail, "replanned": self.replanned, "fail_open": self.fail_open,
+            "frontier": {key: rid.hex() for key, rid in self.frontier.items()},
+            "heads": {key: {"id": None if rid is None else rid.hex(), "seq": seq}
+                      for key, (rid, seq) in self.heads.items()},
+            "drift": {key: {"from": old.hex(), "to": new.hex()}
+                      for key, (old, new) in self.drift.items()},
+            "round_trips": self.round_trips, "bytes_sent": self.bytes_sent,
+            "bytes_received": self.bytes_received, "elapsed": self.elapsed,
+        }
+
+    def explain(self) -> str:
+        """A few lines a person can read: outcome, reason, drifted keys, cost."""
+        head = f"{self.action}: {self.outcome}"
+        if self.reason is not None:
+            head += f" ({self.reason}{', fail-open' if self.fail_open else ''})"
+        lines = [head, f"  {self.detail}"]
+        if self.replanned:
+            lines.append("  replanned once")
+        lines += [f"  {key}: {old.hex()[:12]} -> {new.hex()[:12]}"
+                  for key, (old, new) in self.drift.items()]
+        lines.append(f"  {self.round_trips} round trips, {self.bytes_sent} B sent, "
+                     f"{self.bytes_received} B received, {self.elapsed * 1000:.1f} ms")
+        return "\n".join(lines)
+
+
+Event = FetchRecords | QueryHeads | Replan | Decision
+
+
+class _Malformed(Exception):
+    """An owner's answer broke step 3; the message says how."""
+
+
+class _State(enum.Enum):
+    LINEAGE = "lineage"
+    FETCHING = "fetching"
+    QUERYING = "querying"
+    REPLANNING = "replanning"
+    DONE = "done"
+
+
+class Gate:
+    """Validate one action against its owners' heads; see the module docstring for the flow.
+
+    `owner_of(key)` names the owning agent (None, or ConfigError for two owners, both mean
+    `unknown_owner`); `verify(record)` raises RecordError for an invalid record; `lookup(id)`
+    reads the local store; `clock()` returns seconds and is read at creation and decision.
+    """
+
+    def __init__(self, action: Action, *, owner_of: Callable[[str], str | None],
+                 verify: Callable[[Record], None], lookup: Callable[[bytes], Record | None],
+                 clock: Callable[[], float], policy: GatePolicy = GatePolicy()) -> None:
+        self.action = action
+        self.policy = policy
+        self._owner_of = owner_of
+        self._verify = verify
+        self._lookup = lookup
+        self._clock = clock
+        self._started = clock()
+        self._state = _State.LINEAGE
+        self._roots = _check_roots(action.roots)
+        self._fetched: dict[bytes, Record] = {}
+        self._asked: set[bytes] = set()
+        self._pending: frozenset[bytes] = frozenset()
+        self._frontier: dict[str, Record] = {}
+        self._queries: dict[str, HeadsQuery] = {}
+        self._reported: set[str] = set()
+        self._failures: dict[str, tuple[str, str]] = {}
+        self._heads: dict[str, tuple[bytes | None, int]] = {}
+        self._inline: dict[str, Record] = {}
+        self._drift: dict[str, tuple[bytes, bytes]] = {}
+        self._replanned = False
+        self._round_trips = self._sent = self._received = 0
+        self._decision: Decision | None = None
+
+    def next_event(self) -> Event:
+        """What the runtime must do next, or the final Decision.
+
+        Raises LocalProtocolError while fetched records, an owner's answer or new roots are
+        still owed to the gate.
+        """
+        if self._decision is not None:
+            return self._decision
+        if self._state is _State.LINEAGE:
+            return self._walk()
+        if self._state is _State.QUERYING:
+            unreported = [owner for owner in self._queries if owner not in self._reported]
+            if unreported:
+                raise LocalProtocolError(f"no answer reported yet for owners: {unreported}")
+            return self._decide()
+        raise LocalProtocolError(f"next_event() called while {self._state.value}: report "
+                                 f"the outcome of the last event first")
+
+    def records_fetched(self, records: Iterable[Record]) -> None:
+        """Feed the answer to FetchRecords (possibly empty or partial).
+
+        Records that were not asked for or fail `verify` are ignored, so they stay missing.
+        """
+        self._expect(_State.FETCHING, "records_fetched")
+        for record in records:
+            if not isinstance(record, Record) or record.id not in self._pending:
+                continue
+            try:
+                self._verify(record)
+            except (RecordError, ConfigError):  # ConfigError: the roster cannot decide
+                continue
+            self._fetched[record.id] = record
+        self._pending = frozenset()
+        self._state = _State.LINEAGE
+
+    def heads_answered(self, owner: str, result: object) -> None:
+        """Feed one owner's decoded heads result; a bad or unsolicited answer is recorded as
+        `malformed_response` (it blocks at the next `next_event()`), never raised."""
+        self._expect(_State.QUERYING, "heads_answered")
+        query = self._queries.get(owner)
+        if query is None or owner in self._reported:
+            why = "answered twice" if query is not None else "answered but was not queried"
+            self._failures.setdefault(owner, (MALFORMED_RESPONSE, f"owner {owner!r} {why}"))
+            return
+        self._reported.add(owner)
+        try:
+            heads, inline = _check_answer(owner, query, result, self._frontier, self._verify)
+        except _Malformed as exc:
+            self._failures[owner] = (MALFORMED_RESPONSE, f"owner {owner!r}: {exc}")
+            return
+        self._heads.update(heads)
+        self._inline.update(inline)
+
+    def heads_failed(self, owner: str, reason: str) -> None:
+        """Report that a queried owner gave no usable answer: `reason` is owner_unavailable,
+        timeout or malformed_response. Raises LocalProtocolError for any other reason or an
+        owner that was not queried or was already reported."""
+        self._expect(_State.QUERYING, "heads_failed")
+        if reason not in HEADS_FAILURES:
+            raise LocalProtocolError(f"heads_failed reason must be one of "
+                                     f"{sorted(HEADS_FAILURES)}, got {reason!r}")
+        if owner not in self._queries or owner in self._reported:
+            raise LocalProtocolError(f"owner {owner!r} was not queried or already reported")
+        self._reported.add(owner)
+        self._failures[owner] = (reason, f"owner {owner!r}: {reason.replace('_', ' ')}")
+
+    def replanned(self, new_roots: Sequence[bytes]) -> None:
+        """Feed the roots of the new plan after a Replan; the gate walks and queries again."""
+        self._expect(_State.REPLANNING, "replanned")
+        self._roots = _check_roots(tuple(new_roots))
+        self._replanned = True
+        self._frontier, self._heads = {}, {}
+        self._state = _State.LINEAGE
+
+    def add_traffic(self, sent: int, received: int) -> None:
+        """Add bytes the runtime measured on coordination connections for this action."""
+        if self._decision is not None:
+            raise LocalProtocolError("add_traffic() after the decision")
+        if sent < 0 or received < 0:
+            raise LocalProtocolError("traffic counts cannot be negative")
+        self._sent += sent
+        self._received += received
+
+    def _expect(self, state: _State, method: str) -> None:
+        if self._decision is not None or self._state is not state:
+            now = "decided" if self._decision is not None else self._state.value
+            raise LocalProtocolError(f"{method}() called while {now}")
+
+    def _find(self, rid: bytes) -> Record | None:
+        return self._fetched.get(rid) or self._lookup(rid)
+
+    def _walk(self) -> Event:
+        result = walk(self._roots, self.action.deps, self._find,
+                      max_depth=self.policy.max_depth, max_nodes=self.policy.max_nodes)
+        if isinstance(result, Blocked):
+            return self._block(result.reason, result.detail)
+        if isinstance(result, Missing):
+            lost = [rid.hex()[:12] for rid in result.ids if rid in self._asked]
+            if lost:
+                return self._block(MISSING_LINEAGE, f"records not found locally nor fetched "
+                                                    f"and verified: {', '.join(lost)}")
+            self._asked.update(result.ids)
+            self._pending = frozenset(result.ids)
+            self._state = _State.FETCHING
+            self._round_trips += 1
+            return FetchRecords(result.ids)
+        self._frontier = result.versions
+        return self._query()
+
+    def _query(self) -> Event:
+        keys = dict.fromkeys((*self.action.deps, *(self.policy.query_keys or ())))
+        by_owner: dict[str, list[str]] = {}
+        for key in keys:
+            try:
+                owner = self._owner_of(key)
+            except ConfigError as exc:
+                return self._block(UNKNOWN_OWNER, str(exc))
+            if owner is None:
+                return self._block(UNKNOWN_OWNER, f"no roster agent owns key {key!r}")
+            by_owner.setdefault(owner, []).append(key)
+        if not by_owner:
+            return self._finish(AUTHORIZED, None, "no declared dependencies to validate")
+        self._queries = {
+            owner: HeadsQuery(tuple(owned), {k: self._frontier[k].id
+                                             for k in owned if k in self._frontier})
+            for owner, owned in by_owner.items()}
+        self._reported, self._failures = set(), {}
+        self._heads, self._inline = {}, {}
+        self._state = _State.QUERYING
+        self._round_trips += 1
+        return QueryHeads({owner: HeadsQuery(q.keys, dict(q.expect))
+                           for owner, q in self._queries.items()})
+
+    def _decide(self) -> Event:
+        for owner in (*self._queries, *self._failures):
+            if owner in self._failures:
+                return self._block(*self._failures[owner])
+        drift: dict[str, tuple[bytes, bytes]] = {}
+        for key, record in self._frontier.items():
+            head = self._heads[key][0]
+            if head is None:  # _check_heads refuses this; never let it read as a match
+                return self._block(MALFORMED_RESPONSE, f"no head for declared key {key!r}")
+            if head != record.id:
+                drift[key] = (record.id, head)
+        if not drift:
+            return self._finish(AUTHORIZED, None, f"all {len(self._frontier)} declared keys "
+                                                  f"match their owners' heads")
+        changed = ", ".join(drift)
+        if self._replanned:
+            return self._block(CHANGED_AGAIN, f"changed again after replanning: {changed}")
+        self._drift = drift
+        if not self.policy.replan:
+            return self._finish(BLOCKED, STALE_PLAN,
+                                f"plan is stale and replanning is disabled: {changed}")
+        records = tuple(self._inline[key] for key in drift)
+        self._fetched.update((record.id, record) for record in records)
+        self._state = _State.REPLANNING
+        return Replan(records, dict(drift))
+
+    def _block(self, reason: str, detail: str) -> Decision:
+        if self.policy.fail_open and reason in FAIL_OPEN_REASONS:
+            return self._finish(AUTHORIZED, reason, detail, fail_open=True)
+        return self._finish(BLOCKED, reason, detail)
+
+    def _finish(self, outcome: str, reason: str | None, detail: str, *,
+                fail_open: bool = False) -> Decision:
+        self._state = _State.DONE
+        self._decision = Decision(
+            action=self.action.name, outcome=outcome, reason=reason, detail=detail,
+            replanned=self._replanned, fail_open=fail_open,
+            frontier={key: record.id for key, record in self._frontier.items()},
+            heads=dict(self._heads), drift=dict(self._drift),
+            round_trips=self._round_trips, bytes_sent=self._sent,
+            bytes_received=self._received, elapsed=self._clock() - self._started)
+        return self._decision
+
+
+def _check_roots(roots: tuple[bytes, ...]) -> tuple[bytes, ...]:
+    if not all(isinstance(rid, bytes) and len(rid) == ID_LEN for rid in roots):
+        raise LocalProtocolError(f"action roots must be {ID_LEN}-byte record ids")
+    return roots
+
+
+def _check_answer(owner: str, query: HeadsQuery, result: object, frontier: dict[str, Record],
+                  verify: Callable[[Record], None]
+                  ) -> tuple[dict[str, tuple[bytes | None, int]], dict[str, Record]]:
+    """Step 3 for one owner: return its heads and its verified changed records.
+
+    Raises _Malformed naming the first thing wrong with the answer.
+    """
+    if not isinstance(result, dict) or not isinstance(result.get("heads"), list):
+        raise _Malformed("answer is not a map with a 'heads' list")
+    heads = _check_heads(query, result["heads"], frontier)
+    raw_records = result.get("records", [])
+    if not isinstance(raw_records, list):
+        raise _Malformed("'records' is not a list")
+    inline = _check_inline(owner, query, heads, raw_records, frontier, verify)
+    for key in query.expect:
+        head, _ = heads[key]
+        if head != query.expect[key] and key not in inline:
+            raise _Malformed(f"key {key!r} changed but its record was not sent inline")
+    return heads, inline
+
+
+def _check_heads(query: HeadsQuery, entries: list[Any], frontier: dict[str, Record]
+                 ) -> dict[str, tuple[bytes | None, int]]:
+    heads: dict[str, tuple[bytes | None, int]] = {}
+    for index, entry in enumerate(entries):
+        key, head, seq = _check_entry(index, entry)
+        if key not in query.keys:
+            raise _Malformed(f"head for key {key!r} that was not requested")
+        if key in heads:
+            raise _Malformed(f"key {key!r} answered twice")
+        if head is None and key in frontier:
+            raise _Malformed(f"no head for key {key!r} although the plan used a version of it")
+        if head is not None and key in frontier and head == frontier[key].id \
+                and seq != frontier[key].seq:
+            raise _Malformed(f"head of {key!r} has seq {seq}, its record has {frontier[key].seq}")
+        heads[key] = (head, seq)
+    absent = [key for key in query.keys if key not in heads]
+    if absent:
+        raise _Malformed(f"requested keys not answered: {', '.join(absent)}")
+    return heads
+
+
+def _check_entry(index: int, entry: object) -> tuple[str, bytes | None, int]:
+    if not isinstance(entry, (list, tuple)) or len(entry) != 3:
+        raise _Malformed(f"head entry {index} is not a [key, id, seq] array")
+    key, head, seq = entry
+    if not isinstance(key, str):
+        raise _Malformed(f"head entry {index}: key is not a string")
+    if head is not None and not (isinstance(head, bytes) and len(head) == ID_LEN):
+        raise _Malformed(f"head entry {index} ({key!r}): id is not {ID_LEN} bytes or nil")
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+        raise _Malformed(f"head entry {index} ({key!r}): seq is not a non-negative integer")
+    return key, head, seq
+
+
+def _check_inline(owner: str, query: HeadsQuery, heads: dict[str, tuple[bytes | None, int]],
+                  raw_records: list[Any], frontier: dict[str, Record],
+                  verify: Callable[[Record], None]) -> dict[str, Record]:
+    inline: dict[str, Record] = {}
+    by_head = {head: key for key, (head, _) in heads.items() if head is not None}
+    for raw in raw_records:
+        try:
+            record = record_from_wire(raw)
+        except RecordError as exc:
+            raise _Malformed(f"inline record rejected: {exc}") from None
+        key = by_head.get(record.id)
+        if key is None:
+            raise _Malformed(f"inline record for {record.key!r} is not the head of any key")
+        if key != record.key:
+            raise _Malformed(f"inline record for {record.key!r} is given as the head of {key!r}")
+        if record.owner != owner:
+            raise _Malformed(f"inline record for {key!r} is by {record.owner!r}, not its owner")
+        try:
+            verify(record)
+        except (RecordError, ConfigError) as exc:
+            raise _Malformed(f"inline record rejected: {exc}") from None
+        if key in inline or query.expect.get(key) == record.id:
+            raise _Malformed(f"inline record for {key!r} sent twice or for an unchanged key")
+        if heads[key][1] != record.seq:
+            raise _Malformed(f"head of {key!r} has seq {heads[key][1]}, its record {record.seq}")
+        if key in frontier and record.seq <= frontier[key].seq:
+            raise _Malformed(f"new record for {key!r} has seq {record.seq}, not above the "
+                             f"plan's {frontier[key].seq}")
+        inline[key] = record
+    return inline
