@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 
-from ..errors import PlanfenceError, RecordError, RequestError, TransportError
+from ..errors import ConfigError, PlanfenceError, RecordError, RequestError, TransportError
 from ..gate import (Action, Decision, FetchRecords, Gate, GatePolicy, HeadsQuery, QueryHeads,
                     Replan)
 from ..records import Record, record_from_wire, verify
@@ -101,7 +101,7 @@ class GateRunner:
                 try:
                     record = record_from_wire(wire)
                     self.verify(record)
-                except RecordError:
+                except (RecordError, ConfigError):
                     continue
                 found[record.id] = record
 
