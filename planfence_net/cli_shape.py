@@ -1,0 +1,91 @@
+"""`planfence shape` and `planfence profiles`: a thin shell over `planfence_net.traces`.
+
+`register(app)` adds both commands to the composition root's typer app.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import signal
+from typing import Optional
+
+import anyio
+import typer
+
+from planfence_net.errors import PlanfenceError
+from planfence_net.traces.profiles import list_profiles
+from planfence_net.traces.shaper import DEFAULT_QUEUE_BYTES, Shaper
+
+
+def parse_address(text: str, option: str) -> tuple[str, int]:
+    """Split `HOST:PORT` (IPv6 as `[::1]:PORT`); typer.BadParameter naming `option` if invalid."""
+    host, sep, port_text = text.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
+        raise typer.BadParameter(f"{text!r} is not HOST:PORT (port 0-65535)", param_hint=option)
+    return host, int(port_text)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `shape` and `profiles` commands to `app`."""
+
+    @app.command("shape")
+    def shape(
+        listen: str = typer.Option(..., "--listen", help="HOST:PORT to accept clients on (port 0: any free port)."),
+        upstream: str = typer.Option(..., "--upstream", help="HOST:PORT to relay each connection to."),
+        profile: str = typer.Option(..., "--profile", help="Link profile (see `planfence profiles`)."),
+        offset_ms: int = typer.Option(0, "--offset-ms", min=0, help="Trace phase: start the traces at this ms."),
+        delay_ms: Optional[int] = typer.Option(None, "--delay-ms", min=0, help="One-way delay per direction; default: the profile's."),
+        loss: float = typer.Option(0.0, "--loss", min=0.0, max=0.99, help="Chunk loss probability, emulated as a retransmission delay."),
+        seed: int = typer.Option(0, "--seed", help="Seed of the loss draws."),
+        queue_bytes: int = typer.Option(DEFAULT_QUEUE_BYTES, "--queue-bytes", min=1, help="Queue limit per direction; above it the relay stops reading (backpressure)."),
+    ) -> None:
+        """Run a trace shaper in the foreground until SIGTERM or SIGINT."""
+        listen_host, listen_port = parse_address(listen, "--listen")
+        upstream_host, upstream_port = parse_address(upstream, "--upstream")
+        try:
+            shaper = Shaper(
+                upstream_host,
+                upstream_port,
+                profile,
+                offset_ms=offset_ms,
+                delay_ms=delay_ms,
+                loss=loss,
+                seed=seed,
+                queue_bytes=queue_bytes,
+            )
+            anyio.run(_serve_until_signal, shaper, listen_host, listen_port, upstream, backend="asyncio")
+        except PlanfenceError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from None
+
+    @app.command("profiles")
+    def profiles(as_json: bool = typer.Option(False, "--json", help="Print JSON instead of lines.")) -> None:
+        """List the link profiles of traces/profiles.toml."""
+        try:
+            found = list_profiles()
+        except PlanfenceError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from None
+        if as_json:
+            typer.echo(json.dumps([dataclasses.asdict(p) for p in found], indent=2))
+            return
+        for p in found:
+            traces = f"{p.up} / {p.down}" if p.shaped else "no traces"
+            typer.echo(f"{p.name:<14} {p.delay_ms:>3} ms  {traces}  {p.description}")
+
+
+async def _serve_until_signal(shaper: Shaper, host: str, port: int, upstream: str) -> None:
+    async with anyio.create_task_group() as tg:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            bound = await tg.start(shaper.serve, host, port)
+            profile = shaper.profile
+            print(
+                f"shaping {host}:{bound} -> {upstream} with profile {profile.name} "
+                f"(one-way delay {shaper.delay_ms} ms)",
+                flush=True,
+            )
+            async for _ in signals:
+                tg.cancel_scope.cancel()
+                break
