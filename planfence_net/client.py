@@ -68,10 +68,16 @@ class Session:
         req_id, pending = self._register()
         send, receive = anyio.create_memory_object_stream[dict[str, Any]](math.inf)
         self._subscriptions[req_id] = send
-        await self._send(req_id, "subscribe", {} if keys is None else {"keys": keys})
-        await pending.event.wait()
-        if pending.error is not None:
-            raise pending.error
+        try:
+            await self._send(req_id, "subscribe", {} if keys is None else {"keys": keys})
+            await pending.event.wait()
+            if pending.error is not None:
+                raise pending.error
+        except BaseException:
+            self._subscriptions.pop(req_id, None)
+            send.close()
+            receive.close()
+            raise
         return receive
 
     def _register(self) -> tuple[int, _Pending]:

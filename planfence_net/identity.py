@@ -33,9 +33,15 @@ class Identity:
 
 
 def generate_key_file(path: Path) -> SigningKey:
-    """Write a fresh seed as one line of hex with mode 0600; refuses to overwrite."""
+    """Write a fresh seed as one line of hex with mode 0600.
+
+    Raises ConfigError when the file already exists (a key is never overwritten).
+    """
     key = SigningKey.generate()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise ConfigError(f"key file {path} already exists; refusing to overwrite it") from None
     with os.fdopen(fd, "w") as f:
         f.write(bytes(key).hex() + "\n")
     return key

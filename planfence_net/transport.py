@@ -162,7 +162,10 @@ async def connect(host: str, port: int, **wrap_args: Any) -> NoiseStream:
     try:
         stream = await anyio.connect_tcp(host, port)
     except OSError as exc:
-        raise TransportError(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
+        # anyio wraps the attempt's own error ("Connection refused") as the cause.
+        cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
+        raise TransportError(f"cannot connect to {host}:{port}: "
+                             f"{cause.strerror or cause}") from None
     try:
         return await NoiseStream.wrap(stream, initiator=True, **wrap_args)
     except BaseException:

@@ -164,6 +164,7 @@ class Store:
 
     async def close(self) -> None:
         self._send.close()
+        self._receive.close()
         with anyio.CancelScope(shield=True):
             await self._db.close()
 

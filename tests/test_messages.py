@@ -1,0 +1,288 @@
+"""Request and response messages, no network: shapes, argument parsers and their error codes."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import pytest
+from nacl.bindings import crypto_scalarmult_base, crypto_sign_ed25519_pk_to_curve25519
+from nacl.signing import SigningKey
+
+from planfence_net.framing import encode_frame, split_message
+from planfence_net.identity import Identity
+from planfence_net.noise import HandshakeState
+from planfence_net.records import make_record, record_from_wire
+from planfence_net.transport import prologue
+
+from planfence_net.errors import RemoteProtocolError
+from planfence_net.messages import (MAX_IDS, MAX_KEY_LEN, MAX_KEYS, OPS, BadRequest, Request,
+                                    Response, decode_request, decode_response, encode_error,
+                                    encode_request, encode_response, pack, parse_get,
+                                    parse_heads, parse_put, parse_subscribe, request_id_of,
+                                    unpack)
+
+RID = bytes(range(32))
+
+
+def test_ops_and_limits() -> None:
+    assert OPS == ("ping", "heads", "get", "put", "subscribe", "stats")
+    assert (MAX_KEYS, MAX_IDS, MAX_KEY_LEN) == (4096, 4096, 512)
+
+
+# -- shapes ------------------------------------------------------------------------------------
+
+
+def test_request_is_a_three_element_msgpack_array() -> None:
+    assert encode_request(1, "ping", {}) == bytes.fromhex("9301a470696e6780")
+    data = encode_request(7, "get", {"ids": [RID]})
+    assert msgpack.unpackb(data, raw=False) == [7, "get", {"ids": [RID]}]
+    assert data.endswith(b"\xc4\x20" + RID)  # ids travel as bin 8 of 32 raw bytes
+    assert decode_request(data) == Request(7, "get", {"ids": [RID]})
+
+
+def test_response_and_error_shapes() -> None:
+    assert msgpack.unpackb(encode_response(3, True, {"id": RID, "seq": 1}), raw=False) == [
+        3, True, {"id": RID, "seq": 1}]
+    assert msgpack.unpackb(encode_error(4, "not_owner", "no"), raw=False) == [
+        4, False, {"code": "not_owner", "message": "no"}]
+    assert msgpack.unpackb(encode_error(None, "bad_request", "x"), raw=False) == [
+        -1, False, {"code": "bad_request", "message": "x"}]
+    assert decode_response(encode_response(3, True, {"a": 1})) == Response(3, True, {"a": 1})
+    assert decode_response(encode_error(5, "c", "m")) == Response(
+        5, False, {"code": "c", "message": "m"})
+
+
+def test_unpack_refuses_trailing_bytes_and_garbage() -> None:
+    assert unpack(pack([1, b"\x00"])) == [1, b"\x00"]
+    for data in (pack(1) + pack(2), b"\xc1", b"\x93\x01", b""):
+        with pytest.raises(RemoteProtocolError, match="^invalid msgpack: "):
+            unpack(data)
+
+
+@pytest.mark.parametrize("value", [
+    {"req_id": 1}, [1, "ping"], [1, "ping", {}, 4], [True, "ping", {}], ["1", "ping", {}],
+    [1.0, "ping", {}], [1, b"ping", {}], [1, "ping", []], [1, "ping", None],
+])
+def test_wrong_request_shapes_are_bad_request(value: Any) -> None:
+    with pytest.raises(BadRequest) as info:
+        decode_request(pack(value))
+    assert (info.value.code, info.value.message) == (
+        "bad_request", "a request is [req_id: int, op: str, args: map]")
+
+
+@pytest.mark.parametrize("data", [b"\xc1", b"\x93\x01", pack([1, "ping", {}]) + b"\x00",
+                                  b"\x93\x01\xa4ping\x81\x01\x02"])  # last: int map key
+def test_undecodable_requests_are_bad_request(data: bytes) -> None:
+    with pytest.raises(BadRequest) as info:
+        decode_request(data)
+    assert info.value.code == "bad_request"
+    assert info.value.message.startswith("invalid msgpack: ")
+
+
+def test_unknown_op() -> None:
+    with pytest.raises(BadRequest) as info:
+        decode_request(encode_request(9, "delete", {}))
+    assert (info.value.code, info.value.message) == ("unknown_op", "unknown op 'delete'")
+
+
+def test_request_id_of_malformed_requests() -> None:
+    assert request_id_of(pack([12, "nope"])) == 12
+    assert request_id_of(pack([-3, 1, 2])) == -3
+    assert request_id_of(pack([True, "ping", {}])) is None
+    assert request_id_of(pack({"a": 1})) is None
+    assert request_id_of(pack([])) is None
+    assert request_id_of(b"\xc1") is None
+
+
+@pytest.mark.parametrize("value", [
+    {"a": 1}, [1, True], [1, 1, {}], [1, True, []], [False, True, {}], [1, True, {}, 0],
+])
+def test_malformed_responses(value: Any) -> None:
+    with pytest.raises(RemoteProtocolError,
+                       match=r"^a response is \[req_id: int, ok: bool, result: map\]$"):
+        decode_response(pack(value))
+
+
+def test_undecodable_response() -> None:
+    with pytest.raises(RemoteProtocolError, match="^invalid msgpack: "):
+        decode_response(b"\xc1")
+
+
+# -- argument parsers --------------------------------------------------------------------------
+
+
+def bad(fn: Any, args: dict[str, Any]) -> tuple[str, str]:
+    with pytest.raises(BadRequest) as info:
+        fn(args)
+    return info.value.code, info.value.message
+
+
+KEYS_MSG = "'keys' must be a non-empty array of strings"
+KEY_MSG = f"a key must be a string of 1 to {MAX_KEY_LEN} chars"
+
+
+def test_parse_heads() -> None:
+    assert parse_heads({"keys": ["req/a", "req/b"]}) == (["req/a", "req/b"], {})
+    assert parse_heads({"keys": ["req/a"], "expect": {"req/a": RID}}) == (
+        ["req/a"], {"req/a": RID})
+    assert parse_heads({"keys": ["k" * MAX_KEY_LEN] * MAX_KEYS})[0][0] == "k" * MAX_KEY_LEN
+
+
+@pytest.mark.parametrize("args, error", [
+    ({}, ("bad_request", KEYS_MSG)),
+    ({"keys": []}, ("bad_request", KEYS_MSG)),
+    ({"keys": "req/a"}, ("bad_request", KEYS_MSG)),
+    ({"keys": ["k"] * (MAX_KEYS + 1)}, ("too_large", "at most 4096 keys per request")),
+    ({"keys": [""]}, ("bad_request", KEY_MSG)),
+    ({"keys": [1]}, ("bad_request", KEY_MSG)),
+    ({"keys": ["k" * (MAX_KEY_LEN + 1)]}, ("bad_request", KEY_MSG)),
+    ({"keys": ["req/a"], "expect": [RID]}, ("bad_request", "'expect' must be a map of key to id")),
+    ({"keys": ["req/a"], "expect": {"req/a": RID.hex()}},
+     ("bad_request", "expect['req/a'] must be 32 raw bytes")),
+    ({"keys": ["req/a"], "expect": {"req/a": RID[:31]}},
+     ("bad_request", "expect['req/a'] must be 32 raw bytes")),
+    ({"keys": ["req/a"], "expect": {"": RID}}, ("bad_request", KEY_MSG)),
+])
+def test_parse_heads_errors(args: dict[str, Any], error: tuple[str, str]) -> None:
+    assert bad(parse_heads, args) == error
+
+
+def test_parse_get() -> None:
+    assert parse_get({"ids": [RID, RID]}) == [RID, RID]
+    assert len(parse_get({"ids": [RID] * MAX_IDS})) == MAX_IDS
+
+
+@pytest.mark.parametrize("args, error", [
+    ({}, ("bad_request", "'ids' must be a non-empty array of ids")),
+    ({"ids": []}, ("bad_request", "'ids' must be a non-empty array of ids")),
+    ({"ids": RID}, ("bad_request", "'ids' must be a non-empty array of ids")),
+    ({"ids": [RID] * (MAX_IDS + 1)}, ("too_large", "at most 4096 ids per request")),
+    ({"ids": [RID.hex()]}, ("bad_request", "id must be 32 raw bytes")),
+    ({"ids": [RID + b"\x00"]}, ("bad_request", "id must be 32 raw bytes")),
+])
+def test_parse_get_errors(args: dict[str, Any], error: tuple[str, str]) -> None:
+    assert bad(parse_get, args) == error
+
+
+def test_parse_put_defaults_and_values() -> None:
+    assert parse_put({"key": "req/a", "body": None}) == ("req/a", "fact", [], None)
+    assert parse_put({"key": "req/a", "kind": "plan", "parents": [RID], "body": {"x": 1}}) == (
+        "req/a", "plan", [RID], {"x": 1})
+
+
+PARENTS_MSG = "'parents' must be an array of at most 256 ids"
+KIND_MSG = "'kind' must be a string of 1 to 64 chars"
+
+
+@pytest.mark.parametrize("args, error", [
+    ({"body": 1}, ("bad_request", KEY_MSG)),
+    ({"key": 5, "body": 1}, ("bad_request", KEY_MSG)),
+    ({"key": "req/a", "kind": "", "body": 1}, ("bad_request", KIND_MSG)),
+    ({"key": "req/a", "kind": "k" * 65, "body": 1}, ("bad_request", KIND_MSG)),
+    ({"key": "req/a", "kind": 3, "body": 1}, ("bad_request", KIND_MSG)),
+    ({"key": "req/a", "parents": RID, "body": 1}, ("bad_request", PARENTS_MSG)),
+    ({"key": "req/a", "parents": [RID] * 257, "body": 1}, ("bad_request", PARENTS_MSG)),
+    ({"key": "req/a", "parents": [RID[:8]], "body": 1},
+     ("bad_request", "parent must be 32 raw bytes")),
+    ({"key": "req/a"}, ("bad_request", "'body' is required")),
+])
+def test_parse_put_errors(args: dict[str, Any], error: tuple[str, str]) -> None:
+    assert bad(parse_put, args) == error
+
+
+def test_parse_subscribe() -> None:
+    assert parse_subscribe({}) is None
+    assert parse_subscribe({"keys": ["req/a"]}) == ["req/a"]
+    assert bad(parse_subscribe, {"keys": []}) == ("bad_request", KEYS_MSG)
+    assert bad(parse_subscribe, {"keys": [None]}) == ("bad_request", KEY_MSG)
+    assert bad(parse_subscribe, {"keys": ["k"] * (MAX_KEYS + 1)}) == (
+        "too_large", "at most 4096 keys per request")
+
+
+# -- docs/PROTOCOL.md: the worked example is the code's own output -----------------------------
+
+
+def doc_vectors() -> dict[str, bytes]:
+    """The `name: hex` lines of the worked example in docs/PROTOCOL.md."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "PROTOCOL.md").read_text()
+    block = text.split("<!-- The block below is read by tests/test_messages.py", 1)[1]
+    block = block.split("```text\n", 1)[1].split("```", 1)[0]
+    vectors = {}
+    for line in block.splitlines():
+        name, _, value = line.partition(": ")
+        vectors[name] = bytes.fromhex(value)
+    return vectors
+
+
+def test_protocol_doc_worked_example_matches_the_code() -> None:
+    doc = doc_vectors()
+    cluster = doc["cluster"].decode()
+    planner = Identity("planner", SigningKey(doc["planner_seed"]))
+    reqs = Identity("reqs", SigningKey(doc["reqs_seed"]))
+    got: dict[str, bytes] = {"cluster": cluster.encode(), "prologue": prologue(cluster)}
+    for name, identity in (("planner", planner), ("reqs", reqs)):
+        seed = bytes(identity.signing_key)
+        got[f"{name}_seed"] = seed
+        got[f"{name}_ed25519_public"] = identity.public_key
+        got[f"{name}_x25519_private"] = identity.noise_private
+        got[f"{name}_x25519_public"] = crypto_sign_ed25519_pk_to_curve25519(identity.public_key)
+        # The doc's recipe for the conversion: SHA-512 of the seed, first half, clamped.
+        clamped = bytearray(hashlib.sha512(seed).digest()[:32])
+        clamped[0] &= 248
+        clamped[31] = (clamped[31] & 127) | 64
+        assert bytes(clamped) == identity.noise_private
+        assert crypto_scalarmult_base(identity.noise_private) == got[f"{name}_x25519_public"]
+    e_i, e_r = doc["initiator_ephemeral_private"], doc["responder_ephemeral_private"]
+    got["initiator_ephemeral_private"], got["responder_ephemeral_private"] = e_i, e_r
+
+    client = HandshakeState("IK", True, prologue(cluster), s=planner.noise_private, e=e_i,
+                            rs=got["reqs_x25519_public"])
+    owner = HandshakeState("IK", False, prologue(cluster), s=reqs.noise_private, e=e_r)
+    got["frame_handshake_1"] = encode_frame(client.write_message(b""))
+    owner.read_message(doc["frame_handshake_1"][2:])
+    assert owner.remote_static == got["planner_x25519_public"]
+    got["frame_handshake_2"] = encode_frame(owner.write_message(b""))
+    client.read_message(doc["frame_handshake_2"][2:])
+    got["handshake_hash"] = client.get_handshake_hash()
+    assert owner.get_handshake_hash() == got["handshake_hash"]
+    c1, c2 = client.split()
+    o1, o2 = owner.split()
+
+    got["request_ping"] = encode_request(1, "ping", {})
+    [got["chunk_ping"]] = split_message(got["request_ping"])
+    got["frame_request_ping"] = encode_frame(c1.encrypt_with_ad(b"", got["chunk_ping"]))
+    assert o1.decrypt_with_ad(b"", doc["frame_request_ping"][2:]) == doc["chunk_ping"]
+    got["response_ping"] = encode_response(1, True, {"agent": "reqs", "time": 1700000000.5})
+    [chunk] = split_message(got["response_ping"])
+    got["frame_response_ping"] = encode_frame(o2.encrypt_with_ad(b"", chunk))
+    assert c2.decrypt_with_ad(b"", doc["frame_response_ping"][2:]) == chunk
+
+    body = {"qty": 3, "sku": "A-1"}
+    got["request_put"] = encode_request(2, "put", {"key": "req/order-17", "kind": "fact",
+                                                   "parents": [], "body": body})
+    record = make_record(reqs.signing_key, key="req/order-17", owner="reqs", seq=1,
+                         parents=[], kind="fact", body=body)
+    got["record_body_raw"] = record.body_raw
+    got["record_signed_fields"] = pack(record.to_wire()[:8])
+    got["record_id"] = record.id
+    assert hashlib.blake2b(doc["record_signed_fields"], digest_size=32).digest() == record.id
+    got["record_signature"] = record.signature
+    SigningKey(doc["reqs_seed"]).verify_key.verify(doc["record_id"], doc["record_signature"])
+    got["record_wire"] = pack(record.to_wire())
+    got["response_put"] = encode_response(2, True, {"id": record.id, "seq": 1})
+    got["request_heads"] = encode_request(3, "heads", {"keys": ["req/order-17"],
+                                                       "expect": {"req/order-17": bytes(32)}})
+    got["response_heads"] = encode_response(3, True, {
+        "heads": [["req/order-17", record.id, 1]], "records": [record.to_wire()]})
+    got["response_error"] = encode_error(4, "not_owner",
+                                         "reqs does not own 'inv/a' (owner: inventory)")
+    assert list(doc) == list(got)
+    for name in got:
+        assert doc[name].hex() == got[name].hex(), name
+    # The example request parses as the owner would parse it.
+    assert parse_put(decode_request(doc["request_put"]).args) == (
+        "req/order-17", "fact", [], body)
+    assert record_from_wire(unpack(doc["record_wire"])) == record
