@@ -99,6 +99,10 @@ def init_cluster(root: Path, *, agents: int = 5, base_port: int | None = None,
     if cdir.roster_path.exists():
         raise ConfigError(f"{cdir.roster_path} already exists; remove the folder or use another")
     defaults, templates = default_agents(agents)
+    existing = [str(cdir.key(t["name"])) for t in templates if cdir.key(t["name"]).exists()]
+    if existing:
+        raise ConfigError(f"key files already exist: {', '.join(existing)}; "
+                          f"remove them or use another folder")
     host = host or defaults.get("host", "127.0.0.1")
     base = defaults.get("base_port", 7401) if base_port is None else base_port
     for sub in ("keys", "data", "logs", "run"):

@@ -96,8 +96,9 @@ def test_cluster_init_never_overwrites_a_leftover_key(tmp_path: Path) -> None:
     leftover = path / "keys" / "planner.key"
     leftover.write_text("keep me\n")
     assert fails("cluster", "init", path, "--base-port", "0") == (
-        f"error: key file {leftover} already exists; refusing to overwrite it")
+        f"error: key files already exist: {leftover}; remove them or use another folder")
     assert leftover.read_text() == "keep me\n"
+    assert sorted(p.name for p in (path / "keys").iterdir()) == ["planner.key"]  # nothing half-made
     assert not (path / "cluster.toml").exists()
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from anyio.abc import SocketStream, TaskStatus
+from anyio.abc import SocketStream, TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 
 from ..errors import HandshakeError, PlanfenceError, RecordError, RemoteProtocolError
@@ -20,12 +20,13 @@ from ..messages import (BadRequest, Request, decode_request, encode_error, encod
                         parse_get, parse_heads, parse_put, parse_subscribe, request_id_of)
 from ..records import Record, make_record
 from ..roster import Agent, Roster
-from ..transport import NoiseStream
+from ..transport import NoiseStream, pause_reading_until_receive
 from .logs import EventLog
 from .store import Signer, Store
 
 HANDSHAKE_DEADLINE = 5.0
 SHUTDOWN_GRACE = 10.0
+SESSION_IN_FLIGHT = 64  # requests one session may have in flight before we stop reading it
 
 
 def fingerprint(key: bytes) -> str:
@@ -79,26 +80,33 @@ class OwnerDaemon:
         self.log.write("listening", address=f"{host}:{port}", pid=os.getpid())
         try:
             async with anyio.create_task_group() as tg:
+                accepting = anyio.CancelScope()
                 tg.start_soon(self.store.run_committer)
-                tg.start_soon(self._wait_signal, tg.cancel_scope)
-                tg.start_soon(listener.serve, self._handle_connection, tg)
+                tg.start_soon(self._wait_signal, tg.cancel_scope, accepting)
+                tg.start_soon(self._accept, listener, tg, accepting)
                 task_status.started(port)
         finally:
             with anyio.CancelScope(shield=True):
                 await listener.aclose()
             self.log.write("stopped", requests=self.requests_served)
 
-    async def _wait_signal(self, scope: anyio.CancelScope) -> None:
+    async def _accept(self, listener: Any, tg: TaskGroup, accepting: anyio.CancelScope) -> None:
+        with accepting:
+            await listener.serve(self._handle_connection, tg)
+
+    async def _wait_signal(self, scope: anyio.CancelScope, accepting: anyio.CancelScope) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async for signum in signals:
                 self.log.write("shutdown", signal=signal.Signals(signum).name,
                                in_flight=self.in_flight)
+                accepting.cancel()  # no new sessions; open ones finish what is in flight
                 with anyio.move_on_after(SHUTDOWN_GRACE):
                     await self._idle.wait()
                 scope.cancel()
                 return
 
     async def _handle_connection(self, raw: SocketStream) -> None:
+        pause_reading_until_receive(raw)
         remote = _remote_address(raw)
         self.log.write("connection", remote=remote)
         refused: list[bytes] = []
@@ -142,13 +150,15 @@ class OwnerDaemon:
     async def _serve_session(self, connection: _Connection) -> None:
         send, receive = anyio.create_memory_object_stream[bytes](math.inf)
         connection.pushes = send
+        limiter = anyio.Semaphore(SESSION_IN_FLIGHT)
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._send_pushes, connection, receive)
             try:
                 while True:
                     data = await connection.stream.receive_message()
+                    await limiter.acquire()  # at the cap, stop reading: the peer waits
                     self._begin()
-                    tg.start_soon(self._answer, connection, data)
+                    tg.start_soon(self._answer, connection, data, limiter)
             except PlanfenceError as exc:
                 if isinstance(exc, RemoteProtocolError):
                     self.log.write("error", peer=connection.peer.name,
@@ -175,7 +185,8 @@ class OwnerDaemon:
         if self.in_flight == 0:
             self._idle.set()
 
-    async def _answer(self, connection: _Connection, data: bytes) -> None:
+    async def _answer(self, connection: _Connection, data: bytes,
+                      limiter: anyio.Semaphore) -> None:
         started = time.perf_counter()
         op, keys, req_id = "?", [], request_id_of(data)
         try:
@@ -198,6 +209,7 @@ class OwnerDaemon:
                            outcome=outcome,
                            latency_ms=round((time.perf_counter() - started) * 1000, 3))
             self._end()
+            limiter.release()
 
     async def _dispatch(self, connection: _Connection, request: Request) -> dict[str, Any]:
         if request.op == "ping":

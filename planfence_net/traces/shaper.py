@@ -32,6 +32,7 @@ from planfence_net.errors import ConfigError
 from planfence_net.traces.link import Link, LinkStatistics
 from planfence_net.traces.mmlink import Schedule
 from planfence_net.traces.profiles import Profile, load_profile, load_trace
+from planfence_net.transport import pause_reading_until_receive
 
 DEFAULT_QUEUE_BYTES = 256 * 1024  # about 0.4 s of queueing at 5 Mbit/s
 OUTBOX_BYTES = 4 * 1024 * 1024
@@ -190,7 +191,7 @@ class Shaper:
                 await direction.wake.wait()
 
     async def _handle(self, client: SocketStream) -> None:
-        _pause_reading(client)
+        pause_reading_until_receive(client)
         tag = next(self._ids)
         self._total += 1
         async with client:
@@ -257,21 +258,6 @@ class Shaper:
             if eof:
                 await sink.send_eof()
                 return
-
-
-def _pause_reading(stream: SocketStream) -> None:
-    """Stop the transport reading ahead of `receive` on an accepted stream.
-
-    anyio 4.16's asyncio backend pauses reading on streams from `connect_tcp` but not on
-    accepted ones: until a `receive` call has to wait, the transport keeps reading into an
-    unbounded buffer, so a client sending faster than the link drains grows the relay's memory
-    without bound (2.7 GB in 5 s in a flood test) instead of meeting backpressure. Pausing here
-    restores the contract that `receive` resumes reading only while it waits.
-    """
-    transport = getattr(stream, "_transport", None)
-    pause = getattr(transport, "pause_reading", None)
-    if pause is not None and not transport.is_closing():  # type: ignore[union-attr]
-        pause()
 
 
 async def serve_shaper(
