@@ -62,7 +62,7 @@ class TransportError(PlanfenceError):
     """The connection to a peer failed or was closed."""
 
 
-def collapse(group: BaseExceptionGroup) -> BaseException:  # type: ignore[type-arg]
+def collapse(group: BaseExceptionGroup[BaseException]) -> BaseException:
     """The one error a task group's exception group stands for.
 
     Task groups wrap failures in (nested) exception groups. When every leaf is a

@@ -48,7 +48,8 @@ class Response:
 
 
 def pack(value: Any) -> bytes:
-    return msgpack.packb(value, use_bin_type=True)
+    packed: bytes = msgpack.packb(value, use_bin_type=True)
+    return packed
 
 
 def unpack(data: bytes) -> Any:

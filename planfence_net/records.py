@@ -67,17 +67,18 @@ def _signed_fields(key: str, owner: str, seq: int, parents: tuple[bytes, ...], k
 def record_id(key: str, owner: str, seq: int, parents: tuple[bytes, ...], kind: str,
               body_raw: bytes) -> bytes:
     """BLAKE2b-256 over the canonical msgpack array of the signed fields."""
-    canonical = msgpack.packb(_signed_fields(key, owner, seq, parents, kind, body_raw),
-                              use_bin_type=True)
+    canonical: bytes = msgpack.packb(_signed_fields(key, owner, seq, parents, kind, body_raw),
+                                     use_bin_type=True)
     return hashlib.blake2b(canonical, digest_size=ID_LEN).digest()
 
 
 def encode_body(body: Any) -> bytes:
     """Encode a body value as msgpack; raises RecordError for values msgpack cannot encode."""
     try:
-        return msgpack.packb(body, use_bin_type=True)
+        encoded: bytes = msgpack.packb(body, use_bin_type=True)
     except (TypeError, ValueError, OverflowError) as exc:
         raise RecordError("format", f"body cannot be encoded as msgpack: {exc}") from exc
+    return encoded
 
 
 def make_record(signing_key: SigningKey, *, key: str, owner: str, seq: int,
