@@ -230,13 +230,19 @@ def parse_body(text: str) -> Any:
         raise typer.BadParameter(f"--body is not valid JSON: {exc}") from None
 
 
+AsOpt = typer.Option(None, "--as", help="Roster member to connect as (default: the first).")
+
+
 @app.command("put")
 @user_errors
 def put(path: Path = DirArg, key: str = typer.Argument(..., help="Semantic key."),
         body: str = typer.Option(..., "--body", help="Record body as JSON."),
         parent: list[str] = typer.Option([], "--parent", help="Parent record id (repeat)."),
         kind: str = typer.Option("fact", "--kind", help="fact, plan, action, ..."),
-        json_out: bool = JsonOpt) -> None:
+        json_out: bool = JsonOpt,
+        as_agent: Optional[str] = typer.Option(
+            None, "--as", help="Write as this agent (default: the key's owner; owners "
+                               "refuse writes from anyone else).")) -> None:
     """Write a record as the agent that owns KEY; prints its id and seq."""
     cdir = ClusterDir(path)
     roster = cdir.roster()
@@ -244,7 +250,8 @@ def put(path: Path = DirArg, key: str = typer.Argument(..., help="Semantic key."
     owner = roster.owner_of(key)
     if owner is None:
         raise PlanfenceError(f"no agent owns {key!r} in the roster")
-    result = run_async(functools.partial(put_record, roster, cdir.identity(owner), key,
+    writer = cdir.identity(as_agent or owner)
+    result = run_async(functools.partial(put_record, roster, writer, key,
                                          body=value, parents=parents, kind=kind,
                                          addresses=clusterlib.link_addresses(cdir)))
     if json_out:
@@ -256,9 +263,6 @@ def put(path: Path = DirArg, key: str = typer.Argument(..., help="Semantic key."
 def identity_for(cdir: ClusterDir, as_agent: str | None) -> Any:
     roster = cdir.roster()
     return cdir.identity(as_agent or roster.agents[0].name)
-
-
-AsOpt = typer.Option(None, "--as", help="Roster member to connect as (default: the first).")
 
 
 @app.command("heads")
@@ -322,7 +326,7 @@ def plan(path: Path = DirArg, key: str = typer.Argument(..., help="Plan key (e.g
          parent: list[str] = typer.Option(..., "--parent", help="Record the plan used (repeat)."),
          json_out: bool = JsonOpt) -> None:
     """Write a plan record, derived from the given parent records, as its owner."""
-    put(path, key, body, parent, "plan", json_out)
+    put(path, key, body, parent, "plan", json_out, None)
 
 
 EXIT_AUTHORIZED, EXIT_STALE, EXIT_BLOCKED = 0, 2, 3

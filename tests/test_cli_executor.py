@@ -76,3 +76,10 @@ def test_demo_shows_freshness_invalid_and_planfence_valid(tmp_path) -> None:  # 
             summary["planfence"]["replans"], summary["planfence"]["blocked"]) == (3, 0, 3, 0)
     assert summary["planfence"]["kib_per_action"] > 0
     assert owner_processes(str(tmp_path)) == {}
+
+
+def test_put_as_another_agent_is_refused_with_one_clear_line(live_cluster) -> None:  # type: ignore[no-untyped-def]
+    code, out, err = invoke("put", live_cluster.path, "req/order-17", "--body", "1",
+                            "--as", "ops")
+    assert (code, out) == (1, "")
+    assert err == "error: forbidden: only reqs may write 'req/order-17'; this session is ops\n"
