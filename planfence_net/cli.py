@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from . import cli_shape
+from . import cli_bench, cli_shape
 from . import cluster as clusterlib
 from .api import get_records, put_record, query_heads, wait_cluster_ready
 from .cluster import ClusterDir
@@ -435,6 +435,7 @@ def outcome_json(o: Outcome) -> dict[str, Any]:
 
 
 cli_shape.register(app)
+cli_bench.register(app)
 
 
 def main() -> None:

@@ -1,0 +1,246 @@
+"""The policies the experiments compare (DESIGN section 4), behind one interface.
+
+    baseline = make_baseline("planfence", parts)
+    await baseline.start(keys)                 # connect, seed; not charged to any action
+    verdict = await baseline.validate(action, replan, keys)
+    baseline.traffic()                         # bytes so far, encrypted and framed, both ways
+
+`freshness` refreshes the executor's records of D(a) but never compares them with the plan;
+`planfence` runs the gate on D(a); `allkeys` runs the gate with every shared key of the
+template queried; `central` runs the gate against the central store only (every owner's query
+merged into one request); `sync` keeps a copy of every owner's heads from pushes to every
+agent and validates against it after waiting for the pushes of everything published before
+the action. Variants for the ablations: `planfence-d1` (direct parents only), `planfence-noreplan`,
+`planfence-failopen`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import anyio
+from anyio.abc import TaskGroup
+
+from ..api import group_by_owner
+from ..errors import ConfigError, PlanfenceError, RecordError, TransportError
+from ..gate import Action, Gate, GatePolicy, QueryHeads
+from ..records import Record, record_from_wire, verify
+from ..roster import Roster
+from .pool import SessionPool
+from .replica import Replica
+from .runner import DEFAULT_DEADLINE, GateRunner, ReplanHook
+from .writers import CENTRAL, Writer
+
+POLICIES = ("freshness", "central", "sync", "allkeys", "planfence")
+VARIANTS = ("planfence-d1", "planfence-noreplan", "planfence-failopen")
+Addresses = dict[str, tuple[str, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What a policy decided for one action. `stall` is coordination time on the critical
+    path in seconds (planning excluded); `roots` are the plan ids to issue the action on."""
+
+    issued: bool
+    roots: tuple[bytes, ...]
+    stall: float
+    blocked: str | None = None
+    replanned: bool = False
+
+
+class Baseline(Protocol):
+    name: str
+    writer: Writer
+    replica: Replica
+
+    async def start(self, keys: list[str]) -> None: ...
+    async def validate(self, action: Action, replan: ReplanHook,
+                       keys: list[str]) -> Verdict: ...
+    def traffic(self) -> int: ...
+    async def aclose(self) -> None: ...
+
+
+@dataclass(slots=True)
+class Parts:
+    """What a baseline is built from: the roster, identities, the executor's task group,
+    where owners are reached, the writer its records go through, and the executor's pool
+    class (the ablations pass a fault-injecting one)."""
+
+    tg: TaskGroup
+    roster: Roster
+    identity_of: Callable[[str], Any]
+    executor: str
+    addresses: Addresses
+    writer: Writer
+    pool_class: type[SessionPool] = SessionPool
+    deadline: float = DEFAULT_DEADLINE
+
+
+def make_baseline(name: str, parts: Parts) -> Baseline:
+    """The policy called `name`; raises ConfigError for an unknown name."""
+    if name == "freshness":
+        return Freshness(name, parts)
+    if name == "sync":
+        from .sync import Sync  # sync builds on _Base below
+        return Sync(name, parts)
+    if name == "central":
+        return Central(name, parts, GatePolicy())
+    policies = {"planfence": GatePolicy(), "allkeys": GatePolicy(),
+                "planfence-d1": GatePolicy(max_depth=1),
+                "planfence-noreplan": GatePolicy(replan=False),
+                "planfence-failopen": GatePolicy(fail_open=True)}
+    if name not in policies:
+        raise ConfigError(f"unknown policy {name!r} (known: {', '.join(POLICIES + VARIANTS)})")
+    return PlanFence(name, parts, policies[name], all_keys=name == "allkeys")
+
+
+class _Base:
+    def __init__(self, name: str, parts: Parts) -> None:
+        self.name = name
+        self.parts = parts
+        self.writer = parts.writer
+        self.replica = Replica(None)
+        self.pool = parts.pool_class(parts.tg, parts.roster, parts.identity_of(parts.executor),
+                                     parts.addresses)
+
+    async def start(self, keys: list[str]) -> None:
+        """Open the executor's sessions to the owners of `keys` (connection setup is not
+        charged to any action)."""
+        for owner in group_by_owner(self.parts.roster, keys):
+            try:
+                await self.pool.session(owner)
+            except PlanfenceError:
+                pass  # an unreachable owner is the gate's to report, action by action
+
+    def traffic(self) -> int:
+        sent, received = self.pool.traffic()
+        return sent + received + self.writer.traffic()
+
+    async def aclose(self) -> None:
+        await self.pool.aclose()
+
+
+class Freshness(_Base):
+    """Keeps the executor's records of D(a) at the owners' heads; never checks the plan."""
+
+    def __init__(self, name: str, parts: Parts) -> None:
+        super().__init__(name, parts)
+        self.known: dict[str, bytes] = {}
+
+    async def validate(self, action: Action, replan: ReplanHook, keys: list[str]) -> Verdict:
+        started = time.perf_counter()
+        for rid in action.roots:  # the plan handed over names the versions it holds
+            self._learn(rid)
+        groups = group_by_owner(self.parts.roster, list(action.deps))
+
+        async def refresh(owner: str, owner_keys: list[str]) -> None:
+            expect = {k: self.known[k] for k in owner_keys if k in self.known}
+            try:
+                result = await self.pool.request(owner, "heads",
+                                                  {"keys": owner_keys, "expect": expect})
+            except PlanfenceError:
+                return  # stale memory, and freshness acts anyway
+            records = [record_from_wire(w) for w in result.get("records", [])]
+            for record in records:
+                verify_record(self.parts.roster, record)
+                self.known[record.key] = record.id
+            await self.replica.add(records)
+
+        with anyio.move_on_after(self.parts.deadline):
+            async with anyio.create_task_group() as tg:
+                for owner, owner_keys in groups.items():
+                    tg.start_soon(refresh, owner, owner_keys)
+        return Verdict(True, action.roots, time.perf_counter() - started)
+
+    def _learn(self, rid: bytes, depth: int = 0) -> None:
+        record = self.replica.lookup(rid)
+        if record is None or depth > 64:
+            return
+        self.known.setdefault(record.key, record.id)
+        for parent in record.parents:
+            self._learn(parent, depth + 1)
+
+
+class PlanFence(_Base):
+    """The gate (DESIGN section 3) under a policy; `all_keys` adds every shared key."""
+
+    def __init__(self, name: str, parts: Parts, policy: GatePolicy, *,
+                 all_keys: bool = False) -> None:
+        super().__init__(name, parts)
+        self.policy = policy
+        self.all_keys = all_keys
+        self.runner = self._runner()
+
+    def _runner(self) -> GateRunner:
+        return GateRunner(self.pool, self.replica, deadline=self.parts.deadline)
+
+    async def validate(self, action: Action, replan: ReplanHook, keys: list[str]) -> Verdict:
+        policy = self.policy
+        if self.all_keys:
+            policy = dataclasses.replace(policy, query_keys=tuple(keys))
+        run = await self.runner.wait_decision(action, replan, policy)
+        decision = run.decision
+        blocked = None if decision.authorized else decision.reason
+        return Verdict(decision.authorized, run.roots, run.stall, blocked, decision.replanned)
+
+
+class CentralRunner(GateRunner):
+    """The gate driven against the central store: one request carries every owner's query."""
+
+    async def _fetch(self, ids: tuple[bytes, ...]) -> list[Record]:
+        found: list[Record] = []
+        with anyio.move_on_after(self.deadline):
+            try:
+                result = await self.pool.request(CENTRAL, "get", {"ids": list(ids)})
+            except PlanfenceError:
+                result = {}
+            for wire in result.get("records", []):
+                try:
+                    record = record_from_wire(wire)
+                    self.verify(record)
+                except RecordError:
+                    continue
+                found.append(record)
+        await self.replica.add(found)
+        return found
+
+    async def _query(self, gate: Gate, event: QueryHeads) -> None:
+        keys = [k for q in event.queries.values() for k in q.keys]
+        expect = {k: v for q in event.queries.values() for k, v in q.expect.items()}
+        answer: dict[str, Any] | None = None
+        failure = "timeout"
+        with anyio.move_on_after(self.deadline):
+            try:
+                answer = await self.pool.request(CENTRAL, "heads",
+                                                 {"keys": keys, "expect": expect})
+            except TransportError:
+                failure = "owner_unavailable"
+            except PlanfenceError:
+                failure = "malformed_response"
+        for owner, query in event.queries.items():
+            if answer is None:
+                gate.heads_failed(owner, failure)
+                continue
+            rows = [row for row in answer.get("heads", []) if row and row[0] in query.keys]
+            records = [w for w in answer.get("records", [])
+                       if isinstance(w, list) and len(w) > 1 and w[1] in query.keys]
+            gate.heads_answered(owner, {"heads": rows, "records": records})
+
+
+class Central(PlanFence):
+    """Centralized lineage: every write and every validation goes through the central store."""
+
+    def _runner(self) -> GateRunner:
+        return CentralRunner(self.pool, self.replica, deadline=self.parts.deadline)
+
+    async def start(self, keys: list[str]) -> None:
+        await self.pool.session(CENTRAL)
+
+
+def verify_record(roster: Roster, record: Record) -> None:
+    """Raise RecordError unless `record` verifies against `roster`."""
+    verify(record, public_key_of=roster.public_key_of, owner_of=roster.owner_of)

@@ -1,0 +1,22 @@
+"""Fault injection for the fail-closed ablation, on the executor's side of the wire.
+
+`CorruptingPool` is a session pool whose `heads` answers lose their first row, as an owner
+with a bug would send them (the gate must block `malformed_response`). The owner itself stays
+honest, so the same cluster serves the other cases.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .pool import SessionPool
+
+
+class CorruptingPool(SessionPool):
+    """A SessionPool whose `heads` answers drop their first head row."""
+
+    async def request(self, owner: str, op: str, args: dict[str, Any]) -> dict[str, Any]:
+        result = await super().request(owner, op, args)
+        if op == "heads" and isinstance(result.get("heads"), list):
+            return {**result, "heads": result["heads"][1:]}
+        return result

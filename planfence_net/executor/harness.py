@@ -1,0 +1,268 @@
+"""The experiment harness: live owners, a central store, shaped links, one schedule per case.
+
+    with bench_cluster(root) as cdir:                 # 8 owners + the central store
+        rows = run_async(run_experiment, cdir, experiment, "loopback", seed, shapers)
+
+Per protected action: the planner writes a plan from the current heads of the action's true
+dependencies (through a chain of summaries when the case asks for depth), hands the plan and
+its lineage to the executor, the schedule's irrelevant updates and its revision are published,
+then the executor runs the policy and, if it issues, writes the action record on the roots
+the policy returned. Every policy gets its own copy of every key (namespaced by policy), the
+same schedule, and (when shaping) freshly started shapers so each replays the same trace
+phase. `invalid` is then judged by the oracle from the owners' and central store's own logs.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Protocol
+
+import anyio
+import tomli_w
+import tomllib
+
+from .. import cluster as clusterlib
+from ..api import wait_cluster_ready
+from ..cluster import ClusterDir
+from ..gate import Action
+from ..identity import generate_key_file
+from ..records import Record
+from .baselines import Addresses, Baseline, Parts, make_baseline
+from .experiments import Case, Experiment
+from .faults import CorruptingPool
+from .oracle import Oracle
+from .pool import SessionPool
+from .workload import (CLUSTER_AGENTS, EXECUTOR, ActionSpec, KeySpace, fact_owners,
+                       make_schedule)
+from .writers import CENTRAL, CentralWriter, OwnerWriter, Writer
+
+Row = dict[str, Any]
+Progress = Callable[[str], None]
+
+
+class Shapers(Protocol):
+    """Starts one shaper per roster agent for a profile; returns agent -> (host, port)."""
+
+    def start(self, cdir: ClusterDir, profile: str, seed: int) -> Addresses: ...
+    def stop(self, cdir: ClusterDir) -> None: ...
+
+
+# ---- the cluster -----------------------------------------------------------------------------
+
+def central_argv(cdir: ClusterDir) -> list[str]:
+    # "--agent central" doubles as the marker `cluster.stop_owners` looks for.
+    return [sys.executable, "-m", "planfence_net.owners.central", str(cdir.root.resolve()),
+            "--agent", CENTRAL]
+
+
+def init_bench_cluster(root: Path) -> ClusterDir:
+    """An 8-agent cluster on free loopback ports plus a `central` member owning no keys."""
+    clusterlib.init_cluster(root, agents=CLUSTER_AGENTS, base_port=0, name="planfence-bench")
+    cdir = ClusterDir(root)
+    key = generate_key_file(cdir.key(CENTRAL))
+    data = tomllib.loads(cdir.roster_path.read_text())
+    data["agents"].append({"name": CENTRAL, "address": f"127.0.0.1:{clusterlib.free_port()}",
+                           "public_key": bytes(key.verify_key).hex(), "owns": []})
+    cdir.roster_path.write_text(tomli_w.dumps(data))
+    cdir.roster()  # validate
+    return cdir
+
+
+def start_processes(cdir: ClusterDir) -> list[str]:
+    """Spawn every owner and the central store; returns the names started."""
+    names = []
+    for agent in cdir.roster().agents:
+        argv = (central_argv(cdir) if agent.name == CENTRAL
+                else clusterlib.owner_argv(cdir, agent.name))
+        clusterlib.spawn(cdir, agent.name, argv)
+        names.append(agent.name)
+    return names
+
+
+@contextmanager
+def bench_cluster(root: Path) -> Iterator[ClusterDir]:
+    """Create, start and (always, also on Ctrl-C) stop the bench cluster at `root`."""
+    cdir = init_bench_cluster(root)
+    try:
+        names = start_processes(cdir)
+        anyio.run(wait_cluster_ready, cdir, names, backend="asyncio")
+        yield cdir
+    finally:
+        clusterlib.stop_owners(cdir)
+
+
+# ---- one action -------------------------------------------------------------------------------
+
+class _Run:
+    """One policy on one case: the baseline, the writer and the schedule's key spaces."""
+
+    def __init__(self, policy: str, case: Case, baseline: Baseline, writer: Writer,
+                 spaces: dict[str, KeySpace]) -> None:
+        self.policy, self.case, self.baseline, self.writer = policy, case, baseline, writer
+        self.spaces = spaces
+
+    async def write_plan(self, spec: ActionSpec, attempt: int) -> Record:
+        """Plan from the current heads of the true deps; hand plan and lineage over."""
+        space = self.spaces[spec.template.name]
+        deps = [self.writer.heads[k] for k in space.names(spec.deps)]
+        parents = tuple(r.id for r in deps)
+        handoff: list[Record] = list(deps)
+        base = f"{space.planner_prefix}/a{spec.index}"
+        depth = spec.depth if attempt == 0 else 1
+        for level in range(depth - 1, 0, -1):
+            summary = await self.writer.put(f"{base}/s{level}", {"level": level}, parents,
+                                            kind="summary")
+            handoff.append(summary)
+            parents = (summary.id,)
+        if self.case.fault == "missing_lineage" and attempt == 0:
+            parents += (hashlib.blake2b(spec.name.encode(), digest_size=32).digest(),)
+        plan = await self.writer.put(base, {"template": spec.template.name, "attempt": attempt,
+                                            "units": spec.template.units}, parents, kind="plan")
+        handoff.append(plan)
+        await self.baseline.replica.add(handoff)
+        return plan
+
+    async def revise(self, key: str, why: str) -> None:
+        await self.writer.put(key, {"revision": why, "after": self.writer.heads[key].seq})
+
+    async def act(self, spec: ActionSpec) -> Row:
+        space = self.spaces[spec.template.name]
+        mark = self.baseline.traffic()
+        plan = await self.write_plan(spec, 0)
+        for j in spec.dirty:
+            await self.revise(space.keys[j], "dirty")
+        if spec.revise is not None:
+            await self.revise(space.keys[spec.revise], "revision")
+        action = Action(f"{self.policy}/{spec.name}", (plan.id,), space.names(spec.declared))
+        attempts = [0]
+
+        async def replan(_: Action, changed: tuple[Record, ...]) -> list[bytes]:
+            attempts[0] += 1
+            new = await self.write_plan(spec, attempts[0])
+            if self.case.fault == "second_change" and spec.revise is not None:
+                await self.revise(space.keys[spec.revise], "second change")
+            return [new.id]
+
+        verdict = await self.baseline.validate(action, replan, list(space.keys))
+        action_id = None
+        if verdict.issued:
+            record = await self.writer.put(f"{space.executor_prefix}/a{spec.index}",
+                                           {"action": action.name}, verdict.roots,
+                                           kind="action")
+            action_id = record.id.hex()
+        return {
+            "case": self.case.label, "group": self.case.group, "x": self.case.x,
+            "policy": self.policy, "template": spec.template.name,
+            "family": spec.template.family, "action": spec.index,
+            "agents": spec.template.agents, "keys": spec.template.keys, "d": spec.template.d,
+            "declared": len(spec.declared), "depth": spec.depth, "dirty": len(spec.dirty),
+            "revised": spec.revise is not None, "fault": self.case.fault or "",
+            "issued": verdict.issued, "blocked": verdict.blocked or "",
+            "replanned": verdict.replanned, "stall_ms": round(verdict.stall * 1000, 3),
+            "bytes": self.baseline.traffic() - mark, "invalid": None,
+            "action_id": action_id or "", "deps": ";".join(space.names(spec.deps)),
+        }
+
+
+# ---- one experiment ---------------------------------------------------------------------------
+
+async def run_experiment(cdir: ClusterDir, experiment: Experiment, profile: str, seed: int,
+                         shapers: Shapers | None, progress: Progress = lambda _: None
+                         ) -> list[Row]:
+    """Run every policy of `experiment` over its cases; returns judged per-action rows."""
+    rows: list[Row] = []
+    for policy in experiment.policies:
+        cases = [c for c in experiment.cases if policy in c.policies]
+        addresses: Addresses = {}
+        if shapers is not None:
+            addresses = await anyio.to_thread.run_sync(shapers.start, cdir, profile, seed)
+        try:
+            rows += await _run_policy(cdir, policy, cases, addresses, seed, progress)
+        finally:
+            if shapers is not None:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(shapers.stop, cdir)
+    for row in rows:
+        row["profile"] = profile
+    judge(cdir, rows)
+    return rows
+
+
+async def _run_policy(cdir: ClusterDir, policy: str, cases: list[Case], addresses: Addresses,
+                      seed: int, progress: Progress) -> list[Row]:
+    roster = cdir.roster()
+    identity_of = functools.cache(cdir.identity)
+    rows: list[Row] = []
+    async with anyio.create_task_group() as tg:
+        writer: Writer = (CentralWriter(tg, roster, identity_of, addresses) if policy == CENTRAL
+                          else OwnerWriter(tg, roster, identity_of))
+        spaces: dict[str, KeySpace] = {}
+        try:
+            for case in cases:
+                await _init_keys(writer, roster, case, policy, spaces)
+                parts = Parts(tg, roster, identity_of, EXECUTOR, _addresses(case, roster,
+                                                                             addresses),
+                              writer, CorruptingPool if case.fault == "malformed_heads"
+                              else SessionPool)
+                baseline = make_baseline(policy, parts)
+                try:
+                    await baseline.start([k for t in case.templates
+                                          for k in spaces[t.name].keys])
+                    run = _Run(policy, case, baseline, writer, spaces)
+                    for spec in make_schedule(list(case.templates), case.params, seed):
+                        rows.append(await run.act(spec))
+                        progress(f"{policy} {case.label}")
+                finally:
+                    await baseline.aclose()
+        finally:
+            await writer.aclose()
+            tg.cancel_scope.cancel()
+    return rows
+
+
+async def _init_keys(writer: Writer, roster: Any, case: Case, policy: str,
+                     spaces: dict[str, KeySpace]) -> None:
+    """First version of every key of the case's templates (new templates only), written
+    concurrently across owners so the owners group-commit them."""
+    todo = [t for t in case.templates if t.name not in spaces]
+    for template in todo:
+        spaces[template.name] = KeySpace.of(roster, template, policy)
+    keys = [k for t in todo for k in spaces[t.name].keys]
+    by_owner: dict[str, list[str]] = {}
+    for key in keys:
+        by_owner.setdefault(roster.owner_of(key), []).append(key)
+
+    async def write(owner_keys: list[str]) -> None:
+        for key in owner_keys:
+            await writer.put(key, {"v": 1})
+
+    async with anyio.create_task_group() as tg:
+        for owner_keys in by_owner.values():
+            tg.start_soon(write, owner_keys)
+
+
+def _addresses(case: Case, roster: Any, addresses: Addresses) -> Addresses:
+    """Where the executor reaches owners; for the outage fault every fact owner is a port
+    nothing listens on."""
+    if case.fault != "outage":
+        return addresses
+    dead = ("127.0.0.1", clusterlib.free_port())
+    owners = {o for t in case.templates for o in fact_owners(roster, t)}
+    return {**addresses, **{o: dead for o in owners}}
+
+
+def judge(cdir: ClusterDir, rows: list[Row]) -> None:
+    """Fill `invalid` of every issued row from the owners' and central store's logs, judged
+    against the action's true dependencies (declared or not)."""
+    oracle = Oracle.from_logs(cdir.log(name) for name in cdir.roster().names)
+    for row in rows:
+        if row["issued"]:
+            deps = [k for k in row["deps"].split(";") if k]
+            row["invalid"] = oracle.judge(row["action_id"], deps).invalid
+        else:
+            row["invalid"] = False
