@@ -19,6 +19,7 @@ from .api import get_records, put_record, query_heads, wait_cluster_ready
 from .cluster import ClusterDir
 from .errors import PlanfenceError
 from .executor.demo import run_demo, summarize
+from .executor.harness import bench_cluster
 from .executor.pool import SessionPool
 from .executor.replica import Replica
 from .executor.runner import GateRunner
@@ -373,25 +374,21 @@ def demo(keep: Optional[Path] = typer.Option(
          json_out: bool = JsonOpt) -> None:
     """Run the stale-plan scenario on a new five-agent loopback cluster, then stop it.
 
-    Starts five owners on 127.0.0.1, runs each workflow family under the freshness baseline
-    and PlanFence, prints the result table and one drift explained, and stops every process.
+    Starts five owners (and the central store of the centralized baseline) on 127.0.0.1,
+    runs each workflow family under every baseline and PlanFence, prints the result table
+    and one drift explained, and stops every process it started.
     """
     import tempfile
 
+    console = Console(stderr=True)
     with tempfile.TemporaryDirectory(prefix="planfence-demo-") as tmp:
         root = keep or Path(tmp) / "cluster"
-        roster = clusterlib.init_cluster(root, agents=5, base_port=0)
-        cdir = ClusterDir(root)
-        console = Console(stderr=True)
-        try:
-            with console.status("starting five owners on 127.0.0.1 ...") as status:
-                run_async(wait_cluster_ready, cdir, clusterlib.start_owners(cdir))
-                status.update("running the stale-plan scenario ...")
-                outcomes = run_async(functools.partial(
-                    run_demo, cdir, progress=lambda m: status.update(f"running {m} ...")))
-        finally:
-            clusterlib.stop_owners(cdir)
-    report_outcomes(outcomes, json_out, f"{len(roster.agents)} owners on 127.0.0.1")
+        with console.status("starting five owners and the central store on 127.0.0.1 ...") \
+                as status, bench_cluster(root, agents=5, name="planfence-demo") as cdir:
+            status.update("running the stale-plan scenario ...")
+            outcomes = run_async(functools.partial(
+                run_demo, cdir, progress=lambda m: status.update(f"running {m} ...")))
+    report_outcomes(outcomes, json_out, "5 owners and a central store on 127.0.0.1")
 
 
 @app.command("scenario")
@@ -410,7 +407,8 @@ def scenario(path: Path = DirArg, json_out: bool = JsonOpt) -> None:
 
 def report_outcomes(outcomes: list[Outcome], json_out: bool, where: str) -> None:
     rows = summarize(outcomes)
-    drifted = next((o for o in outcomes if o.decision is not None and o.decision.drift), None)
+    drifted = next((o for o in outcomes if o.policy == "planfence" and o.decision is not None
+                    and o.decision.drift), None)
     if json_out:
         echo_json({"summary": [r.to_json() for r in rows],
                    "actions": [outcome_json(o) for o in outcomes]})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 from typer.testing import CliRunner
 
@@ -71,11 +72,26 @@ def test_demo_shows_freshness_invalid_and_planfence_valid(tmp_path) -> None:  # 
     code, out, err = invoke("demo", "--dir", tmp_path / "demo", "--json")
     assert code == 0, err
     summary = {row["policy"]: row for row in json.loads(out)["summary"]}
+    assert list(summary) == ["freshness", "central", "sync", "allkeys", "planfence"]
     assert summary["freshness"]["issued"] == summary["freshness"]["invalid"] == 3
-    assert (summary["planfence"]["issued"], summary["planfence"]["invalid"],
-            summary["planfence"]["replans"], summary["planfence"]["blocked"]) == (3, 0, 3, 0)
-    assert summary["planfence"]["kib_per_action"] > 0
+    for safe in ("central", "sync", "allkeys", "planfence"):
+        row = summary[safe]
+        assert (row["issued"], row["invalid"], row["replans"], row["blocked"]) == (3, 0, 3, 0)
+        assert row["kib_per_action"] > 0
     assert owner_processes(str(tmp_path)) == {}
+    assert processes_mentioning(str(tmp_path)) == []  # the central store too
+
+
+def processes_mentioning(fragment: str) -> list[str]:
+    found = []
+    for path in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            cmdline = path.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # exited meanwhile
+        if fragment in cmdline:
+            found.append(cmdline)
+    return found
 
 
 def test_put_as_another_agent_is_refused_with_one_clear_line(live_cluster) -> None:  # type: ignore[no-untyped-def]

@@ -19,7 +19,7 @@ from planfence_net.api import wait_owner_ready
 from planfence_net.executor.pool import SessionPool
 from planfence_net.executor.replica import Replica
 from planfence_net.executor.runner import GateRun, GateRunner
-from planfence_net.executor.scenario import Writers
+from planfence_net.executor.writers import OwnerWriter
 from planfence_net.gate import Action
 from planfence_net.records import Record
 
@@ -32,14 +32,19 @@ class World:
     """A live cluster with writers for every agent and an executor (agent `ops`)."""
 
     cluster: object
-    writers: Writers
+    writer: OwnerWriter
     runner: GateRunner
+
+    async def put(self, key: str, body: object, parents: list[bytes] | None = None,
+                  kind: str = "fact") -> bytes:
+        """Write as the key's owner; returns the record id."""
+        return (await self.writer.put(key, body, tuple(parents or ()), kind)).id
 
     async def plan(self, suffix: str = "") -> tuple[bytes, bytes, bytes]:
         """r3 (req), a fact (inv), and a plan derived from both; returns (r3, fact, plan)."""
-        r3 = await self.writers.put(f"req/order{suffix}", {"qty": 3})
-        fact = await self.writers.put(f"inv/stock{suffix}", {"on_hand": 40})
-        plan = await self.writers.put(f"plan/ship{suffix}", {"steps": ["ship 3"]}, [r3, fact],
+        r3 = await self.put(f"req/order{suffix}", {"qty": 3})
+        fact = await self.put(f"inv/stock{suffix}", {"on_hand": 40})
+        plan = await self.put(f"plan/ship{suffix}", {"steps": ["ship 3"]}, [r3, fact],
                                       kind="plan")
         return r3, fact, plan
 
@@ -51,12 +56,12 @@ class World:
 @asynccontextmanager
 async def world(cluster) -> AsyncIterator[World]:  # type: ignore[no-untyped-def]
     async with anyio.create_task_group() as tg:
-        writers = Writers(tg, cluster.cdir)
+        writer = OwnerWriter(tg, cluster.roster, cluster.identity)
         pool = SessionPool(tg, cluster.roster, cluster.identity("ops"))
-        yield World(cluster, writers, GateRunner(pool, await Replica.open(None),
+        yield World(cluster, writer, GateRunner(pool, await Replica.open(None),
                                                  deadline=DEADLINE))
         await pool.aclose()
-        await writers.aclose()
+        await writer.aclose()
         tg.cancel_scope.cancel()
 
 
@@ -85,11 +90,11 @@ async def test_revision_after_planning_replans_once_then_authorizes(live_cluster
     calls: list[tuple[Record, ...]] = []
     async with world(live_cluster) as w:
         r3, fact, plan = await w.plan()
-        r4 = await w.writers.put("req/order", {"qty": 4})
+        r4 = await w.put("req/order", {"qty": 4})
 
         async def replan(action: Action, changed: tuple[Record, ...]) -> list[bytes]:
             calls.append(changed)
-            return [await w.writers.put("plan/ship", {"steps": ["ship 4"]}, [r4, fact],
+            return [await w.put("plan/ship", {"steps": ["ship 4"]}, [r4, fact],
                                         kind="plan")]
 
         run = await w.decide(plan, replan=replan)
@@ -104,12 +109,12 @@ async def test_revision_after_planning_replans_once_then_authorizes(live_cluster
 async def test_second_revision_during_replan_blocks_changed_again(live_cluster) -> None:  # type: ignore[no-untyped-def]
     async with world(live_cluster) as w:
         r3, fact, plan = await w.plan()
-        r4 = await w.writers.put("req/order", {"qty": 4})
+        r4 = await w.put("req/order", {"qty": 4})
 
         async def replan(action: Action, changed: tuple[Record, ...]) -> list[bytes]:
-            new_plan = await w.writers.put("plan/ship", {"steps": ["ship 4"]}, [r4, fact],
+            new_plan = await w.put("plan/ship", {"steps": ["ship 4"]}, [r4, fact],
                                            kind="plan")
-            await w.writers.put("req/order", {"qty": 5})  # r5 lands while replanning
+            await w.put("req/order", {"qty": 5})  # r5 lands while replanning
             return [new_plan]
 
         d = (await w.decide(plan, replan=replan)).decision
@@ -119,7 +124,7 @@ async def test_second_revision_during_replan_blocks_changed_again(live_cluster) 
 async def test_without_replan_hook_a_drift_is_a_stale_plan(live_cluster) -> None:  # type: ignore[no-untyped-def]
     async with world(live_cluster) as w:
         r3, _, plan = await w.plan()
-        r4 = await w.writers.put("req/order", {"qty": 4})
+        r4 = await w.put("req/order", {"qty": 4})
         d = (await w.decide(plan)).decision
     assert (d.outcome, d.reason) == ("blocked", "stale_plan")
     assert d.drift == {"req/order": (r3, r4)}
@@ -155,9 +160,9 @@ async def test_stopped_owner_blocks_timeout_at_the_deadline(live_cluster) -> Non
 
 async def test_missing_lineage_blocks(live_cluster) -> None:  # type: ignore[no-untyped-def]
     async with world(live_cluster) as w:
-        r3 = await w.writers.put("req/order", {"qty": 3})
+        r3 = await w.put("req/order", {"qty": 3})
         ghost = bytes(range(32))  # a parent no owner has
-        plan = await w.writers.put("plan/ship", {}, [r3, ghost], kind="plan")
+        plan = await w.put("plan/ship", {}, [r3, ghost], kind="plan")
         d = (await w.decide(plan, deps=("req/order",))).decision
     assert (d.outcome, d.reason) == ("blocked", "missing_lineage")
 

@@ -27,7 +27,7 @@ from anyio.abc import TaskGroup
 
 from ..api import group_by_owner
 from ..errors import ConfigError, PlanfenceError, RecordError, TransportError
-from ..gate import Action, Gate, GatePolicy, QueryHeads
+from ..gate import Action, Decision, Gate, GatePolicy, QueryHeads
 from ..records import Record, record_from_wire, verify
 from ..roster import Roster
 from .pool import SessionPool
@@ -50,6 +50,7 @@ class Verdict:
     stall: float
     blocked: str | None = None
     replanned: bool = False
+    decision: Decision | None = None  # the gate's evidence, for the policies that run it
 
 
 class Baseline(Protocol):
@@ -185,7 +186,8 @@ class PlanFence(_Base):
         run = await self.runner.wait_decision(action, replan, policy)
         decision = run.decision
         blocked = None if decision.authorized else decision.reason
-        return Verdict(decision.authorized, run.roots, run.stall, blocked, decision.replanned)
+        return Verdict(decision.authorized, run.roots, run.stall, blocked, decision.replanned,
+                       decision)
 
 
 class CentralRunner(GateRunner):

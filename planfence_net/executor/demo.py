@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import statistics
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -9,13 +10,11 @@ from typing import Any, Callable
 import anyio
 
 from ..cluster import ClusterDir
+from .baselines import POLICIES, Addresses, Parts, make_baseline
 from .oracle import Oracle
-from .pool import SessionPool
-from .replica import Replica
-from .runner import GateRunner
-from .scenario import EXECUTOR_AGENT, Outcome, Writers, load_families, run_family
-
-DEMO_POLICIES = ("freshness", "planfence")
+from .scenario import Outcome, load_families, run_family
+from .workload import EXECUTOR
+from .writers import CENTRAL, CentralWriter, OwnerWriter, Writer
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,25 +35,36 @@ class PolicySummary:
                 "kib_per_action": round(self.kib, 3)}
 
 
-async def run_demo(cdir: ClusterDir, policies: tuple[str, ...] = DEMO_POLICIES,
+def available_policies(cdir: ClusterDir) -> tuple[str, ...]:
+    """Every policy, less `central` when the cluster has no central store."""
+    names = cdir.roster().names
+    return tuple(p for p in POLICIES if p != CENTRAL or CENTRAL in names)
+
+
+async def run_demo(cdir: ClusterDir, policies: tuple[str, ...] | None = None,
                    progress: Callable[[str], None] = lambda _: None,
-                   addresses: dict[str, tuple[str, int]] | None = None) -> list[Outcome]:
+                   addresses: Addresses | None = None) -> list[Outcome]:
     """Run every workflow family under every policy on the running cluster at `cdir`
     (reaching owners at `addresses` where given), then judge every issued action from the
     owners' logs (when they are readable from here)."""
     roster = cdir.roster()
+    identity_of = functools.cache(cdir.identity)
     outcomes = []
-    async with anyio.create_task_group() as tg:
-        writers = Writers(tg, cdir, addresses)
-        pool = SessionPool(tg, roster, cdir.identity(EXECUTOR_AGENT), addresses)
-        runner = GateRunner(pool, await Replica.open(None))
-        for policy in policies:
-            for family in load_families():
+    for policy in policies or available_policies(cdir):
+        async with anyio.create_task_group() as tg:
+            writer: Writer = (CentralWriter(tg, roster, identity_of, addresses or {})
+                              if policy == CENTRAL else OwnerWriter(tg, roster, identity_of))
+            baseline = make_baseline(policy, Parts(tg, roster, identity_of, EXECUTOR,
+                                                   addresses or {}, writer))
+            families = load_families()
+            await baseline.start([f"{k}/{policy}" for f in families
+                                  for k in (f.requirement, f.fact)])
+            for family in families:
                 progress(f"{family.name} / {policy}")
-                outcomes.append(await run_family(family, policy, writers, runner))
-        await pool.aclose()
-        await writers.aclose()
-        tg.cancel_scope.cancel()
+                outcomes.append(await run_family(family, baseline, writer))
+            await baseline.aclose()
+            await writer.aclose()
+            tg.cancel_scope.cancel()
     judge(cdir, outcomes)
     return outcomes
 

@@ -60,9 +60,11 @@ def central_argv(cdir: ClusterDir) -> list[str]:
             "--agent", CENTRAL]
 
 
-def init_bench_cluster(root: Path) -> ClusterDir:
-    """An 8-agent cluster on free loopback ports plus a `central` member owning no keys."""
-    clusterlib.init_cluster(root, agents=CLUSTER_AGENTS, base_port=0, name="planfence-bench")
+def init_bench_cluster(root: Path, agents: int = CLUSTER_AGENTS,
+                       name: str = "planfence-bench") -> ClusterDir:
+    """A cluster of `agents` owners on free loopback ports plus a `central` member owning no
+    keys (the central store of the centralized-lineage baseline)."""
+    clusterlib.init_cluster(root, agents=agents, base_port=0, name=name)
     cdir = ClusterDir(root)
     key = generate_key_file(cdir.key(CENTRAL))
     data = tomllib.loads(cdir.roster_path.read_text())
@@ -85,9 +87,10 @@ def start_processes(cdir: ClusterDir) -> list[str]:
 
 
 @contextmanager
-def bench_cluster(root: Path) -> Iterator[ClusterDir]:
+def bench_cluster(root: Path, agents: int = CLUSTER_AGENTS,
+                  name: str = "planfence-bench") -> Iterator[ClusterDir]:
     """Create, start and (always, also on Ctrl-C) stop the bench cluster at `root`."""
-    cdir = init_bench_cluster(root)
+    cdir = init_bench_cluster(root, agents, name)
     try:
         names = start_processes(cdir)
         anyio.run(wait_cluster_ready, cdir, names, backend="asyncio")
