@@ -62,14 +62,18 @@ class Session:
         assert pending.result is not None
         return pending.result
 
-    async def subscribe(self, keys: list[str] | None = None,
+    async def subscribe(self, keys: list[str] | None = None, every: int = 1,
                         ) -> MemoryObjectReceiveStream[dict[str, Any]]:
-        """Subscribe to head updates; returns a stream of pushed {"heads": [...]} maps."""
+        """Subscribe to head updates, pushed after every `every` updates; returns a stream of
+        pushed {"heads": [...]} maps."""
         req_id, pending = self._register()
         send, receive = anyio.create_memory_object_stream[dict[str, Any]](math.inf)
         self._subscriptions[req_id] = send
+        args: dict[str, Any] = {} if keys is None else {"keys": keys}
+        if every != 1:
+            args["every"] = every
         try:
-            await self._send(req_id, "subscribe", {} if keys is None else {"keys": keys})
+            await self._send(req_id, "subscribe", args)
             await pending.event.wait()
             if pending.error is not None:
                 raise pending.error

@@ -177,3 +177,14 @@ def parse_subscribe(args: dict[str, Any]) -> list[str] | None:
     if "keys" not in args:
         return None
     return _key_list(args)
+
+
+MAX_EVERY = 1_000_000
+
+
+def parse_subscribe_every(args: dict[str, Any]) -> int:
+    """`subscribe` option "every": push after every K dirty updates (default 1)."""
+    every = args.get("every", 1)
+    if not _is_int(every) or not 1 <= every <= MAX_EVERY:
+        raise BadRequest("bad_request", f"'every' must be an integer from 1 to {MAX_EVERY}")
+    return int(every)

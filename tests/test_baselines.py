@@ -72,3 +72,16 @@ def test_central_store_refuses_a_record_sent_by_someone_other_than_its_owner(
 
     with pytest.raises(RequestError, match="a record of reqs sent by ops"):
         anyio.run(send, backend="asyncio")
+
+
+def test_sync_with_k_above_one_stays_safe_and_pushes_fewer_messages(
+        bench_cdir: ClusterDir) -> None:
+    templates = load_templates()
+    experiment = Experiment("rate", (Case("rate", "rate", 4, (templates[0],),
+                                          ScheduleParams(actions=4, rho=4.0), ("sync",)),))
+    k1, k4 = (anyio.run(run_experiment, bench_cdir, experiment, "loopback", 0, None,
+                        lambda _: None, k, backend="asyncio") for k in (1, 4))
+    for rows in (k1, k4):
+        assert [(r["issued"], r["invalid"]) for r in rows] == [(True, False)] * 4
+    # K=4 batches four updates per push: less framing and encryption overhead per action
+    assert sum(r["bytes"] for r in k4) < sum(r["bytes"] for r in k1)

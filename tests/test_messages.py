@@ -286,3 +286,13 @@ def test_protocol_doc_worked_example_matches_the_code() -> None:
     assert parse_put(decode_request(doc["request_put"]).args) == (
         "req/order-17", "fact", [], body)
     assert record_from_wire(unpack(doc["record_wire"])) == record
+
+
+def test_parse_subscribe_every() -> None:
+    from planfence_net.messages import MAX_EVERY, parse_subscribe_every
+
+    assert parse_subscribe_every({}) == 1
+    assert parse_subscribe_every({"every": 4}) == 4
+    message = f"'every' must be an integer from 1 to {MAX_EVERY}"
+    for value in (0, -1, True, 1.5, "2", MAX_EVERY + 1):
+        assert bad(parse_subscribe_every, {"every": value}) == ("bad_request", message)

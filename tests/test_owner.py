@@ -362,6 +362,24 @@ async def test_subscribe_pushes_heads_with_the_subscribe_request_id(
                 assert await updates.receive() == {"heads": [["req/a", third["id"], 3]]}
 
 
+async def test_subscribe_every_k_pushes_once_k_updates_gathered(
+        live_cluster: ClusterHandle) -> None:
+    h = live_cluster
+    with anyio.fail_after(DEADLINE):
+        async with open_session(h.roster, h.identity("ops"), "reqs") as session, \
+                open_session(h.roster, h.identity("reqs"), "reqs") as writer:
+            updates = await session.subscribe(["req/a", "req/b"], every=3)
+            with updates:
+                written = [await writer.request("put", {"key": key, "body": i})
+                           for i, key in enumerate(["req/a", "req/zzz", "req/b", "req/a"])]
+                # req/zzz is not subscribed: the third subscribed update completes the batch
+                assert await updates.receive() == {"heads": [
+                    ["req/a", written[0]["id"], 1], ["req/b", written[2]["id"], 3],
+                    ["req/a", written[3]["id"], 4]]}
+                with pytest.raises(anyio.WouldBlock):
+                    updates.receive_nowait()
+
+
 # -- durability ---------------------------------------------------------------------------------
 
 

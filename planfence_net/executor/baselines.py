@@ -79,6 +79,7 @@ class Parts:
     writer: Writer
     pool_class: type[SessionPool] = SessionPool
     deadline: float = DEFAULT_DEADLINE
+    sync_k: int = 1  # `sync`: owners push after every K dirty updates
 
 
 def make_baseline(name: str, parts: Parts) -> Baseline:
@@ -87,7 +88,7 @@ def make_baseline(name: str, parts: Parts) -> Baseline:
         return Freshness(name, parts)
     if name == "sync":
         from .sync import Sync  # sync builds on _Base below
-        return Sync(name, parts)
+        return Sync(name, parts, parts.sync_k)
     if name == "central":
         return Central(name, parts, GatePolicy())
     policies = {"planfence": GatePolicy(), "allkeys": GatePolicy(),

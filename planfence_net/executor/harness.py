@@ -175,9 +175,10 @@ class _Run:
 # ---- one experiment ---------------------------------------------------------------------------
 
 async def run_experiment(cdir: ClusterDir, experiment: Experiment, profile: str, seed: int,
-                         shapers: Shapers | None, progress: Progress = lambda _: None
-                         ) -> list[Row]:
-    """Run every policy of `experiment` over its cases; returns judged per-action rows."""
+                         shapers: Shapers | None, progress: Progress = lambda _: None,
+                         sync_k: int = 1) -> list[Row]:
+    """Run every policy of `experiment` over its cases; returns judged per-action rows.
+    `sync_k` is the K of the `sync` baseline (push after every K dirty updates)."""
     rows: list[Row] = []
     for policy in experiment.policies:
         cases = [c for c in experiment.cases if policy in c.policies]
@@ -185,7 +186,7 @@ async def run_experiment(cdir: ClusterDir, experiment: Experiment, profile: str,
         if shapers is not None:
             addresses = await anyio.to_thread.run_sync(shapers.start, cdir, profile, seed)
         try:
-            rows += await _run_policy(cdir, policy, cases, addresses, seed, progress)
+            rows += await _run_policy(cdir, policy, cases, addresses, seed, progress, sync_k)
         finally:
             if shapers is not None:
                 with anyio.CancelScope(shield=True):
@@ -197,7 +198,7 @@ async def run_experiment(cdir: ClusterDir, experiment: Experiment, profile: str,
 
 
 async def _run_policy(cdir: ClusterDir, policy: str, cases: list[Case], addresses: Addresses,
-                      seed: int, progress: Progress) -> list[Row]:
+                      seed: int, progress: Progress, sync_k: int) -> list[Row]:
     roster = cdir.roster()
     identity_of = functools.cache(cdir.identity)
     rows: list[Row] = []
@@ -211,7 +212,7 @@ async def _run_policy(cdir: ClusterDir, policy: str, cases: list[Case], addresse
                 parts = Parts(tg, roster, identity_of, EXECUTOR, _addresses(case, roster,
                                                                              addresses),
                               writer, CorruptingPool if case.fault == "malformed_heads"
-                              else SessionPool)
+                              else SessionPool, sync_k=sync_k)
                 baseline = make_baseline(policy, parts)
                 try:
                     await baseline.start([k for t in case.templates

@@ -127,7 +127,7 @@ def write_report(out: Path, experiment: str, profile: str, rows: list[Row], comm
              "coordination connections, encrypted and framed, both directions; `invalid` is "
              "judged by the oracle from the owners' (and central store's) own logs against the "
              "action's true dependencies. Medians with 95% bootstrap intervals.", "",
-             f"## Results next to the paper (arXiv 2609.03340)", "",
+             "## Results next to the paper (arXiv 2609.03340)", "",
              *table(summaries, experiment), "",
              f"Paper: {PAPER_NOTES[experiment]}", "",
              "## What matches and what differs", "",

@@ -2,12 +2,15 @@
 against its synced copy (DESIGN section 4).
 
 Every agent of the roster subscribes to every other owner (one session per agent identity
-per owner, through the shaped links), so each commit is pushed to all agents; every pushed
-byte is counted. Owners push after every commit, which is K=1 (the daemon has no batching;
-K > 1 needs the daemon change described in the harness report).
+per owner, through the shaped links), so updates are pushed to all agents; every pushed
+byte is counted. Owners push after every K dirty updates (the subscribe request's `every`;
+K = 1 by default).
 
 Before validating, the executor waits until its copy has caught up with every seq the owners
-of D(a) published before the action (a sync barrier): that wait is stall. It then compares
+of D(a) published before the action (a sync barrier): that wait is stall. With K > 1 an
+owner holds up to K - 1 updates back, so instead of waiting for a batch that may never fill,
+the executor pulls the heads of D(a) from each owner it is behind on (one round trip, also
+stall). It then compares
 the plan's frontier, walked locally, with the synced heads. A drift makes it fetch the
 changed records (pushes carry metadata only), replan once, and compare again.
 """
@@ -52,13 +55,11 @@ class SyncedCopy:
 
 
 class Sync(_Base):
-    """Proactive metadata sync to every agent, K = 1."""
+    """Proactive metadata sync to every agent, pushed after every `k` dirty updates."""
 
     def __init__(self, name: str, parts: Parts, k: int = 1) -> None:
         super().__init__(name, parts)
-        if k != 1:
-            raise PlanfenceError("sync with K > 1 needs owner-side batching (subscribe "
-                                 "'every' argument) that the owner daemon does not have yet")
+        self.k = k
         self.copy = SyncedCopy()
         self.subscribers: list[SessionPool] = []
 
@@ -75,7 +76,7 @@ class Sync(_Base):
                 if owner == agent:
                     continue  # an owner knows its own heads
                 session = await pool.session(owner)
-                stream = await session.subscribe()
+                stream = await session.subscribe(every=self.k)
                 if agent == self.parts.executor:
                     self.parts.tg.start_soon(self._follow, owner, stream)
                 else:
@@ -116,7 +117,10 @@ class Sync(_Base):
         deps_owners = set(group_by_owner(roster, list(action.deps))) if action.deps else set()
         marks = {o: s for o, s in self.writer.published.items() if o in deps_owners}
         with anyio.move_on_after(self.parts.deadline) as scope:
-            await self.copy.wait_caught_up(marks)
+            if self.k == 1:
+                await self.copy.wait_caught_up(marks)
+            elif not await self._pull(marks, action.deps):
+                return Verdict(False, roots, time.perf_counter() - started, "owner_unavailable")
         if scope.cancelled_caught:
             return Verdict(False, roots, time.perf_counter() - started, "timeout")
         while True:
@@ -141,6 +145,27 @@ class Sync(_Base):
             roots = tuple(await replan(action, tuple(changed)))
             planning += time.perf_counter() - began
             replanned = True
+
+    async def _pull(self, marks: dict[str, int], deps: tuple[str, ...]) -> bool:
+        """Pull the heads of `deps` from every owner the copy is behind on; False when one
+        cannot be reached."""
+        lagging = {o for o, seq in marks.items() if self.copy.seq.get(o, 0) < seq}
+        groups = {o: ks for o, ks in group_by_owner(self.parts.roster, list(deps)).items()
+                  if o in lagging}
+        failed: list[str] = []
+
+        async def pull(owner: str, keys: list[str]) -> None:
+            try:
+                result = await self.pool.request(owner, "heads", {"keys": keys})
+            except PlanfenceError:
+                failed.append(owner)
+                return
+            self.copy.apply(owner, [row for row in result["heads"] if row[1] is not None])
+
+        async with anyio.create_task_group() as tg:
+            for owner, keys in groups.items():
+                tg.start_soon(pull, owner, keys)
+        return not failed
 
     async def _fetch(self, drift: dict[str, bytes]) -> list[Record]:
         """The changed records, fetched from their owners and verified."""

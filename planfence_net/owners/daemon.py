@@ -17,7 +17,8 @@ from anyio.streams.memory import MemoryObjectSendStream
 from ..errors import PlanfenceError, RecordError, RemoteProtocolError
 from ..identity import Identity
 from ..messages import (BadRequest, Request, decode_request, encode_error, encode_response,
-                        parse_get, parse_heads, parse_put, parse_subscribe, request_id_of)
+                        parse_get, parse_heads, parse_put, parse_subscribe,
+                        parse_subscribe_every, request_id_of)
 from ..records import Record, make_record
 from ..roster import Agent, Roster
 from ..transport import NoiseStream, pause_reading_until_receive
@@ -34,13 +35,32 @@ def fingerprint(key: bytes) -> str:
     return hashlib.blake2b(key, digest_size=8).hexdigest()
 
 
+class _Subscription:
+    """Head updates owed to one subscribe request: pushed after every `every` updates."""
+
+    __slots__ = ("keys", "every", "rows")
+
+    def __init__(self, keys: set[str] | None, every: int) -> None:
+        self.keys, self.every = keys, every
+        self.rows: list[list[Any]] = []
+
+    def add(self, records: list[Record]) -> list[list[Any]] | None:
+        """Take a commit's records; returns the rows to push once `every` have gathered."""
+        self.rows += [[r.key, r.id, r.seq] for r in records
+                      if self.keys is None or r.key in self.keys]
+        if len(self.rows) < self.every:
+            return None
+        rows, self.rows = self.rows, []
+        return rows
+
+
 class _Connection:
     """One authenticated session and its subscriptions."""
 
     def __init__(self, stream: NoiseStream, peer: Agent) -> None:
         self.stream = stream
         self.peer = peer
-        self.subscriptions: dict[int, set[str] | None] = {}
+        self.subscriptions: dict[int, _Subscription] = {}
         self.pushes: MemoryObjectSendStream[bytes] | None = None
 
 
@@ -223,9 +243,11 @@ class OwnerDaemon:
             return await self._put(connection.peer, *parse_put(request.args))
         if request.op == "subscribe":
             keys = parse_subscribe(request.args)
+            every = parse_subscribe_every(request.args)
             if keys is not None:
                 self._check_owned(keys)
-            connection.subscriptions[request.req_id] = set(keys) if keys else None
+            connection.subscriptions[request.req_id] = _Subscription(
+                set(keys) if keys else None, every)
             return {"subscribed": True, "heads": self._head_rows(keys or list(self.store.heads))}
         return self.statistics()
 
@@ -266,8 +288,8 @@ class OwnerDaemon:
 
     def _push_heads(self, records: list[Record]) -> None:
         for connection in list(self.connections):
-            for req_id, keys in connection.subscriptions.items():
-                rows = [[r.key, r.id, r.seq] for r in records if keys is None or r.key in keys]
+            for req_id, subscription in connection.subscriptions.items():
+                rows = subscription.add(records)
                 if rows and connection.pushes is not None:
                     try:
                         connection.pushes.send_nowait(
