@@ -20,9 +20,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .answers import HeadsQuery, Malformed, check_answer
 from .errors import ConfigError, LocalProtocolError, RecordError
 from .lineage import MISSING_LINEAGE, Blocked, Missing, walk
-from .records import ID_LEN, Record, record_from_wire
+from .records import ID_LEN, Record
 
 AUTHORIZED = "authorized"
 BLOCKED = "blocked"
@@ -72,14 +73,6 @@ class FetchRecords:
     """Fetch these record ids from their owners, then call `Gate.records_fetched`."""
 
     ids: tuple[bytes, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class HeadsQuery:
-    """One owner's batched heads request; `expect` holds the frontier ids of its keys."""
-
-    keys: tuple[str, ...]
-    expect: dict[str, bytes]
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,10 +147,6 @@ class Decision:
 
 
 Event = FetchRecords | QueryHeads | Replan | Decision
-
-
-class _Malformed(Exception):
-    """An owner's answer broke step 3; the message says how."""
 
 
 class _State(enum.Enum):
@@ -248,8 +237,8 @@ class Gate:
             return
         self._reported.add(owner)
         try:
-            heads, inline = _check_answer(owner, query, result, self._frontier, self._verify)
-        except _Malformed as exc:
+            heads, inline = check_answer(owner, query, result, self._frontier, self._verify)
+        except Malformed as exc:
             self._failures[owner] = (MALFORMED_RESPONSE, f"owner {owner!r}: {exc}")
             return
         self._heads.update(heads)
@@ -342,7 +331,7 @@ class Gate:
         drift: dict[str, tuple[bytes, bytes]] = {}
         for key, record in self._frontier.items():
             head = self._heads[key][0]
-            if head is None:  # _check_heads refuses this; never let it read as a match
+            if head is None:  # check_answer refuses this; never let it read as a match
                 return self._block(MALFORMED_RESPONSE, f"no head for declared key {key!r}")
             if head != record.id:
                 drift[key] = (record.id, head)
@@ -383,90 +372,3 @@ def _check_roots(roots: tuple[bytes, ...]) -> tuple[bytes, ...]:
     if not all(isinstance(rid, bytes) and len(rid) == ID_LEN for rid in roots):
         raise LocalProtocolError(f"action roots must be {ID_LEN}-byte record ids")
     return roots
-
-
-def _check_answer(owner: str, query: HeadsQuery, result: object, frontier: dict[str, Record],
-                  verify: Callable[[Record], None]
-                  ) -> tuple[dict[str, tuple[bytes | None, int]], dict[str, Record]]:
-    """Step 3 for one owner: return its heads and its verified changed records.
-
-    Raises _Malformed naming the first thing wrong with the answer.
-    """
-    if not isinstance(result, dict) or not isinstance(result.get("heads"), list):
-        raise _Malformed("answer is not a map with a 'heads' list")
-    heads = _check_heads(query, result["heads"], frontier)
-    raw_records = result.get("records", [])
-    if not isinstance(raw_records, list):
-        raise _Malformed("'records' is not a list")
-    inline = _check_inline(owner, query, heads, raw_records, frontier, verify)
-    for key in query.expect:
-        head, _ = heads[key]
-        if head != query.expect[key] and key not in inline:
-            raise _Malformed(f"key {key!r} changed but its record was not sent inline")
-    return heads, inline
-
-
-def _check_heads(query: HeadsQuery, entries: list[Any], frontier: dict[str, Record]
-                 ) -> dict[str, tuple[bytes | None, int]]:
-    heads: dict[str, tuple[bytes | None, int]] = {}
-    for index, entry in enumerate(entries):
-        key, head, seq = _check_entry(index, entry)
-        if key not in query.keys:
-            raise _Malformed(f"head for key {key!r} that was not requested")
-        if key in heads:
-            raise _Malformed(f"key {key!r} answered twice")
-        if head is None and key in frontier:
-            raise _Malformed(f"no head for key {key!r} although the plan used a version of it")
-        if head is not None and key in frontier and head == frontier[key].id \
-                and seq != frontier[key].seq:
-            raise _Malformed(f"head of {key!r} has seq {seq}, its record has {frontier[key].seq}")
-        heads[key] = (head, seq)
-    absent = [key for key in query.keys if key not in heads]
-    if absent:
-        raise _Malformed(f"requested keys not answered: {', '.join(absent)}")
-    return heads
-
-
-def _check_entry(index: int, entry: object) -> tuple[str, bytes | None, int]:
-    if not isinstance(entry, (list, tuple)) or len(entry) != 3:
-        raise _Malformed(f"head entry {index} is not a [key, id, seq] array")
-    key, head, seq = entry
-    if not isinstance(key, str):
-        raise _Malformed(f"head entry {index}: key is not a string")
-    if head is not None and not (isinstance(head, bytes) and len(head) == ID_LEN):
-        raise _Malformed(f"head entry {index} ({key!r}): id is not {ID_LEN} bytes or nil")
-    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
-        raise _Malformed(f"head entry {index} ({key!r}): seq is not a non-negative integer")
-    return key, head, seq
-
-
-def _check_inline(owner: str, query: HeadsQuery, heads: dict[str, tuple[bytes | None, int]],
-                  raw_records: list[Any], frontier: dict[str, Record],
-                  verify: Callable[[Record], None]) -> dict[str, Record]:
-    inline: dict[str, Record] = {}
-    by_head = {head: key for key, (head, _) in heads.items() if head is not None}
-    for raw in raw_records:
-        try:
-            record = record_from_wire(raw)
-        except RecordError as exc:
-            raise _Malformed(f"inline record rejected: {exc}") from None
-        key = by_head.get(record.id)
-        if key is None:
-            raise _Malformed(f"inline record for {record.key!r} is not the head of any key")
-        if key != record.key:
-            raise _Malformed(f"inline record for {record.key!r} is given as the head of {key!r}")
-        if record.owner != owner:
-            raise _Malformed(f"inline record for {key!r} is by {record.owner!r}, not its owner")
-        try:
-            verify(record)
-        except (RecordError, ConfigError) as exc:
-            raise _Malformed(f"inline record rejected: {exc}") from None
-        if key in inline or query.expect.get(key) == record.id:
-            raise _Malformed(f"inline record for {key!r} sent twice or for an unchanged key")
-        if heads[key][1] != record.seq:
-            raise _Malformed(f"head of {key!r} has seq {heads[key][1]}, its record {record.seq}")
-        if key in frontier and record.seq <= frontier[key].seq:
-            raise _Malformed(f"new record for {key!r} has seq {record.seq}, not above the "
-                             f"plan's {frontier[key].seq}")
-        inline[key] = record
-    return inline
