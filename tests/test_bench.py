@@ -13,7 +13,6 @@ import typer
 from typer.testing import CliRunner
 
 from planfence_net import cli_bench
-from planfence_net.cluster import ClusterDir
 from planfence_net.executor.experiments import Experiment, ablation_cases, first_of_each_family
 from planfence_net.executor.harness import bench_cluster, run_experiment
 from planfence_net.executor.workload import load_templates

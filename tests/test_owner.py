@@ -1,161 +1,41 @@
-"""Owner daemons as real processes on 127.0.0.1: the wire protocol, durability and abuse.
+"""Owner daemons as real processes on 127.0.0.1: the wire protocol, durability, shutdown.
 
-Most tests talk through `planfence_net.client`; the abuse tests use `RawClient`, a client
-written from docs/PROTOCOL.md with only the Noise core, so it can also send what the real
-client never would (garbage, bad frames, bad chunks, malformed requests).
+Most tests talk through `planfence_net.client`; some use `owner_client.RawClient`, a client
+written from docs/PROTOCOL.md with only the Noise core.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import signal
 import sqlite3
 import subprocess
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 import msgpack
 import pytest
-from anyio.abc import SocketStream
-from nacl.bindings import crypto_sign_ed25519_pk_to_curve25519
 from nacl.signing import SigningKey
 
 from planfence_net.api import get_records, put_record, query_heads
-from planfence_net.client import Session, open_session
+from planfence_net.client import open_session
 from planfence_net.errors import RequestError, TransportError
-from planfence_net.framing import CHUNK_DATA, FrameDecoder, encode_frame, split_message
+from planfence_net.framing import encode_frame, split_message
 from planfence_net.identity import Identity, generate_key_file, load_identity
-from planfence_net.noise import CipherState, HandshakeState
+from planfence_net.noise import HandshakeState
 from planfence_net.owners.daemon import signer
 from planfence_net.owners.store import Store
-from planfence_net.records import Record, record_from_wire, verify
+from planfence_net.records import Record
 
 from conftest import PLANFENCE, ClusterHandle
 
 pytestmark = pytest.mark.anyio
 
-DEADLINE = 20.0
-STATS_KEYS = {"agent", "sessions", "in_flight", "requests_served", "refused_peers", "keys",
-              "last_seq", "commits", "records_written"}
-BAD_SHAPE = "a request is [req_id: int, op: str, args: map]"
-DECRYPT_FAILED = "decryption failed: forged, corrupted or out of order"
 
 
-def check_record(h: ClusterHandle, wire: Any, expected_id: bytes | None = None) -> Record:
-    """Parse and fully verify a record from the wire (id, signature, ownership)."""
-    record = record_from_wire(wire)
-    verify(record, public_key_of=h.roster.public_key_of, owner_of=h.roster.owner_of,
-           expected_id=expected_id)
-    return record
-
-
-def fingerprint_of(signing_key: SigningKey) -> str:
-    """What the owner logs for a refused peer: BLAKE2b-64 of its X25519 static key, as hex."""
-    noise_key = crypto_sign_ed25519_pk_to_curve25519(bytes(signing_key.verify_key))
-    return hashlib.blake2b(noise_key, digest_size=8).hexdigest()
-
-
-# -- a client written from the protocol document ------------------------------------------------
-
-
-class RawClient:
-    """TCP + Noise IK + 2-byte frames + flagged chunks, built from the Noise core by hand."""
-
-    def __init__(self, stream: SocketStream) -> None:
-        self.stream = stream
-        self.decoder = FrameDecoder(256)
-        self.send_cipher: CipherState | None = None
-        self.receive_cipher: CipherState | None = None
-
-    @classmethod
-    async def tcp(cls, h: ClusterHandle, owner: str = "reqs") -> RawClient:
-        return cls(await anyio.connect_tcp("127.0.0.1", h.port(owner)))
-
-    @classmethod
-    async def session(cls, h: ClusterHandle, as_agent: str = "planner", owner: str = "reqs",
-                      cluster: str | None = None) -> RawClient:
-        client = await cls.tcp(h, owner)
-        await client.handshake(h.identity(as_agent).noise_private,
-                               h.roster.agent(owner).noise_key,
-                               cluster if cluster is not None else h.roster.cluster)
-        return client
-
-    @property
-    def local_port(self) -> int:
-        return int(self.stream.extra(anyio.abc.SocketAttribute.local_port))
-
-    async def handshake(self, static_private: bytes, owner_key: bytes, cluster: str) -> None:
-        state = HandshakeState("IK", True, b"planfence-net/1\x00" + cluster.encode(),
-                               s=static_private, rs=owner_key)
-        first = state.write_message(b"")
-        assert len(first) == 96
-        await self.stream.send(encode_frame(first))
-        second = await self.read_frame()
-        assert second is not None and len(second) == 48
-        state.read_message(second)
-        self.send_cipher, self.receive_cipher = state.split()
-        self.decoder.max_frame = 65535
-
-    async def read_frame(self) -> bytes | None:
-        """The next frame, or None when the owner closed the connection."""
-        while (frame := self.decoder.next_frame()) is None:
-            try:
-                self.decoder.feed(await self.stream.receive())
-            except (anyio.EndOfStream, anyio.BrokenResourceError, ConnectionResetError):
-                return None
-        return frame
-
-    async def send_chunks(self, chunks: list[bytes]) -> None:
-        assert self.send_cipher is not None
-        await self.stream.send(b"".join(encode_frame(self.send_cipher.encrypt_with_ad(b"", c))
-                                        for c in chunks))
-
-    async def send_message(self, data: bytes) -> None:
-        await self.send_chunks(split_message(data))
-
-    async def receive_message(self) -> bytes | None:
-        assert self.receive_cipher is not None
-        parts = []
-        while True:
-            frame = await self.read_frame()
-            if frame is None:
-                return None
-            chunk = self.receive_cipher.decrypt_with_ad(b"", frame)
-            parts.append(chunk[1:])
-            if chunk[0] == 0:
-                return b"".join(parts)
-
-    async def call(self, data: bytes) -> list[Any]:
-        """Send one raw message and return the decoded response array."""
-        await self.send_message(data)
-        reply = await self.receive_message()
-        assert reply is not None, "owner closed the session instead of answering"
-        value = msgpack.unpackb(reply, raw=False)
-        assert isinstance(value, list)
-        return value
-
-    async def wait_closed(self) -> None:
-        """Wait until the owner closes the connection (ignoring anything it still sends)."""
-        while await self.read_frame() is not None:
-            pass
-
-    async def send_raw(self, data: bytes) -> None:
-        await self.stream.send(data)
-
-    async def aclose(self) -> None:
-        await self.stream.aclose()
-
-
-async def assert_serving(h: ClusterHandle, pid: int, bystander: Session, what: str) -> None:
-    """The owner process is the same one, alive, and serves old and new sessions."""
-    assert h.owner_pid("reqs") == pid, f"owner restarted or died after {what}"
-    assert (await bystander.request("ping"))["agent"] == "reqs", what
-    async with open_session(h.roster, h.identity("inventory"), "reqs") as fresh:
-        assert (await fresh.request("ping"))["agent"] == "reqs", what
-
+from owner_client import (DEADLINE, STATS_KEYS, RawClient,
+                          assert_serving, check_record, fingerprint_of)
 
 # -- round trip, ownership, verification --------------------------------------------------------
 
@@ -465,213 +345,6 @@ async def test_store_is_insert_only_wal_full_and_loads_heads(tmp_path: Path) -> 
             assert got == made
         finally:
             await reopened.close()
-
-
-# -- abuse: the daemon never dies ---------------------------------------------------------------
-
-
-async def _garbage_http(h: ClusterHandle) -> tuple[int, str, str]:
-    raw = await RawClient.tcp(h)
-    port = raw.local_port
-    await raw.send_raw(b"GET / HTTP/1.1\r\nHost: reqs\r\n\r\n")
-    await raw.wait_closed()
-    await raw.aclose()
-    return port, "handshake_failed", "handshake failed: frame of 18245 bytes exceeds the limit of 256"
-
-
-async def _oversize_prefix(h: ClusterHandle) -> tuple[int, str, str]:
-    raw = await RawClient.tcp(h)
-    port = raw.local_port
-    await raw.send_raw(b"\xff\xff" + b"\x00" * 100)
-    await raw.wait_closed()
-    await raw.aclose()
-    return port, "handshake_failed", "handshake failed: frame of 65535 bytes exceeds the limit of 256"
-
-
-async def _garbage_handshake(h: ClusterHandle) -> tuple[int, str, str]:
-    raw = await RawClient.tcp(h)
-    port = raw.local_port
-    await raw.send_raw(encode_frame(bytes(range(1, 97))))
-    await raw.wait_closed()
-    await raw.aclose()
-    return port, "handshake_failed", DECRYPT_FAILED
-
-
-async def _short_handshake(h: ClusterHandle) -> tuple[int, str, str]:
-    raw = await RawClient.tcp(h)
-    port = raw.local_port
-    await raw.send_raw(encode_frame(b"x" * 10))
-    await raw.wait_closed()
-    await raw.aclose()
-    return port, "handshake_failed", "handshake message of 10 bytes has the wrong length"
-
-
-async def _wrong_cluster(h: ClusterHandle) -> tuple[int, str, str]:
-    raw = await RawClient.tcp(h)
-    port = raw.local_port
-    state = HandshakeState("IK", True, b"planfence-net/1\x00other-cluster",
-                           s=h.identity("planner").noise_private,
-                           rs=h.roster.agent("reqs").noise_key)
-    await raw.send_raw(encode_frame(state.write_message(b"")))
-    await raw.wait_closed()
-    await raw.aclose()
-    return port, "handshake_failed", DECRYPT_FAILED
-
-
-async def _half_handshake(h: ClusterHandle) -> tuple[int, str, str]:
-    raw = await RawClient.tcp(h)
-    port = raw.local_port
-    state = HandshakeState("IK", True, b"planfence-net/1\x00" + h.roster.cluster.encode(),
-                           s=h.identity("planner").noise_private,
-                           rs=h.roster.agent("reqs").noise_key)
-    await raw.send_raw(encode_frame(state.write_message(b""))[:40])
-    await raw.aclose()
-    return port, "handshake_failed", "connection closed by peer"
-
-
-async def _unknown_key(h: ClusterHandle) -> tuple[int, str, str]:
-    raw = await RawClient.tcp(h)
-    port = raw.local_port
-    state = HandshakeState("IK", True, b"planfence-net/1\x00" + h.roster.cluster.encode(),
-                           s=Identity("x", SigningKey.generate()).noise_private,
-                           rs=h.roster.agent("reqs").noise_key)
-    await raw.send_raw(encode_frame(state.write_message(b"")))
-    await raw.wait_closed()
-    await raw.aclose()
-    return port, "handshake_refused", "not in roster"
-
-
-PRE_HANDSHAKE: list[Callable[[ClusterHandle], Awaitable[tuple[int, str, str]]]] = [
-    _garbage_http, _oversize_prefix, _garbage_handshake, _short_handshake, _wrong_cluster,
-    _half_handshake, _unknown_key]
-
-
-async def test_owner_survives_bad_input_before_authentication(
-        live_cluster: ClusterHandle) -> None:
-    h = live_cluster
-    pid = h.owner_pid("reqs")
-    with anyio.fail_after(DEADLINE):
-        async with open_session(h.roster, h.identity("planner"), "reqs") as bystander:
-            for abuse in PRE_HANDSHAKE:
-                port, event, reason = await abuse(h)
-                entry = h.wait_event("reqs", event,
-                                     lambda e: e["remote"] == f"127.0.0.1:{port}")
-                assert entry["reason"] == reason, abuse.__name__
-                await assert_serving(h, pid, bystander, abuse.__name__)
-    assert len([e for e in h.events("reqs")
-                if e["event"] in ("handshake_failed", "handshake_refused")]) == len(PRE_HANDSHAKE)
-    assert h.events("reqs", "error") == []
-
-
-async def test_owner_survives_bad_frames_after_authentication(
-        live_cluster: ClusterHandle) -> None:
-    h = live_cluster
-    pid = h.owner_pid("reqs")
-    with anyio.fail_after(DEADLINE):
-        async with open_session(h.roster, h.identity("planner"), "reqs") as bystander:
-            # An undecryptable transport frame closes that session only.
-            client = await RawClient.session(h)
-            await client.send_raw(encode_frame(bytes(48)))
-            await client.wait_closed()
-            await client.aclose()
-            await assert_serving(h, pid, bystander, "an undecryptable frame")
-
-            # A chunk whose flag byte is neither 0 nor 1.
-            client = await RawClient.session(h)
-            await client.send_chunks([b"\x07" + msgpack.packb([1, "ping", {}])])
-            await client.wait_closed()
-            await client.aclose()
-            await assert_serving(h, pid, bystander, "a bad chunk flag")
-
-            # A message over the 16 MiB limit: 257 full "more" chunks.
-            client = await RawClient.session(h)
-            await client.send_chunks([b"\x01" + b"\x00" * CHUNK_DATA] * 257)
-            await client.wait_closed()
-            await client.aclose()
-            await assert_serving(h, pid, bystander, "an oversize message")
-    reasons = [e["reason"] for e in h.events("reqs", "error")]
-    assert reasons == [f"session closed: {DECRYPT_FAILED}",
-                       "session closed: chunk without a valid continuation flag",
-                       "session closed: message exceeds the limit of 16777216 bytes"]
-
-
-async def test_malformed_requests_get_typed_errors_on_a_live_session(
-        live_cluster: ClusterHandle) -> None:
-    h = live_cluster
-    pid = h.owner_pid("reqs")
-    rid = bytes(32)
-    with anyio.fail_after(DEADLINE):
-        client = await RawClient.session(h)
-        not_msgpack = await client.call(b"\xc1\xc1")
-        assert not_msgpack[:2] == [-1, False]
-        assert not_msgpack[2]["code"] == "bad_request"
-        assert not_msgpack[2]["message"].startswith("invalid msgpack: ")
-        cases = [
-            (msgpack.packb({"op": "ping"}), [-1, False, {"code": "bad_request",
-                                                         "message": BAD_SHAPE}]),
-            (msgpack.packb([5, "ping"]), [5, False, {"code": "bad_request", "message": BAD_SHAPE}]),
-            (msgpack.packb([6, "drop_table", {}]),
-             [6, False, {"code": "unknown_op", "message": "unknown op 'drop_table'"}]),
-            (msgpack.packb([7, "heads", {"keys": []}]),
-             [7, False, {"code": "bad_request",
-                         "message": "'keys' must be a non-empty array of strings"}]),
-            (msgpack.packb([8, "get", {"ids": [rid.hex()]}]),
-             [8, False, {"code": "bad_request", "message": "id must be 32 raw bytes"}]),
-            (msgpack.packb([9, "get", {"ids": [rid] * 4097}]),
-             [9, False, {"code": "too_large", "message": "at most 4096 ids per request"}]),
-            (msgpack.packb([10, "put", {"key": "req/a"}]),
-             [10, False, {"code": "bad_request", "message": "'body' is required"}]),
-            (msgpack.packb([11, "heads", {"keys": ["req/a"], "expect": {"req/a": b"x"}}]),
-             [11, False, {"code": "bad_request", "message": "expect['req/a'] must be 32 raw bytes"}]),
-            (msgpack.packb([12, "get", {"ids": [rid]}]), [12, True, {"records": []}]),
-        ]
-        for data, expected in cases:
-            assert await client.call(data) == expected, data
-        ping = await client.call(msgpack.packb([13, "ping", {}]))
-        assert ping[:2] == [13, True] and ping[2]["agent"] == "reqs"
-        await client.aclose()
-    assert h.owner_pid("reqs") == pid
-    requests = h.wait_events("reqs", "request", 11, lambda e: e["peer"] == "planner")
-    outcomes = [e["outcome"] for e in requests]
-    assert outcomes == ["bad_request", "bad_request", "bad_request", "unknown_op",
-                        "bad_request", "bad_request", "too_large", "bad_request",
-                        "bad_request", "ok", "ok"]
-    assert h.events("reqs", "error") == []
-
-
-async def test_clients_that_disconnect_mid_request(live_cluster: ClusterHandle) -> None:
-    h = live_cluster
-    pid = h.owner_pid("reqs")
-    with anyio.fail_after(DEADLINE):
-        async with open_session(h.roster, h.identity("planner"), "reqs") as bystander:
-            # Half a frame of a request, then gone.
-            client = await RawClient.session(h)
-            assert client.send_cipher is not None
-            frame = encode_frame(client.send_cipher.encrypt_with_ad(
-                b"", b"\x00" + msgpack.packb([1, "ping", {}])))
-            await client.send_raw(frame[:10])
-            await client.aclose()
-            await assert_serving(h, pid, bystander, "half a frame")
-
-            # The first chunk of a two-chunk message, then gone.
-            client = await RawClient.session(h)
-            await client.send_chunks([b"\x01" + b"\x00" * 100])
-            await client.aclose()
-            await assert_serving(h, pid, bystander, "half a message")
-
-            # A whole put, then gone before the answer: the put still happens, once.
-            client = await RawClient.session(h, as_agent="reqs")
-            await client.send_message(msgpack.packb(
-                [1, "put", {"key": "req/orphan", "body": "no one listens"}]))
-            await client.aclose()
-            put = h.wait_event("reqs", "put", lambda e: e["key"] == "req/orphan")
-            assert put["seq"] == 1
-            await assert_serving(h, pid, bystander, "a put without its reader")
-            heads = await bystander.request("heads", {"keys": ["req/orphan"]})
-            assert heads["heads"] == [["req/orphan", bytes.fromhex(put["id"]), 1]]
-    assert h.events("reqs", "error") == []
-    assert h.events("reqs", "put")[0]["key"] == "req/orphan"
-    assert len(h.events("reqs", "put")) == 1
 
 
 # -- shutdown -----------------------------------------------------------------------------------
