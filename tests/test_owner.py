@@ -25,8 +25,8 @@ from planfence_net.framing import encode_frame, split_message
 from planfence_net.identity import Identity, generate_key_file, load_identity
 from planfence_net.noise import HandshakeState
 from planfence_net.owners.daemon import signer
-from planfence_net.owners.store import Store
-from planfence_net.records import Record
+from planfence_net.owners.store import StaleSeq, Store
+from planfence_net.records import Record, make_record
 
 from conftest import PLANFENCE, ClusterHandle
 
@@ -304,7 +304,7 @@ async def test_store_is_insert_only_wal_full_and_loads_heads(tmp_path: Path) -> 
     identity = load_identity("reqs", tmp_path / "reqs.key")
     db = tmp_path / "reqs.sqlite"
     with anyio.fail_after(DEADLINE):
-        store = await Store.open(db, signer(identity))
+        store = await Store.open(db, signer(identity), identity.name)
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(store.run_committer)
@@ -335,7 +335,7 @@ async def test_store_is_insert_only_wal_full_and_loads_heads(tmp_path: Path) -> 
     finally:
         conn.close()
     with anyio.fail_after(DEADLINE):
-        reopened = await Store.open(db, signer(identity))
+        reopened = await Store.open(db, signer(identity), identity.name)
         try:
             assert reopened.heads == heads and reopened.last_seq == 12
             assert {k: (v.id, v.seq) for k, v in heads.items()} == {
@@ -390,3 +390,25 @@ async def test_owner_refuses_a_key_file_others_can_read(cluster_dir: ClusterHand
     assert proc.stdout == b""
     assert proc.stderr.decode() == (f"error: key file {key} is accessible by group or others "
                                     f"(mode 644); run: chmod 600 {key}\n")
+
+
+async def test_store_takes_records_signed_elsewhere_only_with_a_rising_seq(tmp_path: Path) -> None:
+    keys = {name: SigningKey.generate() for name in ("reqs", "inventory")}
+    made = {name: [make_record(key, key=f"{name}/k", owner=name, seq=seq, parents=(),
+                               kind="fact", body=seq) for seq in (1, 2)]
+            for name, key in keys.items()}
+    store = await Store.open(tmp_path / "central.sqlite")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(store.run_committer)
+        # seqs are counted per owner: both owners may use seq 1
+        for name in keys:
+            assert await store.wait_put_record(made[name][0]) == made[name][0]
+        with pytest.raises(StaleSeq, match="seq 1 of reqs is not above 1"):
+            await store.wait_put_record(made["reqs"][0])
+        with pytest.raises(TypeError, match="opened without a signer"):
+            await store.wait_put("reqs/k", "fact", [], 1)
+        await store.wait_put_record(made["reqs"][1])
+        assert store.last_seq_by_owner == {"reqs": 2, "inventory": 1}
+        assert store.heads["reqs/k"].id == made["reqs"][1].id
+        tg.cancel_scope.cancel()
+    await store.close()

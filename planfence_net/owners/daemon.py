@@ -54,7 +54,7 @@ class _Subscription:
         return rows
 
 
-class _Connection:
+class Connection:
     """One authenticated session and its subscriptions."""
 
     def __init__(self, stream: NoiseStream, peer: Agent) -> None:
@@ -78,7 +78,7 @@ class OwnerDaemon:
         self.store = store
         self.log = log
         self.max_message = max_message
-        self.connections: set[_Connection] = set()
+        self.connections: set[Connection] = set()
         self.in_flight = 0
         self.requests_served = 0
         self.listen = listen
@@ -157,7 +157,7 @@ class OwnerDaemon:
         peer = self.roster.agent_by_noise_key(stream.peer_key)
         assert peer is not None
         self.log.write("handshake", remote=remote, peer=peer.name)
-        connection = _Connection(stream, peer)
+        connection = Connection(stream, peer)
         self.connections.add(connection)
         try:
             await self._serve_session(connection)
@@ -167,7 +167,7 @@ class OwnerDaemon:
             self.log.write("disconnected", remote=remote, peer=peer.name,
                            **stream.statistics())
 
-    async def _serve_session(self, connection: _Connection) -> None:
+    async def _serve_session(self, connection: Connection) -> None:
         send, receive = anyio.create_memory_object_stream[bytes](math.inf)
         connection.pushes = send
         limiter = anyio.Semaphore(SESSION_IN_FLIGHT)
@@ -186,7 +186,7 @@ class OwnerDaemon:
             finally:
                 send.close()
 
-    async def _send_pushes(self, connection: _Connection, receive: Any) -> None:
+    async def _send_pushes(self, connection: Connection, receive: Any) -> None:
         async with receive:
             async for message in receive:
                 try:
@@ -205,7 +205,7 @@ class OwnerDaemon:
         if self.in_flight == 0:
             self._idle.set()
 
-    async def _answer(self, connection: _Connection, data: bytes,
+    async def _answer(self, connection: Connection, data: bytes,
                       limiter: anyio.Semaphore) -> None:
         started = time.perf_counter()
         op, keys, req_id = "?", [], request_id_of(data)
@@ -231,7 +231,7 @@ class OwnerDaemon:
             self._end()
             limiter.release()
 
-    async def _dispatch(self, connection: _Connection, request: Request) -> dict[str, Any]:
+    async def _dispatch(self, connection: Connection, request: Request) -> dict[str, Any]:
         if request.op == "ping":
             return {"agent": self.agent.name, "time": time.time()}
         if request.op == "heads":
@@ -339,7 +339,7 @@ async def run_owner(roster: Roster, identity: Identity, db_path: Path, log_path:
     log = EventLog(log_path, identity.name)
     store = None
     try:
-        store = await Store.open(db_path, signer(identity))
+        store = await Store.open(db_path, signer(identity), identity.name)
         daemon = OwnerDaemon(roster, identity, store, log, max_message=max_message,
                              listen=listen)
         await daemon.serve(task_status=task_status)

@@ -23,8 +23,10 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (
     id BLOB PRIMARY KEY,
     key TEXT NOT NULL,
-    seq INTEGER NOT NULL UNIQUE,
-    wire BLOB NOT NULL
+    owner TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    wire BLOB NOT NULL,
+    UNIQUE (owner, seq)
 );
 CREATE INDEX IF NOT EXISTS records_key_seq ON records (key, seq);
 CREATE TRIGGER IF NOT EXISTS records_no_update BEFORE UPDATE ON records
@@ -36,6 +38,10 @@ BEGIN SELECT RAISE(ABORT, 'records are insert-only'); END;
 Signer = Callable[[str, str, list[bytes], Any, int], Record]
 
 
+class StaleSeq(Exception):
+    """A pre-signed record whose seq is not above its owner's last one."""
+
+
 @dataclass(frozen=True, slots=True)
 class Head:
     key: str
@@ -44,23 +50,32 @@ class Head:
 
 
 class _PendingPut:
-    __slots__ = ("key", "kind", "parents", "body", "done", "record", "error")
+    """A put waiting for the committer: fields to sign, or a record signed elsewhere."""
 
-    def __init__(self, key: str, kind: str, parents: list[bytes], body: Any) -> None:
-        self.key, self.kind, self.parents, self.body = key, kind, parents, body
+    __slots__ = ("fields", "done", "record", "error")
+
+    def __init__(self, fields: tuple[str, str, list[bytes], Any] | None,
+                 record: Record | None = None) -> None:
+        self.fields = fields
         self.done = anyio.Event()
-        self.record: Record | None = None
+        self.record = record
         self.error: Exception | None = None
 
 
 class Store:
-    """Records of one owner. Open with `Store.open`, run `run_committer` in a task group."""
+    """Records in one SQLite file. Open with `Store.open`, run `run_committer` in a task group.
 
-    def __init__(self, db: aiosqlite.Connection, sign: Signer) -> None:
+    An owner's store signs what it is given as `owner` (`wait_put`); the central store of the
+    centralized baseline takes records their owners signed (`wait_put_record`). Seqs are
+    counted per owner in both cases.
+    """
+
+    def __init__(self, db: aiosqlite.Connection, sign: Signer | None, owner: str | None) -> None:
         self._db = db
         self._sign = sign
+        self.owner = owner
         self.heads: dict[str, Head] = {}
-        self.last_seq = 0
+        self.last_seq_by_owner: dict[str, int] = {}
         self.commits = 0
         self.records_written = 0
         self._send: MemoryObjectSendStream[_PendingPut]
@@ -69,27 +84,41 @@ class Store:
         self.on_commit: list[Callable[[list[Record]], None]] = []
 
     @classmethod
-    async def open(cls, path: Path, sign: Signer) -> Store:
-        """Open (or create) the store at `path` and load heads into memory."""
+    async def open(cls, path: Path, sign: Signer | None = None,
+                   owner: str | None = None) -> Store:
+        """Open (or create) the store at `path` and load heads into memory. `sign` and
+        `owner` are needed for `wait_put` only."""
         db = await aiosqlite.connect(path)
         await db.execute("PRAGMA journal_mode=WAL")
         await db.execute("PRAGMA synchronous=FULL")
         await db.executescript(SCHEMA)
         await db.commit()
-        store = cls(db, sign)
-        query = ("SELECT key, id, seq FROM records WHERE seq IN "
-                 "(SELECT MAX(seq) FROM records GROUP BY key)")
-        async with db.execute(query) as cursor:
-            async for key, rid, seq in cursor:
+        store = cls(db, sign, owner)
+        async with db.execute("SELECT key, id, seq, owner FROM records ORDER BY rowid") as cur:
+            async for key, rid, seq, record_owner in cur:
                 store.heads[key] = Head(key, rid, seq)
-        async with db.execute("SELECT COALESCE(MAX(seq), 0) FROM records") as cursor:
-            row = await cursor.fetchone()
-            store.last_seq = row[0] if row else 0
+                store.last_seq_by_owner[record_owner] = max(
+                    seq, store.last_seq_by_owner.get(record_owner, 0))
         return store
 
+    @property
+    def last_seq(self) -> int:
+        """The highest seq stored (an owner's store holds one owner's records)."""
+        return max(self.last_seq_by_owner.values(), default=0)
+
     async def wait_put(self, key: str, kind: str, parents: list[bytes], body: Any) -> Record:
-        """Queue a put and wait until it is durable; returns the signed record."""
-        pending = _PendingPut(key, kind, parents, body)
+        """Sign a record as this store's owner with the next seq and wait until it is
+        durable; returns it."""
+        if self._sign is None or self.owner is None:
+            raise TypeError("this store was opened without a signer")
+        return await self._wait(_PendingPut((key, kind, parents, body)))
+
+    async def wait_put_record(self, record: Record) -> Record:
+        """Store a record its owner signed (already verified) once durable. Raises StaleSeq
+        when its seq is not above the owner's last one."""
+        return await self._wait(_PendingPut(None, record))
+
+    async def _wait(self, pending: _PendingPut) -> Record:
         await self._send.send(pending)
         await pending.done.wait()
         if pending.error is not None:
@@ -108,26 +137,36 @@ class Store:
                     break
             await self._commit(batch)
 
-    async def _commit(self, batch: list[_PendingPut]) -> None:
-        records: list[Record] = []
-        good: list[_PendingPut] = []
-        seq = self.last_seq
+    def _prepare(self, batch: list[_PendingPut], seqs: dict[str, int]) -> list[_PendingPut]:
+        """Give every put of `batch` its record and seq; fail the ones that cannot have one."""
+        good = []
         for pending in batch:
             try:
-                record = self._sign(pending.key, pending.kind, pending.parents, pending.body,
-                                    seq + 1)
-            except Exception as exc:  # a bad body fails its own put only
+                if pending.fields is not None:
+                    assert self._sign is not None and self.owner is not None
+                    pending.record = self._sign(*pending.fields, seqs.get(self.owner, 0) + 1)
+                assert pending.record is not None
+                last = seqs.get(pending.record.owner, 0)
+                if pending.record.seq <= last:
+                    raise StaleSeq(f"seq {pending.record.seq} of {pending.record.owner} is not "
+                                   f"above {last}")
+            except Exception as exc:  # a bad body or a stale seq fails its own put only
                 pending.error = exc
                 pending.done.set()
                 continue
-            seq += 1
-            records.append(record)
+            seqs[pending.record.owner] = pending.record.seq
             good.append(pending)
+        return good
+
+    async def _commit(self, batch: list[_PendingPut]) -> None:
+        seqs = dict(self.last_seq_by_owner)
+        good = self._prepare(batch, seqs)
+        records = [p.record for p in good if p.record is not None]
         try:
             with anyio.CancelScope(shield=True):
                 await self._db.executemany(
-                    "INSERT INTO records (id, key, seq, wire) VALUES (?, ?, ?, ?)",
-                    [(r.id, r.key, r.seq, pack(r.to_wire())) for r in records])
+                    "INSERT INTO records (id, key, owner, seq, wire) VALUES (?, ?, ?, ?, ?)",
+                    [(r.id, r.key, r.owner, r.seq, pack(r.to_wire())) for r in records])
                 await self._db.commit()
         except Exception as exc:
             with anyio.CancelScope(shield=True):
@@ -136,13 +175,12 @@ class Store:
                 pending.error = exc
                 pending.done.set()
             return
-        self.last_seq = seq
+        self.last_seq_by_owner = seqs
         self.commits += 1
         self.records_written += len(records)
         for record in records:
             self.heads[record.key] = Head(record.key, record.id, record.seq)
-        for pending, record in zip(good, records):
-            pending.record = record
+        for pending in good:
             pending.done.set()
         for callback in self.on_commit:
             callback(records)
@@ -169,5 +207,6 @@ class Store:
             await self._db.close()
 
     def statistics(self) -> dict[str, Any]:
-        return {"keys": len(self.heads), "last_seq": self.last_seq, "commits": self.commits,
+        return {"keys": len(self.heads), "last_seq": self.last_seq,
+                "last_seq_by_owner": dict(self.last_seq_by_owner), "commits": self.commits,
                 "records_written": self.records_written}
