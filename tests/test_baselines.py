@@ -73,14 +73,14 @@ def test_central_store_refuses_a_record_sent_by_someone_other_than_its_owner(
         anyio.run(send, backend="asyncio")
 
 
-def test_sync_with_k_above_one_stays_safe_and_pushes_fewer_messages(
+def test_sync_with_k_above_one_stays_safe(
         bench_cdir: ClusterDir) -> None:
     templates = load_templates()
     experiment = Experiment("rate", (Case("rate", "rate", 4, (templates[0],),
                                           ScheduleParams(actions=4, rho=4.0), ("sync",)),))
     k1, k4 = (anyio.run(run_experiment, bench_cdir, experiment, "loopback", 0, None,
                         lambda _: None, k, backend="asyncio") for k in (1, 4))
+    # with K=4 most actions find the copy behind and pull; none may act on a stale plan
     for rows in (k1, k4):
-        assert [(r["issued"], r["invalid"]) for r in rows] == [(True, False)] * 4
-    # K=4 batches four updates per push: less framing and encryption overhead per action
-    assert sum(r["bytes"] for r in k4) < sum(r["bytes"] for r in k1)
+        assert [(r["issued"], r["invalid"], r["replanned"]) for r in rows] == \
+            [(True, False, True)] * 4
