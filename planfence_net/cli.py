@@ -26,7 +26,7 @@ from .executor.runner import GateRunner
 from .executor.scenario import Outcome
 from .gate import Action, Decision
 from .roster import parse_address
-from .traces import find_trace, load_profile
+from .traces import require_traces
 from .owners.daemon import run_owner
 from .owners.logs import format_event, read_events
 
@@ -127,7 +127,7 @@ def cluster_up(path: Path = DirArg, json_out: bool = JsonOpt,
     """Start every owner (and shaper) that is not running; return once each accepts sessions."""
     cdir = ClusterDir(path)
     roster = cdir.roster()
-    check_profile(profile)
+    require_traces(profile)  # fail before starting anything
     started = clusterlib.start_owners(cdir)
     run_async(wait_cluster_ready, cdir, started, timeout)
     links = clusterlib.start_shapers(cdir, profile, delay_ms=delay_ms, loss=loss)
@@ -141,14 +141,6 @@ def cluster_up(path: Path = DirArg, json_out: bool = JsonOpt,
         typer.echo(f"started {len(started)} owner(s): {', '.join(started) or '-'}; "
                    f"{len(roster.agents)} running"
                    + (f"; links shaped with {profile}" if links else ""))
-
-
-def check_profile(name: str) -> None:
-    """Fail early, with the search path, when a profile or one of its traces is missing."""
-    profile = load_profile(name)
-    for trace in (profile.up, profile.down):
-        if trace is not None:
-            find_trace(trace)
 
 
 @cluster_app.command("status")

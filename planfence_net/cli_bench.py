@@ -10,8 +10,8 @@ of every owner for shaped profiles, runs the experiment with a progress bar, sto
 
 from __future__ import annotations
 
+import functools
 import shlex
-import socket
 import tempfile
 import time
 from pathlib import Path
@@ -23,13 +23,14 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from . import cluster as clusterlib
+from .api import wait_cluster_ready
 from .cluster import ClusterDir
 from .errors import ConfigError, PlanfenceError
 from .executor.experiments import EXPERIMENTS, Experiment, build
 from .executor.harness import bench_cluster, run_experiment
 from .executor.report import write_report
 from .executor.workload import make_schedule
-from .traces.profiles import find_trace, load_profile
+from .traces import require_traces
 
 SHAPER_READY_TIMEOUT = 15.0
 
@@ -41,17 +42,10 @@ class ClusterShapers:
     def start(self, cdir: ClusterDir, profile: str, seed: int) -> dict[str, tuple[str, int]]:
         clusterlib.stop_shapers(cdir)
         addresses = clusterlib.start_shapers(cdir, profile, seed=seed)
-        deadline = time.monotonic() + SHAPER_READY_TIMEOUT
-        for agent, (host, port) in addresses.items():
-            while True:
-                try:
-                    socket.create_connection((host, port), timeout=1).close()
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise PlanfenceError(f"the shaper in front of {agent} did not start: "
-                                             f"{clusterlib.tail(cdir.out(clusterlib.shaper_name(agent)))}")
-                    time.sleep(0.05)  # a process that is still starting: nothing to await
+        # runs in a worker thread of the experiment's loop: its own loop for the wait
+        anyio.run(functools.partial(wait_cluster_ready, cdir, list(addresses),
+                                    SHAPER_READY_TIMEOUT, addresses,
+                                    watch=clusterlib.shaper_name), backend="asyncio")
         return addresses
 
     def stop(self, cdir: ClusterDir) -> None:
@@ -61,16 +55,6 @@ class ClusterShapers:
 def count_actions(experiment: Experiment, seed: int) -> int:
     return sum(len(case.policies) * len(make_schedule(list(case.templates), case.params, seed))
                for case in experiment.cases)
-
-
-def check_profile(profile: str) -> bool:
-    """True when `profile` shapes; ConfigError for an unknown profile or missing traces."""
-    found = load_profile(profile)
-    if found.shaped:
-        assert found.up is not None and found.down is not None
-        find_trace(found.up)
-        find_trace(found.down)
-    return found.shaped
 
 
 def register(app: typer.Typer) -> None:
@@ -97,7 +81,7 @@ def register(app: typer.Typer) -> None:
         folder = out or Path("docs/results") / f"{experiment}-{profile}{'-quick' if quick else ''}"
         try:
             plan = build(experiment, quick=quick)
-            shaped = check_profile(profile)
+            shaped = require_traces(profile).shaped
             started = time.monotonic()
             rows = _run(plan, profile, seed, ClusterShapers() if shaped else None, sync_k)
             summaries = write_report(folder, experiment, profile, rows, command,

@@ -97,6 +97,19 @@ def load_profile(name: str) -> Profile:
         raise ConfigError(f"unknown profile {name!r}; known profiles: {known}") from None
 
 
+def require_traces(name: str) -> Profile:
+    """The profile called `name`, after checking that its trace files can be found.
+
+    Raises ConfigError for an unknown profile or a missing trace (saying where it looked),
+    so a command can fail before it starts any process.
+    """
+    profile = load_profile(name)
+    for trace in (profile.up, profile.down):
+        if trace is not None:
+            find_trace(trace)
+    return profile
+
+
 def _profiles(path: Path) -> dict[str, Profile]:
     try:
         with path.open("rb") as file:
