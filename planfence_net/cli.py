@@ -363,6 +363,9 @@ def authorize(path: Path = DirArg,
 @user_errors
 def demo(keep: Optional[Path] = typer.Option(
              None, "--dir", help="Cluster folder to create and keep (default: a temporary one)."),
+         profile: str = typer.Option(
+             "loopback", "--profile",
+             help="Put a shaper replaying this link profile in front of every owner."),
          json_out: bool = JsonOpt) -> None:
     """Run the stale-plan scenario on a new five-agent loopback cluster, then stop it.
 
@@ -372,15 +375,27 @@ def demo(keep: Optional[Path] = typer.Option(
     """
     import tempfile
 
+    require_traces(profile)  # fail before starting anything
     console = Console(stderr=True)
     with tempfile.TemporaryDirectory(prefix="planfence-demo-") as tmp:
         root = keep or Path(tmp) / "cluster"
         with console.status("starting five owners and the central store on 127.0.0.1 ...") \
                 as status, bench_cluster(root, agents=5, name="planfence-demo") as cdir:
-            status.update("running the stale-plan scenario ...")
-            outcomes = run_async(functools.partial(
-                run_demo, cdir, progress=lambda m: status.update(f"running {m} ...")))
-    report_outcomes(outcomes, json_out, "5 owners and a central store on 127.0.0.1")
+            try:
+                links = clusterlib.start_shapers(cdir, profile)
+                if links:
+                    status.update(f"starting a {profile} shaper in front of every owner ...")
+                    run_async(functools.partial(wait_cluster_ready, cdir, list(links), 20.0,
+                                                links, watch=clusterlib.shaper_name))
+                status.update("running the stale-plan scenario ...")
+                outcomes = run_async(functools.partial(
+                    run_demo, cdir, addresses=links,
+                    progress=lambda m: status.update(f"running {m} ...")))
+            finally:
+                clusterlib.stop_shapers(cdir)
+    where = "5 owners and a central store on 127.0.0.1"
+    report_outcomes(outcomes, json_out, where + (f", links shaped with {profile}"
+                                                 if profile != "loopback" else ""))
 
 
 @app.command("scenario")

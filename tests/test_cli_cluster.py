@@ -287,3 +287,32 @@ def test_logs_show_puts_and_the_refused_peer(live_cluster: ClusterHandle) -> Non
 def test_logs_before_an_owner_ever_ran(cluster_dir: ClusterHandle) -> None:
     assert fails("logs", cluster_dir.path, "reqs") == (
         f"error: no log for reqs yet at {cluster_dir.cdir.log('reqs')}")
+
+
+def test_logs_follow_prints_new_puts_as_they_happen(live_cluster: ClusterHandle) -> None:
+    import json
+    import selectors
+    import subprocess
+    import time as clock
+
+    from conftest import PLANFENCE, run_planfence
+
+    follower = subprocess.Popen([str(PLANFENCE), "logs", str(live_cluster.path), "reqs",
+                                 "--follow", "--event", "put", "--json"],
+                                stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    try:
+        run_planfence("put", str(live_cluster.path), "req/followed", "--body", "1")
+        selector = selectors.DefaultSelector()
+        selector.register(follower.stdout, selectors.EVENT_READ)  # type: ignore[arg-type]
+        deadline = clock.monotonic() + 10
+        line = ""
+        while not line and clock.monotonic() < deadline:
+            if selector.select(timeout=deadline - clock.monotonic()):
+                line = follower.stdout.readline()  # type: ignore[union-attr]
+        entry = json.loads(line)
+        assert (entry["event"], entry["key"], entry["seq"]) == ("put", "req/followed", 1)
+        assert follower.poll() is None  # still following
+    finally:
+        follower.terminate()
+        follower.wait(timeout=10)
+        follower.stdout.close()  # type: ignore[union-attr]

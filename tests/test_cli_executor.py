@@ -99,3 +99,19 @@ def test_put_as_another_agent_is_refused_with_one_clear_line(live_cluster) -> No
                             "--as", "ops")
     assert (code, out) == (1, "")
     assert err == "error: forbidden: only reqs may write 'req/order-17'; this session is ops\n"
+
+
+def test_demo_over_synthetic_lte_shapers_pays_the_link_delay(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from planfence_net.traces import load_profile
+
+    code, out, err = invoke("demo", "--dir", tmp_path / "demo", "--profile", "synthetic-lte",
+                            "--json")
+    assert code == 0, err
+    summary = {row["policy"]: row for row in json.loads(out)["summary"]}
+    assert summary["freshness"]["invalid"] == 3
+    assert all(summary[p]["invalid"] == 0 and summary[p]["issued"] == 3
+               for p in ("central", "sync", "allkeys", "planfence"))
+    # PlanFence needs at least one round trip through a shaper per action
+    delay_ms = load_profile("synthetic-lte").delay_ms
+    assert summary["planfence"]["stall_ms_per_action"] >= 2 * delay_ms
+    assert processes_mentioning(str(tmp_path)) == []
