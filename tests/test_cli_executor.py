@@ -115,3 +115,15 @@ def test_demo_over_synthetic_lte_shapers_pays_the_link_delay(tmp_path) -> None: 
     delay_ms = load_profile("synthetic-lte").delay_ms
     assert summary["planfence"]["stall_ms_per_action"] >= 2 * delay_ms
     assert processes_mentioning(str(tmp_path)) == []
+
+
+def test_scenario_runs_on_a_running_cluster_without_a_central_store(live_cluster) -> None:  # type: ignore[no-untyped-def]
+    code, out, err = invoke("scenario", live_cluster.path, "--json")
+    assert code == 0, err
+    summary = {row["policy"]: row for row in json.loads(out)["summary"]}
+    assert list(summary) == ["freshness", "sync", "allkeys", "planfence"]  # no central store
+    assert summary["freshness"]["invalid"] == 3
+    assert [summary[p]["invalid"] for p in ("sync", "allkeys", "planfence")] == [0, 0, 0]
+    # the owners' own logs show the executor (`ops`) asking for heads
+    assert any(e["peer"] == "ops" and e["op"] == "heads"
+               for e in live_cluster.events("reqs", "request"))
