@@ -1,0 +1,159 @@
+"""`planfence plan`, `authorize`, `demo` and `scenario`: the executor side of the CLI."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any, Optional
+
+import anyio
+import typer
+from rich.console import Console
+
+from . import cluster as clusterlib
+from .api import wait_cluster_ready
+from .cli_support import (AsOpt, DirArg, JsonOpt, echo_json, identity_for, parse_id,
+                          print_table, run_async, user_errors, write_record)
+from .cluster import ClusterDir
+from .executor.demo import run_demo, summarize
+from .executor.harness import bench_cluster
+from .executor.pool import SessionPool
+from .executor.replica import Replica
+from .executor.runner import GateRunner
+from .executor.scenario import Outcome
+from .gate import Action, Decision
+from .traces import require_traces
+
+EXIT_AUTHORIZED, EXIT_STALE, EXIT_BLOCKED = 0, 2, 3
+
+
+def register(app: typer.Typer) -> None:
+    """Add the executor commands to `app`."""
+    app.command("plan")(plan)
+    app.command("authorize")(authorize)
+    app.command("demo")(demo)
+    app.command("scenario")(scenario)
+
+
+@user_errors
+def plan(path: Path = DirArg, key: str = typer.Argument(..., help="Plan key (e.g. plan/x)."),
+         body: str = typer.Option(..., "--body", help="Plan body as JSON."),
+         parent: list[str] = typer.Option(..., "--parent", help="Record the plan used (repeat)."),
+         json_out: bool = JsonOpt) -> None:
+    """Write a plan record, derived from the given parent records, as its owner."""
+    write_record(path, key, body, parent, "plan", json_out, None)
+
+
+@user_errors
+def authorize(path: Path = DirArg,
+              root: list[str] = typer.Option(..., "--root", help="Plan record id (repeat)."),
+              dep: list[str] = typer.Option(..., "--dep", help="Declared key (repeat)."),
+              as_agent: Optional[str] = AsOpt,
+              name: str = typer.Option("action", "--name", help="Action name for the log."),
+              deadline: float = typer.Option(5.0, "--deadline", help="Seconds per step."),
+              json_out: bool = JsonOpt) -> None:
+    """Validate a plan's declared dependencies against their owners, right now.
+
+    Exit 0: authorized. Exit 2: the plan is stale (a dependency drifted; replan and retry).
+    Exit 3: blocked for another reason (owner unavailable, missing lineage, ...).
+    """
+    cdir = ClusterDir(path)
+    roster = cdir.roster()
+    identity = identity_for(cdir, as_agent)
+    action = Action(name, tuple(parse_id(r) for r in root), tuple(dep))
+
+    async def decide() -> Decision:
+        async with anyio.create_task_group() as tg:
+            pool = SessionPool(tg, roster, identity, clusterlib.link_addresses(cdir))
+            runner = GateRunner(pool, await Replica.open(None), deadline=deadline)
+            run = await runner.wait_decision(action)
+            await pool.aclose()
+            tg.cancel_scope.cancel()
+        return run.decision
+
+    decision = run_async(decide)
+    if json_out:
+        echo_json(decision.to_json())
+    else:
+        typer.echo(decision.explain())
+    if decision.authorized:
+        raise typer.Exit(EXIT_AUTHORIZED)
+    raise typer.Exit(EXIT_STALE if decision.reason == "stale_plan" else EXIT_BLOCKED)
+
+
+@user_errors
+def demo(keep: Optional[Path] = typer.Option(
+             None, "--dir", help="Cluster folder to create and keep (default: a temporary one)."),
+         profile: str = typer.Option(
+             "loopback", "--profile",
+             help="Put a shaper replaying this link profile in front of every owner."),
+         json_out: bool = JsonOpt) -> None:
+    """Run the stale-plan scenario on a new five-agent loopback cluster, then stop it.
+
+    Starts five owners (and the central store of the centralized baseline) on 127.0.0.1,
+    runs each workflow family under every baseline and PlanFence, prints the result table
+    and one drift explained, and stops every process it started.
+    """
+    import tempfile
+
+    require_traces(profile)  # fail before starting anything
+    console = Console(stderr=True)
+    with tempfile.TemporaryDirectory(prefix="planfence-demo-") as tmp:
+        root = keep or Path(tmp) / "cluster"
+        with console.status("starting five owners and the central store on 127.0.0.1 ...") \
+                as status, bench_cluster(root, agents=5, name="planfence-demo") as cdir:
+            try:
+                links = clusterlib.start_shapers(cdir, profile)
+                if links:
+                    status.update(f"starting a {profile} shaper in front of every owner ...")
+                    run_async(functools.partial(wait_cluster_ready, cdir, list(links), 20.0,
+                                                links, watch=clusterlib.shaper_name))
+                status.update("running the stale-plan scenario ...")
+                outcomes = run_async(functools.partial(
+                    run_demo, cdir, addresses=links,
+                    progress=lambda m: status.update(f"running {m} ...")))
+            finally:
+                clusterlib.stop_shapers(cdir)
+    where = "5 owners and a central store on 127.0.0.1"
+    report_outcomes(outcomes, json_out, where + (f", links shaped with {profile}"
+                                                 if profile != "loopback" else ""))
+
+
+@user_errors
+def scenario(path: Path = DirArg, json_out: bool = JsonOpt) -> None:
+    """Run the stale-plan scenario against a running cluster and print the result table.
+
+    Runs as agent `ops`, through the cluster's shapers when it has them.
+    """
+    cdir = ClusterDir(path)
+    links = clusterlib.link_addresses(cdir)
+    outcomes = run_async(functools.partial(run_demo, cdir, addresses=links))
+    report_outcomes(outcomes, json_out, f"{len(cdir.roster().agents)} owners"
+                    + (" through shapers" if links else ""))
+
+
+def report_outcomes(outcomes: list[Outcome], json_out: bool, where: str) -> None:
+    rows = summarize(outcomes)
+    drifted = next((o for o in outcomes if o.policy == "planfence" and o.decision is not None
+                    and o.decision.drift), None)
+    if json_out:
+        echo_json({"summary": [r.to_json() for r in rows],
+                   "actions": [outcome_json(o) for o in outcomes]})
+        return
+    typer.echo(f"stale-plan scenario: {where}, "
+               f"{len(outcomes) // len(rows)} workflow families per policy\n")
+    print_table(["policy", "issued", "invalid", "replans", "blocked", "stall ms/action",
+                 "KiB/action"],
+                [[r.policy, r.issued, r.invalid, r.replans, r.blocked, f"{r.stall_ms:.2f}",
+                  f"{r.kib:.2f}"] for r in rows])
+    if drifted is not None and drifted.decision is not None:
+        typer.echo(f"\nwhy PlanFence replanned the {drifted.family} action:")
+        typer.echo(drifted.decision.explain())
+
+
+def outcome_json(o: Outcome) -> dict[str, Any]:
+    return {"family": o.family, "policy": o.policy, "issued": o.issued,
+            "action_id": o.action_id.hex() if o.action_id else None, "invalid": o.invalid,
+            "replanned": o.replanned, "blocked": o.blocked, "stall_ms": o.stall * 1000,
+            "bytes": o.traffic,
+            "decision": o.decision.to_json() if o.decision is not None else None}

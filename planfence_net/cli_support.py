@@ -1,0 +1,111 @@
+"""What every `planfence` command shares: running async code, one-line errors, JSON output.
+
+Commands are a thin shell over the library; these helpers keep them thin.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+import anyio
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from . import cluster as clusterlib
+from .api import put_record
+from .cluster import ClusterDir
+from .errors import PlanfenceError
+from .identity import Identity
+
+F = TypeVar("F", bound=Callable[..., Any])
+DirArg = typer.Argument(..., help="Cluster folder (made by `planfence cluster init`).")
+JsonOpt = typer.Option(False, "--json", help="Print JSON instead of a table.")
+
+
+def run_async(fn: Callable[..., Any], *args: Any) -> Any:
+    """Run a coroutine function on asyncio (uvloop when installed)."""
+    options = {"use_uvloop": True} if importlib.util.find_spec("uvloop") else {}
+    return anyio.run(fn, *args, backend="asyncio", backend_options=options)
+
+
+def user_errors(fn: F) -> F:
+    """Turn planfence errors into one line on stderr and exit code 1, no traceback."""
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except PlanfenceError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from None
+    return wrapper  # type: ignore[return-value]
+
+
+def to_jsonable(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, dict):
+        return {k: to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    return value
+
+
+def echo_json(value: Any) -> None:
+    typer.echo(json.dumps(to_jsonable(value), indent=2))
+
+
+def parse_id(text: str) -> bytes:
+    try:
+        rid = bytes.fromhex(text)
+    except ValueError:
+        rid = b""
+    if len(rid) != 32:
+        raise typer.BadParameter(f"{text!r} is not a record id (64 hex characters)")
+    return rid
+
+
+def print_table(columns: list[str], rows: list[list[Any]]) -> None:
+    table = Table(*columns, box=None, pad_edge=False)
+    for row in rows:
+        table.add_row(*[str(c) for c in row])
+    Console(width=160).print(table)
+
+
+def parse_body(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise typer.BadParameter(f"--body is not valid JSON: {exc}") from None
+
+
+AsOpt = typer.Option(None, "--as", help="Roster member to connect as (default: the first).")
+
+
+def identity_for(cdir: ClusterDir, as_agent: str | None) -> Identity:
+    roster = cdir.roster()
+    return cdir.identity(as_agent or roster.agents[0].name)
+
+
+
+def write_record(path: Path, key: str, body: str, parent: list[str], kind: str, json_out: bool,
+                 as_agent: str | None) -> None:
+    """Write a record (body as JSON text) as `as_agent` or the key's owner; print id and seq."""
+    cdir = ClusterDir(path)
+    roster = cdir.roster()
+    value, parents = parse_body(body), [parse_id(p) for p in parent]
+    owner = roster.owner_of(key)
+    if owner is None:
+        raise PlanfenceError(f"no agent owns {key!r} in the roster")
+    writer = cdir.identity(as_agent or owner)
+    result = run_async(functools.partial(put_record, roster, writer, key,
+                                         body=value, parents=parents, kind=kind,
+                                         addresses=clusterlib.link_addresses(cdir)))
+    if json_out:
+        echo_json(result)
+    else:
+        typer.echo(f"{key} seq {result['seq']} id {result['id'].hex()} (owner {owner})")
