@@ -26,13 +26,13 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ..api import group_by_owner
-from ..errors import ConfigError, PlanfenceError, RecordError, TransportError
+from ..errors import ConfigError, PlanfenceError, TransportError
 from ..gate import Action, Decision, Gate, GatePolicy, QueryHeads
-from ..records import Record, record_from_wire, verify
+from ..records import Record
 from ..roster import Roster
 from .pool import SessionPool
 from .replica import Replica
-from .runner import DEFAULT_DEADLINE, GateRunner, ReplanHook
+from .runner import DEFAULT_DEADLINE, GateRunner, ReplanHook, verified_records
 from .writers import CENTRAL, Writer
 
 POLICIES = ("freshness", "central", "sync", "allkeys", "planfence")
@@ -146,9 +146,8 @@ class Freshness(_Base):
                                                   {"keys": owner_keys, "expect": expect})
             except PlanfenceError:
                 return  # stale memory, and freshness acts anyway
-            records = [record_from_wire(w) for w in result.get("records", [])]
+            records = verified_records(self.parts.roster, result)
             for record in records:
-                verify_record(self.parts.roster, record)
                 self.known[record.key] = record.id
             await self.replica.add(records)
 
@@ -201,13 +200,7 @@ class CentralRunner(GateRunner):
                 result = await self.pool.request(CENTRAL, "get", {"ids": list(ids)})
             except PlanfenceError:
                 result = {}
-            for wire in result.get("records", []):
-                try:
-                    record = record_from_wire(wire)
-                    self.verify(record)
-                except RecordError:
-                    continue
-                found.append(record)
+            found = verified_records(self.roster, result)
         await self.replica.add(found)
         return found
 
@@ -242,8 +235,3 @@ class Central(PlanFence):
 
     async def start(self, keys: list[str]) -> None:
         await self.pool.session(CENTRAL)
-
-
-def verify_record(roster: Roster, record: Record) -> None:
-    """Raise RecordError unless `record` verifies against `roster`."""
-    verify(record, public_key_of=roster.public_key_of, owner_of=roster.owner_of)

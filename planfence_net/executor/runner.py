@@ -41,6 +41,26 @@ class GateRun:
         return max(0.0, self.decision.elapsed - self.planning)
 
 
+def verify_record(roster: Roster, record: Record) -> None:
+    """Raise RecordError unless `record` verifies against `roster` (id, signature, owner)."""
+    verify(record, public_key_of=roster.public_key_of, owner_of=roster.owner_of)
+
+
+def verified_records(roster: Roster, result: object) -> list[Record]:
+    """The records of an owner's answer (`{"records": [wire, ...]}`) that parse and verify
+    against `roster`. Anything else is dropped: the gate treats it as never received."""
+    wires = result.get("records", []) if isinstance(result, dict) else []
+    records = []
+    for wire in wires if isinstance(wires, list) else []:
+        try:
+            record = record_from_wire(wire)
+            verify_record(roster, record)
+        except (RecordError, ConfigError):  # ConfigError: a key with two owners
+            continue
+        records.append(record)
+    return records
+
+
 class GateRunner:
     """Validates actions for one executor: its session pool, replica and roster."""
 
@@ -54,7 +74,7 @@ class GateRunner:
         self.deadline = deadline
 
     def verify(self, record: Record) -> None:
-        verify(record, public_key_of=self.roster.public_key_of, owner_of=self.roster.owner_of)
+        verify_record(self.roster, record)
 
     async def wait_decision(self, action: Action, replan: ReplanHook | None = None,
                             policy: GatePolicy = GatePolicy()) -> GateRun:
@@ -97,13 +117,7 @@ class GateRunner:
                 result = await self.pool.request(owner, "get", {"ids": list(ids)})
             except PlanfenceError:
                 return
-            for wire in result.get("records", []) if isinstance(result, dict) else []:
-                try:
-                    record = record_from_wire(wire)
-                    self.verify(record)
-                except (RecordError, ConfigError):
-                    continue
-                found[record.id] = record
+            found.update((r.id, r) for r in verified_records(self.roster, result))
 
         with anyio.move_on_after(self.deadline):
             async with anyio.create_task_group() as tg:

@@ -23,13 +23,13 @@ from typing import Any
 import anyio
 
 from ..api import group_by_owner
-from ..errors import PlanfenceError, RecordError
+from ..errors import PlanfenceError
 from ..gate import Action
 from ..lineage import Blocked, Missing, walk
-from ..records import Record, record_from_wire
-from .baselines import Parts, Verdict, _Base, verify_record
+from ..records import Record
+from .baselines import Parts, Verdict, _Base
 from .pool import SessionPool
-from .runner import ReplanHook
+from .runner import ReplanHook, verified_records
 
 
 class SyncedCopy:
@@ -177,12 +177,6 @@ class Sync(_Base):
                                                  {"ids": [drift[k] for k in owner_keys]})
             except PlanfenceError:
                 continue
-            for wire in result.get("records", []):
-                try:
-                    record = record_from_wire(wire)
-                    verify_record(roster, record)
-                except RecordError:
-                    continue
-                found.append(record)
+            found += verified_records(roster, result)
         await self.replica.add(found)
         return found
