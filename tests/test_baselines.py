@@ -9,9 +9,9 @@ import pytest
 
 from planfence_net.cluster import ClusterDir
 from planfence_net.errors import RequestError
-from planfence_net.executor.experiments import SAFETY_POLICIES, Case, Experiment
-from planfence_net.executor.harness import bench_cluster, run_experiment
-from planfence_net.executor.workload import ScheduleParams, load_templates, vary
+from planfence_net.bench.experiments import SAFETY_POLICIES, Case, Experiment
+from planfence_net.bench.harness import bench_cluster, run_experiment
+from planfence_net.bench.workload import ScheduleParams, load_templates, vary
 from planfence_net.client import open_session
 from planfence_net.records import make_record
 

@@ -12,10 +12,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from planfence_net import cli_bench
-from planfence_net.executor.experiments import Experiment, ablation_cases, first_of_each_family
-from planfence_net.executor.harness import bench_cluster, run_experiment
-from planfence_net.executor.workload import load_templates
+from planfence_net.cli import bench as cli_bench
+from planfence_net.bench.experiments import Experiment, ablation_cases, first_of_each_family
+from planfence_net.bench.harness import bench_cluster, run_experiment
+from planfence_net.bench.workload import load_templates
 
 
 @pytest.fixture(scope="module")

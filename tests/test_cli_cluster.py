@@ -20,7 +20,7 @@ from nacl.bindings import crypto_sign_ed25519_pk_to_curve25519
 from nacl.signing import SigningKey
 from typer.testing import CliRunner, Result
 
-from planfence_net.cli import app
+from planfence_net.cli.main import app
 from planfence_net.framing import encode_frame
 from planfence_net.identity import Identity, load_identity
 from planfence_net.noise import HandshakeState

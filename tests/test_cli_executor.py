@@ -8,7 +8,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from planfence_net.cli import app
+from planfence_net.cli.main import app
 
 runner = CliRunner()
 

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from planfence_net import cluster as clusterlib
-from planfence_net.cli import app
+from planfence_net.cli.main import app
 from planfence_net.client import open_session
 from planfence_net.traces import load_profile
 

@@ -19,7 +19,7 @@ import typer.main
 import yaml
 from typer._click.exceptions import UsageError  # Typer bundles its own Click
 
-from planfence_net.cli import app
+from planfence_net.cli.main import app
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = Path(os.environ.get("PLANFENCE_SCHEMAS", ROOT.parent / "shared" / "schemas")) \

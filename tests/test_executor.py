@@ -19,7 +19,7 @@ from planfence_net.api import wait_owner_ready
 from planfence_net.executor.pool import SessionPool
 from planfence_net.executor.replica import Replica
 from planfence_net.executor.runner import GateRun, GateRunner
-from planfence_net.executor.writers import OwnerWriter
+from planfence_net.bench.writers import OwnerWriter
 from planfence_net.gate import Action
 from planfence_net.records import Record
 

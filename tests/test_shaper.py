@@ -15,7 +15,7 @@ import typer
 from anyio.abc import SocketAttribute, SocketStream
 from typer.testing import CliRunner
 
-from planfence_net.cli_shape import register
+from planfence_net.cli.shape import register
 from planfence_net.errors import ConfigError
 from planfence_net.traces.link import MSS
 from planfence_net.traces.profiles import Profile, list_profiles

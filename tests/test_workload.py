@@ -7,8 +7,8 @@ from collections import Counter
 import pytest
 
 from planfence_net.errors import ConfigError
-from planfence_net.executor.experiments import build
-from planfence_net.executor.workload import (FAMILIES, KeySpace, ScheduleParams, load_templates,
+from planfence_net.bench.experiments import build
+from planfence_net.bench.workload import (FAMILIES, KeySpace, ScheduleParams, load_templates,
                                              make_schedule, vary)
 from planfence_net.roster import Agent, Roster
 

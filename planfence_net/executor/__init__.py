@@ -1,1 +1,4 @@
-"""The executor side: session pool, gate runner, local replica, baselines and experiments."""
+"""What a user's executor runs: the session pool, the gate runner and the local replica.
+
+The baselines, workloads, oracle and reports of the experiments live in `planfence_net.bench`.
+"""

@@ -10,19 +10,19 @@ import anyio
 import typer
 from rich.console import Console
 
-from . import cluster as clusterlib
-from .api import wait_cluster_ready
-from .cli_support import (AsOpt, DirArg, JsonOpt, echo_json, identity_for, parse_id,
+from .. import cluster as clusterlib
+from ..api import wait_cluster_ready
+from .support import (AsOpt, DirArg, JsonOpt, echo_json, identity_for, parse_id,
                           print_table, run_async, user_errors, write_record)
-from .cluster import ClusterDir
-from .executor.demo import run_demo, summarize
-from .executor.harness import bench_cluster
-from .executor.pool import SessionPool
-from .executor.replica import Replica
-from .executor.runner import GateRunner
-from .executor.scenario import Outcome
-from .gate import Action, Decision
-from .traces import require_traces
+from ..cluster import ClusterDir
+from ..bench.demo import run_demo, summarize
+from ..bench.harness import bench_cluster
+from ..executor.pool import SessionPool
+from ..executor.replica import Replica
+from ..executor.runner import GateRunner
+from ..bench.scenario import Outcome
+from ..gate import Action, Decision
+from ..traces import require_traces
 
 EXIT_AUTHORIZED, EXIT_STALE, EXIT_BLOCKED = 0, 2, 3
 

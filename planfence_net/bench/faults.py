@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .pool import SessionPool
+from ..executor.pool import SessionPool
 
 
 class CorruptingPool(SessionPool):

@@ -36,7 +36,7 @@ from .baselines import Addresses, Baseline, Parts, make_baseline
 from .experiments import Case, Experiment
 from .faults import CorruptingPool
 from .oracle import Oracle
-from .pool import SessionPool
+from ..executor.pool import SessionPool
 from .workload import (CLUSTER_AGENTS, EXECUTOR, ActionSpec, KeySpace, fact_owners,
                        make_schedule)
 from .writers import CENTRAL, CentralWriter, OwnerWriter, Writer

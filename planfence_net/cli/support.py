@@ -16,11 +16,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from . import cluster as clusterlib
-from .api import put_record
-from .cluster import ClusterDir
-from .errors import PlanfenceError
-from .identity import Identity
+from .. import cluster as clusterlib
+from ..api import put_record
+from ..cluster import ClusterDir
+from ..errors import PlanfenceError
+from ..identity import Identity
 
 F = TypeVar("F", bound=Callable[..., Any])
 DirArg = typer.Argument(..., help="Cluster folder (made by `planfence cluster init`).")

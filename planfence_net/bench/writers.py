@@ -20,7 +20,7 @@ from ..errors import ConfigError
 from ..identity import Identity
 from ..records import Record, make_record, record_from_wire
 from ..roster import Roster
-from .pool import SessionPool
+from ..executor.pool import SessionPool
 
 CENTRAL = "central"
 

@@ -13,9 +13,9 @@ from typing import Optional
 import anyio
 import typer
 
-from planfence_net.errors import PlanfenceError
-from planfence_net.traces.profiles import list_profiles
-from planfence_net.traces.shaper import DEFAULT_QUEUE_BYTES, Shaper
+from ..errors import PlanfenceError
+from ..traces.profiles import list_profiles
+from ..traces.shaper import DEFAULT_QUEUE_BYTES, Shaper
 
 
 def parse_address(text: str, option: str) -> tuple[str, int]:

@@ -28,8 +28,8 @@ from ..gate import Action
 from ..lineage import Blocked, Missing, walk
 from ..records import Record
 from .baselines import Parts, Verdict, _Base
-from .pool import SessionPool
-from .runner import ReplanHook, verified_records
+from ..executor.pool import SessionPool
+from ..executor.runner import ReplanHook, verified_records
 
 
 class SyncedCopy:

@@ -10,17 +10,17 @@ from typing import Optional
 import anyio
 import typer
 
-from . import cli_bench, cli_executor, cli_shape
-from . import cluster as clusterlib
-from .api import get_records, query_heads, wait_cluster_ready
-from .cli_support import (AsOpt, DirArg, JsonOpt, echo_json, identity_for, parse_id,
+from . import bench as cli_bench, executor as cli_executor, shape as cli_shape
+from .. import cluster as clusterlib
+from ..api import get_records, query_heads, wait_cluster_ready
+from .support import (AsOpt, DirArg, JsonOpt, echo_json, identity_for, parse_id,
                           print_table, run_async, to_jsonable, user_errors, write_record)
-from .cluster import ClusterDir
-from .errors import PlanfenceError
-from .owners.daemon import run_owner
-from .owners.logs import format_event, read_events
-from .roster import parse_address
-from .traces import require_traces
+from ..cluster import ClusterDir
+from ..errors import PlanfenceError
+from ..owners.daemon import run_owner
+from ..owners.logs import format_event, read_events
+from ..roster import parse_address
+from ..traces import require_traces
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="planfence-net: dependency-scoped plan validation for agent teams.")
@@ -220,6 +220,3 @@ cli_executor.register(app)
 cli_shape.register(app)
 cli_bench.register(app)
 
-
-def main() -> None:
-    app()

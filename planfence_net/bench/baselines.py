@@ -30,9 +30,9 @@ from ..errors import ConfigError, PlanfenceError, TransportError
 from ..gate import Action, Decision, Gate, GatePolicy, QueryHeads
 from ..records import Record
 from ..roster import Roster
-from .pool import SessionPool
-from .replica import Replica
-from .runner import DEFAULT_DEADLINE, GateRunner, ReplanHook, verified_records
+from ..executor.pool import SessionPool
+from ..executor.replica import Replica
+from ..executor.runner import DEFAULT_DEADLINE, GateRunner, ReplanHook, verified_records
 from .writers import CENTRAL, Writer
 
 POLICIES = ("freshness", "central", "sync", "allkeys", "planfence")

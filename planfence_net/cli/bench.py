@@ -22,15 +22,15 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from . import cluster as clusterlib
-from .api import wait_cluster_ready
-from .cluster import ClusterDir
-from .errors import ConfigError, PlanfenceError
-from .executor.experiments import EXPERIMENTS, Experiment, build
-from .executor.harness import bench_cluster, run_experiment
-from .executor.report import write_report
-from .executor.workload import make_schedule
-from .traces import require_traces
+from .. import cluster as clusterlib
+from ..api import wait_cluster_ready
+from ..cluster import ClusterDir
+from ..errors import ConfigError, PlanfenceError
+from ..bench.experiments import EXPERIMENTS, Experiment, build
+from ..bench.harness import bench_cluster, run_experiment
+from ..bench.report import write_report
+from ..bench.workload import make_schedule
+from ..traces import require_traces
 
 SHAPER_READY_TIMEOUT = 15.0
 
