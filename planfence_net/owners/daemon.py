@@ -265,8 +265,18 @@ class OwnerDaemon:
             rows.append([key, head.id, head.seq] if head else [key, None, 0])
         return rows
 
+    async def observe(self, keys: list[str]) -> None:
+        """Extension point, awaited before `heads` reads the store for `keys` (all owned).
+
+        An owner whose facts live outside its store (a workspace owner: files, branch, HEAD)
+        brings them up to date here by writing new records, so the answer that follows is
+        current. Raising BadRequest answers the request with that typed error. The default
+        does nothing.
+        """
+
     async def _heads(self, keys: list[str], expect: dict[str, bytes]) -> dict[str, Any]:
         self._check_owned(keys)
+        await self.observe(keys)
         changed = [k for k in keys if k in expect and k in self.store.heads
                    and self.store.heads[k].id != expect[k]]
         records = await self.store.records_for(changed) if changed else []
