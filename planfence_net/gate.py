@@ -134,19 +134,33 @@ class Decision:
     def explain(self) -> str:
         """A few lines a person can read: outcome, reason, drifted keys, cost."""
         head = f"{self.action}: {self.outcome}"
-        if self.reason is not None:
+        if self.reason == STALE_PLAN and not self.fail_open:
+            head = (f"{self.action}: stale plan: a declared key changed since the plan was "
+                    f"made; replan from the owners' heads and retry")
+        elif self.reason is not None:
             head += f" ({self.reason}{', fail-open' if self.fail_open else ''})"
         lines = [head, f"  {self.detail}"]
         if self.replanned:
             lines.append("  replanned once")
         lines += [f"  {key}: {old.hex()[:12]} -> {new.hex()[:12]}"
                   for key, (old, new) in self.drift.items()]
-        lines.append(f"  {self.round_trips} round trips, {self.bytes_sent} B sent, "
+        lines.append(f"  {plural(self.round_trips, 'round trip')}, {self.bytes_sent} B sent, "
                      f"{self.bytes_received} B received, {self.elapsed * 1000:.1f} ms")
         return "\n".join(lines)
 
 
 Event = FetchRecords | QueryHeads | Replan | Decision
+
+
+def plural(count: int, noun: str) -> str:
+    """`1 round trip`, `2 round trips`."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _all_match(count: int) -> str:
+    if count == 1:
+        return "the 1 declared key matches its owner's head"
+    return f"all {count} declared keys match their owners' heads"
 
 
 class _State(enum.Enum):
@@ -336,8 +350,7 @@ class Gate:
             if head != record.id:
                 drift[key] = (record.id, head)
         if not drift:
-            return self._finish(AUTHORIZED, None, f"all {len(self._frontier)} declared keys "
-                                                  f"match their owners' heads")
+            return self._finish(AUTHORIZED, None, _all_match(len(self._frontier)))
         changed = ", ".join(drift)
         if self._replanned:
             return self._block(CHANGED_AGAIN, f"changed again after replanning: {changed}")

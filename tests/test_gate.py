@@ -565,9 +565,18 @@ def test_decision_json_uses_hex_ids_and_explain_names_the_drift() -> None:
     assert data["drift"] == {"req/x": {"from": old.id.hex(), "to": new.id.hex()}}
     assert (data["outcome"], data["reason"], data["round_trips"]) == ("blocked", "stale_plan", 1)
     text = d.explain()
-    assert text.splitlines()[0] == "ship: blocked (stale_plan)"
+    assert text.splitlines()[0] == ("ship: stale plan: a declared key changed since the plan "
+                                    "was made; replan from the owners' heads and retry")
+    assert "blocked" not in text and "stale_plan" not in text
     assert f"req/x: {old.id.hex()[:12]} -> {new.id.hex()[:12]}" in text
-    assert "1 round trips, 0 B sent, 0 B received, 4.0 ms" in text
+    assert text.splitlines()[-1] == "  1 round trip, 0 B sent, 0 B received, 4.0 ms"
+
+
+def test_explain_counts_in_the_singular_for_one() -> None:
+    world, old, plan = simple()
+    d = drive(world, world.gate([plan], ["req/x"], GatePolicy(replan=False))).decision
+    assert d.explain().splitlines()[:2] == [
+        "ship: authorized", "  the 1 declared key matches its owner's head"]
 
 
 # -- misuse ---------------------------------------------------------------------------------

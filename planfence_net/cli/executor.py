@@ -12,6 +12,7 @@ from rich.console import Console
 
 from .. import cluster as clusterlib
 from ..api import wait_cluster_ready
+from .group import EXIT_BLOCKED, EXIT_OK, EXIT_STALE
 from .support import (AsOpt, DirArg, JsonOpt, echo_json, identity_for, parse_id,
                           print_table, run_async, user_errors, write_record)
 from ..cluster import ClusterDir
@@ -24,7 +25,6 @@ from ..bench.scenario import Outcome
 from ..gate import Action, Decision
 from ..traces import require_traces
 
-EXIT_AUTHORIZED, EXIT_STALE, EXIT_BLOCKED = 0, 2, 3
 
 
 def register(app: typer.Typer) -> None:
@@ -77,7 +77,7 @@ def authorize(path: Path = DirArg,
     else:
         typer.echo(decision.explain())
     if decision.authorized:
-        raise typer.Exit(EXIT_AUTHORIZED)
+        raise typer.Exit(EXIT_OK)
     raise typer.Exit(EXIT_STALE if decision.reason == "stale_plan" else EXIT_BLOCKED)
 
 

@@ -13,6 +13,7 @@ import typer
 from . import bench as cli_bench, executor as cli_executor, shape as cli_shape
 from .. import cluster as clusterlib
 from ..api import get_records, query_heads, wait_cluster_ready
+from .group import EXIT_CODES_HELP, PlanfenceGroup
 from .support import (AsOpt, DirArg, JsonOpt, echo_json, identity_for, parse_id,
                           print_table, run_async, to_jsonable, user_errors, write_record)
 from ..cluster import ClusterDir
@@ -22,12 +23,30 @@ from ..owners.logs import format_event, read_events
 from ..roster import parse_address
 from ..traces import require_traces
 
-app = typer.Typer(no_args_is_help=True, add_completion=False,
-                  help="planfence-net: dependency-scoped plan validation for agent teams.")
+app = typer.Typer(cls=PlanfenceGroup, no_args_is_help=True, add_completion=False,
+                  help="planfence-net: dependency-scoped plan validation for agent teams.",
+                  epilog=EXIT_CODES_HELP)
 cluster_app = typer.Typer(no_args_is_help=True, help="Create, start, inspect and stop a cluster.")
 owner_app = typer.Typer(no_args_is_help=True, help="Run an owner daemon.")
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(owner_app, name="owner")
+
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"planfence-net {version('planfence-net')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", is_eager=True,
+                                       callback=_print_version,
+                                       help="Print the version and exit.")) -> None:
+    """planfence-net: dependency-scoped plan validation for agent teams."""
+
 
 # ---- cluster -------------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
+import math
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
@@ -46,6 +47,9 @@ def user_errors(fn: F) -> F:
 
 
 def to_jsonable(value: Any) -> Any:
+    """`value` with bytes as lowercase hex and NaN or infinite floats as None (JSON null)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
     if isinstance(value, bytes):
         return value.hex()
     if isinstance(value, dict):
@@ -56,7 +60,7 @@ def to_jsonable(value: Any) -> Any:
 
 
 def echo_json(value: Any) -> None:
-    typer.echo(json.dumps(to_jsonable(value), indent=2))
+    typer.echo(json.dumps(to_jsonable(value), indent=2, allow_nan=False))
 
 
 def parse_id(text: str) -> bytes:
