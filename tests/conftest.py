@@ -3,6 +3,7 @@
     cluster_dir    a fresh five-agent cluster folder (keys, roster), nothing running
     live_cluster   the same folder with every owner running as a real process; always stopped
     anyio_backend  "asyncio" for `@pytest.mark.anyio` tests
+    mahimahi_traces  the folder holding the nine Mahimahi LTE traces, or a skip (one reason)
 
 Every owner a test starts is stopped in teardown, also when the test fails; a session-wide
 check fails loudly if an owner process started under pytest's temporary folder survives.
@@ -30,6 +31,8 @@ from planfence_net import cluster as clusterlib
 from planfence_net.cluster import ClusterDir
 from planfence_net.identity import Identity
 from planfence_net.roster import Roster
+from planfence_net.traces.fetch import PINNED_SHA256
+from planfence_net.traces.profiles import TRACES_ENV, trace_dirs
 
 PLANFENCE = Path(sys.executable).parent / "planfence"
 OWNER_MARKER = "owner serve"
@@ -209,6 +212,35 @@ class ClusterHandle:
 def anyio_backend() -> str:
     """Run `@pytest.mark.anyio` tests on asyncio only."""
     return "asyncio"
+
+
+NO_TRACES = ("no Mahimahi LTE traces on the trace search path; `planfence traces fetch` "
+             f"downloads them, or set {TRACES_ENV}")
+
+
+@pytest.fixture
+def mahimahi_traces(monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The first folder of the trace search path that holds all nine Mahimahi LTE traces.
+
+    PLANFENCE_TRACES is pointed at it, so processes a test starts find them too. Without
+    such a folder the test is skipped with NO_TRACES.
+    """
+    for folder in trace_dirs():
+        if all((folder / name).is_file() for name in PINNED_SHA256):
+            monkeypatch.setenv(TRACES_ENV, str(folder))
+            return folder
+    pytest.skip(NO_TRACES)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Report every NO_TRACES skip at this file, not at its test, so that pytest's summary
+    folds all of them into one line."""
+    report = yield
+    longrepr = report.longrepr
+    if report.skipped and isinstance(longrepr, tuple) and longrepr[2] == f"Skipped: {NO_TRACES}":
+        report.longrepr = (__file__, None, longrepr[2])
+    return report
 
 
 @pytest.fixture

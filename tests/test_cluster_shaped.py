@@ -17,10 +17,7 @@ from planfence_net.client import open_session
 from planfence_net.traces import load_profile
 
 runner = CliRunner()
-needs_traces = pytest.mark.skipif(
-    not any((Path(d) / "ATT-LTE-driving.up").exists()
-            for d in os.environ.get("PLANFENCE_TRACES", "").split(os.pathsep) if d),
-    reason="needs Mahimahi traces on PLANFENCE_TRACES (scripts/test sets it)")
+needs_traces = pytest.mark.usefixtures("mahimahi_traces")  # skips when there are none
 
 
 def shaper_processes(fragment: str) -> list[int]:
@@ -105,6 +102,7 @@ def test_att_lte_cluster_down_leaves_no_process(shaped) -> None:  # type: ignore
 
 def test_synthetic_profile_needs_no_external_traces(shaped, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("PLANFENCE_TRACES", "")
+    monkeypatch.setenv("XDG_DATA_HOME", str(shaped.path / "no-data"))
     invoke("cluster", "up", shaped.path, "--profile", "synthetic-lte")
     put = json.loads(invoke("put", shaped.path, "req/synthetic", "--body", "1", "--json"))
     assert put["seq"] == 1
@@ -112,6 +110,7 @@ def test_synthetic_profile_needs_no_external_traces(shaped, monkeypatch) -> None
 
 def test_missing_traces_fail_before_anything_starts(shaped, monkeypatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("PLANFENCE_TRACES", str(tmp_path))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     result = runner.invoke(app, ["cluster", "up", str(shaped.path), "--profile", "att-lte"])
     assert result.exit_code == 1
     assert "trace 'ATT-LTE-driving.up' not found; searched:" in result.stderr

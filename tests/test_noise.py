@@ -1,14 +1,13 @@
 """Tests of planfence_net.noise: published test vectors byte for byte, then failure behaviour.
 
-The vectors are read in place from the shared folder (`shared/vectors/noise`, next to the
-repository, or the folder named by PLANFENCE_VECTORS); see shared/vectors/README.md.
+The vectors ship with the tests in `tests/data/noise/` (where they come from and under which
+licence: `tests/data/README.md`).
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,8 @@ from planfence_net.noise import (
     x25519_public_key,
 )
 
-VECTOR_FILES = ("snow.txt", "cacophony.txt")
+VECTOR_FILES = ("snow-25519-ChaChaPoly-BLAKE2b.json", "cacophony-25519-ChaChaPoly-BLAKE2b.json")
+VECTORS_DIR = Path(__file__).resolve().parent / "data" / "noise"
 HANDSHAKE_LENGTHS = {"NN": 2, "NK": 2, "XX": 3, "IK": 2}
 SUPPORTED_NAMES = {f"Noise_{p}_25519_ChaChaPoly_BLAKE2b": p for p in HANDSHAKE_LENGTHS}
 
@@ -37,25 +37,10 @@ RESPONDER_STATIC = bytes(range(101, 133))
 # -- helpers ------------------------------------------------------------------------------------
 
 
-def vectors_dir() -> Path:
-    """The `noise` vector folder: $PLANFENCE_VECTORS if set, else ../shared/vectors/noise."""
-    override = os.environ.get("PLANFENCE_VECTORS")
-    if override:
-        return Path(override)
-    return Path(__file__).resolve().parents[1].parent / "shared" / "vectors" / "noise"
-
-
 @functools.cache
 def selected_vectors(file_name: str) -> tuple[dict[str, Any], ...]:
     """Every vector in `file_name` whose protocol_name is exactly one we implement."""
-    path = vectors_dir() / file_name
-    if not path.is_file():
-        pytest.fail(
-            f"Noise test vectors not found at {path}. Set PLANFENCE_VECTORS to the folder "
-            f"holding snow.txt and cacophony.txt (shared/vectors/noise).",
-            pytrace=False,
-        )
-    vectors = json.loads(path.read_text(encoding="utf-8"))["vectors"]
+    vectors = json.loads((VECTORS_DIR / file_name).read_text(encoding="utf-8"))["vectors"]
     return tuple(v for v in vectors if v["protocol_name"] in SUPPORTED_NAMES)
 
 

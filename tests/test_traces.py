@@ -22,11 +22,12 @@ from planfence_net.traces.profiles import (
     load_profile,
     load_trace,
     trace_dirs,
+    user_traces_dir,
 )
 
 REPO = Path(__file__).resolve().parents[1]
 
-# (opportunities, duration in ms) from the statistics table of shared/traces/README.md.
+# (opportunities, duration in ms) of each Mahimahi LTE trace, counted from the files.
 README_TABLE = {
     "ATT-LTE-driving.down": (338895, 786112),
     "ATT-LTE-driving.up": (70336, 1012472),
@@ -40,24 +41,6 @@ README_TABLE = {
 }
 
 
-def shared_traces_dir() -> Path | None:
-    """Mahimahi traces: $PLANFENCE_TRACES (first folder holding them), else ../shared/traces."""
-    for part in os.environ.get(TRACES_ENV, "").split(os.pathsep):
-        if part and (Path(part) / "Verizon-LTE-short.up").is_file():
-            return Path(part)
-    fallback = REPO.parent / "shared" / "traces"
-    return fallback if (fallback / "Verizon-LTE-short.up").is_file() else None
-
-
-@pytest.fixture
-def mahimahi_dir(monkeypatch: pytest.MonkeyPatch) -> Path:
-    folder = shared_traces_dir()
-    if folder is None:
-        pytest.skip(f"Mahimahi traces not found: set {TRACES_ENV} or provide ../shared/traces")
-    monkeypatch.setenv(TRACES_ENV, str(folder))
-    return folder
-
-
 def trace_of(*timestamps: int) -> Trace:
     return Trace(source="test", timestamps=timestamps)
 
@@ -66,13 +49,13 @@ def trace_of(*timestamps: int) -> Trace:
 
 
 @pytest.mark.parametrize("name", sorted(README_TABLE))
-def test_real_trace_matches_readme_table(mahimahi_dir: Path, name: str) -> None:
-    trace = read_trace(mahimahi_dir / name)
+def test_real_trace_matches_readme_table(mahimahi_traces: Path, name: str) -> None:
+    trace = read_trace(mahimahi_traces / name)
     assert (trace.opportunities, trace.period_ms) == README_TABLE[name]
 
 
-def test_every_shared_trace_file_is_in_the_table(mahimahi_dir: Path) -> None:
-    files = {p.name for p in mahimahi_dir.iterdir() if p.suffix in (".up", ".down")}
+def test_every_shared_trace_file_is_in_the_table(mahimahi_traces: Path) -> None:
+    files = {p.name for p in mahimahi_traces.iterdir() if p.suffix in (".up", ".down")}
     assert files == set(README_TABLE)
 
 
@@ -164,29 +147,43 @@ def test_search_path_puts_the_environment_first(tmp_path: Path, monkeypatch: pyt
     (second / "x.up").write_text("5\n")
     (second / "synthetic-lte.up").write_text("7\n")
     monkeypatch.setenv(TRACES_ENV, f"{first}{os.pathsep}{os.pathsep}{second}")
-    assert trace_dirs() == [first, second, PROJECT_TRACES]
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    assert trace_dirs() == [first, second, tmp_path / "data" / "planfence" / "traces",
+                            PROJECT_TRACES]
     assert find_trace("x.up") == second / "x.up"
     assert find_trace("synthetic-lte.up") == second / "synthetic-lte.up"
     assert load_trace("synthetic-lte.up").timestamps == (7,)
 
 
-def test_project_folder_is_searched_without_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_user_and_project_folders_are_searched_without_the_environment(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(TRACES_ENV, raising=False)
-    assert trace_dirs() == [PROJECT_TRACES]
+    monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert trace_dirs() == [tmp_path / ".local" / "share" / "planfence" / "traces",
+                            PROJECT_TRACES]
     assert PROJECT_TRACES == REPO / "traces"
     assert find_trace("synthetic-lte.down") == PROJECT_TRACES / "synthetic-lte.down"
 
 
 def test_missing_trace_lists_folders_and_where_to_get_traces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(TRACES_ENV, str(tmp_path))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    user = tmp_path / "data" / "planfence" / "traces"
     with pytest.raises(ConfigError) as caught:
         find_trace("Verizon-LTE-short.up")
     assert str(caught.value) == (
-        f"trace 'Verizon-LTE-short.up' not found; searched: {tmp_path}, {PROJECT_TRACES}. "
-        "Mahimahi traces come from the traces/ folder of the mahimahi repository "
-        "(github.com/ravinet/mahimahi) or Debian's mahimahi-traces package; set "
-        f"PLANFENCE_TRACES to the folder holding them (several folders separated by {os.pathsep!r})"
+        f"trace 'Verizon-LTE-short.up' not found; searched: {tmp_path}, {user}, "
+        f"{PROJECT_TRACES}. `planfence traces fetch` downloads the Mahimahi LTE traces into "
+        f"{user}; or set PLANFENCE_TRACES to a folder holding them (several folders "
+        f"separated by {os.pathsep!r})"
     )
+
+
+def test_a_relative_xdg_data_home_is_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", "relative/data")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert user_traces_dir() == tmp_path / ".local" / "share" / "planfence" / "traces"
 
 
 def test_profiles_are_listed_in_file_order() -> None:
@@ -200,7 +197,7 @@ def test_profiles_are_listed_in_file_order() -> None:
     assert (verizon.up, verizon.down, verizon.delay_ms) == ("Verizon-LTE-short.up", "Verizon-LTE-short.down", 30)
 
 
-def test_every_mahimahi_profile_resolves(mahimahi_dir: Path) -> None:
+def test_every_mahimahi_profile_resolves(mahimahi_traces: Path) -> None:
     for profile in list_profiles():
         if profile.shaped:
             assert profile.up is not None and profile.down is not None

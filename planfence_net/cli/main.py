@@ -11,6 +11,7 @@ import anyio
 import typer
 
 from . import bench as cli_bench, executor as cli_executor, shape as cli_shape
+from . import traces as cli_traces
 from .. import cluster as clusterlib
 from ..api import get_records, query_heads, wait_cluster_ready
 from .group import EXIT_CODES_HELP, PlanfenceGroup
@@ -238,4 +239,5 @@ def logs(path: Path = DirArg, agent: str = typer.Argument(..., help="Agent name.
 cli_executor.register(app)
 cli_shape.register(app)
 cli_bench.register(app)
+cli_traces.register(app)
 

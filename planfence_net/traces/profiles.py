@@ -4,9 +4,10 @@ A profile names an uplink trace (shapes client -> upstream), a downlink trace (u
 client) and a default one-way delay. A profile without traces (`loopback`) has no bottleneck.
 
 Trace files are found by name on a search path: the folders in `PLANFENCE_TRACES`
-(`os.pathsep`-separated), then the project's own `traces/` folder. A name containing a path
-separator is used as a path as given. Mahimahi's traces are GPL data and are never shipped;
-the project's generated `synthetic-lte` traces are.
+(`os.pathsep`-separated), then the user's data folder (where `planfence traces fetch` puts
+them), then the project's own `traces/` folder. A name containing a path separator is used as
+a path as given. Mahimahi's traces are GPL data and are never shipped; the project's
+generated `synthetic-lte` traces are.
 """
 
 from __future__ import annotations
@@ -43,10 +44,20 @@ class Profile:
         return self.up is not None
 
 
+def user_traces_dir() -> Path:
+    """The user's trace folder: $XDG_DATA_HOME/planfence/traces, by default under
+    ~/.local/share (a relative XDG_DATA_HOME is ignored, as the XDG spec says)."""
+    data_home = os.environ.get("XDG_DATA_HOME", "")
+    base = Path(data_home) if os.path.isabs(data_home) else Path.home() / ".local" / "share"
+    return base / "planfence" / "traces"
+
+
 def trace_dirs() -> list[Path]:
-    """The folders searched for trace files, in order: $PLANFENCE_TRACES, then `traces/`."""
+    """The folders searched for trace files, in order: $PLANFENCE_TRACES, the user's trace
+    folder (`user_traces_dir`), then the project's `traces/`."""
     extra = os.environ.get(TRACES_ENV, "")
-    return [Path(part) for part in extra.split(os.pathsep) if part] + [PROJECT_TRACES]
+    return [Path(part) for part in extra.split(os.pathsep) if part] + [user_traces_dir(),
+                                                                       PROJECT_TRACES]
 
 
 def find_trace(name: str) -> Path:
@@ -63,10 +74,9 @@ def find_trace(name: str) -> Path:
             return candidate
     searched = ", ".join(str(folder) for folder in folders)
     raise ConfigError(
-        f"trace {name!r} not found; searched: {searched}. Mahimahi traces come from the "
-        "traces/ folder of the mahimahi repository (github.com/ravinet/mahimahi) or Debian's "
-        f"mahimahi-traces package; set {TRACES_ENV} to the folder holding them "
-        f"(several folders separated by {os.pathsep!r})"
+        f"trace {name!r} not found; searched: {searched}. `planfence traces fetch` downloads "
+        f"the Mahimahi LTE traces into {user_traces_dir()}; or set {TRACES_ENV} to a folder "
+        f"holding them (several folders separated by {os.pathsep!r})"
     )
 
 
