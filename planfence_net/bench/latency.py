@@ -1,0 +1,350 @@
+"""The latency benchmark: warm authorize against etcd's Txn, owner throughput, CLI start-up.
+
+    results = measure(Settings())      # starts its own owners (and etcd), stops them
+
+Warm authorize is the steady state of an executor: sessions open, the plan's lineage already
+in the replica, so one decision is one heads round per owner. For each d the benchmark times
+`GateRunner.wait_decision` end to end, in rounds interleaved with the same number of etcd Txns
+(comparing mod_revision of the same d keys) and raw-socket floor round trips, so machine noise
+falls on all three alike. Then one owner's heads/s from 16 sessions and its acknowledged
+durable puts/s, and the wall time of one-shot `planfence` processes next to the interpreter's
+own start-up.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from .. import cluster as clusterlib
+from ..api import get_records, wait_cluster_ready
+from ..client import open_session, start_session
+from ..cluster import ClusterDir
+from ..executor.pool import SessionPool
+from ..executor.replica import Replica
+from ..executor.runner import GateRunner
+from ..gate import Action
+from ..roster import Roster
+from . import etcd as etcdlib
+from .floor import connect_floor
+
+OWNERS = ("reqs", "inventory")  # the d keys are split evenly over these two
+EXECUTOR = "planner"            # writes the plans and runs the gate
+PREFIX = {"reqs": "req", "inventory": "inv"}
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    ds: tuple[int, ...] = (1, 8, 128)
+    rounds: int = 5
+    per_round: int = 200
+    throughput_seconds: float = 3.0
+    sessions: int = 16
+    put_in_flight: int = 8      # concurrent puts per session
+    cli_runs: int = 7
+    etcd: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Spread:
+    """Latency figures in microseconds."""
+
+    p50: float
+    p99: float
+    n: int
+
+    @classmethod
+    def of(cls, seconds: list[float]) -> Spread:
+        ordered = sorted(seconds)
+        return cls(_rank(ordered, 0.50) * 1e6, _rank(ordered, 0.99) * 1e6, len(ordered))
+
+
+def _rank(ordered: list[float], q: float) -> float:
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+@dataclass
+class Results:
+    authorize: dict[int, Spread] = field(default_factory=dict)
+    bytes_per_action: dict[int, int] = field(default_factory=dict)
+    etcd: dict[int, Spread] = field(default_factory=dict)
+    floor: Spread | None = None
+    heads_per_s: float = 0.0
+    heads_owner_cpu: float = 0.0
+    puts_per_s: float = 0.0
+    puts_owner_cpu: float = 0.0
+    puts_per_commit: float = 0.0
+    cli: dict[str, Spread] = field(default_factory=dict)
+    etcd_version: str | None = None
+
+
+def keys_for(d: int) -> dict[str, list[str]]:
+    """The d declared keys, split over the owners (d = 1: one owner)."""
+    owners = OWNERS[:1] if d == 1 else OWNERS
+    return {o: [f"{PREFIX[o]}/lat{d}-{i}" for i in range(d // len(owners))] for o in owners}
+
+
+def measure(settings: Settings, progress: Callable[[str], None] = lambda m: None) -> Results:
+    """Run every measurement on a fresh loopback cluster (and etcd when wanted and on PATH)."""
+    results = Results()
+    binary = etcdlib.etcd_binary() if settings.etcd else None
+    with tempfile.TemporaryDirectory(prefix="planfence-latency-") as tmp, \
+            _cluster(Path(tmp) / "cluster") as cdir, _floor_server() as floor_port, \
+            _maybe_etcd(binary) as etcd_port:
+        if binary is not None:
+            results.etcd_version = _etcd_version(binary)
+        progress("writing facts and plans")
+        plans = _run(_write_plans, cdir, settings.ds)
+        progress("warm authorize, etcd Txn and the raw-socket floor, interleaved")
+        _run(_latency_rounds, cdir, plans, settings, results, floor_port, etcd_port, progress)
+        progress(f"owner throughput: heads and durable puts from {settings.sessions} sessions")
+        _run(_throughput, cdir, settings, results)
+        progress("one-shot CLI processes")
+        _cli_times(cdir, plans, settings, results)
+    return results
+
+
+def _run(fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+    return anyio.run(functools.partial(fn, *args), backend="asyncio",
+                     backend_options={"use_uvloop": True})
+
+
+@contextmanager
+def _cluster(root: Path) -> Iterator[ClusterDir]:
+    clusterlib.init_cluster(root, agents=3, base_port=0, name="planfence-latency")
+    cdir = ClusterDir(root)
+    try:
+        started = clusterlib.start_owners(cdir)
+        anyio.run(wait_cluster_ready, cdir, started, backend="asyncio")
+        yield cdir
+    finally:
+        clusterlib.stop_owners(cdir)
+
+
+@contextmanager
+def _floor_server() -> Iterator[int]:
+    proc = subprocess.Popen([sys.executable, "-m", "planfence_net.bench.floor"],
+                            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None
+        yield int(proc.stdout.readline())
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+@contextmanager
+def _maybe_etcd(binary: str | None) -> Iterator[int | None]:
+    if binary is None:
+        yield None
+        return
+    with etcdlib.loopback_etcd(binary) as port:
+        yield port
+
+
+def _etcd_version(binary: str) -> str:
+    out = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout
+    return out.split("\n")[0].removeprefix("etcd Version: ").strip()
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    d: int
+    plan: bytes
+    keys: tuple[str, ...]
+    facts: dict[str, bytes]
+
+
+async def _write_plans(cdir: ClusterDir, ds: tuple[int, ...]) -> list[_Plan]:
+    """Per d: one fact per key at its owner, then a plan on all of them by the executor."""
+    roster = cdir.roster()
+    plans = []
+    for d in ds:
+        facts: dict[str, bytes] = {}
+        for owner, keys in keys_for(d).items():
+            facts.update(await _put_all(roster, cdir, owner, [(k, [], {"v": 1}) for k in keys]))
+        plan_key = f"plan/lat{d}"
+        ids = await _put_all(roster, cdir, EXECUTOR, [(plan_key, list(facts.values()),
+                                                       {"steps": ["act"]})], kind="plan")
+        plans.append(_Plan(d, ids[plan_key], tuple(facts), facts))
+    return plans
+
+
+async def _put_all(roster: Roster, cdir: ClusterDir, owner: str,
+                   items: list[tuple[str, list[bytes], Any]], kind: str = "fact",
+                   ) -> dict[str, bytes]:
+    ids = {}
+    async with open_session(roster, cdir.identity(owner), owner) as session:
+        for key, parents, body in items:
+            result = await session.request("put", {"key": key, "kind": kind,
+                                                   "parents": parents, "body": body})
+            ids[key] = result["id"]
+    return ids
+
+
+async def _latency_rounds(cdir: ClusterDir, plans: list[_Plan], settings: Settings,
+                          results: Results, floor_port: int, etcd_port: int | None,
+                          progress: Callable[[str], None]) -> None:
+    roster = cdir.roster()
+    identity = cdir.identity(EXECUTOR)
+    all_ids = [rid for p in plans for rid in (p.plan, *p.facts.values())]
+    replica = await Replica.open(None)
+    await replica.add(await get_records(roster, identity, all_ids))
+    floor = await connect_floor(floor_port)
+    etcd = await etcdlib.EtcdClient.connect(etcd_port) if etcd_port is not None else None
+    revisions = {p.d: {k: await etcd.put(k, "v1") for k in p.keys} for p in plans} \
+        if etcd is not None else {}
+    samples: dict[str, dict[int, list[float]]] = {"pf": {}, "etcd": {}}
+    floor_samples: list[float] = []
+    async with anyio.create_task_group() as tg:
+        pool = SessionPool(tg, roster, identity)
+        runner = GateRunner(pool, replica)
+        for rnd in range(settings.rounds + 1):  # round 0 warms up and is not kept
+            keep = rnd > 0
+            for plan in plans:
+                action = Action(f"lat{plan.d}", (plan.plan,), plan.keys)
+                pf = samples["pf"].setdefault(plan.d, [])
+                for _ in range(settings.per_round):
+                    started = time.perf_counter()
+                    run = await runner.wait_decision(action)
+                    elapsed = time.perf_counter() - started
+                    if not run.decision.authorized:
+                        raise AssertionError(f"warm authorize d={plan.d} did not authorize: "
+                                             f"{run.decision.explain()}")
+                    if keep:
+                        pf.append(elapsed)
+                results.bytes_per_action[plan.d] = (run.decision.bytes_sent
+                                                    + run.decision.bytes_received)
+                if etcd is not None:
+                    etcd_times = samples["etcd"].setdefault(plan.d, [])
+                    for _ in range(settings.per_round):
+                        started = time.perf_counter()
+                        ok = await etcd.txn_unchanged(revisions[plan.d])
+                        elapsed = time.perf_counter() - started
+                        if not ok:
+                            raise AssertionError(f"etcd Txn d={plan.d} did not succeed")
+                        if keep:
+                            etcd_times.append(elapsed)
+            for _ in range(settings.per_round):
+                elapsed = await floor.wait_round_trip()
+                if keep:
+                    floor_samples.append(elapsed)
+            progress(f"  round {rnd}/{settings.rounds} done")
+        await pool.aclose()
+        tg.cancel_scope.cancel()
+    if etcd is not None:
+        etcd.close()
+    assert floor.transport is not None
+    floor.transport.close()
+    results.authorize = {d: Spread.of(v) for d, v in samples["pf"].items()}
+    results.etcd = {d: Spread.of(v) for d, v in samples["etcd"].items()}
+    results.floor = Spread.of(floor_samples)
+
+
+async def _throughput(cdir: ClusterDir, settings: Settings, results: Results) -> None:
+    owner = OWNERS[0]
+    roster = cdir.roster()
+    pid = clusterlib.read_pid(cdir, owner)
+    assert pid is not None
+    key = keys_for(1)[owner][0]
+    async with open_session(roster, cdir.identity(EXECUTOR), owner) as session:
+        head = (await session.request("heads", {"keys": [key]}))["heads"][0][1]
+    args = {"keys": [key], "expect": {key: head}}
+
+    async def heads(session: Any, _task: int) -> None:
+        answer = await session.request("heads", args)
+        if answer["heads"][0][1] != head or answer["records"]:
+            raise AssertionError("heads answer changed during the throughput run")
+
+    count, seconds, cpu = await _saturate(roster, cdir, EXECUTOR, owner, pid, settings, heads, 1)
+    results.heads_per_s, results.heads_owner_cpu = count / seconds, cpu
+    before = await _stats(roster, cdir, owner)
+
+    async def put(session: Any, task: int) -> None:
+        await session.request("put", {"key": f"req/put-{task}", "kind": "fact",
+                                      "parents": [], "body": {"n": task}})
+
+    count, seconds, cpu = await _saturate(roster, cdir, owner, owner, pid, settings, put,
+                                          settings.put_in_flight)
+    after = await _stats(roster, cdir, owner)
+    written = after["records_written"] - before["records_written"]
+    if written != count:
+        raise AssertionError(f"{count} puts acknowledged but {written} written")
+    results.puts_per_s, results.puts_owner_cpu = count / seconds, cpu
+    results.puts_per_commit = written / max(1, after["commits"] - before["commits"])
+
+
+async def _stats(roster: Roster, cdir: ClusterDir, owner: str) -> dict[str, Any]:
+    async with open_session(roster, cdir.identity(EXECUTOR), owner) as session:
+        return await session.request("stats")
+
+
+async def _saturate(roster: Roster, cdir: ClusterDir, who: str, owner: str, pid: int,
+                    settings: Settings, one: Callable[[Any, int], Awaitable[None]],
+                    per_session: int) -> tuple[int, float, float]:
+    """Run `one(session, task)` in a loop on `settings.sessions` sessions, `per_session`
+    loops each, for `throughput_seconds`; returns (completed, seconds, owner CPU cores)."""
+    done = 0
+    identity = cdir.identity(who)
+    async with anyio.create_task_group() as tg:
+        sessions = [await start_session(tg, roster, identity, roster.agent(owner))
+                    for _ in range(settings.sessions)]
+        cpu_before, started = _cpu_seconds(pid), time.perf_counter()
+        stop_at = started + settings.throughput_seconds
+
+        async def loop(session: Any, task: int) -> None:
+            nonlocal done
+            while time.perf_counter() < stop_at:
+                await one(session, task)
+                done += 1
+
+        async with anyio.create_task_group() as workers:
+            for i, session in enumerate(sessions):
+                for j in range(per_session):
+                    workers.start_soon(loop, session, i * per_session + j)
+        seconds = time.perf_counter() - started
+        cpu = (_cpu_seconds(pid) - cpu_before) / seconds
+        for session in sessions:
+            await session.aclose()
+        tg.cancel_scope.cancel()
+    return done, seconds, cpu
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds the process has used (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _cli_times(cdir: ClusterDir, plans: list[_Plan], settings: Settings,
+               results: Results) -> None:
+    """Wall time of fresh processes: the bare interpreter, `planfence --help`, and
+    `planfence authorize` for the d = 8 plan (cold: it fetches the lineage first)."""
+    python = sys.executable
+    planfence = str(Path(python).parent / "planfence")
+    plan = next((p for p in plans if p.d == 8), plans[0])
+    authorize = [planfence, "authorize", str(cdir.root), "--root", plan.plan.hex(),
+                 *[a for k in plan.keys for a in ("--dep", k)], "--as", EXECUTOR]
+    commands = {"python -c pass": [python, "-c", "pass"],
+                "planfence --help": [planfence, "--help"],
+                f"planfence authorize (d={plan.d})": authorize}
+    for name, argv in commands.items():
+        times = []
+        for _ in range(settings.cli_runs):
+            started = time.perf_counter()
+            proc = subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL)
+            times.append(time.perf_counter() - started)
+            if proc.returncode != 0:
+                raise AssertionError(f"{name} exited {proc.returncode}: {proc.stderr[-300:]!r}")
+        results.cli[name] = Spread.of(times)
