@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError
+from . import EXPERIMENTS
 from .workload import FAMILIES, ScheduleParams, Template, load_templates, vary
 
-EXPERIMENTS = ("safety", "rate", "keyspace", "scope", "ablations")
 SAFETY_POLICIES = ("freshness", "central", "sync", "allkeys", "planfence")
 FAULTS = ("outage", "missing_lineage", "malformed_heads", "second_change")
 RATES = (0.25, 1.0, 4.0, 16.0)

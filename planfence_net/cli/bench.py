@@ -17,20 +17,16 @@ import time
 from pathlib import Path
 from typing import Optional
 
-import anyio
-import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from typing import TYPE_CHECKING
 
-from .. import cluster as clusterlib
-from ..api import wait_cluster_ready
-from ..cluster import ClusterDir
+import typer
+
+from ..bench import EXPERIMENTS
 from ..errors import ConfigError, PlanfenceError
-from ..bench.experiments import EXPERIMENTS, Experiment, build
-from ..bench.harness import bench_cluster, run_experiment
-from ..bench.report import write_report
-from ..bench.workload import make_schedule
-from ..traces import require_traces
+
+if TYPE_CHECKING:  # imported where used: `planfence --help` never loads the harness
+    from ..bench.experiments import Experiment
+    from ..cluster import ClusterDir
 
 SHAPER_READY_TIMEOUT = 15.0
 
@@ -40,6 +36,11 @@ class ClusterShapers:
     replays the same trace phase, and waited for until each accepts connections."""
 
     def start(self, cdir: ClusterDir, profile: str, seed: int) -> dict[str, tuple[str, int]]:
+        import anyio
+
+        from .. import cluster as clusterlib
+        from ..api import wait_cluster_ready
+
         clusterlib.stop_shapers(cdir)
         addresses = clusterlib.start_shapers(cdir, profile, seed=seed)
         # runs in a worker thread of the experiment's loop: its own loop for the wait
@@ -49,10 +50,14 @@ class ClusterShapers:
         return addresses
 
     def stop(self, cdir: ClusterDir) -> None:
+        from .. import cluster as clusterlib
+
         clusterlib.stop_shapers(cdir)
 
 
 def count_actions(experiment: Experiment, seed: int) -> int:
+    from ..bench.workload import make_schedule
+
     return sum(len(case.policies) * len(make_schedule(list(case.templates), case.params, seed))
                for case in experiment.cases)
 
@@ -75,6 +80,10 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run EXPERIMENT against a live cluster it starts and stops; write rows, a Markdown
         report next to the paper's numbers, and plots."""
+        from ..bench.experiments import build
+        from ..bench.report import write_report
+        from ..traces import require_traces
+
         command = shlex.join(["planfence", "bench", experiment, "--profile", profile,
                               *(["--quick"] if quick else []), "--seed", str(seed),
                               *(["--sync-k", str(sync_k)] if sync_k != 1 else [])])
@@ -99,6 +108,14 @@ def register(app: typer.Typer) -> None:
 
 def _run(plan: Experiment, profile: str, seed: int,
          shapers: ClusterShapers | None, sync_k: int = 1) -> list[dict[str, object]]:
+    import anyio
+    from rich.console import Console
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                               TimeElapsedColumn)
+
+    from .. import cluster as clusterlib
+    from ..bench.harness import bench_cluster, run_experiment
+
     console = Console(stderr=True)
     with tempfile.TemporaryDirectory(prefix="planfence-bench-") as tmp, \
             Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),

@@ -6,25 +6,17 @@ import functools
 from pathlib import Path
 from typing import Any, Optional
 
-import anyio
+from typing import TYPE_CHECKING
+
 import typer
-from rich.console import Console
 
-from .. import cluster as clusterlib
-from ..api import wait_cluster_ready
 from .group import EXIT_BLOCKED, EXIT_OK, EXIT_STALE
-from .support import (AsOpt, DirArg, JsonOpt, echo_json, identity_for, parse_id,
-                          print_table, run_async, user_errors, write_record)
-from ..cluster import ClusterDir
-from ..bench.demo import run_demo, summarize
-from ..bench.harness import bench_cluster
-from ..executor.pool import SessionPool
-from ..executor.replica import Replica
-from ..executor.runner import GateRunner
-from ..bench.scenario import Outcome
-from ..gate import Action, Decision
-from ..traces import require_traces
+from .support import (AsOpt, DirArg, JsonOpt, cluster_dir, echo_json, identity_for, parse_id,
+                      print_table, run_async, user_errors, write_record)
 
+if TYPE_CHECKING:  # each command imports what it uses: authorize never loads the bench lab
+    from ..bench.scenario import Outcome
+    from ..gate import Decision
 
 
 def register(app: typer.Typer) -> None:
@@ -57,14 +49,22 @@ def authorize(path: Path = DirArg,
     Exit 0: authorized. Exit 2: the plan is stale (a dependency drifted; replan and retry).
     Exit 3: blocked for another reason (owner unavailable, missing lineage, ...).
     """
-    cdir = ClusterDir(path)
+    import anyio
+
+    from ..cluster import link_addresses
+    from ..executor.pool import SessionPool
+    from ..executor.replica import Replica
+    from ..executor.runner import GateRunner
+    from ..gate import Action
+
+    cdir = cluster_dir(path)
     roster = cdir.roster()
     identity = identity_for(cdir, as_agent)
     action = Action(name, tuple(parse_id(r) for r in root), tuple(dep))
 
     async def decide() -> Decision:
         async with anyio.create_task_group() as tg:
-            pool = SessionPool(tg, roster, identity, clusterlib.link_addresses(cdir))
+            pool = SessionPool(tg, roster, identity, link_addresses(cdir))
             runner = GateRunner(pool, await Replica.open(None), deadline=deadline)
             run = await runner.wait_decision(action)
             await pool.aclose()
@@ -96,6 +96,14 @@ def demo(keep: Optional[Path] = typer.Option(
     """
     import tempfile
 
+    from rich.console import Console
+
+    from .. import cluster as clusterlib
+    from ..api import wait_cluster_ready
+    from ..bench.demo import run_demo
+    from ..bench.harness import bench_cluster
+    from ..traces import require_traces
+
     require_traces(profile)  # fail before starting anything
     console = Console(stderr=True)
     with tempfile.TemporaryDirectory(prefix="planfence-demo-") as tmp:
@@ -125,14 +133,19 @@ def scenario(path: Path = DirArg, json_out: bool = JsonOpt) -> None:
 
     Runs as agent `ops`, through the cluster's shapers when it has them.
     """
-    cdir = ClusterDir(path)
-    links = clusterlib.link_addresses(cdir)
+    from ..bench.demo import run_demo
+    from ..cluster import link_addresses
+
+    cdir = cluster_dir(path)
+    links = link_addresses(cdir)
     outcomes = run_async(functools.partial(run_demo, cdir, addresses=links))
     report_outcomes(outcomes, json_out, f"{len(cdir.roster().agents)} owners"
                     + (" through shapers" if links else ""))
 
 
 def report_outcomes(outcomes: list[Outcome], json_out: bool, where: str) -> None:
+    from ..bench.demo import summarize
+
     rows = summarize(outcomes)
     drifted = next((o for o in outcomes if o.policy == "planfence" and o.decision is not None
                     and o.decision.drift), None)

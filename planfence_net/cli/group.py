@@ -21,6 +21,8 @@ from typer._click.decorators import help_option
 from typer._click.exceptions import UsageError  # typer bundles its own click
 from typer.core import TyperArgument, TyperGroup, TyperOption
 
+from .coerce import install as install_plain_coercion
+
 EXIT_OK, EXIT_ERROR, EXIT_STALE, EXIT_BLOCKED, EXIT_USAGE = 0, 1, 2, 3, 64
 
 EXIT_CODES_HELP = ("Exit codes: 0 success (authorize: authorized); 1 error, one line on "
@@ -67,11 +69,13 @@ def _plain_metavars(command: Any) -> None:
 
 
 class PlanfenceGroup(TyperGroup):
-    """The root group: usage errors exit EXIT_USAGE, help shows plain metavars."""
+    """The root group: usage errors exit EXIT_USAGE, help shows plain metavars, plain values
+    are converted without pydantic (see `coerce`)."""
 
     def __init__(self, **attrs: Any) -> None:
         super().__init__(**attrs)
         _plain_metavars(self)
+        install_plain_coercion(self)  # no pydantic on the way to a command
 
     def make_context(self, *args: Any, **kwargs: Any) -> Any:
         try:

@@ -7,24 +7,19 @@ import json
 from pathlib import Path
 from typing import Optional
 
-import anyio
 import typer
 
 from . import bench as cli_bench, executor as cli_executor, shape as cli_shape
 from . import traces as cli_traces
-from .. import cluster as clusterlib
-from ..api import get_records, query_heads, wait_cluster_ready
 from .group import EXIT_CODES_HELP, PlanfenceGroup
-from .support import (AsOpt, DirArg, JsonOpt, echo_json, identity_for, parse_id,
-                          print_table, run_async, to_jsonable, user_errors, write_record)
-from ..cluster import ClusterDir
-from ..errors import PlanfenceError
-from ..owners.daemon import run_owner
-from ..owners.logs import format_event, read_events
-from ..roster import parse_address
-from ..traces import require_traces
+from .support import (AsOpt, DirArg, JsonOpt, cluster_dir, echo_json, identity_for, parse_id,
+                      print_table, run_async, to_jsonable, user_errors, write_record)
 
-app = typer.Typer(cls=PlanfenceGroup, no_args_is_help=True, add_completion=False,
+# Every command imports the library it uses in its body: `planfence --help` and one-shot
+# commands start without the owner daemon, the bench harness or plotting (see
+# tests/test_cli_imports.py).
+
+app = typer.Typer(cls=PlanfenceGroup, no_args_is_help=True, add_completion=False, rich_markup_mode=None,
                   help="planfence-net: dependency-scoped plan validation for agent teams.",
                   epilog=EXIT_CODES_HELP)
 cluster_app = typer.Typer(no_args_is_help=True, help="Create, start, inspect and stop a cluster.")
@@ -62,6 +57,8 @@ def cluster_init(path: Path = DirArg,
                                               "reached through shaper-NAME:7402)."),
                  json_out: bool = JsonOpt) -> None:
     """Create a cluster folder: roster, identity keys, data and log folders."""
+    from .. import cluster as clusterlib
+
     roster = clusterlib.init_cluster(path, agents=agents, base_port=base_port, compose=compose)
     if json_out:
         echo_json({"cluster": roster.cluster, "agents": [a.to_json() for a in roster.agents]})
@@ -83,7 +80,11 @@ def cluster_up(path: Path = DirArg, json_out: bool = JsonOpt,
                                           help="Loss probability on every link."),
                timeout: float = typer.Option(20.0, help="Seconds to wait for owners.")) -> None:
     """Start every owner (and shaper) that is not running; return once each accepts sessions."""
-    cdir = ClusterDir(path)
+    from .. import cluster as clusterlib
+    from ..api import wait_cluster_ready
+    from ..traces import require_traces
+
+    cdir = cluster_dir(path)
     roster = cdir.roster()
     require_traces(profile)  # fail before starting anything
     started = clusterlib.start_owners(cdir)
@@ -105,7 +106,9 @@ def cluster_up(path: Path = DirArg, json_out: bool = JsonOpt,
 @user_errors
 def cluster_status(path: Path = DirArg, json_out: bool = JsonOpt) -> None:
     """Per agent: name, address, pid, alive, owned patterns, and the shaper in front of it."""
-    cdir = ClusterDir(path)
+    from .. import cluster as clusterlib
+
+    cdir = cluster_dir(path)
     links = clusterlib.link_addresses(cdir)
     profile = clusterlib.read_links(cdir).get("profile")
     rows = []
@@ -132,7 +135,9 @@ def cluster_status(path: Path = DirArg, json_out: bool = JsonOpt) -> None:
 @user_errors
 def cluster_down(path: Path = DirArg, json_out: bool = JsonOpt) -> None:
     """Stop every process of the cluster (SIGTERM, then SIGKILL after 10 s)."""
-    cdir = ClusterDir(path)
+    from .. import cluster as clusterlib
+
+    cdir = cluster_dir(path)
     shapers = clusterlib.stop_shapers(cdir)
     stopped = clusterlib.stop_owners(cdir)
     if json_out:
@@ -152,7 +157,12 @@ def owner_serve(path: Path = DirArg,
                     None, "--listen", help="HOST:PORT to bind instead of the roster address "
                                            "(e.g. 0.0.0.0:7401 in a container).")) -> None:
     """Run one owner daemon in the foreground until SIGTERM or Ctrl-C."""
-    cdir = ClusterDir(path)
+    import anyio
+
+    from ..owners.daemon import run_owner
+    from ..roster import parse_address
+
+    cdir = cluster_dir(path)
     roster = cdir.roster()
     identity = cdir.identity(agent)
     roster.agent(agent)
@@ -189,9 +199,12 @@ def put(path: Path = DirArg, key: str = typer.Argument(..., help="Semantic key."
 def heads(path: Path = DirArg, keys: list[str] = typer.Argument(..., help="Keys."),
           as_agent: Optional[str] = AsOpt, json_out: bool = JsonOpt) -> None:
     """Current head of each KEY, asked from its owner."""
-    cdir = ClusterDir(path)
+    from ..api import query_heads
+    from ..cluster import link_addresses
+
+    cdir = cluster_dir(path)
     rows = run_async(query_heads, cdir.roster(), identity_for(cdir, as_agent), keys,
-                     clusterlib.link_addresses(cdir))
+                     link_addresses(cdir))
     if json_out:
         echo_json(rows)
         return
@@ -205,10 +218,13 @@ def heads(path: Path = DirArg, keys: list[str] = typer.Argument(..., help="Keys.
 def get(path: Path = DirArg, ids: list[str] = typer.Argument(..., help="Record ids (hex)."),
         as_agent: Optional[str] = AsOpt, json_out: bool = JsonOpt) -> None:
     """Fetch records by id from the owners and verify them."""
-    cdir = ClusterDir(path)
+    from ..api import get_records
+    from ..cluster import link_addresses
+
+    cdir = cluster_dir(path)
     wanted = [parse_id(i) for i in ids]
     records = run_async(get_records, cdir.roster(), identity_for(cdir, as_agent), wanted,
-                        clusterlib.link_addresses(cdir))
+                        link_addresses(cdir))
     if json_out:
         echo_json([r.to_json() for r in records])
         return
@@ -225,7 +241,10 @@ def logs(path: Path = DirArg, agent: str = typer.Argument(..., help="Agent name.
          event: Optional[str] = typer.Option(None, "--event", help="Only this event name."),
          json_out: bool = JsonOpt) -> None:
     """Print an owner's structured log (connections, handshakes, requests, puts, errors)."""
-    cdir = ClusterDir(path)
+    from ..errors import PlanfenceError
+    from ..owners.logs import format_event, read_events
+
+    cdir = cluster_dir(path)
     cdir.roster().agent(agent)
     try:
         for entry in read_events(cdir.log(agent), event=event, follow=follow):

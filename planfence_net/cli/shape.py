@@ -10,12 +10,15 @@ import json
 import signal
 from typing import Optional
 
-import anyio
+from typing import TYPE_CHECKING
+
 import typer
 
 from ..errors import PlanfenceError
-from ..traces.profiles import list_profiles
-from ..traces.shaper import DEFAULT_QUEUE_BYTES, Shaper
+from ..traces.link import DEFAULT_QUEUE_BYTES
+
+if TYPE_CHECKING:
+    from ..traces.shaper import Shaper
 
 
 def parse_address(text: str, option: str) -> tuple[str, int]:
@@ -42,6 +45,10 @@ def register(app: typer.Typer) -> None:
         queue_bytes: int = typer.Option(DEFAULT_QUEUE_BYTES, "--queue-bytes", min=1, help="Queue limit per direction; above it the relay stops reading (backpressure)."),
     ) -> None:
         """Run a trace shaper in the foreground until SIGTERM or SIGINT."""
+        import anyio
+
+        from ..traces.shaper import Shaper
+
         listen_host, listen_port = parse_address(listen, "--listen")
         upstream_host, upstream_port = parse_address(upstream, "--upstream")
         try:
@@ -63,6 +70,8 @@ def register(app: typer.Typer) -> None:
     @app.command("profiles")
     def profiles(as_json: bool = typer.Option(False, "--json", help="Print JSON instead of lines.")) -> None:
         """List the link profiles of traces/profiles.toml."""
+        from ..traces.profiles import list_profiles
+
         try:
             found = list_profiles()
         except PlanfenceError as exc:
@@ -77,6 +86,8 @@ def register(app: typer.Typer) -> None:
 
 
 async def _serve_until_signal(shaper: Shaper, host: str, port: int, upstream: str) -> None:
+    import anyio
+
     async with anyio.create_task_group() as tg:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             bound = await tg.start(shaper.serve, host, port)

@@ -10,18 +10,15 @@ import importlib.util
 import json
 import math
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
-import anyio
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from .. import cluster as clusterlib
-from ..api import put_record
-from ..cluster import ClusterDir
 from ..errors import PlanfenceError
-from ..identity import Identity
+
+if TYPE_CHECKING:  # imported where used: a command imports only what it needs
+    from ..cluster import ClusterDir
+    from ..identity import Identity
 
 F = TypeVar("F", bound=Callable[..., Any])
 DirArg = typer.Argument(..., help="Cluster folder (made by `planfence cluster init`).")
@@ -30,6 +27,8 @@ JsonOpt = typer.Option(False, "--json", help="Print JSON instead of a table.")
 
 def run_async(fn: Callable[..., Any], *args: Any) -> Any:
     """Run a coroutine function on asyncio (uvloop when installed)."""
+    import anyio
+
     options = {"use_uvloop": True} if importlib.util.find_spec("uvloop") else {}
     return anyio.run(fn, *args, backend="asyncio", backend_options=options)
 
@@ -74,6 +73,9 @@ def parse_id(text: str) -> bytes:
 
 
 def print_table(columns: list[str], rows: list[list[Any]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
     table = Table(*columns, box=None, pad_edge=False)
     for row in rows:
         table.add_row(*[str(c) for c in row])
@@ -90,6 +92,13 @@ def parse_body(text: str) -> Any:
 AsOpt = typer.Option(None, "--as", help="Roster member to connect as (default: the first).")
 
 
+def cluster_dir(path: Path) -> ClusterDir:
+    """The cluster folder at `path` (nothing is read yet)."""
+    from ..cluster import ClusterDir
+
+    return ClusterDir(path)
+
+
 def identity_for(cdir: ClusterDir, as_agent: str | None) -> Identity:
     roster = cdir.roster()
     return cdir.identity(as_agent or roster.agents[0].name)
@@ -99,7 +108,10 @@ def identity_for(cdir: ClusterDir, as_agent: str | None) -> Identity:
 def write_record(path: Path, key: str, body: str, parent: list[str], kind: str, json_out: bool,
                  as_agent: str | None) -> None:
     """Write a record (body as JSON text) as `as_agent` or the key's owner; print id and seq."""
-    cdir = ClusterDir(path)
+    from ..api import put_record
+    from ..cluster import link_addresses
+
+    cdir = cluster_dir(path)
     roster = cdir.roster()
     value, parents = parse_body(body), [parse_id(p) for p in parent]
     owner = roster.owner_of(key)
@@ -108,7 +120,7 @@ def write_record(path: Path, key: str, body: str, parent: list[str], kind: str, 
     writer = cdir.identity(as_agent or owner)
     result = run_async(functools.partial(put_record, roster, writer, key,
                                          body=value, parents=parents, kind=kind,
-                                         addresses=clusterlib.link_addresses(cdir)))
+                                         addresses=link_addresses(cdir)))
     if json_out:
         echo_json(result)
     else:

@@ -6,15 +6,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn
 
-from ..traces.fetch import MAHIMAHI_URL, FetchedTrace, fetch_traces
-from ..traces.profiles import TRACES_ENV, trace_dirs, user_traces_dir
+from ..traces.profiles import MAHIMAHI_URL, TRACES_ENV, trace_dirs, user_traces_dir
 from .support import JsonOpt, echo_json, user_errors
+
+if TYPE_CHECKING:  # imported where used: `planfence --help` loads neither rich nor urllib
+    from rich.progress import TaskID
+
+    from ..traces.fetch import FetchedTrace
 
 traces_app = typer.Typer(no_args_is_help=True, help="Get the Mahimahi LTE traces.")
 
@@ -35,6 +37,8 @@ def fetch(source: str = typer.Option(MAHIMAHI_URL, "--from", metavar="URL",
                                         help="Seconds without data before giving up."),
           json_out: bool = JsonOpt) -> None:
     """Download the nine Mahimahi LTE traces, refusing any file whose SHA-256 is not pinned."""
+    from ..traces.fetch import fetch_traces
+
     dest = folder if folder is not None else user_traces_dir()
     with _ProgressBars() as report:
         fetched = fetch_traces(dest, source, progress=report, timeout=timeout)
@@ -61,6 +65,9 @@ class _ProgressBars:
     value is the callback `fetch_traces` reports to."""
 
     def __init__(self) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
+
         console = Console(stderr=True)
         self.progress = Progress(TextColumn("{task.description:<26}"), BarColumn(),
                                  DownloadColumn(), console=console, transient=False,

@@ -7,12 +7,13 @@ SQLite file makes them survive a restart.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable
-
-import aiosqlite
+from typing import TYPE_CHECKING, Iterable
 
 from ..messages import pack, unpack
 from ..records import Record, record_from_wire
+
+if TYPE_CHECKING:  # a memory-only replica (a one-shot authorize) never loads SQLite
+    import aiosqlite
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (id BLOB PRIMARY KEY, key TEXT NOT NULL, wire BLOB NOT NULL);
@@ -33,6 +34,8 @@ class Replica:
         """Open the replica at `path` (None: memory only) and load what it holds."""
         if path is None:
             return cls(None)
+        import aiosqlite
+
         db = await aiosqlite.connect(path)
         await db.execute("PRAGMA journal_mode=WAL")
         await db.executescript(SCHEMA)

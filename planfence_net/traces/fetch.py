@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from planfence_net.errors import ConfigError, TransportError
+from planfence_net.traces.profiles import MAHIMAHI_URL
 
 # The `traces/` folder of the Mahimahi repository (github.com/ravinet/mahimahi), raw files.
-MAHIMAHI_URL = "https://raw.githubusercontent.com/ravinet/mahimahi/master/traces/"
 
 # SHA-256 of each trace file, as upstream has them (unchanged since 2016).
 PINNED_SHA256: dict[str, str] = {

@@ -35,6 +35,8 @@ from dataclasses import dataclass
 
 from planfence_net.traces.mmlink import Schedule
 
+DEFAULT_QUEUE_BYTES = 256 * 1024  # about 0.4 s of queueing at 5 Mbit/s
+
 MSS = 1448
 CHUNK_OVERHEAD = 56
 BYTES_PER_OPPORTUNITY = 1504

@@ -23,6 +23,8 @@ from planfence_net.errors import ConfigError
 from planfence_net.traces.mmlink import Trace, read_trace
 
 TRACES_ENV = "PLANFENCE_TRACES"
+# where `planfence traces fetch` gets the traces (here: its --help names it without urllib)
+MAHIMAHI_URL = "https://raw.githubusercontent.com/ravinet/mahimahi/master/traces/"
 PROJECT_TRACES = Path(planfence_net.__file__).resolve().parents[1] / "traces"
 PROFILES_FILE = PROJECT_TRACES / "profiles.toml"
 _PROFILE_KEYS = {"description", "up", "down", "delay_ms"}

@@ -29,12 +29,11 @@ import anyio.abc
 from anyio.abc import SocketAttribute, SocketStream
 
 from planfence_net.errors import ConfigError
-from planfence_net.traces.link import Link, LinkStatistics
+from planfence_net.traces.link import DEFAULT_QUEUE_BYTES, Link, LinkStatistics
 from planfence_net.traces.mmlink import Schedule
 from planfence_net.traces.profiles import Profile, load_profile, load_trace
 from planfence_net.transport import pause_reading_until_receive
 
-DEFAULT_QUEUE_BYTES = 256 * 1024  # about 0.4 s of queueing at 5 Mbit/s
 OUTBOX_BYTES = 4 * 1024 * 1024
 CONNECT_TIMEOUT_S = 10.0
 READ_BYTES = 65536
