@@ -19,7 +19,9 @@ from .support import (AsOpt, DirArg, JsonOpt, cluster_dir, echo_json, identity_f
 # commands start without the owner daemon, the bench harness or plotting (see
 # tests/test_cli_imports.py).
 
-app = typer.Typer(cls=PlanfenceGroup, no_args_is_help=True, add_completion=False, rich_markup_mode=None,
+# rich_markup_mode=None: plain help, so `planfence --help` does not load rich (~60 ms)
+app = typer.Typer(cls=PlanfenceGroup, no_args_is_help=True, add_completion=False,
+                  rich_markup_mode=None,
                   help="planfence-net: dependency-scoped plan validation for agent teams.",
                   epilog=EXIT_CODES_HELP)
 cluster_app = typer.Typer(no_args_is_help=True, help="Create, start, inspect and stop a cluster.")
