@@ -179,7 +179,7 @@ def parse_subscribe(args: dict[str, Any]) -> list[str] | None:
     return _key_list(args)
 
 
-MAX_EVERY = 1_000_000
+MAX_EVERY = 4096  # rows a subscription gathers before a push: bounded memory per subscription
 
 
 def parse_subscribe_every(args: dict[str, Any]) -> int:

@@ -157,11 +157,16 @@ def owner_serve(path: Path = DirArg,
                 agent: str = typer.Option(..., "--agent", help="Which agent to serve as."),
                 listen: Optional[str] = typer.Option(
                     None, "--listen", help="HOST:PORT to bind instead of the roster address "
-                                           "(e.g. 0.0.0.0:7401 in a container).")) -> None:
+                                           "(e.g. 0.0.0.0:7401 in a container)."),
+                limit: list[str] = typer.Option(
+                    [], "--limit", help="NAME=VALUE: change one resource limit, e.g. "
+                                        "max_connections=200 (repeat; docs/FAULTS.md)."),
+                ) -> None:
     """Run one owner daemon in the foreground until SIGTERM or Ctrl-C."""
     import anyio
 
     from ..owners.daemon import run_owner
+    from ..owners.limits import Limits
     from ..roster import parse_address
 
     cdir = cluster_dir(path)
@@ -169,11 +174,13 @@ def owner_serve(path: Path = DirArg,
     identity = cdir.identity(agent)
     roster.agent(agent)
     bind = parse_address(listen) if listen else None
+    limits = Limits.parse(limit)
 
     async def serve() -> None:
         async with anyio.create_task_group() as tg:
             port = await tg.start(functools.partial(
-                run_owner, roster, identity, cdir.db(agent), cdir.log(agent), listen=bind))
+                run_owner, roster, identity, cdir.db(agent), cdir.log(agent), listen=bind,
+                limits=limits))
             host = bind[0] if bind else roster.agent(agent).host
             typer.echo(f"owner {agent} listening on {host}:{port}")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import math
 import os
@@ -22,12 +23,15 @@ from ..messages import (BadRequest, Request, decode_request, encode_error, encod
 from ..records import Record, make_record
 from ..roster import Agent, Roster
 from ..transport import NoiseStream, pause_reading_until_receive
+from .limits import Limits, RateLimit
 from .logs import EventLog
 from .store import Signer, Store
 
 HANDSHAKE_DEADLINE = 5.0
 SHUTDOWN_GRACE = 10.0
-SESSION_IN_FLIGHT = 64  # requests one session may have in flight before we stop reading it
+ACCEPT_BACKOFF = (0.05, 1.0)  # first and longest pause after accept() fails
+# accept() errors that mean "out of descriptors or memory": wait for some to be freed.
+EXHAUSTED = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 
 
 def fingerprint(key: bytes) -> str:
@@ -62,6 +66,8 @@ class Connection:
         self.peer = peer
         self.subscriptions: dict[int, _Subscription] = {}
         self.pushes: MemoryObjectSendStream[bytes] | None = None
+        self.queued_bytes = 0  # pushes waiting to be sent
+        self.scope = anyio.CancelScope()  # cancelled to drop the session
 
 
 class OwnerDaemon:
@@ -71,7 +77,8 @@ class OwnerDaemon:
     """
 
     def __init__(self, roster: Roster, identity: Identity, store: Store, log: EventLog,
-                 *, max_message: int, listen: tuple[str, int] | None = None) -> None:
+                 *, max_message: int, listen: tuple[str, int] | None = None,
+                 limits: Limits = Limits()) -> None:
         self.roster = roster
         self.identity = identity
         self.agent = roster.agent(identity.name)
@@ -83,6 +90,15 @@ class OwnerDaemon:
         self.requests_served = 0
         self.listen = listen
         self.refused_peers = 0
+        self.limits = limits.for_descriptors()
+        self.open_connections = 0  # accepted and not yet closed
+        self.unproven = 0  # of those, not yet proven by a valid transport message
+        self.sessions_by_peer: dict[str, int] = {}
+        self.refused_connections = 0
+        self.accept_errors = 0
+        self.dropped_subscribers = 0
+        self._strangers = RateLimit(self.limits.stranger_burst, self.limits.stranger_rate,
+                                    time.monotonic())
         self._idle = anyio.Event()
         self._idle.set()
         store.on_commit.append(self._push_heads)
@@ -112,7 +128,51 @@ class OwnerDaemon:
 
     async def _accept(self, listener: Any, tg: TaskGroup, accepting: anyio.CancelScope) -> None:
         with accepting:
-            await listener.serve(self._handle_connection, tg)
+            async with anyio.create_task_group() as loops:
+                for one in getattr(listener, "listeners", [listener]):
+                    loops.start_soon(self._accept_loop, one, tg)
+
+    async def _accept_loop(self, listener: Any, tg: TaskGroup) -> None:
+        """Accept connections until cancelled. Running out of descriptors or memory pauses
+        accepting (backing off up to a second) instead of ending it; connections over the
+        limits are closed at once."""
+        pause = ACCEPT_BACKOFF[0]
+        while True:
+            try:
+                raw = await listener.accept()
+            except OSError as exc:
+                self.accept_errors += 1
+                self.stranger_event("accept_failed", reason=exc.strerror or repr(exc))
+                if exc.errno in EXHAUSTED:
+                    await anyio.sleep(pause)  # the pending connection keeps the listener ready
+                    pause = min(pause * 2, ACCEPT_BACKOFF[1])
+                continue
+            pause = ACCEPT_BACKOFF[0]
+            full = self._over_connection_limits()
+            if full:
+                self.refused_connections += 1
+                self.stranger_event("connection_refused", remote=_remote_address(raw),
+                                    reason=full)
+                with anyio.CancelScope(shield=True):
+                    await raw.aclose()
+                continue
+            self.open_connections += 1
+            self.unproven += 1
+            tg.start_soon(self._handle_connection, raw)
+
+    def _over_connection_limits(self) -> str | None:
+        if self.open_connections >= (self.limits.max_connections or 0):
+            return f"{self.limits.max_connections} connections open"
+        if self.unproven >= self.limits.max_handshakes:
+            return f"{self.limits.max_handshakes} handshakes in progress"
+        return None
+
+    def stranger_event(self, event: str, **fields: Any) -> None:
+        """Log an event anyone who can reach the port can cause, at a bounded rate; the
+        number left out is logged with the next one (`suppressed`)."""
+        if self._strangers.allow(time.monotonic()):
+            suppressed = self._strangers.take_suppressed()
+            self.log.write(event, **fields, **({"suppressed": suppressed} if suppressed else {}))
 
     async def _wait_signal(self, scope: anyio.CancelScope, accepting: anyio.CancelScope) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -126,9 +186,31 @@ class OwnerDaemon:
                 return
 
     async def _handle_connection(self, raw: SocketStream) -> None:
-        pause_reading_until_receive(raw)
-        remote = _remote_address(raw)
-        self.log.write("connection", remote=remote)
+        proven = False
+        try:
+            pause_reading_until_receive(raw)
+            remote = _remote_address(raw)
+            self.stranger_event("connection", remote=remote)
+            stream = await self._handshake(raw, remote)
+            if stream is None:
+                return
+            try:
+                first = await self._wait_first_message(stream, remote)
+                if first is None:
+                    return
+                proven = True
+                self.unproven -= 1
+                await self._serve_peer(stream, remote, first)
+            finally:
+                await stream.aclose()
+        finally:
+            self.open_connections -= 1
+            if not proven:
+                self.unproven -= 1
+
+    async def _handshake(self, raw: SocketStream, remote: str) -> NoiseStream | None:
+        """The Noise handshake under its deadline; None (connection closed, event logged)
+        when it fails."""
         refused: list[bytes] = []
 
         def accept_peer(key: bytes) -> bool:
@@ -139,46 +221,75 @@ class OwnerDaemon:
 
         try:
             with anyio.fail_after(HANDSHAKE_DEADLINE):
-                stream = await NoiseStream.wrap(raw, initiator=False, cluster=self.roster.cluster,
-                                                static_private=self.identity.noise_private,
-                                                accept_peer=accept_peer,
-                                                max_message=self.max_message)
+                return await NoiseStream.wrap(raw, initiator=False, cluster=self.roster.cluster,
+                                              static_private=self.identity.noise_private,
+                                              accept_peer=accept_peer,
+                                              max_message=self.max_message)
         except (PlanfenceError, TimeoutError) as exc:
             if refused:
                 self.refused_peers += 1
-                self.log.write("handshake_refused", remote=remote,
-                               fingerprint=fingerprint(refused[0]), reason="not in roster")
+                self.stranger_event("handshake_refused", remote=remote,
+                                    fingerprint=fingerprint(refused[0]), reason="not in roster")
             else:
-                self.log.write("handshake_failed", remote=remote,
-                               reason="timeout" if isinstance(exc, TimeoutError) else str(exc))
+                self.stranger_event("handshake_failed", remote=remote,
+                                    reason="timeout" if isinstance(exc, TimeoutError)
+                                    else str(exc))
             with anyio.CancelScope(shield=True):
                 await raw.aclose()
-            return
+            return None
+
+    async def _wait_first_message(self, stream: NoiseStream, remote: str) -> bytes | None:
+        """The session's first application message, or None when none arrives within
+        `first_message_deadline`. IK's first handshake message can be replayed by anyone who
+        captured it; only a peer holding the session keys can send a valid transport
+        message, so until one arrives the session is nobody's (logged as a stranger)."""
+        claimed = fingerprint(stream.peer_key)
+        try:
+            with anyio.fail_after(self.limits.first_message_deadline):
+                return await stream.receive_message()
+        except TimeoutError:
+            reason = (f"no valid message within {self.limits.first_message_deadline:g} s "
+                      f"of the handshake")
+        except PlanfenceError as exc:
+            reason = f"first message: {exc}"
+        self.stranger_event("handshake_failed", remote=remote, fingerprint=claimed,
+                            reason=reason)
+        return None
+
+    async def _serve_peer(self, stream: NoiseStream, remote: str, first: bytes) -> None:
         peer = self.roster.agent_by_noise_key(stream.peer_key)
         assert peer is not None
+        if self.sessions_by_peer.get(peer.name, 0) >= self.limits.sessions_per_peer:
+            self.refused_connections += 1
+            self.log.write("session_refused", remote=remote, peer=peer.name,
+                           reason=f"{self.limits.sessions_per_peer} sessions of {peer.name} open")
+            return
         self.log.write("handshake", remote=remote, peer=peer.name)
         connection = Connection(stream, peer)
         self.connections.add(connection)
+        self.sessions_by_peer[peer.name] = self.sessions_by_peer.get(peer.name, 0) + 1
         try:
-            await self._serve_session(connection)
+            with connection.scope:
+                await self._serve_session(connection, first)
         finally:
+            self.sessions_by_peer[peer.name] -= 1
             self.connections.discard(connection)
-            await stream.aclose()
             self.log.write("disconnected", remote=remote, peer=peer.name,
                            **stream.statistics())
 
-    async def _serve_session(self, connection: Connection) -> None:
+    async def _serve_session(self, connection: Connection, first: bytes) -> None:
         send, receive = anyio.create_memory_object_stream[bytes](math.inf)
         connection.pushes = send
-        limiter = anyio.Semaphore(SESSION_IN_FLIGHT)
+        limiter = anyio.Semaphore(self.limits.requests_per_session)
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._send_pushes, connection, receive)
             try:
+                data = first
                 while True:
-                    data = await connection.stream.receive_message()
                     await limiter.acquire()  # at the cap, stop reading: the peer waits
                     self._begin()
                     tg.start_soon(self._answer, connection, data, limiter)
+                    data = await connection.stream.receive_message()
             except PlanfenceError as exc:
                 if isinstance(exc, RemoteProtocolError):
                     self.log.write("error", peer=connection.peer.name,
@@ -189,6 +300,7 @@ class OwnerDaemon:
     async def _send_pushes(self, connection: Connection, receive: Any) -> None:
         async with receive:
             async for message in receive:
+                connection.queued_bytes -= len(message)
                 try:
                     await connection.stream.send_message(message)
                 except PlanfenceError:
@@ -246,6 +358,10 @@ class OwnerDaemon:
             every = parse_subscribe_every(request.args)
             if keys is not None:
                 self._check_owned(keys)
+            if len(connection.subscriptions) >= self.limits.subscriptions_per_session:
+                raise BadRequest("limit_exceeded", f"at most "
+                                 f"{self.limits.subscriptions_per_session} subscriptions "
+                                 f"per session")
             connection.subscriptions[request.req_id] = _Subscription(
                 set(keys) if keys else None, every)
             return {"subscribed": True, "heads": self._head_rows(keys or list(self.store.heads))}
@@ -301,16 +417,36 @@ class OwnerDaemon:
             for req_id, subscription in connection.subscriptions.items():
                 rows = subscription.add(records)
                 if rows and connection.pushes is not None:
-                    try:
-                        connection.pushes.send_nowait(
-                            encode_response(req_id, True, {"heads": rows}))
-                    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                        pass
+                    self._queue_push(connection, encode_response(req_id, True, {"heads": rows}))
+
+    def _queue_push(self, connection: Connection, message: bytes) -> None:
+        """Queue a push for `connection`; a subscriber whose unsent pushes exceed
+        `queued_push_bytes` has fallen behind and is dropped (its session closed)."""
+        if connection.queued_bytes + len(message) > self.limits.queued_push_bytes:
+            self.dropped_subscribers += 1
+            self.log.write("subscriber_dropped", peer=connection.peer.name,
+                           reason=f"fell behind: {connection.queued_bytes} bytes of pushes "
+                                  f"unsent (limit {self.limits.queued_push_bytes})")
+            assert connection.pushes is not None
+            connection.pushes.close()
+            connection.pushes = None
+            connection.scope.cancel()
+            return
+        try:
+            connection.pushes.send_nowait(message)  # type: ignore[union-attr]
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return
+        connection.queued_bytes += len(message)
 
     def statistics(self) -> dict[str, Any]:
         return {"agent": self.agent.name, "sessions": len(self.connections),
                 "in_flight": self.in_flight, "requests_served": self.requests_served,
-                "refused_peers": self.refused_peers, **self.store.statistics()}
+                "refused_peers": self.refused_peers, "connections": self.open_connections,
+                "refused_connections": self.refused_connections,
+                "accept_errors": self.accept_errors,
+                "dropped_subscribers": self.dropped_subscribers,
+                "log_suppressed": self._strangers.suppressed_total,
+                **self.log.statistics(), **self.store.statistics()}
 
 
 def _keys_of(request: Request) -> list[str]:
@@ -340,7 +476,7 @@ def signer(identity: Identity) -> Signer:
 
 async def run_owner(roster: Roster, identity: Identity, db_path: Path, log_path: Path, *,
                     max_message: int = 16 * 1024 * 1024,
-                    listen: tuple[str, int] | None = None,
+                    listen: tuple[str, int] | None = None, limits: Limits = Limits(),
                     task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
     """Open the store and log, serve until a signal or cancellation, then close both.
 
@@ -351,7 +487,7 @@ async def run_owner(roster: Roster, identity: Identity, db_path: Path, log_path:
     try:
         store = await Store.open(db_path, signer(identity), identity.name)
         daemon = OwnerDaemon(roster, identity, store, log, max_message=max_message,
-                             listen=listen)
+                             listen=listen, limits=limits)
         await daemon.serve(task_status=task_status)
     finally:
         if store is not None:

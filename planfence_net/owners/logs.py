@@ -6,26 +6,49 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import Any, Iterator
 
 
 class EventLog:
-    """Appends events as JSON lines; each line is flushed so readers can follow it live."""
+    """Appends events as JSON lines, one write(2) per line so readers can follow it live.
+
+    A write that fails (disk full, I/O error, a log on a device that refuses writes) never
+    raises: the line is dropped and counted in `failed_writes`, and the daemon keeps serving.
+    Nothing is buffered in the process, so a log that keeps failing costs no memory.
+    """
 
     def __init__(self, path: Path, agent: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._file: IO[str] = open(path, "a", encoding="utf-8")
+        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self.agent = agent
+        self.failed_writes = 0
+        self.last_failure = ""
 
     def write(self, event: str, **fields: Any) -> None:
         entry = {"ts": round(time.time(), 6), "agent": self.agent, "event": event, **fields}
-        self._file.write(json.dumps(entry, default=_jsonable, separators=(",", ":")) + "\n")
-        self._file.flush()
+        line = (json.dumps(entry, default=_jsonable, separators=(",", ":")) + "\n").encode()
+        try:
+            if self._fd is None:
+                raise OSError("log closed")
+            if os.write(self._fd, line) != len(line):
+                raise OSError("short write")
+        except OSError as exc:  # the log must never take the daemon down
+            self.failed_writes += 1
+            self.last_failure = exc.strerror or str(exc)
+
+    def statistics(self) -> dict[str, Any]:
+        return {"log_failed_writes": self.failed_writes}
 
     def close(self) -> None:
-        self._file.flush()
-        os.fsync(self._file.fileno())
-        self._file.close()
+        if self._fd is None:
+            return
+        try:
+            os.fsync(self._fd)
+        except OSError:
+            self.failed_writes += 1
+        finally:
+            os.close(self._fd)
+            self._fd = None
 
 
 def _jsonable(value: Any) -> Any:
@@ -69,9 +92,9 @@ def format_event(entry: dict[str, Any]) -> str:
     """One human-readable line: time, event, then the other fields as key=value."""
     stamp = time.strftime("%H:%M:%S", time.localtime(entry.get("ts", 0)))
     ms = int((entry.get("ts", 0) % 1) * 1000)
-    rest = " ".join(f"{k}={_short(v)}" for k, v in entry.items()
+    rest = " ".join(f"{escape(str(k))}={_short(v)}" for k, v in entry.items()
                     if k not in ("ts", "agent", "event"))
-    return f"{stamp}.{ms:03d} {entry.get('event', '?'):<17} {rest}".rstrip()
+    return f"{stamp}.{ms:03d} {escape(str(entry.get('event', '?'))):<17} {rest}".rstrip()
 
 
 def _short(value: Any) -> str:
@@ -79,4 +102,21 @@ def _short(value: Any) -> str:
         return "[" + ",".join(_short(v) for v in value) + "]"
     if isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value):
         return value[:16]
-    return str(value)
+    return escape(str(value))
+
+
+def escape(text: str) -> str:
+    """`text` with backslashes and every non-printable character (newlines, escape
+    sequences, bidi controls, line separators) written as a backslash escape, so that a key
+    or reason chosen by a peer cannot forge lines or colours in a terminal."""
+    if text.isprintable() and "\\" not in text:
+        return text
+    return "".join(c if c.isprintable() and c != "\\" else _escape_char(c) for c in text)
+
+
+def _escape_char(c: str) -> str:
+    if c == "\\":
+        return "\\\\"
+    code = ord(c)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 \
+        else f"\\U{code:08x}"
