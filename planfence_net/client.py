@@ -46,7 +46,8 @@ class Session:
 
     @property
     def alive(self) -> bool:
-        return self._failure is None
+        """False once the session failed or can no longer send (an interrupted send)."""
+        return self._failure is None and not self.stream.send_broken
 
     async def request(self, op: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
         """Send one request and wait for its result.

@@ -3,7 +3,8 @@
 The runtime drives a `Gate` like an h11 connection: it calls `next_event()` and does what the
 event asks, feeding the outcome back, until the event is a `Decision`:
 
-    FetchRecords  -> look the ids up at their owners, then `records_fetched(records)`
+    FetchRecords  -> ask the owners for the ids (a lineage.FetchRound says when to stop
+                     waiting), then `records_fetched(records, unanswered)`
     QueryHeads    -> send every query concurrently under one deadline, then for each owner
                      `heads_answered(owner, result)` or `heads_failed(owner, reason)`
     Replan        -> call the application's replan hook once, then `replanned(new_roots)`
@@ -16,7 +17,7 @@ owner sends is checked here (section 3, step 3): a bad answer blocks, it never r
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,7 +71,7 @@ class GatePolicy:
 
 @dataclass(frozen=True, slots=True)
 class FetchRecords:
-    """Fetch these record ids from their owners, then call `Gate.records_fetched`."""
+    """Fetch these record ids from the owners, then call `Gate.records_fetched`."""
 
     ids: tuple[bytes, ...]
 
@@ -193,6 +194,7 @@ class Gate:
         self._roots = _check_roots(action.roots)
         self._fetched: dict[bytes, Record] = {}
         self._asked: set[bytes] = set()
+        self._unanswered: tuple[str, ...] = ()
         self._pending: frozenset[bytes] = frozenset()
         self._frontier: dict[str, Record] = {}
         self._queries: dict[str, HeadsQuery] = {}
@@ -223,12 +225,17 @@ class Gate:
         raise LocalProtocolError(f"next_event() called while {self._state.value}: report "
                                  f"the outcome of the last event first")
 
-    def records_fetched(self, records: Iterable[Record]) -> None:
+    def records_fetched(self, records: Iterable[Record],
+                        unanswered: Collection[str] = ()) -> None:
         """Feed the answer to FetchRecords (possibly empty or partial).
 
         Records that were not asked for or fail `verify` are ignored, so they stay missing.
+        `unanswered` names the owners that were asked and gave no answer (unreachable, timed
+        out, refused): an id still missing then blocks `owner_unavailable`, since one of them
+        may hold it, rather than `missing_lineage`.
         """
         self._expect(_State.FETCHING, "records_fetched")
+        self._unanswered = tuple(unanswered)
         for record in records:
             if not isinstance(record, Record) or record.id not in self._pending:
                 continue
@@ -303,6 +310,10 @@ class Gate:
             return self._block(result.reason, result.detail)
         if isinstance(result, Missing):
             lost = [rid.hex()[:12] for rid in result.ids if rid in self._asked]
+            if lost and self._unanswered:
+                return self._block(OWNER_UNAVAILABLE, f"records {', '.join(lost)} not found at "
+                                                      f"any owner that answered; no answer "
+                                                      f"from {', '.join(self._unanswered)}")
             if lost:
                 return self._block(MISSING_LINEAGE, f"records not found locally nor fetched "
                                                     f"and verified: {', '.join(lost)}")

@@ -51,6 +51,7 @@ class NoiseStream:
         self._receive_cipher = receive_cipher
         self._assembler = MessageAssembler(max_message)
         self._send_lock = anyio.Lock()
+        self._send_broken = False
         self.max_message = max_message
         self.peer_key = peer_key
         self.traffic = traffic
@@ -95,13 +96,29 @@ class NoiseStream:
         decoder.max_frame = MAX_FRAME
         return cls(stream, decoder, send, receive, peer_key, traffic, max_message)
 
+    @property
+    def send_broken(self) -> bool:
+        """True once a send was cancelled or failed after encrypting: the peer's nonce no
+        longer matches ours, so nothing more can be sent on this stream."""
+        return self._send_broken
+
     async def send_message(self, data: bytes) -> None:
-        """Send one application message (split into chunks). Raises TransportError."""
+        """Send one application message (split into chunks). Raises TransportError.
+
+        A send cancelled after its chunks were encrypted (and their nonces used) breaks the
+        stream for sending: later sends raise TransportError instead of desynchronising it.
+        """
         chunks = split_message(data, self.max_message)
         async with self._send_lock:
+            if self._send_broken:
+                raise TransportError("an earlier send on this session was interrupted")
             wire = b"".join(encode_frame(self._send_cipher.encrypt_with_ad(b"", c))
                             for c in chunks)
-            await _send_raw_bytes(self._stream, wire, self.traffic)
+            try:
+                await _send_raw_bytes(self._stream, wire, self.traffic)
+            except BaseException:
+                self._send_broken = True
+                raise
             self.traffic.messages_sent += 1
 
     async def receive_message(self) -> bytes:

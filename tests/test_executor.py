@@ -73,7 +73,7 @@ def heads_requests(cluster, agent: str) -> list[dict]:  # type: ignore[no-untype
 async def test_match_is_authorized_in_one_round_trip_per_owner(live_cluster) -> None:  # type: ignore[no-untyped-def]
     async with world(live_cluster) as w:
         r3, fact, plan = await w.plan()
-        await w.runner.replica.add(await w.runner._fetch((plan, r3, fact)))
+        await w.runner._fetch((plan, r3, fact))  # into the replica
         run = await w.decide(plan)
     d = run.decision
     assert (d.outcome, d.reason, d.replanned, d.round_trips) == ("authorized", None, False, 1)
@@ -156,6 +156,41 @@ async def test_stopped_owner_blocks_timeout_at_the_deadline(live_cluster) -> Non
             os.kill(pid, signal.SIGCONT)
     assert (d.outcome, d.reason) == ("blocked", "timeout")
     assert DEADLINE * 0.9 <= elapsed < DEADLINE * 2
+
+
+async def test_a_stopped_unrelated_owner_does_not_delay_the_lineage_fetch(live_cluster) -> None:  # type: ignore[no-untyped-def]
+    """Issue 9 D11: the fetch settles once every id has a verified record; it used to wait
+    for every owner, so a stopped `audit` cost the whole deadline once per fetch round."""
+    async with world(live_cluster) as w:
+        r3, fact, plan = await w.plan()
+        pid = live_cluster.owner_pid("audit")
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            run = await w.decide(plan)  # an empty replica: two fetch rounds (plan, parents)
+            elapsed = time.monotonic() - started
+        finally:
+            os.kill(pid, signal.SIGCONT)
+    d = run.decision
+    assert (d.outcome, d.reason, d.round_trips) == ("authorized", None, 3)
+    assert d.frontier == {"req/order": r3, "inv/stock": fact}
+    assert elapsed < DEADLINE
+
+
+async def test_a_stopped_owner_holding_lineage_blocks_owner_unavailable(live_cluster) -> None:  # type: ignore[no-untyped-def]
+    """Issue 9: a parent that no answering owner has, while its owner did not answer, is
+    `owner_unavailable` (it was reported as `missing_lineage`)."""
+    async with world(live_cluster) as w:
+        r3, _, plan = await w.plan()
+        pid = live_cluster.owner_pid("reqs")
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            d = (await w.decide(plan)).decision
+        finally:
+            os.kill(pid, signal.SIGCONT)
+    assert (d.outcome, d.reason) == ("blocked", "owner_unavailable")
+    assert d.detail == (f"records {r3.hex()[:12]} not found at any owner that answered; "
+                        f"no answer from reqs")
 
 
 async def test_missing_lineage_blocks(live_cluster) -> None:  # type: ignore[no-untyped-def]

@@ -311,6 +311,20 @@ def test_unfetchable_lineage_blocks_missing_lineage(name: str) -> None:
     assert run.count(FetchRecords) == 1 and run.count(QueryHeads) == 0
 
 
+def test_lineage_missing_while_an_owner_gave_no_answer_blocks_owner_unavailable() -> None:
+    world = World()
+    fact = world.publish("req/x", local=False)
+    plan = world.publish("plan/p", fact, kind="plan")
+    gate = world.gate([plan], ["req/x"])
+    assert gate.next_event() == FetchRecords((fact.id,))
+    gate.records_fetched([], unanswered=("reqs", "inv"))
+    decision = gate.next_event()
+    assert isinstance(decision, Decision)
+    assert (decision.outcome, decision.reason) == ("blocked", "owner_unavailable")
+    assert decision.detail == (f"records {fact.id.hex()[:12]} not found at any owner that "
+                               f"answered; no answer from reqs, inv")
+
+
 def test_fetched_records_that_were_not_asked_for_are_ignored() -> None:
     world = World()
     fact = world.publish("req/x", local=False)

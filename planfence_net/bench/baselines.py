@@ -28,7 +28,7 @@ from anyio.abc import TaskGroup
 from ..api import group_by_owner
 from ..errors import ConfigError, PlanfenceError, TransportError
 from ..gate import Action, Decision, Gate, GatePolicy, QueryHeads
-from ..records import Record
+from ..lineage import FetchRound
 from ..roster import Roster
 from ..executor.pool import SessionPool
 from ..executor.replica import Replica
@@ -193,16 +193,17 @@ class PlanFence(_Base):
 class CentralRunner(GateRunner):
     """The gate driven against the central store: one request carries every owner's query."""
 
-    async def _fetch(self, ids: tuple[bytes, ...]) -> list[Record]:
-        found: list[Record] = []
+    async def _fetch(self, ids: tuple[bytes, ...]) -> FetchRound:
+        fetch = FetchRound(ids, [CENTRAL])
         with anyio.move_on_after(self.deadline):
             try:
                 result = await self.pool.request(CENTRAL, "get", {"ids": list(ids)})
             except PlanfenceError:
-                result = {}
-            found = verified_records(self.roster, result)
-        await self.replica.add(found)
-        return found
+                fetch.failed(CENTRAL)
+            else:
+                fetch.answered(CENTRAL, verified_records(self.roster, result))
+        await self.replica.add(fetch.records)
+        return fetch
 
     async def _query(self, gate: Gate, event: QueryHeads) -> None:
         keys = [k for q in event.queries.values() for k in q.keys]

@@ -18,6 +18,7 @@ import anyio
 from ..errors import ConfigError, PlanfenceError, RecordError, RequestError, TransportError
 from ..gate import (Action, Decision, FetchRecords, Gate, GatePolicy, HeadsQuery, QueryHeads,
                     Replan)
+from ..lineage import FetchRound
 from ..records import Record, record_from_wire, verify
 from ..roster import Roster
 from .pool import SessionPool
@@ -97,7 +98,8 @@ class GateRunner:
             if isinstance(event, Decision):
                 return GateRun(event, planning, roots)
             if isinstance(event, FetchRecords):
-                gate.records_fetched(await self._fetch(event.ids))
+                fetched = await self._fetch(event.ids)
+                gate.records_fetched(fetched.records, fetched.unanswered)
             elif isinstance(event, QueryHeads):
                 await self._query(gate, event)
             elif isinstance(event, Replan):
@@ -108,23 +110,27 @@ class GateRunner:
                 planning += self.clock() - started
                 gate.replanned(roots)
 
-    async def _fetch(self, ids: tuple[bytes, ...]) -> list[Record]:
-        """Ask every owner for `ids` (an id does not name its owner); keep what verifies."""
-        found: dict[bytes, Record] = {}
+    async def _fetch(self, ids: tuple[bytes, ...]) -> FetchRound:
+        """Ask every owner for `ids` (an id does not name its owner) until the round settles
+        or the deadline passes; keeps what verifies in the replica."""
+        fetch = FetchRound(ids, self.roster.names)
 
-        async def ask(owner: str) -> None:
+        async def ask(owner: str, scope: anyio.CancelScope) -> None:
             try:
                 result = await self.pool.request(owner, "get", {"ids": list(ids)})
             except PlanfenceError:
-                return
-            found.update((r.id, r) for r in verified_records(self.roster, result))
+                fetch.failed(owner)
+            else:
+                fetch.answered(owner, verified_records(self.roster, result))
+            if fetch.settled:
+                scope.cancel()
 
         with anyio.move_on_after(self.deadline):
             async with anyio.create_task_group() as tg:
                 for owner in self.roster.names:
-                    tg.start_soon(ask, owner)
-        await self.replica.add(found.values())
-        return list(found.values())
+                    tg.start_soon(ask, owner, tg.cancel_scope)
+        await self.replica.add(fetch.records)
+        return fetch
 
     async def _query(self, gate: Gate, event: QueryHeads) -> None:
         """Send every owner its query concurrently under one deadline; report each outcome."""
