@@ -64,15 +64,19 @@ class Session:
         return pending.result
 
     async def subscribe(self, keys: list[str] | None = None, every: int = 1,
+                        group: str | None = None,
                         ) -> MemoryObjectReceiveStream[dict[str, Any]]:
         """Subscribe to head updates, pushed after every `every` updates; returns a stream of
-        pushed {"heads": [...]} maps."""
+        pushed {"heads": [...]} maps. With a sync `group`, pushes also carry "seq", which the
+        caller acknowledges with `request("ack", {"group": group, "seq": seq})` once applied."""
         req_id, pending = self._register()
         send, receive = anyio.create_memory_object_stream[dict[str, Any]](math.inf)
         self._subscriptions[req_id] = send
         args: dict[str, Any] = {} if keys is None else {"keys": keys}
         if every != 1:
             args["every"] = every
+        if group is not None:
+            args["group"] = group
         try:
             await self._send(req_id, "subscribe", args)
             await pending.event.wait()

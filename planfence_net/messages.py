@@ -18,7 +18,7 @@ import msgpack
 from .errors import RemoteProtocolError
 from .records import ID_LEN, MAX_PARENTS
 
-OPS = ("ping", "heads", "get", "put", "subscribe", "stats")
+OPS = ("ping", "heads", "get", "put", "subscribe", "ack", "synced", "stats")
 MAX_KEYS = 4096
 MAX_IDS = 4096
 MAX_KEY_LEN = 512
@@ -188,3 +188,31 @@ def parse_subscribe_every(args: dict[str, Any]) -> int:
     if not _is_int(every) or not 1 <= every <= MAX_EVERY:
         raise BadRequest("bad_request", f"'every' must be an integer from 1 to {MAX_EVERY}")
     return int(every)
+
+
+MAX_GROUP_LEN = 128
+
+
+def _group(args: dict[str, Any]) -> str:
+    group = args.get("group")
+    if not isinstance(group, str) or not group or len(group) > MAX_GROUP_LEN:
+        raise BadRequest("bad_request", f"'group' must be a string of 1 to {MAX_GROUP_LEN} chars")
+    return group
+
+
+def parse_subscribe_group(args: dict[str, Any]) -> str | None:
+    """`subscribe` option "group": the sync group whose pushes the subscriber acknowledges."""
+    return _group(args) if "group" in args else None
+
+
+def parse_ack(args: dict[str, Any]) -> tuple[str, int]:
+    """`ack` args: {"group": name, "seq": n}: every push of the group up to seq n is applied."""
+    seq = args.get("seq")
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+        raise BadRequest("bad_request", "'seq' must be a non-negative integer")
+    return _group(args), seq
+
+
+def parse_synced(args: dict[str, Any]) -> tuple[str, list[str]]:
+    """`synced` args: {"group": name, "keys": [...]}: wait until the group has every update."""
+    return _group(args), _key_list(args)

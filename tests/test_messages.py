@@ -28,7 +28,7 @@ RID = bytes(range(32))
 
 
 def test_ops_and_limits() -> None:
-    assert OPS == ("ping", "heads", "get", "put", "subscribe", "stats")
+    assert OPS == ("ping", "heads", "get", "put", "subscribe", "ack", "synced", "stats")
     assert (MAX_KEYS, MAX_IDS, MAX_KEY_LEN) == (4096, 4096, 512)
 
 

@@ -18,12 +18,15 @@ from anyio.streams.memory import MemoryObjectSendStream
 from ..errors import PlanfenceError, RecordError, RemoteProtocolError
 from ..identity import Identity
 from ..messages import (BadRequest, Request, decode_request, encode_error, encode_response,
-                        parse_get, parse_heads, parse_put, parse_subscribe,
-                        parse_subscribe_every, request_id_of)
+                        parse_ack, parse_get, parse_heads, parse_put, parse_subscribe,
+                        parse_subscribe_every, parse_subscribe_group, parse_synced,
+                        request_id_of)
 from ..records import Record, make_record
 from ..roster import Agent, Roster
 from ..transport import NoiseStream, pause_reading_until_receive
 from .limits import Limits, RateLimit
+from . import syncgroups
+from .syncgroups import Subscription
 from .logs import EventLog
 from .store import Signer, Store
 
@@ -39,32 +42,13 @@ def fingerprint(key: bytes) -> str:
     return hashlib.blake2b(key, digest_size=8).hexdigest()
 
 
-class _Subscription:
-    """Head updates owed to one subscribe request: pushed after every `every` updates."""
-
-    __slots__ = ("keys", "every", "rows")
-
-    def __init__(self, keys: set[str] | None, every: int) -> None:
-        self.keys, self.every = keys, every
-        self.rows: list[list[Any]] = []
-
-    def add(self, records: list[Record]) -> list[list[Any]] | None:
-        """Take a commit's records; returns the rows to push once `every` have gathered."""
-        self.rows += [[r.key, r.id, r.seq] for r in records
-                      if self.keys is None or r.key in self.keys]
-        if len(self.rows) < self.every:
-            return None
-        rows, self.rows = self.rows, []
-        return rows
-
-
 class Connection:
     """One authenticated session and its subscriptions."""
 
     def __init__(self, stream: NoiseStream, peer: Agent) -> None:
         self.stream = stream
         self.peer = peer
-        self.subscriptions: dict[int, _Subscription] = {}
+        self.subscriptions: dict[int, Subscription] = {}
         self.pushes: MemoryObjectSendStream[bytes] | None = None
         self.queued_bytes = 0  # pushes waiting to be sent
         self.scope = anyio.CancelScope()  # cancelled to drop the session
@@ -101,6 +85,7 @@ class OwnerDaemon:
                                     time.monotonic())
         self._idle = anyio.Event()
         self._idle.set()
+        self._synced_changed = anyio.Event()  # an ack arrived or a session left
         store.on_commit.append(self._push_heads)
 
     async def serve(self, *, task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -274,6 +259,7 @@ class OwnerDaemon:
         finally:
             self.sessions_by_peer[peer.name] -= 1
             self.connections.discard(connection)
+            self._sync_progress()  # its group members no longer owe acknowledgements
             self.log.write("disconnected", remote=remote, peer=peer.name,
                            **stream.statistics())
 
@@ -362,10 +348,40 @@ class OwnerDaemon:
                 raise BadRequest("limit_exceeded", f"at most "
                                  f"{self.limits.subscriptions_per_session} subscriptions "
                                  f"per session")
-            connection.subscriptions[request.req_id] = _Subscription(
-                set(keys) if keys else None, every)
+            connection.subscriptions[request.req_id] = Subscription(
+                set(keys) if keys else None, every, parse_subscribe_group(request.args))
             return {"subscribed": True, "heads": self._head_rows(keys or list(self.store.heads))}
+        if request.op == "ack":
+            group, seq = parse_ack(request.args)
+            if not syncgroups.acknowledge(connection.subscriptions.values(), group, seq):
+                raise BadRequest("bad_request", f"this session has no subscription in {group!r}")
+            self._sync_progress()
+            return {"acked": seq}
+        if request.op == "synced":
+            return await self._wait_synced(*parse_synced(request.args))
         return self.statistics()
+
+    def _subscriptions(self) -> list[Subscription]:
+        return [s for c in self.connections for s in c.subscriptions.values()]
+
+    def _sync_progress(self) -> None:
+        self._synced_changed.set()
+        self._synced_changed = anyio.Event()
+
+    async def _wait_synced(self, group: str, keys: list[str]) -> dict[str, Any]:
+        """Answer once every member of `group` has acknowledged every update of `keys`
+        committed before this request (owners/syncgroups.py); held-back rows go out first."""
+        self._check_owned(keys)
+        target = max((self.store.heads[k].seq for k in keys if k in self.store.heads),
+                     default=0)
+        for connection in list(self.connections):
+            for req_id, subscription in connection.subscriptions.items():
+                rows = subscription.flush() if subscription.group == group else None
+                if rows and connection.pushes is not None:
+                    self._queue_push(connection, subscription.push(req_id, rows))
+        while not syncgroups.is_synchronized(self._subscriptions(), group, target):
+            await self._synced_changed.wait()
+        return {"synced": target}
 
     def _check_owned(self, keys: list[str]) -> None:
         for key in keys:
@@ -416,8 +432,8 @@ class OwnerDaemon:
         for connection in list(self.connections):
             for req_id, subscription in connection.subscriptions.items():
                 rows = subscription.add(records)
-                if rows and connection.pushes is not None:
-                    self._queue_push(connection, encode_response(req_id, True, {"heads": rows}))
+                if rows:
+                    self._queue_push(connection, subscription.push(req_id, rows))
 
     def _queue_push(self, connection: Connection, message: bytes) -> None:
         """Queue a push for `connection`; a subscriber whose unsent pushes exceed
