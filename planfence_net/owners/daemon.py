@@ -432,7 +432,7 @@ class OwnerDaemon:
         for connection in list(self.connections):
             for req_id, subscription in connection.subscriptions.items():
                 rows = subscription.add(records)
-                if rows:
+                if rows and connection.pushes is not None:
                     self._queue_push(connection, subscription.push(req_id, rows))
 
     def _queue_push(self, connection: Connection, message: bytes) -> None:
