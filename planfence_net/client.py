@@ -3,11 +3,12 @@
     async with open_session(roster, identity, "reqs") as session:
         heads = await session.request("heads", {"keys": ["req/order-17"]})
 
-Many requests may be in flight at once; a reader task routes responses by request id.
+Many requests may be in flight at once; responses are routed by request id as they arrive.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import math
 from contextlib import asynccontextmanager
@@ -24,29 +25,48 @@ from .roster import Agent, Roster
 from .transport import NoiseStream, connect
 
 
-class _Pending:
-    __slots__ = ("event", "result", "error")
+Outcome = dict[str, Any] | PlanfenceError
 
-    def __init__(self) -> None:
-        self.event = anyio.Event()
-        self.result: dict[str, Any] | None = None
-        self.error: PlanfenceError | None = None
+
+class Reply:
+    """A request on the wire; `await reply.wait()` for its result."""
+
+    __slots__ = ("req_id", "_future")
+
+    def __init__(self, req_id: int, future: asyncio.Future[Outcome]) -> None:
+        self.req_id = req_id
+        self._future = future
+
+    async def wait(self) -> dict[str, Any]:
+        """The result. Raises RequestError for a typed error from the owner, TransportError
+        when the session is lost, RemoteProtocolError for a malformed response."""
+        outcome = await asyncio.shield(self._future)
+        if isinstance(outcome, PlanfenceError):
+            raise outcome
+        return outcome
 
 
 class Session:
-    """One Noise session to an owner. Use `open_session`; not constructed directly."""
+    """One Noise session to an owner. Use `open_session`; not constructed directly.
+
+    Responses are routed by request id in the socket's receive callback, so a waiting
+    request resumes in the next event-loop turn after its answer arrives.
+    """
 
     def __init__(self, stream: NoiseStream, agent: Agent) -> None:
         self.stream = stream
         self.agent = agent
         self._ids = itertools.count(1)
-        self._pending: dict[int, _Pending] = {}
+        # outcomes are results, never future exceptions: an answer that arrives after its
+        # waiter gave up (a deadline) is then dropped silently
+        self._pending: dict[int, asyncio.Future[Outcome]] = {}
         self._subscriptions: dict[int, MemoryObjectSendStream[dict[str, Any]]] = {}
         self._failure: PlanfenceError | None = None
+        stream.set_receiver(self._on_message, self._fail)
 
     @property
     def alive(self) -> bool:
-        """False once the session failed or can no longer send (an interrupted send)."""
+        """False once the session failed or can no longer send."""
         return self._failure is None and not self.stream.send_broken
 
     async def request(self, op: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -55,13 +75,19 @@ class Session:
         Raises RequestError for a typed error from the owner, TransportError when the session
         is lost, RemoteProtocolError for a malformed response.
         """
-        req_id, pending = self._register()
-        await self._send(req_id, op, args or {})
-        await pending.event.wait()
-        if pending.error is not None:
-            raise pending.error
-        assert pending.result is not None
-        return pending.result
+        reply = await self.send_request(op, args)
+        return await reply.wait()
+
+    async def send_request(self, op: str, args: dict[str, Any] | None = None) -> Reply:
+        """Put one request on the wire and return at once (unless the socket's send buffer
+        is full); `await reply.wait()` later. Many replies may be in flight."""
+        req_id, future = self._register()
+        try:
+            await self.stream.send_message(encode_request(req_id, op, args or {}))
+        except BaseException:
+            self._pending.pop(req_id, None)
+            raise
+        return Reply(req_id, future)
 
     async def subscribe(self, keys: list[str] | None = None, every: int = 1,
                         group: str | None = None,
@@ -69,73 +95,69 @@ class Session:
         """Subscribe to head updates, pushed after every `every` updates; returns a stream of
         pushed {"heads": [...]} maps. With a sync `group`, pushes also carry "seq", which the
         caller acknowledges with `request("ack", {"group": group, "seq": seq})` once applied."""
-        req_id, pending = self._register()
         send, receive = anyio.create_memory_object_stream[dict[str, Any]](math.inf)
-        self._subscriptions[req_id] = send
         args: dict[str, Any] = {} if keys is None else {"keys": keys}
         if every != 1:
             args["every"] = every
         if group is not None:
             args["group"] = group
         try:
-            await self._send(req_id, "subscribe", args)
-            await pending.event.wait()
-            if pending.error is not None:
-                raise pending.error
+            reply = await self.send_request("subscribe", args)
+            self._subscriptions[reply.req_id] = send
+            await reply.wait()
         except BaseException:
-            self._subscriptions.pop(req_id, None)
+            for req_id, stream in list(self._subscriptions.items()):
+                if stream is send:
+                    del self._subscriptions[req_id]
             send.close()
             receive.close()
             raise
         return receive
 
-    def _register(self) -> tuple[int, _Pending]:
+    def _register(self) -> tuple[int, asyncio.Future[Outcome]]:
         if self._failure is not None:
             raise self._failure
         req_id = next(self._ids)
-        pending = self._pending[req_id] = _Pending()
-        return req_id, pending
-
-    async def _send(self, req_id: int, op: str, args: dict[str, Any]) -> None:
-        try:
-            await self.stream.send_message(encode_request(req_id, op, args))
-        except PlanfenceError:
-            self._pending.pop(req_id, None)
-            raise
+        future = self._pending[req_id] = asyncio.get_running_loop().create_future()
+        return req_id, future
 
     async def run_reader(self) -> None:
-        """Route responses to waiting requests until the session ends; then fail the rest."""
+        """Live as long as the session (answers are routed as they arrive); when it ends or
+        this task is cancelled, fail every request still waiting."""
         try:
-            while True:
-                response = decode_response(await self.stream.receive_message())
-                self._deliver(response.req_id, response.ok, response.result)
-        except (TransportError, RemoteProtocolError) as exc:
-            self._fail(exc)
+            self._fail(await self.stream.wait_closed())
         except anyio.get_cancelled_exc_class():
             self._fail(TransportError("session closed"))
             raise
 
+    def _on_message(self, data: bytes) -> None:
+        response = decode_response(data)
+        self._deliver(response.req_id, response.ok, response.result)
+
     def _deliver(self, req_id: int, ok: bool, result: dict[str, Any]) -> None:
-        pending = self._pending.pop(req_id, None)
+        future = self._pending.pop(req_id, None)
         subscription = self._subscriptions.get(req_id)
-        if pending is None and subscription is not None:
+        if future is None and subscription is not None:
             subscription.send_nowait(result)
             return
-        if pending is None:
+        if future is None:
             raise RemoteProtocolError(f"response to unknown request id {req_id}")
+        if future.done():  # its waiter was cancelled
+            return
         if ok:
-            pending.result = result
+            future.set_result(result)
         else:
             code, message = result.get("code"), result.get("message")
-            pending.error = RequestError(str(code), str(message))
-        pending.event.set()
+            future.set_result(RequestError(str(code), str(message)))
 
     def _fail(self, exc: PlanfenceError) -> None:
+        if self._failure is not None:
+            return
         self._failure = exc if isinstance(exc, TransportError) else TransportError(
             f"session to {self.agent.name} failed: {exc}")
-        for pending in self._pending.values():
-            pending.error = self._failure
-            pending.event.set()
+        for future in self._pending.values():
+            if not future.done():
+                future.set_result(self._failure)
         self._pending.clear()
         for subscription in self._subscriptions.values():
             subscription.close()

@@ -1,27 +1,40 @@
-"""Noise sessions over byte streams: the I/O edge of the protocol core.
+"""Noise sessions over TCP: the I/O edge of the protocol core.
 
-`NoiseStream.wrap()` runs the Noise IK handshake over an anyio byte stream and returns a
-stream of whole application messages. This is the one place where anyio and socket errors
-are translated into planfence errors (TransportError, RemoteProtocolError, HandshakeError).
+`NoiseStream.wrap()` runs the Noise IK handshake over a TCP stream and returns a stream of
+whole application messages. This is the one place where socket errors are translated into
+planfence errors (TransportError, RemoteProtocolError, HandshakeError).
+
+The stream drives the socket through a bare asyncio protocol (`_Wire`) instead of anyio's
+stream: a received frame is decrypted in the callback that received it, and a sent message
+is encrypted and handed to the socket in one synchronous step. So a request costs no task,
+lock or extra event-loop turn, and ciphertexts leave in nonce order without a lock. A
+session's reader either pulls messages (`receive_message`, the owner) or takes each one as
+it arrives (`set_receiver`, the client, which resolves the waiting request at once).
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import anyio
 from anyio.abc import ByteStream
 
-from .errors import HandshakeError, PlanfenceError, RemoteProtocolError, TransportError
+from .errors import (HandshakeError, LocalProtocolError, PlanfenceError, RemoteProtocolError,
+                     TransportError)
 from .framing import (DEFAULT_MAX_MESSAGE, HANDSHAKE_FRAME_CAP, MAX_FRAME, FrameDecoder,
                       MessageAssembler, encode_frame, split_message)
 from .noise import CipherState, HandshakeState
 
 PROTOCOL_VERSION = b"planfence-net/1\x00"
 PATTERN = "IK"
-_STREAM_ERRORS = (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError,
-                  OSError)
+READ_AHEAD = 256 * 1024  # received messages nobody has taken yet before we stop reading
+
+MessageHandler = Callable[[bytes], None]
+CloseHandler = Callable[[PlanfenceError], None]
 
 
 def prologue(cluster: str) -> bytes:
@@ -39,50 +52,171 @@ class Traffic:
     messages_received: int = 0
 
 
-class NoiseStream:
-    """Whole application messages over an authenticated, encrypted byte stream."""
+class _Wire(asyncio.Protocol):
+    """The socket of one session: received bytes become frames, handed to `on_frame` (after
+    the handshake) or queued for `wait_frame`; writes go straight to the transport."""
 
-    def __init__(self, stream: ByteStream, decoder: FrameDecoder, send_cipher: CipherState,
-                 receive_cipher: CipherState, peer_key: bytes, traffic: Traffic,
-                 max_message: int) -> None:
-        self._stream = stream
-        self._decoder = decoder
+    def __init__(self, transport: asyncio.Transport, decoder: FrameDecoder,
+                 traffic: Traffic) -> None:
+        self.transport = transport
+        self.decoder = decoder
+        self.traffic = traffic
+        self.frames: deque[bytes] = deque()
+        self.on_frame: Callable[[bytes], None] | None = None
+        self.on_close: CloseHandler | None = None
+        self.error: PlanfenceError | None = None
+        self._waiter: asyncio.Future[None] | None = None
+        self._writable: asyncio.Future[None] | None = None
+
+    def data_received(self, data: bytes) -> None:
+        self.traffic.bytes_received += len(data)
+        self.decoder.feed(data)
+        try:
+            while self.error is None and (frame := self.decoder.next_frame()) is not None:
+                if self.on_frame is not None:
+                    self.on_frame(frame)
+                else:
+                    self.frames.append(frame)
+        except PlanfenceError as exc:
+            self.fail(exc)
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self.fail(TransportError("connection closed by peer"))
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.fail(TransportError(f"connection closed: {exc!r}" if exc else
+                                 "connection closed by peer"))
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._writable = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+        self._writable = None
+
+    def fail(self, exc: PlanfenceError) -> None:
+        """End the session with `exc`: later sends and receives raise it (once set, kept)."""
+        if self.error is not None:
+            return
+        self.error = exc
+        self.transport.abort()
+        self._wake()
+        if self.on_close is not None:
+            self.on_close(exc)
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def wait_readable(self) -> None:
+        """Wait until data_received or a failure happens (cancellable)."""
+        self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+
+    async def wait_frame(self) -> bytes:
+        while not self.frames:
+            if self.error is not None:
+                raise self.error
+            await self.wait_readable()
+        return self.frames.popleft()
+
+    def write(self, data: bytes) -> None:
+        if self.error is not None:
+            raise self.error
+        self.transport.write(data)
+        self.traffic.bytes_sent += len(data)
+
+    async def wait_writable(self) -> None:
+        """Wait while the socket's send buffer is over its high-water mark (returns at once
+        otherwise: no event-loop turn)."""
+        while self._writable is not None and self.error is None:
+            await asyncio.shield(self._writable)
+
+
+def _take_over(stream: ByteStream, decoder: FrameDecoder, traffic: Traffic) -> _Wire:
+    """Move an anyio asyncio socket stream's transport (and any bytes it already read) to a
+    `_Wire`. The anyio stream must not be used afterwards except for `aclose()`."""
+    transport = getattr(stream, "_transport", None)
+    old = getattr(stream, "_protocol", None)
+    if not hasattr(transport, "set_protocol") or old is None:  # uvloop's: no subclass
+        raise LocalProtocolError("a Noise session needs a TCP stream on asyncio")
+    wire = _Wire(transport, decoder, traffic)  # type: ignore[arg-type]
+    transport.set_protocol(wire)
+    pending = b"".join(old.read_queue)
+    old.read_queue.clear()
+    if pending:
+        wire.data_received(pending)
+    if old.exception is not None or old.is_at_eof or transport.is_closing():
+        wire.fail(TransportError("connection closed by peer"))
+    else:
+        transport.resume_reading()  # type: ignore[attr-defined]
+    return wire
+
+
+class NoiseStream:
+    """Whole application messages over an authenticated, encrypted TCP connection."""
+
+    def __init__(self, wire: _Wire, send_cipher: CipherState, receive_cipher: CipherState,
+                 peer_key: bytes, max_message: int) -> None:
+        self._wire = wire
         self._send_cipher = send_cipher
         self._receive_cipher = receive_cipher
         self._assembler = MessageAssembler(max_message)
-        self._send_lock = anyio.Lock()
-        self._send_broken = False
+        self._messages: deque[bytes] = deque()
+        self._queued = 0
+        self._paused = False
+        self._on_message: MessageHandler | None = None
+        self._closed: asyncio.Future[PlanfenceError] = \
+            asyncio.get_running_loop().create_future()
         self.max_message = max_message
         self.peer_key = peer_key
-        self.traffic = traffic
+        self.traffic = wire.traffic
+        wire.on_close = self._wire_closed
+        wire.on_frame = self._on_frame
+        while wire.frames and wire.error is None:  # frames that came with the handshake
+            try:
+                self._on_frame(wire.frames.popleft())
+            except PlanfenceError as exc:
+                wire.fail(exc)
+        if wire.error is not None:
+            self._wire_closed(wire.error)
 
     @classmethod
     async def wrap(cls, stream: ByteStream, *, initiator: bool, cluster: str,
                    static_private: bytes, remote_static: bytes | None = None,
                    accept_peer: Callable[[bytes], bool] = lambda key: True,
                    max_message: int = DEFAULT_MAX_MESSAGE) -> NoiseStream:
-        """Run the IK handshake over `stream` and return the session.
+        """Run the IK handshake over `stream` (an anyio TCP stream on asyncio, which the
+        session takes over) and return the session.
 
         The initiator must pass `remote_static` (the owner's X25519 key from the roster).
         `accept_peer(key)` decides whether the peer's static key may connect; a refused
         peer raises HandshakeError. The caller sets the deadline (anyio.fail_after) and
         closes `stream` on failure.
         """
-        traffic = Traffic()
         decoder = FrameDecoder(HANDSHAKE_FRAME_CAP)
+        wire = _take_over(stream, decoder, Traffic())
         state = HandshakeState(PATTERN, initiator, prologue(cluster), s=static_private,
                                rs=remote_static)
         try:
             if initiator:
-                await _send_raw(stream, state.write_message(b""), traffic)
-                state.read_message(await _receive_frame(stream, decoder, traffic))
+                wire.write(encode_frame(state.write_message(b"")))
+                state.read_message(await wire.wait_frame())
             else:
-                state.read_message(await _receive_frame(stream, decoder, traffic))
+                state.read_message(await wire.wait_frame())
                 peer = state.remote_static
                 if peer is None or not accept_peer(peer):
                     raise HandshakeError("peer's static key is not in the roster")
-                await _send_raw(stream, state.write_message(b""), traffic)
-        except HandshakeError:
+                wire.write(encode_frame(state.write_message(b"")))
+        except (HandshakeError, TransportError):
             raise
         except RemoteProtocolError as exc:
             raise HandshakeError(f"handshake failed: {exc}") from None
@@ -94,32 +228,35 @@ class NoiseStream:
         c1, c2 = state.split()
         send, receive = (c1, c2) if initiator else (c2, c1)
         decoder.max_frame = MAX_FRAME
-        return cls(stream, decoder, send, receive, peer_key, traffic, max_message)
+        return cls(wire, send, receive, peer_key, max_message)
 
     @property
     def send_broken(self) -> bool:
-        """True once a send was cancelled or failed after encrypting: the peer's nonce no
-        longer matches ours, so nothing more can be sent on this stream."""
-        return self._send_broken
+        """True once the session can no longer send (it failed or was closed). A message is
+        encrypted and handed to the socket in one step, so a cancelled send never leaves
+        the peer's nonce behind ours."""
+        return self._wire.error is not None
 
     async def send_message(self, data: bytes) -> None:
         """Send one application message (split into chunks). Raises TransportError.
 
-        A send cancelled after its chunks were encrypted (and their nonces used) breaks the
-        stream for sending: later sends raise TransportError instead of desynchronising it.
+        Returns without waiting unless the socket's send buffer is full (backpressure).
         """
         chunks = split_message(data, self.max_message)
-        async with self._send_lock:
-            if self._send_broken:
-                raise TransportError("an earlier send on this session was interrupted")
-            wire = b"".join(encode_frame(self._send_cipher.encrypt_with_ad(b"", c))
-                            for c in chunks)
-            try:
-                await _send_raw_bytes(self._stream, wire, self.traffic)
-            except BaseException:
-                self._send_broken = True
-                raise
-            self.traffic.messages_sent += 1
+        wire = b"".join(encode_frame(self._send_cipher.encrypt_with_ad(b"", c))
+                        for c in chunks)
+        self._wire.write(wire)
+        self.traffic.messages_sent += 1
+        await self._wire.wait_writable()
+
+    def set_receiver(self, on_message: MessageHandler, on_close: CloseHandler) -> None:
+        """Hand every message to `on_message` as it arrives (in the socket's callback), and
+        the error that ends the session to `on_close`, once. An exception (PlanfenceError)
+        from `on_message` ends the session with it."""
+        self._on_message = on_message
+        self._closed.add_done_callback(lambda done: on_close(done.result()))
+        while self._messages:
+            self._deliver(self._messages.popleft())
 
     async def receive_message(self) -> bytes:
         """Receive one whole application message.
@@ -127,50 +264,54 @@ class NoiseStream:
         Raises TransportError when the stream ends or breaks, RemoteProtocolError when the
         peer sends an oversize or undecryptable frame.
         """
-        while True:
-            frame = await _receive_frame(self._stream, self._decoder, self.traffic)
-            message = self._assembler.add(self._receive_cipher.decrypt_with_ad(b"", frame))
-            if message is not None:
-                self.traffic.messages_received += 1
-                return message
+        while not self._messages:
+            if self._wire.error is not None:
+                raise self._wire.error
+            await self._wire.wait_readable()
+        message = self._messages.popleft()
+        self._queued -= len(message)
+        if self._paused and self._queued < READ_AHEAD // 2:
+            self._paused = False
+            self._wire.transport.resume_reading()  # type: ignore[attr-defined]
+        return message
+
+    async def wait_closed(self) -> PlanfenceError:
+        """Wait until the session ends; returns the error that ended it."""
+        return await asyncio.shield(self._closed)
+
+    def _on_frame(self, frame: bytes) -> None:
+        message = self._assembler.add(self._receive_cipher.decrypt_with_ad(b"", frame))
+        if message is None:
+            return
+        self.traffic.messages_received += 1
+        if self._on_message is not None:
+            self._deliver(message)
+            return
+        self._messages.append(message)
+        self._queued += len(message)
+        if not self._paused and self._queued > READ_AHEAD:
+            self._paused = True  # the reader is behind: the peer meets TCP backpressure
+            self._wire.transport.pause_reading()  # type: ignore[attr-defined]
+
+    def _deliver(self, message: bytes) -> None:
+        assert self._on_message is not None
+        try:
+            self._on_message(message)
+        except PlanfenceError as exc:
+            self._wire.fail(exc)
+
+    def _wire_closed(self, exc: PlanfenceError) -> None:
+        if not self._closed.done():
+            self._closed.set_result(exc)
 
     async def aclose(self) -> None:
-        with anyio.CancelScope(shield=True):
-            try:
-                await self._stream.aclose()
-            except _STREAM_ERRORS:
-                pass
+        """Close the connection (unsent data is dropped, like an abort)."""
+        self._wire.fail(TransportError("session closed"))
 
     def statistics(self) -> dict[str, Any]:
         t = self.traffic
         return {"bytes_sent": t.bytes_sent, "bytes_received": t.bytes_received,
                 "messages_sent": t.messages_sent, "messages_received": t.messages_received}
-
-
-async def _send_raw(stream: ByteStream, message: bytes, traffic: Traffic) -> None:
-    await _send_raw_bytes(stream, encode_frame(message), traffic)
-
-
-async def _send_raw_bytes(stream: ByteStream, data: bytes, traffic: Traffic) -> None:
-    try:
-        await stream.send(data)
-    except _STREAM_ERRORS as exc:
-        raise TransportError(f"connection lost while sending: {exc!r}") from None
-    traffic.bytes_sent += len(data)
-
-
-async def _receive_frame(stream: ByteStream, decoder: FrameDecoder, traffic: Traffic) -> bytes:
-    while True:
-        frame = decoder.next_frame()
-        if frame is not None:
-            return frame
-        try:
-            data = await stream.receive()
-        except _STREAM_ERRORS as exc:
-            raise TransportError(f"connection closed: {exc!r}" if str(exc) else
-                                 "connection closed by peer") from None
-        traffic.bytes_received += len(data)
-        decoder.feed(data)
 
 
 def pause_reading_until_receive(stream: ByteStream) -> None:

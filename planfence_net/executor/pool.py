@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
 
-from ..client import Session, start_session
+from ..client import Reply, Session, start_session
 from ..errors import PlanfenceError, TransportError
 from ..identity import Identity
 from ..roster import Roster
@@ -33,8 +34,16 @@ class SessionPool:
         self._closed_received = 0
         self.connects = 0
 
+    def live(self, owner: str) -> Session | None:
+        """The live session to `owner`, if there is one (no waiting)."""
+        session = self._sessions.get(owner)
+        return session if session is not None and session.alive else None
+
     async def session(self, owner: str) -> Session:
         """A live session to `owner`, connecting when there is none. Raises TransportError."""
+        current = self.live(owner)
+        if current is not None:  # the steady state: no lock, no event-loop turn
+            return current
         lock = self._locks.setdefault(owner, anyio.Lock())
         async with lock:
             current = self._sessions.get(owner)
@@ -54,6 +63,36 @@ class SessionPool:
         session = await self.session(owner)
         try:
             return await session.request(op, args)
+        except TransportError:
+            self._retire(owner)
+            raise
+
+    async def connect_missing(self, owners: Iterable[str]) -> dict[str, PlanfenceError]:
+        """Connect concurrently to each of `owners` that has no live session; returns the
+        owners that could not be reached, with why."""
+        missing = [owner for owner in owners if self.live(owner) is None]
+        failed: dict[str, PlanfenceError] = {}
+
+        async def connect(owner: str) -> None:
+            try:
+                await self.session(owner)
+            except PlanfenceError as exc:
+                failed[owner] = exc
+
+        if len(missing) == 1:
+            await connect(missing[0])
+        elif missing:
+            async with anyio.create_task_group() as tg:
+                for owner in missing:
+                    tg.start_soon(connect, owner)
+        return failed
+
+    async def send_request(self, owner: str, op: str, args: dict[str, Any]) -> Reply:
+        """Put one request to `owner` on the wire (connecting if needed); wait for the
+        answer with `reply.wait()`."""
+        session = await self.session(owner)
+        try:
+            return await session.send_request(op, args)
         except TransportError:
             self._retire(owner)
             raise

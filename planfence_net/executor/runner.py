@@ -15,12 +15,13 @@ from typing import Any
 
 import anyio
 
-from ..errors import ConfigError, PlanfenceError, RecordError, RequestError, TransportError
-from ..gate import (Action, Decision, FetchRecords, Gate, GatePolicy, HeadsQuery, QueryHeads,
+from ..errors import ConfigError, PlanfenceError, RecordError, TransportError
+from ..gate import (Action, Decision, FetchRecords, Gate, GatePolicy, QueryHeads,
                     Replan)
 from ..lineage import FetchRound
 from ..records import Record, record_from_wire, verify
 from ..roster import Roster
+from ..client import Reply
 from .pool import SessionPool
 from .replica import Replica
 
@@ -133,25 +134,34 @@ class GateRunner:
         return fetch
 
     async def _query(self, gate: Gate, event: QueryHeads) -> None:
-        """Send every owner its query concurrently under one deadline; report each outcome."""
+        """Send every owner its query, all before waiting for any, under one deadline;
+        report each outcome. In the steady state (sessions open) this starts no task."""
         answers: dict[str, Any] = {}
         failures: dict[str, str] = {}
-
-        async def ask(owner: str, query: HeadsQuery) -> None:
-            args = {"keys": list(query.keys), "expect": dict(query.expect)}
-            try:
-                answers[owner] = await self.pool.request(owner, "heads", args)
-            except TransportError:
-                failures[owner] = "owner_unavailable"
-            except (RequestError, PlanfenceError):
-                failures[owner] = "malformed_response"
-
         with anyio.move_on_after(self.deadline):
-            async with anyio.create_task_group() as tg:
-                for owner, query in event.queries.items():
-                    tg.start_soon(ask, owner, query)
+            unreachable = await self.pool.connect_missing(event.queries)
+            replies: dict[str, Reply] = {}
+            for owner, query in event.queries.items():
+                if owner in unreachable:
+                    failures[owner] = "owner_unavailable"
+                    continue
+                args = {"keys": list(query.keys), "expect": dict(query.expect)}
+                try:
+                    replies[owner] = await self.pool.send_request(owner, "heads", args)
+                except PlanfenceError as exc:
+                    failures[owner] = _failure(exc)
+            for owner, reply in replies.items():
+                try:
+                    answers[owner] = await reply.wait()
+                except PlanfenceError as exc:
+                    failures[owner] = _failure(exc)
         for owner in event.queries:
             if owner in answers:
                 gate.heads_answered(owner, answers[owner])
             else:
                 gate.heads_failed(owner, failures.get(owner, "timeout"))
+
+
+def _failure(exc: PlanfenceError) -> str:
+    """The gate's reason for an owner whose heads request raised `exc`."""
+    return "owner_unavailable" if isinstance(exc, TransportError) else "malformed_response"
