@@ -9,14 +9,26 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..client import Reply
 from ..executor.pool import SessionPool
+
+
+class _DroppedRow(Reply):
+    __slots__ = ("reply",)
+
+    def __init__(self, reply: Reply) -> None:
+        self.reply = reply
+
+    async def wait(self) -> dict[str, Any]:
+        result = await self.reply.wait()
+        if isinstance(result.get("heads"), list):
+            return {**result, "heads": result["heads"][1:]}
+        return result
 
 
 class CorruptingPool(SessionPool):
     """A SessionPool whose `heads` answers drop their first head row."""
 
-    async def request(self, owner: str, op: str, args: dict[str, Any]) -> dict[str, Any]:
-        result = await super().request(owner, op, args)
-        if op == "heads" and isinstance(result.get("heads"), list):
-            return {**result, "heads": result["heads"][1:]}
-        return result
+    async def send_request(self, owner: str, op: str, args: dict[str, Any]) -> Reply:
+        reply = await super().send_request(owner, op, args)
+        return _DroppedRow(reply) if op == "heads" else reply

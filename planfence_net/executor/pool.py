@@ -60,9 +60,9 @@ class SessionPool:
 
     async def request(self, owner: str, op: str, args: dict[str, Any]) -> dict[str, Any]:
         """One request to `owner` on its pooled session (connecting if needed)."""
-        session = await self.session(owner)
+        reply = await self.send_request(owner, op, args)
         try:
-            return await session.request(op, args)
+            return await reply.wait()
         except TransportError:
             self._retire(owner)
             raise
