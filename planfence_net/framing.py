@@ -9,6 +9,8 @@ buffer grows past them.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from .errors import LocalProtocolError, RemoteProtocolError
 
 MAX_FRAME = 65535
@@ -61,11 +63,22 @@ class FrameDecoder:
 
 def split_message(data: bytes, max_message: int = DEFAULT_MAX_MESSAGE) -> list[bytes]:
     """Split an application message into flagged chunk plaintexts (at least one chunk)."""
+    return list(iter_chunks(data, max_message))
+
+
+def iter_chunks(data: bytes, max_message: int = DEFAULT_MAX_MESSAGE) -> Iterator[bytes]:
+    """The flagged chunk plaintexts of `data`, one at a time (a sender holding a large
+    message need not hold all its chunks too); raises LocalProtocolError up front when
+    `data` exceeds `max_message`."""
     if len(data) > max_message:
         raise LocalProtocolError(f"message of {len(data)} bytes exceeds {max_message}")
-    pieces = [data[i:i + CHUNK_DATA] for i in range(0, len(data), CHUNK_DATA)] or [b""]
-    last = len(pieces) - 1
-    return [bytes([LAST if i == last else MORE]) + piece for i, piece in enumerate(pieces)]
+    return _chunks(memoryview(data))
+
+
+def _chunks(view: memoryview) -> Iterator[bytes]:
+    for start in range(0, max(len(view), 1), CHUNK_DATA):
+        flag = LAST if start + CHUNK_DATA >= len(view) else MORE
+        yield bytes([flag]) + view[start:start + CHUNK_DATA]
 
 
 class MessageAssembler:

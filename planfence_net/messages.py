@@ -22,15 +22,22 @@ OPS = ("ping", "heads", "get", "put", "subscribe", "ack", "synced", "stats")
 MAX_KEYS = 4096
 MAX_IDS = 4096
 MAX_KEY_LEN = 512
+MAX_ARGS = 64  # entries in a request's args map
+MAX_SCALAR = 4 * MAX_KEY_LEN  # bytes of the longest str or bin the reader decodes (a key)
+BAD_SHAPE = "a request is [req_id: int, op: str, args: map]"
+KEYS_TOO_MANY = ("too_large", f"at most {MAX_KEYS} keys per request")
+IDS_TOO_MANY = ("too_large", f"at most {MAX_IDS} ids per request")
 
 
 class BadRequest(RemoteProtocolError):
-    """A request that cannot be served; carries the error code sent back to the peer."""
+    """A request that cannot be served; carries the error code sent back to the peer and,
+    when the request got that far, its req_id."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str, req_id: int | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.req_id = req_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +52,14 @@ class Response:
     req_id: int
     ok: bool
     result: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class RawValue:
+    """One msgpack value exactly as it arrived, not decoded (a put's body: its bytes become
+    the record's body, so a float32 stays a float32 and map order stays as sent)."""
+
+    data: bytes
 
 
 def pack(value: Any) -> bytes:
@@ -65,29 +80,194 @@ def encode_request(req_id: int, op: str, args: dict[str, Any]) -> bytes:
     return pack([req_id, op, args])
 
 
-def decode_request(data: bytes) -> Request:
-    """Parse a request; raises BadRequest("bad_request"/"unknown_op") when malformed."""
+# -- the request reader ---------------------------------------------------------------------
+#
+# A request is read once, in one pass, and only what its op uses is decoded: arguments an op
+# does not know, values of the wrong wire type and strings or byte strings longer than a key
+# are skipped without building them, arrays are checked against their cap from their header
+# before any element exists, and a put's body is kept as its bytes. So the memory a request
+# costs is bounded by its op's limits, not by what the sender packed into it.
+
+
+@dataclass(frozen=True, slots=True)
+class Array:
+    """An argument that is an array (or, with `of_pairs`, a map) of scalars, at most `cap`
+    long; a longer one is refused with `error` (code, message) before its elements are read."""
+
+    cap: int
+    error: tuple[str, str]
+    of_pairs: bool = False
+
+
+SCALAR, RAW = "scalar", "raw"
+ArgKind = Array | str
+Schema = dict[str, dict[str, ArgKind]]
+
+REQUESTS: Schema = {
+    "ping": {}, "stats": {},
+    "heads": {"keys": Array(MAX_KEYS, KEYS_TOO_MANY),
+              "expect": Array(MAX_KEYS, ("too_large", f"at most {MAX_KEYS} expected ids"),
+                              of_pairs=True)},
+    "get": {"ids": Array(MAX_IDS, IDS_TOO_MANY)},
+    "put": {"key": SCALAR, "kind": SCALAR, "body": RAW,
+            "parents": Array(MAX_PARENTS, ("bad_request", f"'parents' must be an array of at "
+                                                          f"most {MAX_PARENTS} ids"))},
+    "subscribe": {"keys": Array(MAX_KEYS, KEYS_TOO_MANY), "every": SCALAR, "group": SCALAR},
+    "ack": {"group": SCALAR, "seq": SCALAR},
+    "synced": {"group": SCALAR, "keys": Array(MAX_KEYS, KEYS_TOO_MANY)},
+}
+
+
+class _Invalid:
+    """Stands for a value of the wrong wire type; every argument check refuses it."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<invalid>"
+
+
+INVALID = _Invalid()
+
+
+def decode_request(data: bytes, schema: Schema = REQUESTS) -> Request:
+    """Read a request in one pass, decoding only the arguments `schema` names for its op.
+
+    Raises BadRequest ("bad_request", "unknown_op", "too_large"), carrying the req_id once
+    the first element was read as an integer.
+    """
+    reader = _RequestReader(data)
     try:
-        value = unpack(data)
-    except RemoteProtocolError as exc:
-        raise BadRequest("bad_request", str(exc)) from None
-    if (not isinstance(value, list) or len(value) != 3 or not _is_int(value[0])
-            or not isinstance(value[1], str) or not isinstance(value[2], dict)):
-        raise BadRequest("bad_request", "a request is [req_id: int, op: str, args: map]")
-    if value[1] not in OPS:
-        raise BadRequest("unknown_op", f"unknown op {value[1]!r}")
-    return Request(value[0], value[1], value[2])
+        return reader.read(schema)
+    except (ValueError, msgpack.OutOfData, msgpack.StackError) as exc:  # FormatError too
+        raise BadRequest("bad_request", f"invalid msgpack: {str(exc) or type(exc).__name__}",
+                         reader.req_id) from None
+
+
+class _RequestReader:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.req_id: int | None = None
+        self.unpacker = msgpack.Unpacker(raw=False, max_str_len=MAX_SCALAR,
+                                         max_bin_len=MAX_SCALAR, max_ext_len=MAX_SCALAR,
+                                         max_buffer_size=max(len(data), 1))
+        self.unpacker.feed(data)
+
+    def fail(self, code: str, message: str) -> BadRequest:
+        return BadRequest(code, message, self.req_id)
+
+    def peek(self) -> int:
+        """The first byte of the next value (its type), without consuming it."""
+        position: int = self.unpacker.tell()
+        if position >= len(self.data):
+            raise msgpack.OutOfData("truncated")
+        return self.data[position]
+
+    def read(self, schema: Schema) -> Request:
+        if not _is_array(self.peek()):
+            self.unpacker.skip()
+            self.end()
+            raise self.fail("bad_request", BAD_SHAPE)
+        length = self.unpacker.read_array_header()
+        if length and _is_int_type(self.peek()):
+            self.req_id = int(self.unpacker.unpack())
+        if length != 3 or self.req_id is None:
+            raise self.fail("bad_request", BAD_SHAPE)
+        op = self.scalar()
+        if not isinstance(op, str) or not _is_map(self.peek()):
+            raise self.fail("bad_request", BAD_SHAPE)
+        if op not in schema:
+            raise self.fail("unknown_op", f"unknown op {op!r}")
+        args = self.args(schema[op])
+        self.end()
+        return Request(self.req_id, op, args)
+
+    def args(self, kinds: dict[str, ArgKind]) -> dict[str, Any]:
+        entries = self.unpacker.read_map_header()
+        if entries > MAX_ARGS:
+            raise self.fail("bad_request", f"at most {MAX_ARGS} arguments per request")
+        args: dict[str, Any] = {}
+        for _ in range(entries):
+            name = self.scalar()
+            if not isinstance(name, str):
+                raise ValueError("argument names must be strings")
+            kind = kinds.get(name)
+            if kind is None:
+                self.unpacker.skip()  # an argument this op does not use
+            elif kind == RAW:
+                start = self.unpacker.tell()
+                self.unpacker.skip()
+                args[name] = RawValue(self.data[start:self.unpacker.tell()])
+            elif kind == SCALAR:
+                args[name] = self.scalar()
+            else:
+                assert isinstance(kind, Array)
+                args[name] = self.array(kind)
+        return args
+
+    def array(self, kind: Array) -> Any:
+        head = self.peek()
+        if not (_is_map(head) if kind.of_pairs else _is_array(head)):
+            self.unpacker.skip()
+            return INVALID
+        if kind.of_pairs:
+            count = self.unpacker.read_map_header()
+        else:
+            count = self.unpacker.read_array_header()
+        if count > kind.cap:
+            raise self.fail(*kind.error)
+        if kind.of_pairs:
+            return {self.scalar(): self.scalar() for _ in range(count)}
+        return [self.scalar() for _ in range(count)]
+
+    def scalar(self) -> Any:
+        """The next value if it is a scalar of at most MAX_SCALAR bytes, else INVALID
+        (skipped without being built)."""
+        head = self.peek()
+        if _is_array(head) or _is_map(head) or _scalar_length(self.data, self.unpacker.tell(),
+                                                              head) > MAX_SCALAR:
+            self.unpacker.skip()
+            return INVALID
+        return self.unpacker.unpack()
+
+    def end(self) -> None:
+        if self.unpacker.tell() != len(self.data):
+            raise ValueError("trailing bytes after the request")
+
+
+def _is_array(head: int) -> bool:
+    return 0x90 <= head <= 0x9F or head in (0xDC, 0xDD)
+
+
+def _is_map(head: int) -> bool:
+    return 0x80 <= head <= 0x8F or head in (0xDE, 0xDF)
+
+
+def _is_int_type(head: int) -> bool:
+    return head <= 0x7F or head >= 0xE0 or 0xCC <= head <= 0xD3
+
+
+_LENGTH_BYTES = {0xD9: 1, 0xDA: 2, 0xDB: 4, 0xC4: 1, 0xC5: 2, 0xC6: 4, 0xC7: 1, 0xC8: 2,
+                 0xC9: 4}
+
+
+def _scalar_length(data: bytes, position: int, head: int) -> int:
+    """Payload length of the str, bin or ext starting at `position` (0 for other scalars)."""
+    if 0xA0 <= head <= 0xBF:
+        return head & 0x1F
+    size = _LENGTH_BYTES.get(head)
+    if size is None:
+        return 0
+    return int.from_bytes(data[position + 1:position + 1 + size], "big")
 
 
 def request_id_of(data: bytes) -> int | None:
-    """Best-effort req_id of a malformed request, so its error can be addressed; else None."""
+    """The req_id of a request, also of a malformed one when its first element is an
+    integer (so its error can be addressed); else None."""
     try:
-        value = unpack(data)
-    except RemoteProtocolError:
-        return None
-    if isinstance(value, list) and value and _is_int(value[0]):
-        return int(value[0])
-    return None
+        return decode_request(data).req_id
+    except BadRequest as exc:
+        return exc.req_id
 
 
 def encode_response(req_id: int, ok: bool, result: dict[str, Any]) -> bytes:
@@ -95,6 +275,7 @@ def encode_response(req_id: int, ok: bool, result: dict[str, Any]) -> bytes:
 
 
 def encode_error(req_id: int | None, code: str, message: str) -> bytes:
+    """An error response; `req_id` None (a request too broken to name one) is sent as -1."""
     return pack([req_id if req_id is not None else -1, False,
                  {"code": code, "message": message}])
 

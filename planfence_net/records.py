@@ -82,14 +82,29 @@ def encode_body(body: Any) -> bytes:
 
 
 def make_record(signing_key: SigningKey, *, key: str, owner: str, seq: int,
-                parents: tuple[bytes, ...] | list[bytes], kind: str, body: Any) -> Record:
-    """Create and sign a record as `owner`. The caller is responsible for `seq` ordering."""
+                parents: tuple[bytes, ...] | list[bytes], kind: str, body: Any = None,
+                body_raw: bytes | None = None) -> Record:
+    """Create and sign a record as `owner`. The caller is responsible for `seq` ordering.
+
+    The body is `body` encoded as msgpack, or `body_raw` taken as is when given (the bytes
+    a client sent: encoding them again could change them, e.g. a float32 into a float64).
+    """
     parents = tuple(parents)
     _check_shape(key, owner, seq, parents, kind)
-    body_raw = encode_body(body)
+    if body_raw is None:
+        body_raw = encode_body(body)
     rid = record_id(key, owner, seq, parents, kind, body_raw)
     signature = signing_key.sign(rid).signature
     return Record(key, owner, seq, parents, kind, body_raw, signature, rid)
+
+
+def wire_size_bound(key: str, owner: str, kind: str, parents: tuple[bytes, ...] | list[bytes],
+                    body_len: int) -> int:
+    """An upper bound of the encoded wire form of a record with these fields and a body of
+    `body_len` bytes, whatever its seq (used to refuse a record that could not be read back)."""
+    fixed = msgpack.packb([RECORD_FORMAT, key, owner, 2**64 - 1, list(parents), kind, b"",
+                           2**64 - 1, bytes(64)], use_bin_type=True)
+    return len(fixed) + 4 + body_len  # bin 8 header of the empty body grows to bin 32
 
 
 def _check_shape(key: Any, owner: Any, seq: Any, parents: Any, kind: Any) -> None:

@@ -18,7 +18,8 @@ from planfence_net.records import make_record, record_from_wire
 from planfence_net.transport import prologue
 
 from planfence_net.errors import RemoteProtocolError
-from planfence_net.messages import (MAX_IDS, MAX_KEY_LEN, MAX_KEYS, OPS, BadRequest, Request,
+from planfence_net.messages import (INVALID, MAX_IDS, MAX_KEY_LEN, MAX_KEYS, OPS, BadRequest,
+                                    RawValue, Request,
                                     Response, decode_request, decode_response, encode_error,
                                     encode_request, encode_response, pack, parse_get,
                                     parse_heads, parse_put, parse_subscribe, request_id_of,
@@ -80,6 +81,40 @@ def test_undecodable_requests_are_bad_request(data: bytes) -> None:
         decode_request(data)
     assert info.value.code == "bad_request"
     assert info.value.message.startswith("invalid msgpack: ")
+
+
+@pytest.mark.parametrize("data, req_id", [
+    (b"\xc1", None), (b"\x93\x01", 1), (pack([1, "ping", {}]) + b"\x00", 1),
+    (b"\x93\x01\xa4ping\x81\x01\x02", 1), (pack([7, "heads", {"keys": [b"\xc1"]}])[:-1], 7)])
+def test_a_malformed_request_keeps_its_req_id_once_read(data: bytes, req_id: int | None) -> None:
+    with pytest.raises(BadRequest) as info:
+        decode_request(data)
+    assert info.value.req_id == req_id
+
+
+def test_the_reader_builds_only_what_the_op_uses() -> None:
+    flood = b"\x90" * 1_000_000  # a million empty arrays: never built
+    data = (b"\x93\x05\xa5heads\x82\xa4keys\x91\xa5req/a\xa4junk\xdd"
+            + (1_000_000).to_bytes(4, "big") + flood)
+    assert decode_request(data) == Request(5, "heads", {"keys": ["req/a"]})
+    with pytest.raises(BadRequest) as info:  # refused from the array header
+        decode_request(b"\x93\x06\xa3get\x81\xa3ids\xdd" + (1_000_000).to_bytes(4, "big")
+                       + flood)
+    assert (info.value.code, info.value.message, info.value.req_id) == (
+        "too_large", "at most 4096 ids per request", 6)
+    # Values of the wrong type and strings longer than a key are skipped, then refused.
+    request = decode_request(pack([7, "heads", {"keys": [[1, 2], "k" * 3000, "ok"]}]))
+    assert request.args["keys"][0] is request.args["keys"][1] is INVALID
+    assert bad(parse_heads, request.args) == ("bad_request", KEY_MSG)
+    with pytest.raises(BadRequest) as info:
+        decode_request(pack([8, "ping", {str(i): i for i in range(65)}]))
+    assert (info.value.message, info.value.req_id) == ("at most 64 arguments per request", 8)
+
+
+def test_a_put_body_is_kept_as_the_bytes_sent() -> None:
+    body = b"\x92\xca\x3f\xc0\x00\x00\x81\xa1b\x01"  # [float32 1.5, {"b": 1}]
+    data = b"\x93\x02\xa3put\x82\xa3key\xa5req/a\xa4body" + body
+    assert parse_put(decode_request(data).args) == ("req/a", "fact", [], RawValue(body))
 
 
 def test_unknown_op() -> None:
@@ -282,9 +317,9 @@ def test_protocol_doc_worked_example_matches_the_code() -> None:
     assert list(doc) == list(got)
     for name in got:
         assert doc[name].hex() == got[name].hex(), name
-    # The example request parses as the owner would parse it.
+    # The example request parses as the owner would parse it: the body kept as sent.
     assert parse_put(decode_request(doc["request_put"]).args) == (
-        "req/order-17", "fact", [], body)
+        "req/order-17", "fact", [], RawValue(doc["record_body_raw"]))
     assert record_from_wire(unpack(doc["record_wire"])) == record
 
 

@@ -25,7 +25,8 @@ import anyio
 
 from ..cluster import ClusterDir
 from ..errors import RecordError
-from ..messages import BadRequest, Request
+from ..errors import PlanfenceError
+from ..messages import REQUESTS, RAW, BadRequest, RawValue, Request, unpack
 from ..records import record_from_wire, verify
 from ..roster import Agent
 from .daemon import OwnerDaemon, Connection
@@ -38,6 +39,8 @@ CENTRAL_AGENT = "central"
 class CentralDaemon(OwnerDaemon):
     """An owner daemon serving every key, accepting owner-signed records (module docstring)."""
 
+    schema = {**REQUESTS, "put": {"record": RAW}}
+
     def _check_owned(self, keys: list[str]) -> None:
         for key in keys:
             if self.roster.owner_of(key) is None:
@@ -45,7 +48,12 @@ class CentralDaemon(OwnerDaemon):
 
     async def _dispatch(self, connection: Connection, request: Request) -> dict[str, Any]:
         if request.op == "put":
-            return await self._put_record(connection.peer, request.args.get("record"))
+            record = request.args.get("record")
+            try:
+                wire = unpack(record.data) if isinstance(record, RawValue) else None
+            except PlanfenceError as exc:
+                raise BadRequest("bad_request", f"record rejected: {exc}") from None
+            return await self._put_record(connection.peer, wire)
         return await super()._dispatch(connection, request)
 
     async def _put_record(self, peer: Agent, wire: Any) -> dict[str, Any]:

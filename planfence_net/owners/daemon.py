@@ -2,44 +2,38 @@
 
 from __future__ import annotations
 
-import errno
-import hashlib
 import math
 import os
 import signal
 import time
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
 import anyio
-from anyio.abc import SocketStream, TaskGroup, TaskStatus
+from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 
 from ..errors import PlanfenceError, RecordError, RemoteProtocolError
 from ..identity import Identity
-from ..messages import (BadRequest, Request, decode_request, encode_error, encode_response,
-                        parse_ack, parse_get, parse_heads, parse_put, parse_subscribe,
-                        parse_subscribe_every, parse_subscribe_group, parse_synced,
-                        request_id_of)
+from ..messages import (REQUESTS, BadRequest, RawValue, Request, Schema, decode_request,
+                        encode_error, encode_response, pack, parse_ack, parse_get, parse_heads,
+                        parse_put, parse_subscribe, parse_subscribe_every,
+                        parse_subscribe_group, parse_synced)
 from ..records import Record, make_record
 from ..roster import Agent, Roster
-from ..transport import NoiseStream, pause_reading_until_receive
-from .limits import Limits, RateLimit
+from ..transport import NoiseStream
 from . import syncgroups
+from .door import Door
+from .limits import Limits
 from .syncgroups import Subscription
 from .logs import EventLog
+from .replies import ENVELOPE, ID_ENTRY, ReplyBudget, check_readable, fit_records, unique
 from .store import Signer, Store
 
-HANDSHAKE_DEADLINE = 5.0
 SHUTDOWN_GRACE = 10.0
-ACCEPT_BACKOFF = (0.05, 1.0)  # first and longest pause after accept() fails
-# accept() errors that mean "out of descriptors or memory": wait for some to be freed.
-EXHAUSTED = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
-
-
-def fingerprint(key: bytes) -> str:
-    """A short, stable name for a static key in logs: first 16 hex chars of its BLAKE2b."""
-    return hashlib.blake2b(key, digest_size=8).hexdigest()
+# Reply bytes the request being answered reserved from the ReplyBudget (one list per task).
+_RESERVED: ContextVar[list[int]] = ContextVar("reserved")
 
 
 class Connection:
@@ -60,6 +54,8 @@ class OwnerDaemon:
     `listen` overrides the roster address to bind (e.g. 0.0.0.0 inside a container).
     """
 
+    schema: Schema = REQUESTS  # the arguments each op's requests are read with
+
     def __init__(self, roster: Roster, identity: Identity, store: Store, log: EventLog,
                  *, max_message: int, listen: tuple[str, int] | None = None,
                  limits: Limits = Limits()) -> None:
@@ -73,16 +69,12 @@ class OwnerDaemon:
         self.in_flight = 0
         self.requests_served = 0
         self.listen = listen
-        self.refused_peers = 0
         self.limits = limits.for_descriptors()
-        self.open_connections = 0  # accepted and not yet closed
-        self.unproven = 0  # of those, not yet proven by a valid transport message
+        self.door = Door(roster, identity, log, self.limits, max_message, self._serve_peer)
         self.sessions_by_peer: dict[str, int] = {}
-        self.refused_connections = 0
-        self.accept_errors = 0
         self.dropped_subscribers = 0
-        self._strangers = RateLimit(self.limits.stranger_burst, self.limits.stranger_rate,
-                                    time.monotonic())
+        self.replies = ReplyBudget(self.limits.reply_budget)
+        self.unread_replies = 0  # sessions closed because a reply waited too long
         self._idle = anyio.Event()
         self._idle.set()
         self._synced_changed = anyio.Event()  # an ack arrived or a session left
@@ -113,51 +105,7 @@ class OwnerDaemon:
 
     async def _accept(self, listener: Any, tg: TaskGroup, accepting: anyio.CancelScope) -> None:
         with accepting:
-            async with anyio.create_task_group() as loops:
-                for one in getattr(listener, "listeners", [listener]):
-                    loops.start_soon(self._accept_loop, one, tg)
-
-    async def _accept_loop(self, listener: Any, tg: TaskGroup) -> None:
-        """Accept connections until cancelled. Running out of descriptors or memory pauses
-        accepting (backing off up to a second) instead of ending it; connections over the
-        limits are closed at once."""
-        pause = ACCEPT_BACKOFF[0]
-        while True:
-            try:
-                raw = await listener.accept()
-            except OSError as exc:
-                self.accept_errors += 1
-                self.stranger_event("accept_failed", reason=exc.strerror or repr(exc))
-                if exc.errno in EXHAUSTED:
-                    await anyio.sleep(pause)  # the pending connection keeps the listener ready
-                    pause = min(pause * 2, ACCEPT_BACKOFF[1])
-                continue
-            pause = ACCEPT_BACKOFF[0]
-            full = self._over_connection_limits()
-            if full:
-                self.refused_connections += 1
-                self.stranger_event("connection_refused", remote=_remote_address(raw),
-                                    reason=full)
-                with anyio.CancelScope(shield=True):
-                    await raw.aclose()
-                continue
-            self.open_connections += 1
-            self.unproven += 1
-            tg.start_soon(self._handle_connection, raw)
-
-    def _over_connection_limits(self) -> str | None:
-        if self.open_connections >= (self.limits.max_connections or 0):
-            return f"{self.limits.max_connections} connections open"
-        if self.unproven >= self.limits.max_handshakes:
-            return f"{self.limits.max_handshakes} handshakes in progress"
-        return None
-
-    def stranger_event(self, event: str, **fields: Any) -> None:
-        """Log an event anyone who can reach the port can cause, at a bounded rate; the
-        number left out is logged with the next one (`suppressed`)."""
-        if self._strangers.allow(time.monotonic()):
-            suppressed = self._strangers.take_suppressed()
-            self.log.write(event, **fields, **({"suppressed": suppressed} if suppressed else {}))
+            await self.door.serve(listener, tg)
 
     async def _wait_signal(self, scope: anyio.CancelScope, accepting: anyio.CancelScope) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -170,82 +118,12 @@ class OwnerDaemon:
                 scope.cancel()
                 return
 
-    async def _handle_connection(self, raw: SocketStream) -> None:
-        proven = False
-        try:
-            pause_reading_until_receive(raw)
-            remote = _remote_address(raw)
-            self.stranger_event("connection", remote=remote)
-            stream = await self._handshake(raw, remote)
-            if stream is None:
-                return
-            try:
-                first = await self._wait_first_message(stream, remote)
-                if first is None:
-                    return
-                proven = True
-                self.unproven -= 1
-                await self._serve_peer(stream, remote, first)
-            finally:
-                await stream.aclose()
-        finally:
-            self.open_connections -= 1
-            if not proven:
-                self.unproven -= 1
-
-    async def _handshake(self, raw: SocketStream, remote: str) -> NoiseStream | None:
-        """The Noise handshake under its deadline; None (connection closed, event logged)
-        when it fails."""
-        refused: list[bytes] = []
-
-        def accept_peer(key: bytes) -> bool:
-            if self.roster.agent_by_noise_key(key) is None:
-                refused.append(key)
-                return False
-            return True
-
-        try:
-            with anyio.fail_after(HANDSHAKE_DEADLINE):
-                return await NoiseStream.wrap(raw, initiator=False, cluster=self.roster.cluster,
-                                              static_private=self.identity.noise_private,
-                                              accept_peer=accept_peer,
-                                              max_message=self.max_message)
-        except (PlanfenceError, TimeoutError) as exc:
-            if refused:
-                self.refused_peers += 1
-                self.stranger_event("handshake_refused", remote=remote,
-                                    fingerprint=fingerprint(refused[0]), reason="not in roster")
-            else:
-                self.stranger_event("handshake_failed", remote=remote,
-                                    reason="timeout" if isinstance(exc, TimeoutError)
-                                    else str(exc))
-            with anyio.CancelScope(shield=True):
-                await raw.aclose()
-            return None
-
-    async def _wait_first_message(self, stream: NoiseStream, remote: str) -> bytes | None:
-        """The session's first application message, or None when none arrives within
-        `first_message_deadline`. IK's first handshake message can be replayed by anyone who
-        captured it; only a peer holding the session keys can send a valid transport
-        message, so until one arrives the session is nobody's (logged as a stranger)."""
-        claimed = fingerprint(stream.peer_key)
-        try:
-            with anyio.fail_after(self.limits.first_message_deadline):
-                return await stream.receive_message()
-        except TimeoutError:
-            reason = (f"no valid message within {self.limits.first_message_deadline:g} s "
-                      f"of the handshake")
-        except PlanfenceError as exc:
-            reason = f"first message: {exc}"
-        self.stranger_event("handshake_failed", remote=remote, fingerprint=claimed,
-                            reason=reason)
-        return None
-
-    async def _serve_peer(self, stream: NoiseStream, remote: str, first: bytes) -> None:
+    async def _serve_peer(self, stream: NoiseStream, remote: str,
+                          first: list[bytes | None]) -> None:
         peer = self.roster.agent_by_noise_key(stream.peer_key)
         assert peer is not None
         if self.sessions_by_peer.get(peer.name, 0) >= self.limits.sessions_per_peer:
-            self.refused_connections += 1
+            self.door.refused_connections += 1
             self.log.write("session_refused", remote=remote, peer=peer.name,
                            reason=f"{self.limits.sessions_per_peer} sessions of {peer.name} open")
             return
@@ -263,18 +141,21 @@ class OwnerDaemon:
             self.log.write("disconnected", remote=remote, peer=peer.name,
                            **stream.statistics())
 
-    async def _serve_session(self, connection: Connection, first: bytes) -> None:
+    async def _serve_session(self, connection: Connection, first: list[bytes | None]) -> None:
+        """Answer the session's requests, starting with `first` (a one-item list, emptied
+        here: no frame keeps a message alive once its answer no longer needs it)."""
         send, receive = anyio.create_memory_object_stream[bytes](math.inf)
         connection.pushes = send
         limiter = anyio.Semaphore(self.limits.requests_per_session)
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._send_pushes, connection, receive)
             try:
-                data = first
-                while True:
+                data = first.pop()
+                while data is not None:
                     await limiter.acquire()  # at the cap, stop reading: the peer waits
                     self._begin()
                     tg.start_soon(self._answer, connection, data, limiter)
+                    data = None
                     data = await connection.stream.receive_message()
             except PlanfenceError as exc:
                 if isinstance(exc, RemoteProtocolError):
@@ -306,28 +187,58 @@ class OwnerDaemon:
     async def _answer(self, connection: Connection, data: bytes,
                       limiter: anyio.Semaphore) -> None:
         started = time.perf_counter()
-        op, keys, req_id = "?", [], request_id_of(data)
+        reserved = _RESERVED.set([])
         try:
-            request = decode_request(data)
-            op = request.op
-            keys = _keys_of(request)
-            result = await self._dispatch(connection, request)
-            reply, outcome = encode_response(request.req_id, True, result), "ok"
-        except BadRequest as exc:
-            reply, outcome = encode_error(req_id, exc.code, exc.message), exc.code
-        except Exception as exc:  # a bug in one request must not kill the daemon
-            self.log.write("error", peer=connection.peer.name, op=op, reason=repr(exc))
-            reply, outcome = encode_error(req_id, "internal", "internal error"), "internal"
-        try:
-            await connection.stream.send_message(reply)
-        except PlanfenceError:
-            outcome += " (peer gone)"
+            reply, op, keys, outcome = await self._reply(connection, data)
+            del data  # the request is decoded; its bytes are not held while the reply waits
+            outcome += await self._send_reply(connection, reply)
         finally:
+            for size in _RESERVED.get():
+                self.replies.release(size)
+            _RESERVED.reset(reserved)
             self.log.write("request", peer=connection.peer.name, op=op, keys=keys[:64],
                            outcome=outcome,
                            latency_ms=round((time.perf_counter() - started) * 1000, 3))
             self._end()
             limiter.release()
+
+    async def _reply(self, connection: Connection,
+                     data: bytes) -> tuple[bytes, str, list[str], str]:
+        """Decode `data` (once), serve it and encode the answer: (reply, op, keys, outcome)."""
+        op, keys, req_id = "?", [], None
+        try:
+            request = decode_request(data, self.schema)
+            op, req_id, keys = request.op, request.req_id, _keys_of(request)
+            result = await self._dispatch(connection, request)
+            return encode_response(request.req_id, True, result), op, keys, "ok"
+        except BadRequest as exc:
+            req_id = exc.req_id if req_id is None else req_id
+            return encode_error(req_id, exc.code, exc.message), op, keys, exc.code
+        except Exception as exc:  # a bug in one request must not kill the daemon
+            self.log.write("error", peer=connection.peer.name, op=op, reason=repr(exc))
+            return encode_error(req_id, "internal", "internal error"), op, keys, "internal"
+
+    async def _send_reply(self, connection: Connection, reply: bytes) -> str:
+        """Send `reply`; a peer that has not read it within `send_deadline` loses its session
+        (the reply is not held forever). Returns what to add to the request's outcome."""
+        try:
+            with anyio.fail_after(self.limits.send_deadline):
+                await connection.stream.send_message(reply)
+        except TimeoutError:
+            self.unread_replies += 1
+            self.log.write("error", peer=connection.peer.name,
+                           reason=f"session closed: a reply of {len(reply)} bytes unread "
+                                  f"for {self.limits.send_deadline:g} s")
+            connection.scope.cancel()
+            return " (peer not reading)"
+        except PlanfenceError:
+            return " (peer gone)"
+        return ""
+
+    async def _reserve_reply(self, size: int) -> None:
+        """Wait until the reply budget has room for a reply of `size` bytes (released once
+        the reply has been sent)."""
+        _RESERVED.get().append(await self.replies.wait_reserve(size))
 
     async def _dispatch(self, connection: Connection, request: Request) -> dict[str, Any]:
         if request.op == "ping":
@@ -335,8 +246,7 @@ class OwnerDaemon:
         if request.op == "heads":
             return await self._heads(*parse_heads(request.args))
         if request.op == "get":
-            records = await self.store.get(parse_get(request.args))
-            return {"records": [r.to_wire() for r in records]}
+            return await self._records(unique(parse_get(request.args)), room=0)
         if request.op == "put":
             return await self._put(connection.peer, *parse_put(request.args))
         if request.op == "subscribe":
@@ -407,12 +317,32 @@ class OwnerDaemon:
         """
 
     async def _heads(self, keys: list[str], expect: dict[str, bytes]) -> dict[str, Any]:
+        keys = list(dict.fromkeys(keys))  # a key asked twice is answered once
         self._check_owned(keys)
         await self.observe(keys)
-        changed = [k for k in keys if k in expect and k in self.store.heads
-                   and self.store.heads[k].id != expect[k]]
-        records = await self.store.records_for(changed) if changed else []
-        return {"heads": self._head_rows(keys), "records": [r.to_wire() for r in records]}
+        rows = self._head_rows(keys)
+        changed = [row[1] for row in rows if row[0] in expect and row[1] is not None
+                   and row[1] != expect[row[0]]]
+        result = await self._records(changed, room=len(pack(rows)))
+        return {"heads": rows, **result}
+
+    async def _records(self, ids: list[bytes], room: int) -> dict[str, Any]:
+        """{"records": [...]} for the stored records among `ids` (no repeats), as many as
+        fit in one reply next to `room` bytes of other content, and {"omitted": [...]} for
+        the ids of those that did not. Sizes are read first; only chosen records load."""
+        if not ids:
+            return {"records": []}
+        sizes = await self.store.sizes(ids)
+        stored = [(rid, sizes[rid]) for rid in ids if rid in sizes]
+        limit = min(self.max_message, self.limits.reply_budget) - ENVELOPE - room
+        chosen, omitted = fit_records(stored, limit)
+        await self._reserve_reply(room + sum(sizes[rid] for rid in chosen)
+                                  + ID_ENTRY * len(omitted))
+        records = await self.store.get(chosen) if chosen else []
+        result: dict[str, Any] = {"records": [r.to_wire() for r in records]}
+        if omitted:
+            result["omitted"] = omitted
+        return result
 
     async def _put(self, peer: Agent, key: str, kind: str, parents: list[bytes],
                    body: Any) -> dict[str, Any]:
@@ -420,6 +350,7 @@ class OwnerDaemon:
         if peer.name != self.agent.name:
             raise BadRequest("forbidden", f"only {self.agent.name} may write {key!r}; "
                                           f"this session is {peer.name}")
+        check_readable(key, self.agent.name, kind, parents, body, self.max_message)
         try:
             record = await self.store.wait_put(key, kind, parents, body)
         except RecordError as exc:
@@ -457,11 +388,8 @@ class OwnerDaemon:
     def statistics(self) -> dict[str, Any]:
         return {"agent": self.agent.name, "sessions": len(self.connections),
                 "in_flight": self.in_flight, "requests_served": self.requests_served,
-                "refused_peers": self.refused_peers, "connections": self.open_connections,
-                "refused_connections": self.refused_connections,
-                "accept_errors": self.accept_errors,
-                "dropped_subscribers": self.dropped_subscribers,
-                "log_suppressed": self._strangers.suppressed_total,
+                **self.door.statistics(), "dropped_subscribers": self.dropped_subscribers,
+                "unread_replies": self.unread_replies, "reply_bytes_held": self.replies.used,
                 **self.log.statistics(), **self.store.statistics()}
 
 
@@ -474,17 +402,12 @@ def _keys_of(request: Request) -> list[str]:
     return []
 
 
-def _remote_address(stream: SocketStream) -> str:
-    try:
-        host, port = stream.extra(anyio.abc.SocketAttribute.remote_address)[:2]
-        return f"{host}:{port}"
-    except (anyio.TypedAttributeLookupError, ValueError, TypeError):
-        return "?"
-
-
 def signer(identity: Identity) -> Signer:
     """The store's signing callback: makes records owned and signed by `identity`."""
     def sign(key: str, kind: str, parents: list[bytes], body: Any, seq: int) -> Record:
+        if isinstance(body, RawValue):  # a body as a client sent it: kept byte for byte
+            return make_record(identity.signing_key, key=key, owner=identity.name, seq=seq,
+                               parents=parents, kind=kind, body_raw=body.data)
         return make_record(identity.signing_key, key=key, owner=identity.name, seq=seq,
                            parents=parents, kind=kind, body=body)
     return sign

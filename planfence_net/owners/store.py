@@ -195,6 +195,14 @@ class Store:
                 found[rid] = record_from_wire(unpack(wire))
         return [found[rid] for rid in ids if rid in found]
 
+    async def sizes(self, ids: list[bytes]) -> dict[bytes, int]:
+        """The encoded size (msgpack of the wire form, as in a reply) of each record among
+        `ids` that this store holds, read without loading the records."""
+        marks = ",".join("?" * len(ids))
+        async with self._db.execute(f"SELECT id, length(wire) FROM records WHERE id IN "
+                                    f"({marks})", ids) as cursor:
+            return {rid: size async for rid, size in cursor}
+
     async def records_for(self, keys: list[str]) -> list[Record]:
         """The head records of `keys` (those that exist)."""
         ids = [self.heads[k].id for k in keys if k in self.heads]

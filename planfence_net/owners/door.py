@@ -1,0 +1,194 @@
+"""Who gets in: an owner's connections from accept() until the peer has proven itself.
+
+The door accepts connections within the daemon's limits (connections, handshakes in
+progress), backs off when accept() runs out of descriptors, runs the Noise handshake under
+its deadline, and waits for the session's first valid transport message before handing the
+session to the daemon. Until then a connection is a stranger's: what it causes is logged at
+a bounded rate (`stranger_event`), never in the name of the peer whose key it claims.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import time
+from typing import Any, Awaitable, Callable
+
+import anyio
+from anyio.abc import SocketStream, TaskGroup
+
+from ..errors import PlanfenceError
+from ..identity import Identity
+from ..roster import Roster
+from ..transport import NoiseStream, pause_reading_until_receive
+from .limits import Limits, RateLimit
+from .logs import EventLog
+
+HANDSHAKE_DEADLINE = 5.0
+ACCEPT_BACKOFF = (0.05, 1.0)  # first and longest pause after accept() fails
+# accept() errors that mean "out of descriptors or memory": wait for some to be freed.
+EXHAUSTED = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+
+# Called with a proven session: its stream, the remote address and its first message (in
+# a one-item list the callee empties, so that no frame here keeps the message alive).
+Admit = Callable[[NoiseStream, str, list["bytes | None"]], Awaitable[None]]
+
+
+def fingerprint(key: bytes) -> str:
+    """A short, stable name for a static key in logs: first 16 hex chars of its BLAKE2b."""
+    return hashlib.blake2b(key, digest_size=8).hexdigest()
+
+
+class Door:
+    """Accepts, authenticates and admits an owner's connections (module docstring)."""
+
+    def __init__(self, roster: Roster, identity: Identity, log: EventLog, limits: Limits,
+                 max_message: int, admit: Admit) -> None:
+        self.roster = roster
+        self.identity = identity
+        self.log = log
+        self.limits = limits
+        self.max_message = max_message
+        self._admit = admit
+        self.open_connections = 0  # accepted and not yet closed
+        self.unproven = 0  # of those, not yet proven by a valid transport message
+        self.refused_connections = 0
+        self.refused_peers = 0
+        self.accept_errors = 0
+        self._strangers = RateLimit(limits.stranger_burst, limits.stranger_rate,
+                                    time.monotonic())
+
+    async def serve(self, listener: Any, tg: TaskGroup) -> None:
+        """Accept on `listener` (every socket of a multi-listener) until cancelled; each
+        connection is handled in `tg`."""
+        async with anyio.create_task_group() as loops:
+            for one in getattr(listener, "listeners", [listener]):
+                loops.start_soon(self._accept_loop, one, tg)
+
+    async def _accept_loop(self, listener: Any, tg: TaskGroup) -> None:
+        """Accept connections until cancelled. Running out of descriptors or memory pauses
+        accepting (backing off up to a second) instead of ending it; connections over the
+        limits are closed at once."""
+        pause = ACCEPT_BACKOFF[0]
+        while True:
+            try:
+                raw = await listener.accept()
+            except OSError as exc:
+                self.accept_errors += 1
+                self.stranger_event("accept_failed", reason=exc.strerror or repr(exc))
+                if exc.errno in EXHAUSTED:
+                    await anyio.sleep(pause)  # the pending connection keeps the listener ready
+                    pause = min(pause * 2, ACCEPT_BACKOFF[1])
+                continue
+            pause = ACCEPT_BACKOFF[0]
+            full = self._over_connection_limits()
+            if full:
+                self.refused_connections += 1
+                self.stranger_event("connection_refused", remote=remote_address(raw),
+                                    reason=full)
+                with anyio.CancelScope(shield=True):
+                    await raw.aclose()
+                continue
+            self.open_connections += 1
+            self.unproven += 1
+            tg.start_soon(self._handle_connection, raw)
+
+    def _over_connection_limits(self) -> str | None:
+        if self.open_connections >= (self.limits.max_connections or 0):
+            return f"{self.limits.max_connections} connections open"
+        if self.unproven >= self.limits.max_handshakes:
+            return f"{self.limits.max_handshakes} handshakes in progress"
+        return None
+
+    def stranger_event(self, event: str, **fields: Any) -> None:
+        """Log an event anyone who can reach the port can cause, at a bounded rate; the
+        number left out is logged with the next one (`suppressed`)."""
+        if self._strangers.allow(time.monotonic()):
+            suppressed = self._strangers.take_suppressed()
+            self.log.write(event, **fields, **({"suppressed": suppressed} if suppressed else {}))
+
+    async def _handle_connection(self, raw: SocketStream) -> None:
+        proven = False
+        try:
+            pause_reading_until_receive(raw)
+            remote = remote_address(raw)
+            self.stranger_event("connection", remote=remote)
+            stream = await self._handshake(raw, remote)
+            if stream is None:
+                return
+            try:
+                first = [await self._wait_first_message(stream, remote)]
+                if first[0] is None:
+                    return
+                proven = True
+                self.unproven -= 1
+                await self._admit(stream, remote, first)
+            finally:
+                await stream.aclose()
+        finally:
+            self.open_connections -= 1
+            if not proven:
+                self.unproven -= 1
+
+    async def _handshake(self, raw: SocketStream, remote: str) -> NoiseStream | None:
+        """The Noise handshake under its deadline; None (connection closed, event logged)
+        when it fails."""
+        refused: list[bytes] = []
+
+        def accept_peer(key: bytes) -> bool:
+            if self.roster.agent_by_noise_key(key) is None:
+                refused.append(key)
+                return False
+            return True
+
+        try:
+            with anyio.fail_after(HANDSHAKE_DEADLINE):
+                return await NoiseStream.wrap(raw, initiator=False, cluster=self.roster.cluster,
+                                              static_private=self.identity.noise_private,
+                                              accept_peer=accept_peer,
+                                              max_message=self.max_message)
+        except (PlanfenceError, TimeoutError) as exc:
+            if refused:
+                self.refused_peers += 1
+                self.stranger_event("handshake_refused", remote=remote,
+                                    fingerprint=fingerprint(refused[0]), reason="not in roster")
+            else:
+                self.stranger_event("handshake_failed", remote=remote,
+                                    reason="timeout" if isinstance(exc, TimeoutError)
+                                    else str(exc))
+            with anyio.CancelScope(shield=True):
+                await raw.aclose()
+            return None
+
+    async def _wait_first_message(self, stream: NoiseStream, remote: str) -> bytes | None:
+        """The session's first application message, or None when none arrives within
+        `first_message_deadline`. IK's first handshake message can be replayed by anyone who
+        captured it; only a peer holding the session keys can send a valid transport
+        message, so until one arrives the session is nobody's (logged as a stranger)."""
+        claimed = fingerprint(stream.peer_key)
+        try:
+            with anyio.fail_after(self.limits.first_message_deadline):
+                return await stream.receive_message()
+        except TimeoutError:
+            reason = (f"no valid message within {self.limits.first_message_deadline:g} s "
+                      f"of the handshake")
+        except PlanfenceError as exc:
+            reason = f"first message: {exc}"
+        self.stranger_event("handshake_failed", remote=remote, fingerprint=claimed,
+                            reason=reason)
+        return None
+
+    def statistics(self) -> dict[str, int]:
+        return {"refused_peers": self.refused_peers, "connections": self.open_connections,
+                "refused_connections": self.refused_connections,
+                "accept_errors": self.accept_errors,
+                "log_suppressed": self._strangers.suppressed_total}
+
+
+def remote_address(stream: SocketStream) -> str:
+    """HOST:PORT of the peer, or "?" when the socket cannot say."""
+    try:
+        address = stream.extra(anyio.abc.SocketAttribute.remote_address)
+        return f"{address[0]}:{address[1]}"
+    except (anyio.TypedAttributeLookupError, ValueError, TypeError):
+        return "?"
