@@ -9,18 +9,42 @@ from __future__ import annotations
 import functools
 import time
 from collections import defaultdict
-from typing import Any, Callable
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator, Callable
 
 import anyio
 
-from .client import collapsing_task_group, open_session
-from .cluster import ClusterDir, process_alive, read_pid, tail
+from .client import Session, collapsing_task_group, open_session
+from .cluster import ClusterDir, last_error_line, process_alive, read_pid
 from .errors import ConfigError, PlanfenceError, RequestError, TransportError
 from .identity import Identity
 from .records import Record, record_from_wire, verify
 from .roster import Roster
 
 Addresses = dict[str, tuple[str, int]]
+
+DEFAULT_DEADLINE = 5.0  # seconds for one owner to connect, handshake and answer
+
+
+@asynccontextmanager
+async def owner_session(roster: Roster, identity: Identity, owner: str,
+                        addresses: Addresses | None = None,
+                        deadline: float = DEFAULT_DEADLINE) -> AsyncIterator[Session]:
+    """A session to `owner` whose whole use (connect, handshake, requests) must end within
+    `deadline` seconds; raises TransportError naming the owner and its address otherwise.
+
+    A program other than the owner on the roster port accepts the connection and then never
+    answers the handshake: without the deadline the caller would wait forever.
+    """
+    where = _address(addresses, owner)
+    address = (f"{where['host']}:{where['port']}" if where else roster.agent(owner).address)
+    try:
+        with anyio.fail_after(deadline):
+            async with open_session(roster, identity, owner, **where) as session:
+                yield session
+    except TimeoutError:
+        raise TransportError(f"owner {owner} at {address} did not answer within {deadline:g} s "
+                             f"(is it running? is another program on that port?)") from None
 
 
 async def wait_owner_ready(roster: Roster, identity: Identity, owner: str, deadline: float,
@@ -34,8 +58,8 @@ async def wait_owner_ready(roster: Roster, identity: Identity, owner: str, deadl
     last: Exception | None = None
     while time.monotonic() < deadline and alive():
         try:
-            async with open_session(roster, identity, owner,
-                                    **_address(addresses, owner)) as session:
+            async with owner_session(roster, identity, owner, addresses,
+                                     max(deadline - time.monotonic(), 0.001)) as session:
                 await session.request("ping")
                 return
         except PlanfenceError as exc:
@@ -46,12 +70,13 @@ async def wait_owner_ready(roster: Roster, identity: Identity, owner: str, deadl
 
 async def put_record(roster: Roster, identity: Identity, key: str, *, body: Any,
                      parents: list[bytes] | None = None, kind: str = "fact",
-                     addresses: Addresses | None = None) -> dict[str, Any]:
+                     addresses: Addresses | None = None,
+                     deadline: float = DEFAULT_DEADLINE) -> dict[str, Any]:
     """Write a record as `identity` to the owner of `key`; returns {"id", "seq", "owner"}."""
     owner = roster.owner_of(key)
     if owner is None:
         raise ConfigError(f"no agent owns {key!r} in the roster")
-    async with open_session(roster, identity, owner, **_address(addresses, owner)) as session:
+    async with owner_session(roster, identity, owner, addresses, deadline) as session:
         result = await session.request("put", {"key": key, "kind": kind,
                                                "parents": parents or [], "body": body})
     return {"key": key, "owner": owner, "id": result["id"], "seq": result["seq"]}
@@ -69,14 +94,14 @@ def group_by_owner(roster: Roster, keys: list[str]) -> dict[str, list[str]]:
 
 
 async def query_heads(roster: Roster, identity: Identity, keys: list[str],
-                      addresses: Addresses | None = None) -> list[dict[str, Any]]:
+                      addresses: Addresses | None = None,
+                      deadline: float = DEFAULT_DEADLINE) -> list[dict[str, Any]]:
     """Current heads of `keys`, one batched request per owner, all owners concurrently."""
     groups = group_by_owner(roster, keys)
     rows: dict[str, dict[str, Any]] = {}
 
     async def ask(owner: str, owner_keys: list[str]) -> None:
-        async with open_session(roster, identity, owner,
-                                **_address(addresses, owner)) as session:
+        async with owner_session(roster, identity, owner, addresses, deadline) as session:
             result = await session.request("heads", {"keys": owner_keys})
         for key, rid, seq in result["heads"]:
             rows[key] = {"key": key, "owner": owner, "id": rid, "seq": seq}
@@ -88,16 +113,22 @@ async def query_heads(roster: Roster, identity: Identity, keys: list[str],
 
 
 async def get_records(roster: Roster, identity: Identity, ids: list[bytes],
-                      addresses: Addresses | None = None) -> list[Record]:
-    """Fetch records by id from every owner, verified; raises RequestError for ids not found."""
+                      addresses: Addresses | None = None,
+                      deadline: float = DEFAULT_DEADLINE) -> list[Record]:
+    """Fetch records by id from every owner, verified.
+
+    Raises RequestError("not_found") for ids no reachable owner has, naming the owners that
+    could not be asked.
+    """
     found: dict[bytes, Record] = {}
+    unreachable: list[str] = []
 
     async def ask(owner: str) -> None:
         try:
-            async with open_session(roster, identity, owner,
-                                    **_address(addresses, owner)) as session:
+            async with owner_session(roster, identity, owner, addresses, deadline) as session:
                 result = await session.request("get", {"ids": ids})
         except TransportError:
+            unreachable.append(owner)
             return
         for wire in result["records"]:
             record = record_from_wire(wire)
@@ -109,7 +140,9 @@ async def get_records(roster: Roster, identity: Identity, ids: list[bytes],
             tg.start_soon(ask, owner)
     missing = [rid.hex() for rid in ids if rid not in found]
     if missing:
-        raise RequestError("not_found", f"no owner has record {', '.join(missing)}")
+        raise RequestError("not_found", f"no owner has record {', '.join(missing)}"
+                           + (f" (could not ask {', '.join(sorted(unreachable))})"
+                              if unreachable else ""))
     return [found[rid] for rid in ids]
 
 
@@ -132,9 +165,8 @@ async def wait_cluster_ready(cdir: ClusterDir, names: list[str], timeout: float 
         try:
             await wait_owner_ready(roster, cdir.identity(name), name, deadline, alive, addresses)
         except PlanfenceError as exc:
-            output = tail(cdir.out(process))
-            raise PlanfenceError(f"{process} failed to start: {exc}"
-                                 + (f"\n{output}" if output else "")) from None
+            said = last_error_line(cdir.out(process))
+            raise PlanfenceError(f"{process} failed to start: {said or exc}") from None
 
     async with collapsing_task_group() as tg:
         for name in names:

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import socket
@@ -22,7 +23,7 @@ from typing import Any
 
 import tomli_w
 
-from .errors import ConfigError
+from .errors import ConfigError, PlanfenceError
 from .identity import Identity, generate_key_file, load_identity
 from .roster import Roster, load_roster, parse_address, roster_from_dict
 
@@ -81,6 +82,57 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+def port_in_use(host: str, port: int) -> bool:
+    """True when another socket listens on (or holds) host:port, so an owner cannot bind it.
+
+    Binds the way the owner's listener does (SO_REUSEADDR), so a port that only lingers in
+    TIME_WAIT counts as free.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return True
+            raise ConfigError(f"cannot use {host}:{port}: {exc.strerror or exc}") from None
+    return False
+
+
+def address_in_use(exc: BaseException) -> bool:
+    """True when `exc` (or every leaf of an exception group) is "address already in use"."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(address_in_use(e) for e in exc.exceptions)
+    return isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE
+
+
+def port_holder(address: str) -> tuple[str, Path | None]:
+    """Who holds `address`: ("owner NAME of the cluster in DIR (pid N)", DIR) when it is a
+    planfence owner started from a cluster folder, else ("another program", None)."""
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+            root = Path(argv[argv.index("serve") + 1])
+            agent = argv[argv.index("--agent") + 1]
+            if "owner" in argv and ClusterDir(root).roster().agent(agent).address == address:
+                return f"owner {agent} of the cluster in {root} (pid {entry.name})", root
+        except (OSError, ValueError, IndexError, PlanfenceError):
+            continue
+    return "another program", None
+
+
+def check_port(name: str, host: str, port: int, remedy: str) -> None:
+    """Raise ConfigError when agent `name`'s port is taken, naming who holds it and what to
+    do: stop the holder, or `remedy` (how to give this cluster other ports)."""
+    if not port_in_use(host, port):
+        return
+    holder, other = port_holder(f"{host}:{port}")
+    stop = f"stop it (`planfence cluster down {other}`)" if other else "stop that program"
+    raise ConfigError(f"port {port} of {name} ({host}:{port}) is already in use by {holder}; "
+                      f"{stop}, or {remedy}")
+
+
 COMPOSE_OWNER_PORT, COMPOSE_SHAPER_PORT = 7401, 7402
 
 
@@ -105,6 +157,10 @@ def init_cluster(root: Path, *, agents: int = 5, base_port: int | None = None,
                           f"remove them or use another folder")
     host = host or defaults.get("host", "127.0.0.1")
     base = defaults.get("base_port", 7401) if base_port is None else base_port
+    if base != 0 and not compose:  # refuse taken ports before writing anything
+        for i, template in enumerate(templates):
+            check_port(template["name"], host, base + i,
+                       "choose other ports with --base-port N (0 picks free ports)")
     for sub in ("keys", "data", "logs", "run"):
         (root / sub).mkdir(parents=True, exist_ok=True)
     os.chmod(root / "keys", 0o700)
@@ -177,8 +233,9 @@ def owner_marker(cdir: ClusterDir, agent: str) -> str:
 
 
 def spawn(cdir: ClusterDir, name: str, argv: list[str]) -> int:
-    """Start a detached background process logging to run/NAME.out; records its pid."""
-    with open(cdir.out(name), "ab") as out:
+    """Start a detached background process logging to run/NAME.out (this run's output only:
+    the file is truncated, so errors never show fragments of an earlier run); records its pid."""
+    with open(cdir.out(name), "wb") as out:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                                 start_new_session=True, cwd=cdir.root)
     _CHILDREN[proc.pid] = proc
@@ -209,21 +266,34 @@ def stop_process(cdir: ClusterDir, name: str, marker: str, grace: float = 10.0) 
     return True
 
 
-def tail(path: Path, lines: int = 5) -> str:
+def last_error_line(path: Path) -> str:
+    """The last `error: ...` line a process wrote to its output file (its one-line reason for
+    exiting), else its last line; "" when it wrote nothing."""
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        lines = [line.strip() for line in path.read_text(errors="replace").splitlines()
+                 if line.strip()]
     except FileNotFoundError:
         return ""
+    errors = [line for line in lines if line.startswith("error: ")]
+    return errors[-1][len("error: "):] if errors else (lines[-1] if lines else "")
 
 
-def start_owners(cdir: ClusterDir) -> list[str]:
-    """Start every owner of the roster that is not running; returns the names started."""
-    started = []
-    for agent in cdir.roster().agents:
-        if running_pid(cdir, agent.name, owner_marker(cdir, agent.name)) is None:
-            spawn(cdir, agent.name, owner_argv(cdir, agent.name))
-            started.append(agent.name)
-    return started
+def start_owners(cdir: ClusterDir, only: list[str] | None = None) -> list[str]:
+    """Start every owner of the roster (or of `only`) that is not running; returns the names
+    started. Raises ConfigError, starting none, when the port of an owner to start is in use.
+    """
+    roster = cdir.roster()
+    to_start = [agent.name for agent in roster.agents
+                if (only is None or agent.name in only)
+                and running_pid(cdir, agent.name, owner_marker(cdir, agent.name)) is None]
+    for name in to_start:
+        agent = roster.agent(name)
+        check_port(name, agent.host, agent.port,
+                   f"give this cluster other ports: edit {cdir.roster_path}, or make a new "
+                   f"cluster with `planfence cluster init NEWDIR --base-port 0` (free ports)")
+    for name in to_start:
+        spawn(cdir, name, owner_argv(cdir, name))
+    return to_start
 
 
 def stop_owners(cdir: ClusterDir) -> list[str]:

@@ -107,6 +107,15 @@ class Roster:
                 "agents": [a.to_json() for a in self.agents]}
 
 
+def _check_point(public_key: bytes, where: str) -> None:
+    """Raise ConfigError unless `public_key` is an Ed25519 point libsodium can convert to the
+    agent's Noise key (libsodium raises a bare RuntimeError for one that is not)."""
+    try:
+        crypto_sign_ed25519_pk_to_curve25519(public_key)
+    except RuntimeError:
+        raise ConfigError(f"{where}: 'public_key' is not a valid Ed25519 public key") from None
+
+
 def parse_address(text: str) -> tuple[str, int]:
     """Split "HOST:PORT"; raises ConfigError with the offending text."""
     host, sep, port = text.rpartition(":")
@@ -139,6 +148,7 @@ def roster_from_dict(data: dict[str, Any], source: str = "roster") -> Roster:
             raise ConfigError(f"{where}: 'public_key' must be hex") from None
         if len(public_key) != 32:
             raise ConfigError(f"{where}: 'public_key' must be 32 bytes")
+        _check_point(public_key, f"{where} ({name})")
         if not isinstance(owns, list) or not all(isinstance(p, str) and p for p in owns):
             raise ConfigError(f"{where}: 'owns' must be a list of patterns")
         host, port = parse_address(address) if isinstance(address, str) else ("", -1)

@@ -222,8 +222,9 @@ def test_record_commands_fail_with_one_clear_line(live_cluster: ClusterHandle) -
     assert fails("heads", h.path, "req/a", "--as", "mallory") == (
         f"error: no key file for agent 'mallory' at {h.cdir.key('mallory')}")
     bad_id = run("get", h.path, "xyz")
-    assert bad_id.exit_code == 64 and "'xyz' is not a record id (64 hex characters)" in (
-        bad_id.stderr)
+    assert bad_id.exit_code == 64 and ("'xyz' is not a record id (64 hex characters, or a "
+                                       "unique prefix of at least 8)") in " ".join(
+        bad_id.stderr.replace("│", " ").split())
 
     h.kill9("reqs")
     assert fails("put", h.path, "req/a", "--body", "1") == (

@@ -63,7 +63,8 @@ def test_authorize_exit_codes(live_cluster) -> None:  # type: ignore[no-untyped-
 def test_authorize_rejects_a_bad_root_id(cluster_dir) -> None:  # type: ignore[no-untyped-def]
     code, _, err = invoke("authorize", str(cluster_dir.path), "--root", "abc", "--dep", "req/x")
     assert code == 64  # a usage error (EX_USAGE), never 2 (stale)
-    assert "'abc' is not a record id (64 hex characters)" in err
+    assert ("'abc' is not a record id (64 hex characters, or a unique prefix of at least "
+            "8)") in " ".join(err.replace("│", " ").split())
 
 
 def test_demo_shows_freshness_invalid_and_planfence_valid(tmp_path) -> None:  # type: ignore[no-untyped-def]

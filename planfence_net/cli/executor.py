@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from .group import EXIT_BLOCKED, EXIT_OK, EXIT_STALE
-from .support import (AsOpt, DirArg, JsonOpt, cluster_dir, echo_json, identity_for, parse_id,
+from .support import (AsOpt, DirArg, JsonOpt, cluster_dir, echo_json, identity_for, resolve_ids,
                       print_table, run_async, user_errors, write_record)
 
 if TYPE_CHECKING:  # each command imports what it uses: authorize never loads the bench lab
@@ -60,7 +60,7 @@ def authorize(path: Path = DirArg,
     cdir = cluster_dir(path)
     roster = cdir.roster()
     identity = identity_for(cdir, as_agent)
-    action = Action(name, tuple(parse_id(r) for r in root), tuple(dep))
+    action = Action(name, tuple(resolve_ids(cdir, root)), tuple(dep))
 
     async def decide() -> Decision:
         async with anyio.create_task_group() as tg:

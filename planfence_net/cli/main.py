@@ -10,10 +10,11 @@ from typing import Optional
 import typer
 
 from . import bench as cli_bench, executor as cli_executor, shape as cli_shape
-from . import traces as cli_traces
+from . import inspect as cli_inspect, traces as cli_traces
 from .group import EXIT_CODES_HELP, PlanfenceGroup
-from .support import (AsOpt, DirArg, JsonOpt, cluster_dir, echo_json, identity_for, parse_id,
-                      print_table, run_async, to_jsonable, user_errors, write_record)
+from .support import (AsOpt, DeadlineOpt, DirArg, JsonOpt, cluster_dir, echo_json, identity_for,
+                      print_table, resolve_ids, run_async, to_jsonable, user_errors,
+                      write_record)
 
 # Every command imports the library it uses in its body: `planfence --help` and one-shot
 # commands start without the owner daemon, the bench harness or plotting (see
@@ -57,11 +58,19 @@ def cluster_init(path: Path = DirArg,
                  compose: bool = typer.Option(
                      False, "--compose", help="Lay out for docker-compose.yml (owner-NAME:7401 "
                                               "reached through shaper-NAME:7402)."),
+                 name: Optional[str] = typer.Option(
+                     None, "--name", help="Cluster name; sessions are bound to it, so two "
+                                          "clusters never talk to each other (default: "
+                                          "planfence-demo)."),
                  json_out: bool = JsonOpt) -> None:
-    """Create a cluster folder: roster, identity keys, data and log folders."""
+    """Create a cluster folder: roster, identity keys, data and log folders.
+
+    Refuses ports another program holds (naming it); --base-port 0 picks free ones.
+    """
     from .. import cluster as clusterlib
 
-    roster = clusterlib.init_cluster(path, agents=agents, base_port=base_port, compose=compose)
+    roster = clusterlib.init_cluster(path, agents=agents, base_port=base_port, compose=compose,
+                                     name=name)
     if json_out:
         echo_json({"cluster": roster.cluster, "agents": [a.to_json() for a in roster.agents]})
         return
@@ -84,17 +93,25 @@ def cluster_up(path: Path = DirArg, json_out: bool = JsonOpt,
     """Start every owner (and shaper) that is not running; return once each accepts sessions."""
     from .. import cluster as clusterlib
     from ..api import wait_cluster_ready
+    from ..errors import PlanfenceError
     from ..traces import require_traces
 
     cdir = cluster_dir(path)
     roster = cdir.roster()
     require_traces(profile)  # fail before starting anything
     started = clusterlib.start_owners(cdir)
-    run_async(wait_cluster_ready, cdir, started, timeout)
-    links = clusterlib.start_shapers(cdir, profile, delay_ms=delay_ms, loss=loss)
-    if links:
-        run_async(functools.partial(wait_cluster_ready, cdir, roster.names, timeout, links,
-                                    watch=clusterlib.shaper_name))
+    try:
+        run_async(wait_cluster_ready, cdir, started, timeout)
+        links = clusterlib.start_shapers(cdir, profile, delay_ms=delay_ms, loss=loss)
+        if links:
+            run_async(functools.partial(wait_cluster_ready, cdir, roster.names, timeout, links,
+                                        watch=clusterlib.shaper_name))
+    except PlanfenceError as exc:
+        clusterlib.stop_shapers(cdir)
+        stopped = [name for name in started if clusterlib.stop_process(
+            cdir, name, clusterlib.owner_marker(cdir, name))]
+        raise PlanfenceError(f"{exc} (stopped the owners this command started: "
+                             f"{', '.join(stopped) or 'none were running'})") from None
     if json_out:
         echo_json({"started": started, "running": roster.names, "profile": profile,
                    "links": {a: f"{h}:{p}" for a, (h, p) in links.items()}})
@@ -165,6 +182,8 @@ def owner_serve(path: Path = DirArg,
     """Run one owner daemon in the foreground until SIGTERM or Ctrl-C."""
     import anyio
 
+    from .. import cluster as clusterlib
+    from ..errors import ConfigError
     from ..owners.daemon import run_owner
     from ..owners.limits import Limits
     from ..roster import parse_address
@@ -175,16 +194,25 @@ def owner_serve(path: Path = DirArg,
     roster.agent(agent)
     bind = parse_address(listen) if listen else None
     limits = Limits.parse(limit)
+    host, port = bind or (roster.agent(agent).host, roster.agent(agent).port)
+    remedy = "serve on another address with --listen HOST:PORT"
+    if port:
+        clusterlib.check_port(agent, host, port, remedy)
 
     async def serve() -> None:
         async with anyio.create_task_group() as tg:
-            port = await tg.start(functools.partial(
+            bound = await tg.start(functools.partial(
                 run_owner, roster, identity, cdir.db(agent), cdir.log(agent), listen=bind,
                 limits=limits))
-            host = bind[0] if bind else roster.agent(agent).host
-            typer.echo(f"owner {agent} listening on {host}:{port}")
+            typer.echo(f"owner {agent} listening on {host}:{bound}")
 
-    run_async(serve)
+    try:
+        run_async(serve)
+    except (OSError, BaseExceptionGroup) as exc:  # the port was taken after the check
+        if not clusterlib.address_in_use(exc):
+            raise
+        raise ConfigError(f"port {port} of {agent} ({host}:{port}) is already in use; "
+                          f"{remedy}") from None
 
 
 # ---- records -------------------------------------------------------------------------------
@@ -198,22 +226,24 @@ def put(path: Path = DirArg, key: str = typer.Argument(..., help="Semantic key."
         json_out: bool = JsonOpt,
         as_agent: Optional[str] = typer.Option(
             None, "--as", help="Write as this agent (default: the key's owner; owners "
-                               "refuse writes from anyone else).")) -> None:
+                               "refuse writes from anyone else)."),
+        deadline: float = DeadlineOpt) -> None:
     """Write a record as the agent that owns KEY; prints its id and seq."""
-    write_record(path, key, body, parent, kind, json_out, as_agent)
+    write_record(path, key, body, parent, kind, json_out, as_agent, deadline)
 
 
 @app.command("heads")
 @user_errors
 def heads(path: Path = DirArg, keys: list[str] = typer.Argument(..., help="Keys."),
-          as_agent: Optional[str] = AsOpt, json_out: bool = JsonOpt) -> None:
+          as_agent: Optional[str] = AsOpt, json_out: bool = JsonOpt,
+          deadline: float = DeadlineOpt) -> None:
     """Current head of each KEY, asked from its owner."""
     from ..api import query_heads
     from ..cluster import link_addresses
 
     cdir = cluster_dir(path)
     rows = run_async(query_heads, cdir.roster(), identity_for(cdir, as_agent), keys,
-                     link_addresses(cdir))
+                     link_addresses(cdir), deadline)
     if json_out:
         echo_json(rows)
         return
@@ -225,15 +255,16 @@ def heads(path: Path = DirArg, keys: list[str] = typer.Argument(..., help="Keys.
 @app.command("get")
 @user_errors
 def get(path: Path = DirArg, ids: list[str] = typer.Argument(..., help="Record ids (hex)."),
-        as_agent: Optional[str] = AsOpt, json_out: bool = JsonOpt) -> None:
-    """Fetch records by id from the owners and verify them."""
+        as_agent: Optional[str] = AsOpt, json_out: bool = JsonOpt,
+        deadline: float = DeadlineOpt) -> None:
+    """Fetch records by id (or unique prefixes of 8+ hex) from the owners; verify them."""
     from ..api import get_records
     from ..cluster import link_addresses
 
     cdir = cluster_dir(path)
-    wanted = [parse_id(i) for i in ids]
+    wanted = resolve_ids(cdir, ids)
     records = run_async(get_records, cdir.roster(), identity_for(cdir, as_agent), wanted,
-                        link_addresses(cdir))
+                        link_addresses(cdir), deadline)
     if json_out:
         echo_json([r.to_json() for r in records])
         return
@@ -248,18 +279,31 @@ def get(path: Path = DirArg, ids: list[str] = typer.Argument(..., help="Record i
 def logs(path: Path = DirArg, agent: str = typer.Argument(..., help="Agent name."),
          follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new lines."),
          event: Optional[str] = typer.Option(None, "--event", help="Only this event name."),
+         shaper: bool = typer.Option(False, "--shaper",
+                                     help="The output of the shaper in front of AGENT."),
          json_out: bool = JsonOpt) -> None:
-    """Print an owner's structured log (connections, handshakes, requests, puts, errors)."""
+    """Print an owner's structured log (connections, handshakes, requests, puts, errors), or
+    with --shaper the output of the shaper in front of it."""
+    from ..cluster import shaper_name
     from ..errors import PlanfenceError
-    from ..owners.logs import format_event, read_events
+    from ..owners.logs import EVENTS, format_event, read_events, read_lines
 
     cdir = cluster_dir(path)
     cdir.roster().agent(agent)
+    if event is not None and event not in EVENTS:
+        raise PlanfenceError(f"unknown event {event!r}; owners log: {', '.join(EVENTS)}")
+    source = cdir.out(shaper_name(agent)) if shaper else cdir.log(agent)
     try:
-        for entry in read_events(cdir.log(agent), event=event, follow=follow):
-            typer.echo(json.dumps(entry) if json_out else format_event(entry))
+        entries = (({"agent": agent, "line": line} for line in read_lines(source, follow))
+                   if shaper else read_events(source, event=event, follow=follow))
+        for entry in entries:
+            if json_out:
+                typer.echo(json.dumps(entry))
+            else:
+                typer.echo(entry["line"] if shaper else format_event(entry))
     except FileNotFoundError:
-        raise PlanfenceError(f"no log for {agent} yet at {cdir.log(agent)}") from None
+        what = "shaper output" if shaper else "log"
+        raise PlanfenceError(f"no {what} for {agent} yet at {source}") from None
     except KeyboardInterrupt:
         pass
 
@@ -268,4 +312,5 @@ cli_executor.register(app)
 cli_shape.register(app)
 cli_bench.register(app)
 cli_traces.register(app)
+cli_inspect.register(app, owner_app)
 

@@ -62,14 +62,45 @@ def echo_json(value: Any) -> None:
     typer.echo(json.dumps(to_jsonable(value), indent=2, allow_nan=False))
 
 
+MIN_ID_PREFIX = 8
+
+
 def parse_id(text: str) -> bytes:
+    """A full record id (64 hex characters); typer.BadParameter (a usage error) otherwise."""
     try:
         rid = bytes.fromhex(text)
     except ValueError:
         rid = b""
     if len(rid) != 32:
-        raise typer.BadParameter(f"{text!r} is not a record id (64 hex characters)")
+        raise typer.BadParameter(f"{text!r} is not a record id (64 hex characters, or a "
+                                 f"unique prefix of at least {MIN_ID_PREFIX})")
     return rid
+
+
+def resolve_ids(cdir: ClusterDir, texts: list[str]) -> list[bytes]:
+    """Record ids from full ids or unique prefixes of at least MIN_ID_PREFIX hex characters
+    (outputs show ids shortened). Prefixes are looked up in the stores of the cluster
+    folder. Raises typer.BadParameter for text that is no id or prefix, PlanfenceError for a
+    prefix that matches no record or several."""
+    ids = []
+    for text in texts:
+        prefix = text.lower()
+        if not MIN_ID_PREFIX <= len(prefix) < 64 or prefix.strip("0123456789abcdef"):
+            ids.append(parse_id(text))
+            continue
+        from ..owners.reader import cluster_stores
+
+        found = sorted({rid for store in cluster_stores(cdir.root / "data")
+                        for rid in store.ids_with_prefix(prefix)})
+        if not found:
+            raise PlanfenceError(f"no record id starts with {text} in the stores under "
+                                 f"{cdir.root / 'data'}")
+        if len(found) > 1:
+            raise PlanfenceError(f"id prefix {text} is ambiguous: {len(found)} records match "
+                                 f"({', '.join(r.hex()[:16] for r in found[:3])}"
+                                 f"{', ...' if len(found) > 3 else ''}); give more hex digits")
+        ids.append(found[0])
+    return ids
 
 
 def print_table(columns: list[str], rows: list[list[Any]]) -> None:
@@ -90,6 +121,10 @@ def parse_body(text: str) -> Any:
 
 
 AsOpt = typer.Option(None, "--as", help="Roster member to connect as (default: the first).")
+DEFAULT_DEADLINE = 5.0  # api.DEFAULT_DEADLINE, repeated so --help loads no library
+DeadlineOpt = typer.Option(DEFAULT_DEADLINE, "--deadline", min=0.01, metavar="SECONDS",
+                           help="How long each owner may take to connect, handshake and "
+                                "answer.")
 
 
 def cluster_dir(path: Path) -> ClusterDir:
@@ -106,21 +141,35 @@ def identity_for(cdir: ClusterDir, as_agent: str | None) -> Identity:
 
 
 def write_record(path: Path, key: str, body: str, parent: list[str], kind: str, json_out: bool,
-                 as_agent: str | None) -> None:
-    """Write a record (body as JSON text) as `as_agent` or the key's owner; print id and seq."""
-    from ..api import put_record
+                 as_agent: str | None, deadline: float = DEFAULT_DEADLINE) -> None:
+    """Write a record (body as JSON text) as `as_agent` or the key's owner; print id and seq.
+
+    Parents may be id prefixes; each must exist at some owner (PlanfenceError otherwise),
+    so a plan never names a parent the gate could not fetch.
+    """
+    from ..api import get_records, put_record
     from ..cluster import link_addresses
+    from ..errors import RequestError
 
     cdir = cluster_dir(path)
     roster = cdir.roster()
-    value, parents = parse_body(body), [parse_id(p) for p in parent]
+    value, parents = parse_body(body), resolve_ids(cdir, parent)
     owner = roster.owner_of(key)
     if owner is None:
         raise PlanfenceError(f"no agent owns {key!r} in the roster")
     writer = cdir.identity(as_agent or owner)
-    result = run_async(functools.partial(put_record, roster, writer, key,
-                                         body=value, parents=parents, kind=kind,
-                                         addresses=link_addresses(cdir)))
+    addresses = link_addresses(cdir)
+
+    async def check_and_put() -> dict[str, Any]:
+        if parents:
+            try:
+                await get_records(roster, writer, parents, addresses, deadline)
+            except RequestError as exc:
+                raise PlanfenceError(f"--parent: {exc.message}") from None
+        return await put_record(roster, writer, key, body=value, parents=parents, kind=kind,
+                                addresses=addresses, deadline=deadline)
+
+    result = run_async(check_and_put)
     if json_out:
         echo_json(result)
     else:

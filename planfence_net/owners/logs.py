@@ -9,6 +9,11 @@ from pathlib import Path
 from typing import Any, Iterator
 
 
+# Every event an owner writes (`planfence logs --event` checks its argument against these).
+EVENTS = ("listening", "connection", "handshake", "handshake_refused", "handshake_failed",
+          "request", "put", "error", "disconnected", "shutdown", "stopped")
+
+
 class EventLog:
     """Appends events as JSON lines, one write(2) per line so readers can follow it live.
 
@@ -59,15 +64,10 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def read_events(path: Path, *, event: str | None = None, follow: bool = False,
-                poll: float = 0.25) -> Iterator[dict[str, Any]]:
-    """Events from a log file, optionally only those named `event`.
-
-    With `follow`, keeps waiting for new lines like `tail -f` (until the caller stops
-    iterating). A line that is not valid JSON is yielded as {"event": "unparsed", "line": ...}
-    so nothing is hidden. Raises FileNotFoundError when the log does not exist.
-    """
-    with open(path, encoding="utf-8") as f:
+def read_lines(path: Path, follow: bool = False, poll: float = 0.25) -> Iterator[str]:
+    """Whole lines of a text file (without their newline). With `follow`, keeps waiting for
+    new lines like `tail -f` until the caller stops iterating. Raises FileNotFoundError."""
+    with open(path, encoding="utf-8", errors="replace") as f:
         partial = ""
         while True:
             line = f.readline()
@@ -80,12 +80,24 @@ def read_events(path: Path, *, event: str | None = None, follow: bool = False,
                 partial += line
                 continue
             line, partial = partial + line, ""
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
-                entry = {"event": "unparsed", "line": line.rstrip("\n")}
-            if event is None or entry.get("event") == event:
-                yield entry
+            yield line.rstrip("\n")
+
+
+def read_events(path: Path, *, event: str | None = None, follow: bool = False,
+                poll: float = 0.25) -> Iterator[dict[str, Any]]:
+    """Events from a log file, optionally only those named `event`.
+
+    With `follow`, keeps waiting for new lines like `tail -f` (until the caller stops
+    iterating). A line that is not valid JSON is yielded as {"event": "unparsed", "line": ...}
+    so nothing is hidden. Raises FileNotFoundError when the log does not exist.
+    """
+    for line in read_lines(path, follow, poll):
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            entry = {"event": "unparsed", "line": line}
+        if event is None or entry.get("event") == event:
+            yield entry
 
 
 def format_event(entry: dict[str, Any]) -> str:
