@@ -128,5 +128,6 @@ def test_every_event_an_owner_writes_is_known_to_logs() -> None:
 
     root = Path(__file__).resolve().parents[1] / "planfence_net" / "owners"
     written = {m for p in root.glob("*.py")
-               for m in re.findall(r"log\.write\(\s*\"([a-z_]+)\"", p.read_text())}
+               for m in re.findall(r"(?:log\.write|stranger_event)\(\s*\"([a-z_]+)\"",
+                                   p.read_text())}
     assert written and written <= set(EVENTS), written - set(EVENTS)

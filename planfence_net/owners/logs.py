@@ -10,8 +10,9 @@ from typing import Any, Iterator
 
 
 # Every event an owner writes (`planfence logs --event` checks its argument against these).
-EVENTS = ("listening", "connection", "handshake", "handshake_refused", "handshake_failed",
-          "request", "put", "error", "disconnected", "shutdown", "stopped")
+EVENTS = ("listening", "connection", "connection_refused", "accept_failed", "handshake",
+          "handshake_refused", "handshake_failed", "session_refused", "request", "put",
+          "error", "subscriber_dropped", "disconnected", "shutdown", "stopped")
 
 
 class EventLog:
