@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import fnmatch
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from nacl.bindings import crypto_sign_ed25519_pk_to_curve25519
 
 from .errors import ConfigError
+
+OWNER_CACHE = 65536  # keys whose owner is remembered
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +59,10 @@ class Roster:
 
     cluster: str
     agents: tuple[Agent, ...]
+    # key -> owner, filled by owner_of: matching every pattern costs ~8 us a key, and the
+    # gate and the owner ask for the same keys on every request
+    _owners: dict[str, str | None] = field(default_factory=dict, init=False, repr=False,
+                                           compare=False)
 
     def __post_init__(self) -> None:
         names = [a.name for a in self.agents]
@@ -82,11 +88,18 @@ class Roster:
 
         Raises ConfigError when two agents' patterns both match.
         """
+        try:
+            return self._owners[key]
+        except KeyError:
+            pass
         owners = [a.name for a in self.agents
                   if any(fnmatch.fnmatchcase(key, pattern) for pattern in a.owns)]
         if len(owners) > 1:
             raise ConfigError(f"roster: key {key!r} is owned by several agents: {owners}")
-        return owners[0] if owners else None
+        if len(self._owners) >= OWNER_CACHE:  # keys come from peers: bound the memory
+            self._owners.clear()
+        owner = self._owners[key] = owners[0] if owners else None
+        return owner
 
     def public_key_of(self, name: str) -> bytes | None:
         """An agent's Ed25519 public key, or None if it is not a member."""

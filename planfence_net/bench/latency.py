@@ -14,7 +14,6 @@ own start-up.
 from __future__ import annotations
 
 import functools
-import os
 import subprocess
 import sys
 import tempfile
@@ -29,7 +28,7 @@ import anyio
 
 from .. import cluster as clusterlib
 from ..api import get_records, wait_cluster_ready
-from ..client import open_session, start_session
+from ..client import open_session
 from ..cluster import ClusterDir
 from ..executor.pool import SessionPool
 from ..executor.replica import Replica
@@ -38,6 +37,7 @@ from ..gate import Action
 from ..roster import Roster
 from . import etcd as etcdlib
 from .floor import connect_floor
+from .load import owner_load
 
 OWNERS = ("reqs", "inventory")  # the d keys are split evenly over these two
 EXECUTOR = "planner"            # writes the plans and runs the gate
@@ -109,7 +109,11 @@ def measure(settings: Settings, progress: Callable[[str], None] = lambda m: None
         progress("warm authorize, etcd Txn and the raw-socket floor, interleaved")
         _run(_latency_rounds, cdir, plans, settings, results, floor_port, etcd_port, progress)
         progress(f"owner throughput: heads and durable puts from {settings.sessions} sessions")
-        _run(_throughput, cdir, settings, results)
+        load = _run(owner_load, cdir, OWNERS[0], EXECUTOR, keys_for(1)[OWNERS[0]][0],
+                    settings.sessions, settings.put_in_flight, settings.throughput_seconds)
+        results.heads_per_s, results.heads_owner_cpu = load.heads_per_s, load.heads_cpu
+        results.puts_per_s, results.puts_owner_cpu = load.puts_per_s, load.puts_cpu
+        results.puts_per_commit = load.puts_per_commit
         progress("one-shot CLI processes")
         _cli_times(cdir, plans, settings, results)
     return results
@@ -250,81 +254,6 @@ async def _latency_rounds(cdir: ClusterDir, plans: list[_Plan], settings: Settin
     results.authorize = {d: Spread.of(v) for d, v in samples["pf"].items()}
     results.etcd = {d: Spread.of(v) for d, v in samples["etcd"].items()}
     results.floor = Spread.of(floor_samples)
-
-
-async def _throughput(cdir: ClusterDir, settings: Settings, results: Results) -> None:
-    owner = OWNERS[0]
-    roster = cdir.roster()
-    pid = clusterlib.read_pid(cdir, owner)
-    assert pid is not None
-    key = keys_for(1)[owner][0]
-    async with open_session(roster, cdir.identity(EXECUTOR), owner) as session:
-        head = (await session.request("heads", {"keys": [key]}))["heads"][0][1]
-    args = {"keys": [key], "expect": {key: head}}
-
-    async def heads(session: Any, _task: int) -> None:
-        answer = await session.request("heads", args)
-        if answer["heads"][0][1] != head or answer["records"]:
-            raise AssertionError("heads answer changed during the throughput run")
-
-    count, seconds, cpu = await _saturate(roster, cdir, EXECUTOR, owner, pid, settings, heads, 1)
-    results.heads_per_s, results.heads_owner_cpu = count / seconds, cpu
-    before = await _stats(roster, cdir, owner)
-
-    async def put(session: Any, task: int) -> None:
-        await session.request("put", {"key": f"req/put-{task}", "kind": "fact",
-                                      "parents": [], "body": {"n": task}})
-
-    count, seconds, cpu = await _saturate(roster, cdir, owner, owner, pid, settings, put,
-                                          settings.put_in_flight)
-    after = await _stats(roster, cdir, owner)
-    written = after["records_written"] - before["records_written"]
-    if written != count:
-        raise AssertionError(f"{count} puts acknowledged but {written} written")
-    results.puts_per_s, results.puts_owner_cpu = count / seconds, cpu
-    results.puts_per_commit = written / max(1, after["commits"] - before["commits"])
-
-
-async def _stats(roster: Roster, cdir: ClusterDir, owner: str) -> dict[str, Any]:
-    async with open_session(roster, cdir.identity(EXECUTOR), owner) as session:
-        return await session.request("stats")
-
-
-async def _saturate(roster: Roster, cdir: ClusterDir, who: str, owner: str, pid: int,
-                    settings: Settings, one: Callable[[Any, int], Awaitable[None]],
-                    per_session: int) -> tuple[int, float, float]:
-    """Run `one(session, task)` in a loop on `settings.sessions` sessions, `per_session`
-    loops each, for `throughput_seconds`; returns (completed, seconds, owner CPU cores)."""
-    done = 0
-    identity = cdir.identity(who)
-    async with anyio.create_task_group() as tg:
-        sessions = [await start_session(tg, roster, identity, roster.agent(owner))
-                    for _ in range(settings.sessions)]
-        cpu_before, started = _cpu_seconds(pid), time.perf_counter()
-        stop_at = started + settings.throughput_seconds
-
-        async def loop(session: Any, task: int) -> None:
-            nonlocal done
-            while time.perf_counter() < stop_at:
-                await one(session, task)
-                done += 1
-
-        async with anyio.create_task_group() as workers:
-            for i, session in enumerate(sessions):
-                for j in range(per_session):
-                    workers.start_soon(loop, session, i * per_session + j)
-        seconds = time.perf_counter() - started
-        cpu = (_cpu_seconds(pid) - cpu_before) / seconds
-        for session in sessions:
-            await session.aclose()
-        tg.cancel_scope.cancel()
-    return done, seconds, cpu
-
-
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds the process has used (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _cli_times(cdir: ClusterDir, plans: list[_Plan], settings: Settings,
