@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ConfigError, RecordError
-from .records import ID_LEN, Record, record_from_wire
+from .records import ID_LEN, Record, record_from_wire, verify
+from .roster import Roster
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,3 +113,23 @@ def _check_inline(owner: str, query: HeadsQuery, heads: dict[str, tuple[bytes | 
                              f"plan's {frontier[key].seq}")
         inline[key] = record
     return inline
+
+
+def verify_record(roster: Roster, record: Record) -> None:
+    """Raise RecordError unless `record` verifies against `roster` (id, signature, owner)."""
+    verify(record, public_key_of=roster.public_key_of, owner_of=roster.owner_of)
+
+
+def verified_records(roster: Roster, result: object) -> list[Record]:
+    """The records of an owner's answer (`{"records": [wire, ...]}`) that parse and verify
+    against `roster`. Anything else is dropped: the gate treats it as never received."""
+    wires = result.get("records", []) if isinstance(result, dict) else []
+    records = []
+    for wire in wires if isinstance(wires, list) else []:
+        try:
+            record = record_from_wire(wire)
+            verify_record(roster, record)
+        except (RecordError, ConfigError):  # ConfigError: a key with two owners
+            continue
+        records.append(record)
+    return records

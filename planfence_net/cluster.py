@@ -17,50 +17,18 @@ import subprocess
 import sys
 import time
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import tomli_w
 
+from .clusterdir import ClusterDir as ClusterDir  # where it lives: lean, for the hook
 from .errors import ConfigError, PlanfenceError
-from .identity import Identity, generate_key_file, load_identity
-from .roster import Roster, load_roster, parse_address, roster_from_dict
+from .identity import generate_key_file
+from .roster import Roster, parse_address, roster_from_dict
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_AGENTS = PROJECT_ROOT / "owners" / "agents.toml"
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterDir:
-    """Paths inside a cluster folder."""
-
-    root: Path
-
-    @property
-    def roster_path(self) -> Path:
-        return self.root / "cluster.toml"
-
-    def key(self, agent: str) -> Path:
-        return self.root / "keys" / f"{agent}.key"
-
-    def db(self, agent: str) -> Path:
-        return self.root / "data" / f"{agent}.sqlite"
-
-    def log(self, agent: str) -> Path:
-        return self.root / "logs" / f"{agent}.jsonl"
-
-    def pid_file(self, name: str) -> Path:
-        return self.root / "run" / f"{name}.pid"
-
-    def out(self, name: str) -> Path:
-        return self.root / "run" / f"{name}.out"
-
-    def roster(self) -> Roster:
-        return load_roster(self.roster_path)
-
-    def identity(self, agent: str) -> Identity:
-        return load_identity(agent, self.key(agent))
 
 
 def default_agents(count: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -138,19 +106,27 @@ COMPOSE_OWNER_PORT, COMPOSE_SHAPER_PORT = 7401, 7402
 
 def init_cluster(root: Path, *, agents: int = 5, base_port: int | None = None,
                  host: str | None = None, name: str | None = None,
-                 compose: bool = False) -> Roster:
+                 compose: bool = False,
+                 workspaces: tuple[tuple[str, Path], ...] = ()) -> Roster:
     """Create a cluster folder with keys and a roster. Refuses to overwrite an existing one.
+
+    `workspaces` adds a workspace owner per (NAME, PATH): it owns `NAME:*` and its roster
+    entry records `workspace = PATH` (absolute). With `agents=0` the first one also owns
+    `plan/*`, so a single worktree needs no other agent.
 
     `base_port` 0 picks a free port per agent; None takes the default from owners/agents.toml.
     `compose` lays the cluster out for docker-compose.yml: agent NAME listens at
     owner-NAME:7401 and is reached through shaper-NAME:7402 (a static links.toml).
     """
-    if agents < 1:
+    if agents < 1 and not workspaces:
         raise ConfigError("a cluster needs at least one agent")
     cdir = ClusterDir(root)
     if cdir.roster_path.exists():
         raise ConfigError(f"{cdir.roster_path} already exists; remove the folder or use another")
     defaults, templates = default_agents(agents)
+    templates = templates + [
+        {"name": ws, "owns": [f"{ws}:*"] + (["plan/*"] if agents < 1 and i == 0 else []),
+         "workspace": str(path.resolve())} for i, (ws, path) in enumerate(workspaces)]
     existing = [str(cdir.key(t["name"])) for t in templates if cdir.key(t["name"]).exists()]
     if existing:
         raise ConfigError(f"key files already exist: {', '.join(existing)}; "
@@ -171,7 +147,9 @@ def init_cluster(root: Path, *, agents: int = 5, base_port: int | None = None,
         address = (f"owner-{template['name']}:{COMPOSE_OWNER_PORT}" if compose
                    else f"{host}:{port}")
         rows.append({"name": template["name"], "address": address,
-                     "public_key": bytes(key.verify_key).hex(), "owns": template["owns"]})
+                     "public_key": bytes(key.verify_key).hex(), "owns": template["owns"],
+                     **({"workspace": template["workspace"]} if "workspace" in template
+                        else {})})
     data = {"cluster": name or defaults.get("cluster", "planfence"), "agents": rows}
     roster = roster_from_dict(data)
     cdir.roster_path.write_text(tomli_w.dumps(data))

@@ -19,6 +19,13 @@ CHUNK_DATA = MAX_FRAME - TAG_LEN - 1  # 65518
 HANDSHAKE_FRAME_CAP = 256  # IK messages with empty payloads are 96 and 48 bytes
 DEFAULT_MAX_MESSAGE = 16 * 1024 * 1024
 MORE, LAST = 1, 0
+PROTOCOL_VERSION = b"planfence-net/1\x00"
+PATTERN = "IK"  # the Noise handshake pattern of every session
+
+
+def prologue(cluster: str) -> bytes:
+    """The handshake prologue binding the protocol version and the cluster name."""
+    return PROTOCOL_VERSION + cluster.encode()
 
 
 def encode_frame(data: bytes) -> bytes:

@@ -25,21 +25,15 @@ from anyio.abc import ByteStream
 
 from .errors import (HandshakeError, LocalProtocolError, PlanfenceError, RemoteProtocolError,
                      TransportError)
-from .framing import (DEFAULT_MAX_MESSAGE, HANDSHAKE_FRAME_CAP, MAX_FRAME, FrameDecoder,
-                      MessageAssembler, encode_frame, split_message)
+from .framing import (DEFAULT_MAX_MESSAGE, HANDSHAKE_FRAME_CAP, MAX_FRAME, PATTERN,
+                      PROTOCOL_VERSION, FrameDecoder, MessageAssembler, encode_frame, prologue,
+                      split_message)
 from .noise import CipherState, HandshakeState
 
-PROTOCOL_VERSION = b"planfence-net/1\x00"
-PATTERN = "IK"
 READ_AHEAD = 256 * 1024  # received messages nobody has taken yet before we stop reading
 
 MessageHandler = Callable[[bytes], None]
 CloseHandler = Callable[[PlanfenceError], None]
-
-
-def prologue(cluster: str) -> bytes:
-    """The handshake prologue binding the protocol version and the cluster name."""
-    return PROTOCOL_VERSION + cluster.encode()
 
 
 @dataclass(slots=True)
@@ -348,4 +342,5 @@ async def connect(host: str, port: int, **wrap_args: Any) -> NoiseStream:
         raise
 
 
-__all__ = ["NoiseStream", "Traffic", "connect", "prologue", "PlanfenceError"]
+__all__ = ["NoiseStream", "Traffic", "connect", "prologue", "PlanfenceError", "PATTERN",
+           "PROTOCOL_VERSION"]

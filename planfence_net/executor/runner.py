@@ -15,11 +15,12 @@ from typing import Any
 
 import anyio
 
-from ..errors import ConfigError, PlanfenceError, RecordError, TransportError
+from ..answers import verified_records as verified_records, verify_record as verify_record
+from ..errors import PlanfenceError, TransportError
 from ..gate import (Action, Decision, FetchRecords, Gate, GatePolicy, QueryHeads,
                     Replan)
 from ..lineage import FetchRound
-from ..records import Record, record_from_wire, verify
+from ..records import Record
 from ..roster import Roster
 from ..client import Reply
 from .pool import SessionPool
@@ -41,26 +42,6 @@ class GateRun:
     def stall(self) -> float:
         """Coordination time on the action's critical path, in seconds."""
         return max(0.0, self.decision.elapsed - self.planning)
-
-
-def verify_record(roster: Roster, record: Record) -> None:
-    """Raise RecordError unless `record` verifies against `roster` (id, signature, owner)."""
-    verify(record, public_key_of=roster.public_key_of, owner_of=roster.owner_of)
-
-
-def verified_records(roster: Roster, result: object) -> list[Record]:
-    """The records of an owner's answer (`{"records": [wire, ...]}`) that parse and verify
-    against `roster`. Anything else is dropped: the gate treats it as never received."""
-    wires = result.get("records", []) if isinstance(result, dict) else []
-    records = []
-    for wire in wires if isinstance(wires, list) else []:
-        try:
-            record = record_from_wire(wire)
-            verify_record(roster, record)
-        except (RecordError, ConfigError):  # ConfigError: a key with two owners
-            continue
-        records.append(record)
-    return records
 
 
 class GateRunner:
