@@ -5,9 +5,24 @@
 
 from __future__ import annotations
 
+import sys
+
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point.
+
+    `planfence hook claude|codex` runs before every agent tool call: it goes to the lean hook
+    module before typer, rich or anything else heavy is imported, and exits 2 on any failure
+    (even an import error), never 1.
+    """
+    argv = sys.argv[1:]
+    if len(argv) >= 2 and argv[0] == "hook" and argv[1] in ("claude", "codex"):
+        try:
+            from ..workspace.hook import main as hook_main
+        except BaseException as exc:  # a broken install must block, not let calls through
+            sys.stderr.write(f"PlanFence blocked this call: the hook cannot start ({exc!r})\n")
+            sys.exit(2)
+        sys.exit(hook_main(argv[1], argv[2:]))
     from .main import app
 
     app()

@@ -15,6 +15,7 @@ from .group import EXIT_CODES_HELP, PlanfenceGroup
 from .support import (AsOpt, DeadlineOpt, DirArg, JsonOpt, cluster_dir, echo_json, identity_for,
                       print_table, resolve_ids, run_async, to_jsonable, user_errors,
                       write_record)
+from . import hook as cli_hook, workspace as cli_workspace
 
 # Every command imports the library it uses in its body: `planfence --help` and one-shot
 # commands start without the owner daemon, the bench harness or plotting (see
@@ -62,15 +63,19 @@ def cluster_init(path: Path = DirArg,
                      None, "--name", help="Cluster name; sessions are bound to it, so two "
                                           "clusters never talk to each other (default: "
                                           "planfence-demo)."),
+                 workspace: list[str] = typer.Option(
+                     [], "--workspace", help="NAME=PATH: a workspace owner serving the worktree "
+                                             "at PATH, owning NAME:* (repeat)."),
                  json_out: bool = JsonOpt) -> None:
     """Create a cluster folder: roster, identity keys, data and log folders.
 
     Refuses ports another program holds (naming it); --base-port 0 picks free ones.
     """
     from .. import cluster as clusterlib
+    from ..workspace.config import parse_workspace_option
 
     roster = clusterlib.init_cluster(path, agents=agents, base_port=base_port, compose=compose,
-                                     name=name)
+                                     name=name, workspaces=tuple(map(parse_workspace_option, workspace)))
     if json_out:
         echo_json({"cluster": roster.cluster, "agents": [a.to_json() for a in roster.agents]})
         return
@@ -184,9 +189,9 @@ def owner_serve(path: Path = DirArg,
 
     from .. import cluster as clusterlib
     from ..errors import ConfigError
-    from ..owners.daemon import run_owner
     from ..owners.limits import Limits
     from ..roster import parse_address
+    from ..workspace.owner import owner_runner
 
     cdir = cluster_dir(path)
     roster = cdir.roster()
@@ -202,8 +207,8 @@ def owner_serve(path: Path = DirArg,
     async def serve() -> None:
         async with anyio.create_task_group() as tg:
             bound = await tg.start(functools.partial(
-                run_owner, roster, identity, cdir.db(agent), cdir.log(agent), listen=bind,
-                limits=limits))
+                owner_runner(cdir, agent), roster, identity, cdir.db(agent), cdir.log(agent),
+                listen=bind, limits=limits))
             typer.echo(f"owner {agent} listening on {host}:{bound}")
 
     try:
@@ -313,4 +318,5 @@ cli_shape.register(app)
 cli_bench.register(app)
 cli_traces.register(app)
 cli_inspect.register(app, owner_app)
-
+cli_workspace.register(app)
+cli_hook.register(app)

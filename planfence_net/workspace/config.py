@@ -1,0 +1,132 @@
+"""Where a workspace's cluster folder lives, which worktree each agent serves, which plan a
+session works under.
+
+`planfence workspace serve PATH` keeps its cluster folder in PATH/.planfence (roster, keys,
+store, logs; a .gitignore inside keeps it out of commits). Commands find the folder from
+`--cluster`, then $PLANFENCE_CLUSTER, then the nearest .planfence above the working folder.
+A worktree's roster entry carries `workspace = "/abs/path"` next to the usual fields.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tomllib
+from pathlib import Path
+
+from ..clusterdir import ClusterDir
+from ..errors import ConfigError
+from .facts import file_key
+
+FOLDER = ".planfence"
+ENV = "PLANFENCE_CLUSTER"
+SELECTION = "workspace.json"
+Spaces = dict[str, Path]  # workspace agent -> worktree
+_EXPLICIT = re.compile(r"^([A-Za-z0-9_.-]+):(.+)$")
+
+
+def find_cluster(explicit: Path | None = None, start: Path | None = None) -> ClusterDir:
+    """The cluster folder to use (see module docstring); raises ConfigError when none."""
+    given = explicit or (Path(os.environ[ENV]) if os.environ.get(ENV) else None)
+    if given is not None:
+        if not (given / "cluster.toml").is_file():
+            raise ConfigError(f"no roster at {given / 'cluster.toml'}")
+        return ClusterDir(given)
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / FOLDER / "cluster.toml").is_file():
+            return ClusterDir(folder / FOLDER)
+    raise ConfigError(f"no workspace cluster found: no {FOLDER}/ in {here} or above; run "
+                      f"`planfence workspace serve PATH` or pass --cluster DIR")
+
+
+def workspaces(cdir: ClusterDir) -> dict[str, Path]:
+    """Agent name -> worktree path, for the roster entries that serve a worktree."""
+    try:
+        data = tomllib.loads(cdir.roster_path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"no roster at {cdir.roster_path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{cdir.roster_path}: invalid TOML: {exc}") from None
+    return {a["name"]: Path(a["workspace"]) for a in data.get("agents", [])
+            if isinstance(a, dict) and isinstance(a.get("workspace"), str)}
+
+
+def file_key_for(spaces: dict[str, Path], text: str, cwd: Path) -> str:
+    """The key of a file named on the command line: `NAME:REL`, or a path (relative to `cwd`)
+    inside one of the worktrees. Raises ConfigError when it is in none of them."""
+    match = _EXPLICIT.match(text)
+    if match and match.group(1) in spaces:
+        return file_key(match.group(1), match.group(2))
+    found = locate(spaces, cwd / text)
+    if found is None:
+        raise ConfigError(f"{text} is not inside a served worktree "
+                          f"({', '.join(f'{n}={p}' for n, p in spaces.items()) or 'none'})")
+    return file_key(*found)
+
+
+def locate(spaces: dict[str, Path], path: Path) -> tuple[str, str] | None:
+    """(agent, relative path) of the innermost worktree holding `path`, or None."""
+    path = Path(os.path.normpath(path.absolute()))
+    best: tuple[str, str] | None = None
+    depth = -1
+    for name, root in spaces.items():
+        try:
+            rel = path.relative_to(root)
+        except ValueError:
+            continue
+        if len(root.parts) > depth and rel.parts:
+            best, depth = (name, rel.as_posix()), len(root.parts)
+    return best
+
+
+def select_plan(cdir: ClusterDir, session: str | None) -> str | None:
+    """The plan bound to `session`, else the folder's current plan, else None."""
+    try:
+        data = json.loads((cdir.root / SELECTION).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+    plan = data.get("sessions", {}).get(session) if session else None
+    plan = plan or data.get("current")
+    return plan if isinstance(plan, str) else None
+
+
+def remember_plan(cdir: ClusterDir, plan: str, session: str | None) -> None:
+    """Make `plan` the current plan (and `session`'s plan). Written atomically."""
+    path = cdir.root / SELECTION
+    try:
+        data = json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        data = {}
+    data["current"] = plan
+    if session:
+        data.setdefault("sessions", {})[session] = plan
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    tmp.replace(path)
+
+
+def parse_workspace_option(text: str) -> tuple[str, Path]:
+    """NAME=PATH of `cluster init --workspace`; raises ConfigError when malformed."""
+    name, sep, path = text.partition("=")
+    if not sep or not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or not path:
+        raise ConfigError(f"--workspace {text!r}: expected NAME=PATH (NAME: letters, digits, "
+                          f"'_', '.', '-')")
+    if not Path(path).is_dir():
+        raise ConfigError(f"--workspace {text!r}: {path} is not a folder")
+    return name, Path(path)
+
+
+def ensure_local_cluster(path: Path, name: str) -> tuple[ClusterDir, bool]:
+    """The single-worktree cluster of PATH (PATH/.planfence), created when missing; returns
+    it and whether it was created."""
+    from ..cluster import init_cluster  # only serve creates folders
+
+    cdir = ClusterDir(path.resolve() / FOLDER)
+    if cdir.roster_path.exists():
+        return cdir, False
+    init_cluster(cdir.root, agents=0, base_port=0, name=f"workspace-{name}",
+                 workspaces=((name, path),))
+    (cdir.root / ".gitignore").write_text("*\n")
+    return cdir, True

@@ -1,0 +1,103 @@
+"""`planfence hook claude|codex`: the PreToolUse hook. Exit 0 lets the call run, exit 2 blocks
+it and the agent shows stderr to the model as the reason.
+
+Every failure blocks: malformed stdin, no trusted plan, an unreachable owner, a timeout, a bug
+(one guard around everything, `main`). Both agents treat any exit code other than 2 as "go
+ahead", so this module never exits 1. It is started for every matching tool call, so it
+imports only what checking needs (no typer, rich or owner daemon), and only after stdin
+parsed: `planfence_net.cli.main` sends `hook claude|codex` here before anything else loads.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import IO
+
+from .machine import Verdict
+from .payload import PayloadError, ToolCall, parse_payload
+
+ALLOW, BLOCK = 0, 2
+DEFAULT_TIMEOUT = 10.0
+STEPS = 4  # rounds of one check: the plan, its lineage, the heads, a drift's second look
+USAGE = ("usage: planfence hook claude|codex [--cluster DIR] [--plan NAME] [--as AGENT] "
+         "[--timeout SECONDS]")
+
+
+def main(agent: str, argv: list[str], stdin: IO[bytes] | None = None,
+         stderr: IO[str] | None = None) -> int:
+    """Run the hook; returns the exit code (0 allow, 2 block). Never raises."""
+    err = stderr or sys.stderr
+    try:
+        code, reason = _run(agent, argv, (stdin or sys.stdin.buffer).read())
+    except BaseException as exc:  # the one guard: anything unexpected blocks
+        code, reason = BLOCK, (f"PlanFence blocked this call: the hook failed "
+                               f"({type(exc).__name__}: {exc}); it fails closed")
+    if reason:
+        try:
+            err.write(reason.rstrip("\n") + "\n")
+            err.flush()
+        except Exception:
+            pass
+    return code
+
+
+def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str]:
+    options = _options(argv)
+    try:
+        call = parse_payload(agent, data)
+    except PayloadError as exc:
+        return BLOCK, f"PlanFence blocked this call: unreadable hook input ({exc})"
+    if not call.gated:
+        return ALLOW, ""
+    from ..errors import PlanfenceError
+    from .check import run_check
+    from .config import find_cluster, select_plan
+    from .facts import plan_key
+
+    try:
+        cdir = find_cluster(Path(options["--cluster"]) if "--cluster" in options else None,
+                            Path(call.cwd))
+        plan = options.get("--plan") or select_plan(cdir, call.session or None)
+        if plan is None:
+            return BLOCK, (f"PlanFence blocked {call.describe()}: no trusted plan for this "
+                           f"session in {cdir.root}. Record the state your plan relies on "
+                           f"first: planfence workspace trust PLAN --read FILE --target FILE")
+        roster = cdir.roster()
+        me = options.get("--as") or roster.owner_of(plan_key(plan)) or roster.agents[0].name
+        identity = cdir.identity(me)
+        step = float(options.get("--timeout", DEFAULT_TIMEOUT)) / STEPS
+    except (PlanfenceError, ValueError, OSError) as exc:
+        return BLOCK, f"PlanFence blocked {call.describe()}: {exc}"
+    verdict = run_check(roster, identity, plan, deadline=step, informational=False)
+    if verdict.exit_code == 0:
+        return ALLOW, ""
+    return BLOCK, block_message(call, verdict)
+
+
+def block_message(call: ToolCall, verdict: Verdict) -> str:
+    """The reason the model reads: what changed, what to re-read, what to do next."""
+    plan = verdict.plan
+    if verdict.level == "undecided":
+        return (f"PlanFence blocked {call.describe()}: cannot validate plan {plan!r}: "
+                f"{verdict.detail}. The call is blocked because the plan cannot be checked "
+                f"(it fails closed); report this to the user if it persists.")
+    lines = [f"PlanFence blocked {call.describe()}: plan {plan!r} is stale "
+             f"({verdict.level} drift).", *verdict.lines]
+    if verdict.changed_again:
+        lines.append("It changed again after the plan was already re-made once. Stop: do not "
+                     "replan again; report the drift above to the user.")
+    else:
+        reread = ", ".join(verdict.reread)
+        lines.append((f"Re-read {reread}, then" if reread else "Re-check the workspace, then")
+                     + f" replan once and record the new state with `planfence workspace "
+                       f"trust {plan} ...`. If it changes again, stop and report.")
+    return "\n".join(lines)
+
+
+def _options(argv: list[str]) -> dict[str, str]:
+    """--name VALUE pairs; raises ValueError (the guard blocks) for anything else."""
+    known = ("--cluster", "--plan", "--as", "--timeout")
+    if len(argv) % 2 or any(argv[i] not in known for i in range(0, len(argv), 2)):
+        raise ValueError(USAGE)
+    return dict(zip(argv[::2], argv[1::2]))

@@ -1,0 +1,119 @@
+"""The workspace owner: an owner daemon whose keys are the facts of one worktree.
+
+It is the ordinary owner daemon (same Noise sessions, roster, store, logs) with one addition:
+before answering `heads`, it observes the asked-for facts (re-stat the files, hash only what
+changed, read branch and HEAD) and writes a new record for every fact whose value differs
+from its head, so the answer is the worktree as it is now. Nobody else can write an observed
+fact; evidence and plan records are written with ordinary `put`s.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.abc import TaskStatus
+
+from ..errors import ConfigError
+from ..identity import Identity
+from ..messages import BadRequest, pack
+from ..clusterdir import ClusterDir
+from ..owners.daemon import OwnerDaemon, run_owner, signer
+from ..owners.limits import Limits
+from ..owners.logs import EventLog
+from ..owners.store import Store
+from ..roster import Agent, Roster
+from .config import workspaces
+from .facts import is_observed, split_key
+from .observe import Observer
+
+
+class WorkspaceDaemon(OwnerDaemon):
+    """An owner daemon serving the facts of the worktree `observer` looks at."""
+
+    def __init__(self, *args: Any, observer: Observer, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.observer = observer
+        self._lock = anyio.Lock()
+        self._last: dict[str, bytes] = {}  # key -> packed body of its head record
+
+    async def observe(self, keys: list[str]) -> None:
+        """Bring the records of the observed facts among `keys` up to date (see module doc).
+
+        Raises BadRequest("worktree_gone") when the worktree cannot be observed.
+        """
+        facts = {}
+        for key in keys:
+            parts = split_key(key)
+            if parts is not None and parts[0] == self.agent.name and is_observed(parts[1]):
+                facts[parts[1]] = key
+        if not facts:
+            return
+        async with self._lock:  # two sessions asking at once must not write a fact twice
+            try:
+                bodies = await anyio.to_thread.run_sync(self.observer.observe, list(facts))
+            except (ConfigError, OSError) as exc:
+                raise BadRequest("worktree_gone", str(exc)) from None
+            await self._load_last([facts[f] for f in bodies])
+            changed = {facts[f]: body for f, body in bodies.items()
+                       if self._last.get(facts[f]) != pack(body)}
+            async with anyio.create_task_group() as tg:  # one group commit for all of them
+                for key, body in changed.items():
+                    tg.start_soon(self._write_fact, key, body)
+
+    async def _load_last(self, keys: list[str]) -> None:
+        unknown = [k for k in keys if k not in self._last and k in self.store.heads]
+        for record in await self.store.records_for(unknown) if unknown else []:
+            self._last[record.key] = record.body_raw
+
+    async def _write_fact(self, key: str, body: Any) -> None:
+        record = await self.store.wait_put(key, "fact", [], body)
+        self._last[key] = record.body_raw
+        self.log.write("put", key=key, id=record.id, seq=record.seq, kind="fact",
+                       parents=[], observed=True)
+
+    async def _put(self, peer: Agent, key: str, kind: str, parents: list[bytes],
+                   body: Any) -> dict[str, Any]:
+        parts = split_key(key)
+        if parts is not None and parts[0] == self.agent.name and is_observed(parts[1]):
+            raise BadRequest("forbidden", f"{key!r} is observed from the worktree; "
+                                          f"nobody writes it")
+        return await super()._put(peer, key, kind, parents, body)
+
+    def statistics(self) -> dict[str, Any]:
+        return {**super().statistics(), "worktree": str(self.observer.root),
+                "files_hashed": self.observer.hashed}
+
+
+def owner_runner(cdir: ClusterDir, agent: str) -> Callable[..., Coroutine[Any, Any, None]]:
+    """How to serve `agent` of the cluster at `cdir`: `run_owner`, or for an agent whose roster
+    entry names a worktree, `run_workspace_owner` bound to it (same arguments)."""
+    root = workspaces(cdir).get(agent)
+    return run_owner if root is None else functools.partial(run_workspace_owner, root)
+
+
+async def run_workspace_owner(root: Path, roster: Roster, identity: Identity, db_path: Path,
+                              log_path: Path, *, listen: tuple[str, int] | None = None,
+                              limits: Limits = Limits(),
+                              task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED
+                              ) -> None:
+    """Serve the worktree at `root` as `identity` until a signal or cancellation.
+
+    Raises ConfigError when `root` is not a folder.
+    """
+    observer = Observer(root)
+    log = EventLog(log_path, identity.name)
+    store = None
+    try:
+        store = await Store.open(db_path, signer(identity), identity.name)
+        daemon = WorkspaceDaemon(roster, identity, store, log, max_message=16 * 1024 * 1024,
+                                 listen=listen, limits=limits, observer=observer)
+        log.write("workspace", root=str(observer.root), git=observer.git is not None)
+        await daemon.serve(task_status=task_status)
+    finally:
+        if store is not None:
+            await store.close()
+        log.close()

@@ -1,0 +1,104 @@
+"""What a PreToolUse payload asks for (pure): which tool, which files, which command.
+
+Both agents send one JSON object on stdin: `session_id`, `cwd`, `hook_event_name`,
+`tool_name`, `tool_input`. Claude Code's Write/Edit/MultiEdit carry `tool_input.file_path`
+(NotebookEdit `notebook_path`); Bash and Codex's `apply_patch` carry `tool_input.command`
+(for apply_patch, the patch text, whose `*** Add/Update/Delete File:` and `*** Move to:`
+headers name the files). Anything malformed raises PayloadError: the hook blocks.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass
+
+AGENTS = ("claude", "codex")
+FILE_TOOLS = {"Write": "file_path", "Edit": "file_path", "MultiEdit": "file_path",
+              "NotebookEdit": "notebook_path"}
+COMMAND_TOOLS = ("Bash", "apply_patch")
+_PATCH_HEADER = re.compile(r"^\*\*\* (?:Add File|Update File|Delete File|Move to): (.+?)\s*$",
+                           re.MULTILINE)
+
+
+class PayloadError(ValueError):
+    """The payload is not a PreToolUse call we can read; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One tool call: `gated` is False for tools that change nothing (Read, Grep, ...)."""
+
+    agent: str
+    session: str
+    cwd: str
+    tool: str
+    files: tuple[str, ...]
+    command: str | None
+    gated: bool
+
+    def describe(self) -> str:
+        """`Edit of src/auth.ts`, `Bash \\`npm test\\``, for the reason shown to the model."""
+        if self.files:
+            return f"{self.tool} of {', '.join(self.files)}"
+        if self.command is not None and self.tool == "Bash":
+            short = self.command if len(self.command) <= 60 else self.command[:57] + "..."
+            return f"Bash `{short}`"
+        return self.tool
+
+
+def parse_payload(agent: str, data: bytes) -> ToolCall:
+    """Read a PreToolUse payload of `agent` ("claude" or "codex"); raises PayloadError."""
+    if agent not in AGENTS:
+        raise PayloadError(f"unknown agent {agent!r} (expected claude or codex)")
+    try:
+        value = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PayloadError(f"stdin is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise PayloadError("stdin is not a JSON object")
+    event = value.get("hook_event_name")
+    if event != "PreToolUse":
+        raise PayloadError(f"hook_event_name is {event!r}, not 'PreToolUse'")
+    tool, tool_input = value.get("tool_name"), value.get("tool_input")
+    session, cwd = value.get("session_id", ""), value.get("cwd")
+    if not isinstance(tool, str) or not tool:
+        raise PayloadError("tool_name is missing")
+    if not isinstance(tool_input, dict):
+        raise PayloadError("tool_input is not an object")
+    if not isinstance(cwd, str) or not cwd or not isinstance(session, str):
+        raise PayloadError("cwd or session_id is missing")
+    files: tuple[str, ...] = ()
+    command = None
+    if tool in FILE_TOOLS:
+        path = tool_input.get(FILE_TOOLS[tool])
+        if not isinstance(path, str) or not path:
+            raise PayloadError(f"{tool} call without tool_input.{FILE_TOOLS[tool]}")
+        files = (path,)
+    elif tool in COMMAND_TOOLS:
+        command = tool_input.get("command")
+        if isinstance(command, list) and all(isinstance(c, str) for c in command):
+            command = shlex.join(command)  # Codex may send argv
+        if not isinstance(command, str) or not command:
+            raise PayloadError(f"{tool} call without tool_input.command")
+        if tool == "apply_patch":
+            files = tuple(dict.fromkeys(_PATCH_HEADER.findall(command)))
+            if not files:
+                raise PayloadError("apply_patch call whose patch names no file")
+    gated = tool in FILE_TOOLS or tool in COMMAND_TOOLS
+    if tool == "Bash" and command is not None and _is_planfence_workspace(command):
+        gated = False  # how the agent re-reads its plan and re-trusts after a block
+    return ToolCall(agent, session, cwd, tool, files, command, gated)
+
+
+def _is_planfence_workspace(command: str) -> bool:
+    """True for one plain `planfence workspace ...` command (no pipes, no `;`, no `&&`)."""
+    if any(c in command for c in ";&|`$<>\n"):
+        return False
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return False
+    return len(words) >= 2 and words[0].rsplit("/", 1)[-1] == "planfence" \
+        and words[1] == "workspace"

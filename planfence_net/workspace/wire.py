@@ -1,0 +1,203 @@
+"""A blocking Noise client for short-lived processes: the hook and `workspace check`.
+
+The hook is a fresh process before every tool call, and importing anyio with asyncio costs
+more than its whole time budget. The protocol core is sans-IO, so this module drives the same
+core as `planfence_net.transport` (HandshakeState, framing, messages) over blocking sockets:
+one session per owner, and a round of requests to several owners runs one thread per owner,
+all under one deadline. Errors are the project's: TransportError (cannot connect, connection
+lost, deadline passed), HandshakeError, RemoteProtocolError, RequestError.
+"""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import time
+from typing import Any
+
+from ..errors import (HandshakeError, PlanfenceError, RemoteProtocolError, RequestError,
+                      TransportError)
+from ..framing import (DEFAULT_MAX_MESSAGE, HANDSHAKE_FRAME_CAP, MAX_FRAME, PATTERN,
+                       FrameDecoder, MessageAssembler, encode_frame, prologue, split_message)
+from ..identity import Identity
+from ..messages import decode_response, encode_request
+from ..noise import CipherState, HandshakeState
+from ..roster import Agent, Roster
+
+Outcome = dict[str, Any] | PlanfenceError  # a result, or the error the request failed with
+
+
+class SyncSession:
+    """One authenticated session to an owner over a blocking socket; one request at a time."""
+
+    def __init__(self, sock: socket.socket, agent: Agent, send: CipherState,
+                 receive: CipherState, decoder: FrameDecoder) -> None:
+        self.sock, self.agent = sock, agent
+        self._send, self._receive, self._decoder = send, receive, decoder
+        self._assembler = MessageAssembler(DEFAULT_MAX_MESSAGE)
+        self._ids = itertools.count(1)
+        self.bytes_sent = self.bytes_received = 0
+
+    @classmethod
+    def open(cls, roster: Roster, identity: Identity, agent: Agent,
+             address: tuple[str, int], deadline: float) -> SyncSession:
+        """Connect to `address` and run the IK handshake as `identity` by `deadline` (a
+        time.monotonic() value). Raises TransportError or HandshakeError."""
+        try:
+            sock = socket.create_connection(address, timeout=_left(deadline))
+        except OSError as exc:
+            raise TransportError(f"cannot connect to {agent.name} at {address[0]}:"
+                                 f"{address[1]}: {exc.strerror or exc}") from None
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            state = HandshakeState(PATTERN, True, prologue(roster.cluster),
+                                   s=identity.noise_private, rs=agent.noise_key)
+            session = cls(sock, agent, CipherState(), CipherState(),
+                          FrameDecoder(HANDSHAKE_FRAME_CAP))
+            session._write(encode_frame(state.write_message(b"")), deadline)
+            try:
+                state.read_message(session._frame(deadline))
+            except RemoteProtocolError as exc:
+                raise HandshakeError(f"handshake with {agent.name} failed: {exc}") from None
+            if not state.complete:
+                raise HandshakeError(f"handshake with {agent.name} did not complete")
+            session._send, session._receive = state.split()
+            session._decoder.max_frame = MAX_FRAME
+            return session
+        except BaseException:
+            sock.close()
+            raise
+
+    def request(self, op: str, args: dict[str, Any], deadline: float) -> dict[str, Any]:
+        """Send one request and return its result by `deadline`. Raises RequestError for a
+        typed error, TransportError, RemoteProtocolError."""
+        req_id = next(self._ids)
+        chunks = split_message(encode_request(req_id, op, args), DEFAULT_MAX_MESSAGE)
+        self._write(b"".join(encode_frame(self._send.encrypt_with_ad(b"", chunk))
+                             for chunk in chunks), deadline)
+        while True:
+            message = self._assembler.add(self._receive.decrypt_with_ad(b"",
+                                                                        self._frame(deadline)))
+            if message is not None:
+                break
+        response = decode_response(message)
+        if response.req_id != req_id:
+            raise RemoteProtocolError(f"{self.agent.name} answered request {response.req_id}, "
+                                      f"not {req_id}")
+        if not response.ok:
+            raise RequestError(str(response.result.get("code")),
+                               str(response.result.get("message")))
+        return response.result
+
+    def _write(self, data: bytes, deadline: float) -> None:
+        try:
+            self.sock.settimeout(_left(deadline))
+            self.sock.sendall(data)
+        except OSError as exc:
+            raise TransportError(f"connection to {self.agent.name} lost: {exc}") from None
+        self.bytes_sent += len(data)
+
+    def _frame(self, deadline: float) -> bytes:
+        while True:
+            frame = self._decoder.next_frame()
+            if frame is not None:
+                return frame
+            try:
+                self.sock.settimeout(_left(deadline))
+                data = self.sock.recv(65536)
+            except OSError as exc:
+                raise TransportError(f"connection to {self.agent.name} lost: {exc}") from None
+            if not data:
+                raise TransportError(f"{self.agent.name} closed the connection")
+            self.bytes_received += len(data)
+            self._decoder.feed(data)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class SyncSessions:
+    """Sessions from `identity` to the owners of `roster`, opened on first use.
+
+    `addresses` overrides where an owner is reached (a shaper in front of it). A session that
+    failed is dropped; the next round to that owner opens a new one.
+    """
+
+    def __init__(self, roster: Roster, identity: Identity,
+                 addresses: dict[str, tuple[str, int]] | None = None) -> None:
+        self.roster, self.identity = roster, identity
+        self.addresses = addresses or {}
+        self._sessions: dict[str, SyncSession] = {}
+
+    def request(self, owner: str, op: str, args: dict[str, Any], deadline: float
+                ) -> dict[str, Any]:
+        """One request to `owner`; raises as SyncSession.request does."""
+        session = self._sessions.get(owner)
+        try:
+            if session is None:
+                agent = self.roster.agent(owner)
+                session = SyncSession.open(self.roster, self.identity, agent,
+                                           self.addresses.get(owner, (agent.host, agent.port)),
+                                           deadline)
+                self._sessions[owner] = session
+            return session.request(op, args, deadline)
+        except (TransportError, RemoteProtocolError):
+            self._drop(owner)
+            raise
+
+    def round(self, requests: dict[str, tuple[str, dict[str, Any]]], deadline: float
+              ) -> dict[str, Outcome]:
+        """Send each owner its request, all concurrently; return each owner's outcome once all
+        answered or the deadline passed (owners still pending are left out, and their
+        sessions dropped)."""
+        outcomes: dict[str, Outcome] = {}
+        if len(requests) == 1:  # the common case of one owner needs no thread
+            [(owner, (op, args))] = requests.items()
+            try:
+                outcomes[owner] = self.request(owner, op, args, deadline)
+            except PlanfenceError as exc:
+                outcomes[owner] = exc
+            return outcomes
+        import threading
+
+        done = threading.Condition()
+
+        def ask(owner: str, op: str, args: dict[str, Any]) -> None:
+            try:
+                outcome: Outcome = self.request(owner, op, args, deadline)
+            except PlanfenceError as exc:
+                outcome = exc
+            with done:
+                outcomes[owner] = outcome
+                done.notify()
+
+        for owner, (op, args) in requests.items():
+            threading.Thread(target=ask, args=(owner, op, args), daemon=True).start()
+        with done:
+            done.wait_for(lambda: len(outcomes) == len(requests),
+                          timeout=max(0.0, deadline - time.monotonic()))
+            finished = dict(outcomes)
+        for owner in requests.keys() - finished.keys():
+            self._drop(owner)  # its thread may still be using the socket: close it
+        return finished
+
+    def traffic(self) -> tuple[int, int]:
+        return (sum(s.bytes_sent for s in self._sessions.values()),
+                sum(s.bytes_received for s in self._sessions.values()))
+
+    def _drop(self, owner: str) -> None:
+        session = self._sessions.pop(owner, None)
+        if session is not None:
+            session.close()
+
+    def close(self) -> None:
+        for owner in list(self._sessions):
+            self._drop(owner)
+
+
+def _left(deadline: float) -> float:
+    """Seconds until `deadline`; raises TransportError once it has passed."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TransportError("deadline passed")
+    return left
