@@ -173,6 +173,19 @@ async def wait_cluster_ready(cdir: ClusterDir, names: list[str], timeout: float 
             tg.start_soon(wait_one, name)
 
 
+async def wait_owners_reachable(cdir: ClusterDir, names: list[str], timeout: float,
+                                addresses: Addresses | None = None) -> None:
+    """Wait until each named owner accepts an authenticated session (through `addresses`),
+    for owners this process did not start (another host, a container); each is asked as
+    itself. Raises TransportError naming the first owner still unreachable after `timeout` s.
+    """
+    roster, deadline = cdir.roster(), time.monotonic() + timeout
+    async with collapsing_task_group() as tg:
+        for name in names:
+            tg.start_soon(functools.partial(wait_owner_ready, roster, cdir.identity(name), name,
+                                            deadline, addresses=addresses))
+
+
 def _address(addresses: Addresses | None, owner: str) -> dict[str, Any]:
     """open_session keyword arguments reaching `owner` through its link, if it has one."""
     if addresses and owner in addresses:

@@ -101,7 +101,9 @@ def check_port(name: str, host: str, port: int, remedy: str) -> None:
                       f"{stop}, or {remedy}")
 
 
-COMPOSE_OWNER_PORT, COMPOSE_SHAPER_PORT = 7401, 7402
+# docker-compose.yml: every owner listens on 7401 in its container, its shaper on 7402, and
+# the owners' ports are published on the host's 127.0.0.1 from 7411 on.
+COMPOSE_OWNER_PORT, COMPOSE_SHAPER_PORT, COMPOSE_HOST_BASE_PORT = 7401, 7402, 7411
 
 
 def init_cluster(root: Path, *, agents: int = 5, base_port: int | None = None,
@@ -114,9 +116,12 @@ def init_cluster(root: Path, *, agents: int = 5, base_port: int | None = None,
     entry records `workspace = PATH` (absolute). With `agents=0` the first one also owns
     `plan/*`, so a single worktree needs no other agent.
 
-    `base_port` 0 picks a free port per agent; None takes the default from owners/agents.toml.
-    `compose` lays the cluster out for docker-compose.yml: agent NAME listens at
-    owner-NAME:7401 and is reached through shaper-NAME:7402 (a static links.toml).
+    `base_port` 0 picks a free port per agent; None takes the default from owners/agents.toml
+    (7411 with `compose`). `compose` also lays the cluster out for docker-compose.yml:
+    `compose/cluster.toml` is the roster as the containers see it (agent NAME at
+    owner-NAME:7401) and `compose/links.toml` sends their sessions through shaper-NAME:7402;
+    the containers mount both over the folder's own, whose addresses are the ports
+    docker-compose.yml publishes on the host.
     """
     if agents < 1 and not workspaces:
         raise ConfigError("a cluster needs at least one agent")
@@ -132,7 +137,8 @@ def init_cluster(root: Path, *, agents: int = 5, base_port: int | None = None,
         raise ConfigError(f"key files already exist: {', '.join(existing)}; "
                           f"remove them or use another folder")
     host = host or defaults.get("host", "127.0.0.1")
-    base = defaults.get("base_port", 7401) if base_port is None else base_port
+    default_base = COMPOSE_HOST_BASE_PORT if compose else defaults.get("base_port", 7401)
+    base = default_base if base_port is None else base_port
     if base != 0 and not compose:  # refuse taken ports before writing anything
         for i, template in enumerate(templates):
             check_port(template["name"], host, base + i,
@@ -144,9 +150,7 @@ def init_cluster(root: Path, *, agents: int = 5, base_port: int | None = None,
     for i, template in enumerate(templates):
         key = generate_key_file(cdir.key(template["name"]))
         port = free_port(host) if base == 0 else base + i
-        address = (f"owner-{template['name']}:{COMPOSE_OWNER_PORT}" if compose
-                   else f"{host}:{port}")
-        rows.append({"name": template["name"], "address": address,
+        rows.append({"name": template["name"], "address": f"{host}:{port}",
                      "public_key": bytes(key.verify_key).hex(), "owns": template["owns"],
                      **({"workspace": template["workspace"]} if "workspace" in template
                         else {})})
@@ -154,9 +158,20 @@ def init_cluster(root: Path, *, agents: int = 5, base_port: int | None = None,
     roster = roster_from_dict(data)
     cdir.roster_path.write_text(tomli_w.dumps(data))
     if compose:
-        static_links_path(cdir).write_text(tomli_w.dumps({"links": {
-            a.name: f"shaper-{a.name}:{COMPOSE_SHAPER_PORT}" for a in roster.agents}}))
+        _write_compose_view(cdir, data)
     return roster
+
+
+def _write_compose_view(cdir: ClusterDir, data: dict[str, Any]) -> None:
+    """The roster and links as the containers of docker-compose.yml see them."""
+    folder = cdir.root / "compose"
+    folder.mkdir(exist_ok=True)
+    agents = [row["name"] for row in data["agents"]]
+    inside = {**data, "agents": [{**row, "address": f"owner-{row['name']}:{COMPOSE_OWNER_PORT}"}
+                                 for row in data["agents"]]}
+    (folder / "cluster.toml").write_text(tomli_w.dumps(inside))
+    (folder / "links.toml").write_text(tomli_w.dumps({"links": {
+        agent: f"shaper-{agent}:{COMPOSE_SHAPER_PORT}" for agent in agents}}))
 
 
 def read_pid(cdir: ClusterDir, name: str) -> int | None:
@@ -308,7 +323,8 @@ def static_links_path(cdir: ClusterDir) -> Path:
 
 def link_addresses(cdir: ClusterDir) -> dict[str, tuple[str, int]]:
     """Where executors reach each owner: the static links.toml of the folder if it has one
-    (shapers run elsewhere, e.g. in docker compose), else its running local shaper."""
+    (shapers run elsewhere: docker-compose.yml mounts compose/links.toml there in its
+    containers), else its running local shapers."""
     try:
         static = tomllib.loads(static_links_path(cdir).read_text())["links"]
         return {agent: parse_address(address) for agent, address in static.items()}

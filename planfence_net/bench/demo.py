@@ -80,6 +80,29 @@ def judge(cdir: ClusterDir, outcomes: list[Outcome]) -> None:
                 outcome.invalid = None
 
 
+def verdict(outcomes: list[Outcome]) -> list[str]:
+    """What contradicts the scenario's claim, one phrase each; [] when the claim held.
+
+    The claim: the race happened (`freshness`, the control, issued an invalid action), and
+    every other policy issued every action, none invalid as the owners' logs judge it.
+    """
+    problems = []
+    control = [o for o in outcomes if o.policy == "freshness"]
+    if control and not any(o.invalid for o in control):
+        problems.append("freshness issued no invalid action, so the race did not happen")
+    for o in outcomes:
+        if o.policy == "freshness":
+            continue
+        if not o.issued:
+            problems.append(f"{o.policy} did not issue the {o.family} action ({o.blocked})")
+        elif o.invalid is None:
+            problems.append(f"{o.policy}: the {o.family} action could not be judged "
+                            "(the owners' logs are not readable here)")
+        elif o.invalid:
+            problems.append(f"{o.policy} issued an invalid {o.family} action")
+    return problems
+
+
 def summarize(outcomes: list[Outcome]) -> list[PolicySummary]:
     rows = []
     for policy in dict.fromkeys(o.policy for o in outcomes):

@@ -128,19 +128,32 @@ def demo(keep: Optional[Path] = typer.Option(
 
 
 @user_errors
-def scenario(path: Path = DirArg, json_out: bool = JsonOpt) -> None:
+def scenario(path: Path = DirArg, json_out: bool = JsonOpt,
+             wait: float = typer.Option(0.0, "--wait", min=0.0, metavar="SECONDS",
+                                        help="First wait up to this long for every owner to "
+                                             "accept a session (owners started elsewhere).")
+             ) -> None:
     """Run the stale-plan scenario against a running cluster and print the result table.
 
-    Runs as agent `ops`, through the cluster's shapers when it has them.
+    Runs as agent `ops`, through the cluster's shapers when it has them. Exit 0 when the
+    scenario came out as claimed (freshness issued an invalid action, every other policy
+    issued every action and none invalid); 1 with one line saying what did not.
     """
-    from ..bench.demo import run_demo
+    from ..api import wait_owners_reachable
+    from ..bench.demo import run_demo, verdict
     from ..cluster import link_addresses
+    from ..errors import PlanfenceError
 
     cdir = cluster_dir(path)
     links = link_addresses(cdir)
+    if wait:
+        run_async(wait_owners_reachable, cdir, cdir.roster().names, wait, links)
     outcomes = run_async(functools.partial(run_demo, cdir, addresses=links))
     report_outcomes(outcomes, json_out, f"{len(cdir.roster().agents)} owners"
                     + (" through shapers" if links else ""))
+    problems = verdict(outcomes)
+    if problems:
+        raise PlanfenceError("the scenario did not come out as claimed: " + "; ".join(problems))
 
 
 def report_outcomes(outcomes: list[Outcome], json_out: bool, where: str) -> None:

@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 
 from . import bench as cli_bench, executor as cli_executor, shape as cli_shape
-from . import inspect as cli_inspect, traces as cli_traces
+from . import inspect as cli_inspect, ping as cli_ping, traces as cli_traces
 from .group import EXIT_CODES_HELP, PlanfenceGroup
 from .support import (AsOpt, DeadlineOpt, DirArg, JsonOpt, cluster_dir, echo_json, identity_for,
                       print_table, resolve_ids, run_async, to_jsonable, user_errors,
@@ -57,8 +57,10 @@ def cluster_init(path: Path = DirArg,
                  base_port: Optional[int] = typer.Option(
                      None, "--base-port", help="First port (0: pick free ports)."),
                  compose: bool = typer.Option(
-                     False, "--compose", help="Lay out for docker-compose.yml (owner-NAME:7401 "
-                                              "reached through shaper-NAME:7402)."),
+                     False, "--compose", help="Also write the containers' view for "
+                                              "docker-compose.yml (compose/); the roster's "
+                                              "addresses are the owner ports it publishes on "
+                                              "127.0.0.1, from 7411 on."),
                  name: Optional[str] = typer.Option(
                      None, "--name", help="Cluster name; sessions are bound to it, so two "
                                           "clusters never talk to each other (default: "
@@ -320,3 +322,4 @@ cli_traces.register(app)
 cli_inspect.register(app, owner_app)
 cli_workspace.register(app)
 cli_hook.register(app)
+cli_ping.register(app)

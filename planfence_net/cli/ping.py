@@ -1,0 +1,68 @@
+"""`planfence ping`: does an owner accept an authenticated session right now?
+
+One try under one deadline, for scripts and container health checks (docker-compose.yml):
+exit 0 when the owner answered a ping over a Noise session, 1 with one line otherwise.
+`register(app)` adds the command to the composition root's typer app.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Optional
+
+import anyio
+import typer
+
+from .. import cluster as clusterlib
+from ..client import open_session
+from ..cluster import ClusterDir
+from ..errors import TransportError
+from ..roster import parse_address
+from .support import DirArg, JsonOpt, echo_json, run_async, user_errors
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `ping` command to `app`."""
+    app.command("ping")(ping)
+
+
+@user_errors
+def ping(path: Path = DirArg,
+         agent: str = typer.Argument(..., metavar="AGENT", help="Whose owner to ping."),
+         address: Optional[str] = typer.Option(
+             None, "--address", metavar="HOST:PORT",
+             help="Where to reach it (default: its shaper if it has one, else the roster's "
+                  "address)."),
+         as_agent: Optional[str] = typer.Option(
+             None, "--as", metavar="AGENT", help="Roster member to connect as (default: AGENT)."),
+         timeout: float = typer.Option(5.0, "--timeout", min=0.1,
+                                       help="Seconds for connect, handshake and answer."),
+         json_out: bool = JsonOpt) -> None:
+    """Open one authenticated session to AGENT's owner and ping it; exit 0 if it answered."""
+    cdir = ClusterDir(path)
+    roster = cdir.roster()
+    roster.agent(agent)
+    identity = cdir.identity(as_agent or agent)
+    if address is not None:
+        host, port = parse_address(address)
+    else:
+        host, port = clusterlib.link_addresses(cdir).get(agent, (roster.agent(agent).host,
+                                                                 roster.agent(agent).port))
+
+    async def once() -> float:
+        started = time.perf_counter()
+        try:
+            with anyio.fail_after(timeout):
+                async with open_session(roster, identity, agent, host=host, port=port) as s:
+                    await s.request("ping")
+        except TimeoutError:
+            raise TransportError(f"{agent} at {host}:{port} did not answer within "
+                                 f"{timeout:g} s") from None
+        return time.perf_counter() - started
+
+    elapsed = run_async(once)
+    if json_out:
+        echo_json({"agent": agent, "address": f"{host}:{port}", "ms": round(elapsed * 1000, 2)})
+    else:
+        typer.echo(f"{agent} at {host}:{port} answered in {elapsed * 1000:.1f} ms")
