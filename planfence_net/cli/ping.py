@@ -11,15 +11,9 @@ import time
 from pathlib import Path
 from typing import Optional
 
-import anyio
 import typer
 
-from .. import cluster as clusterlib
-from ..client import open_session
-from ..cluster import ClusterDir
-from ..errors import TransportError
-from ..roster import parse_address
-from .support import DirArg, JsonOpt, echo_json, run_async, user_errors
+from .support import DirArg, JsonOpt, cluster_dir, echo_json, run_async, user_errors
 
 
 def register(app: typer.Typer) -> None:
@@ -40,14 +34,21 @@ def ping(path: Path = DirArg,
                                        help="Seconds for connect, handshake and answer."),
          json_out: bool = JsonOpt) -> None:
     """Open one authenticated session to AGENT's owner and ping it; exit 0 if it answered."""
-    cdir = ClusterDir(path)
+    import anyio
+
+    from ..client import open_session
+    from ..cluster import link_addresses
+    from ..errors import TransportError
+    from ..roster import parse_address
+
+    cdir = cluster_dir(path)
     roster = cdir.roster()
     roster.agent(agent)
     identity = cdir.identity(as_agent or agent)
     if address is not None:
         host, port = parse_address(address)
     else:
-        host, port = clusterlib.link_addresses(cdir).get(agent, (roster.agent(agent).host,
+        host, port = link_addresses(cdir).get(agent, (roster.agent(agent).host,
                                                                  roster.agent(agent).port))
 
     async def once() -> float:
