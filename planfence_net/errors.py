@@ -8,6 +8,7 @@
     │       └── HandshakeError   the Noise handshake failed or the peer is not in the roster
     ├── RecordError              a record failed verification (id, signature or ownership)
     ├── RequestError             an owner answered a request with a typed error (code, message)
+    ├── StoreError               an owner's store is damaged, in use, lost records or is full
     └── TransportError           the connection failed: refused, reset, closed or timed out
 
 Exceptions of anyio, sockets and PyNaCl are translated into these at the edge (`transport`,
@@ -54,6 +55,22 @@ class RequestError(PlanfenceError):
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class StoreError(PlanfenceError):
+    """An owner's store cannot be used, or cannot do what was asked. `code` says why:
+
+    `store_damaged`       the file fails its integrity check, or a record no longer hashes to
+                          its id (the owner refuses to start, or refuses to serve that record)
+    `store_in_use`        another daemon holds the store (the message names its pid)
+    `store_lost_records`  the store lacks acknowledged records (its seqs end below the mark)
+    `store_full`          the disk is full: nothing was stored
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
         self.code = code
         self.message = message
 

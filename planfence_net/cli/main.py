@@ -185,11 +185,16 @@ def owner_serve(path: Path = DirArg,
                 limit: list[str] = typer.Option(
                     [], "--limit", help="NAME=VALUE: change one resource limit, e.g. "
                                         "max_connections=200 (repeat; docs/FAULTS.md)."),
+                accept_loss: bool = typer.Option(
+                    False, "--accept-loss", help="Start even though the store lost "
+                                                 "acknowledged records; sign above the highest "
+                                                 "seq ever acknowledged (docs/FAULTS.md)."),
                 ) -> None:
     """Run one owner daemon in the foreground until SIGTERM or Ctrl-C."""
     import anyio
 
     from .. import cluster as clusterlib
+    from ..client import collapsing_task_group
     from ..errors import ConfigError
     from ..owners.limits import Limits
     from ..roster import parse_address
@@ -207,10 +212,10 @@ def owner_serve(path: Path = DirArg,
         clusterlib.check_port(agent, host, port, remedy)
 
     async def serve() -> None:
-        async with anyio.create_task_group() as tg:
+        async with collapsing_task_group() as tg:  # a refused store: one line, no traceback
             bound = await tg.start(functools.partial(
                 owner_runner(cdir, agent), roster, identity, cdir.db(agent), cdir.log(agent),
-                listen=bind, limits=limits))
+                listen=bind, limits=limits, accept_loss=accept_loss))
             typer.echo(f"owner {agent} listening on {host}:{bound}")
 
     try:

@@ -14,7 +14,7 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 
-from ..errors import PlanfenceError, RecordError, RemoteProtocolError
+from ..errors import PlanfenceError, RecordError, RemoteProtocolError, StoreError
 from ..identity import Identity
 from ..messages import (REQUESTS, BadRequest, RawValue, Request, Schema, decode_request,
                         encode_error, encode_response, pack, parse_ack, parse_get, parse_heads,
@@ -213,6 +213,9 @@ class OwnerDaemon:
             return encode_response(request.req_id, True, result), op, keys, "ok"
         except BadRequest as exc:
             req_id = exc.req_id if req_id is None else req_id
+            return encode_error(req_id, exc.code, exc.message), op, keys, exc.code
+        except StoreError as exc:  # a damaged record or a full disk: say so, keep serving
+            self.log.write("error", peer=connection.peer.name, op=op, reason=exc.message)
             return encode_error(req_id, exc.code, exc.message), op, keys, exc.code
         except Exception as exc:  # a bug in one request must not kill the daemon
             self.log.write("error", peer=connection.peer.name, op=op, reason=repr(exc))
@@ -416,15 +419,23 @@ def signer(identity: Identity) -> Signer:
 async def run_owner(roster: Roster, identity: Identity, db_path: Path, log_path: Path, *,
                     max_message: int = 16 * 1024 * 1024,
                     listen: tuple[str, int] | None = None, limits: Limits = Limits(),
+                    accept_loss: bool = False,
                     task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
     """Open the store and log, serve until a signal or cancellation, then close both.
 
     `listen` overrides the roster address to bind (e.g. 0.0.0.0 inside a container).
+    Raises StoreError, before listening, when the store is damaged, in use or lost
+    acknowledged records (`accept_loss`: see Store.open).
     """
     log = EventLog(log_path, identity.name)
     store = None
     try:
-        store = await Store.open(db_path, signer(identity), identity.name)
+        try:
+            store = await Store.open(db_path, signer(identity), identity.name,
+                                     accept_loss=accept_loss)
+        except StoreError as exc:
+            log.write("store_refused", code=exc.code, reason=exc.message)
+            raise
         daemon = OwnerDaemon(roster, identity, store, log, max_message=max_message,
                              listen=listen, limits=limits)
         await daemon.serve(task_status=task_status)

@@ -1,13 +1,20 @@
 """The owner's record store: aiosqlite, WAL, synchronous=FULL, insert-only, group commit.
 
-A put is acknowledged only after the transaction holding it has committed. Concurrent puts
-are collected by one committer task and written in one transaction (group commit). Heads
-are served from memory: loaded at open, updated after each commit.
+A put is acknowledged only after the transaction holding it has committed and the owner's
+seq mark (guards.SeqMark) has durably moved past it. Concurrent puts are collected by one
+committer task and written in one transaction (group commit). Heads are served from memory:
+loaded at open, updated after each commit.
+
+The store never lies: one daemon at a time holds it (guards.StoreLock); it refuses to open
+when SQLite's quick_check finds damage or when acknowledged records are missing (its seqs end
+below the mark); every record read is checked against its id before it is served.
 """
 
 from __future__ import annotations
 
+import errno
 import math
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -16,8 +23,10 @@ import aiosqlite
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from ..errors import PlanfenceError, StoreError
 from ..records import Record, record_from_wire
 from ..messages import pack, unpack
+from .guards import SeqMark, StoreLock
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (
@@ -70,8 +79,12 @@ class Store:
     counted per owner in both cases.
     """
 
-    def __init__(self, db: aiosqlite.Connection, sign: Signer | None, owner: str | None) -> None:
+    def __init__(self, db: aiosqlite.Connection, sign: Signer | None, owner: str | None,
+                 path: Path, lock: StoreLock, mark: SeqMark) -> None:
         self._db = db
+        self.path = path
+        self._lock = lock
+        self._mark = mark
         self._sign = sign
         self.owner = owner
         self.heads: dict[str, Head] = {}
@@ -84,22 +97,71 @@ class Store:
         self.on_commit: list[Callable[[list[Record]], None]] = []
 
     @classmethod
-    async def open(cls, path: Path, sign: Signer | None = None,
-                   owner: str | None = None) -> Store:
+    async def open(cls, path: Path, sign: Signer | None = None, owner: str | None = None,
+                   *, accept_loss: bool = False) -> Store:
         """Open (or create) the store at `path` and load heads into memory. `sign` and
-        `owner` are needed for `wait_put` only."""
-        db = await aiosqlite.connect(path)
+        `owner` are needed for `wait_put` only.
+
+        Raises StoreError: `store_in_use` (another daemon holds it), `store_damaged` (SQLite
+        finds the file damaged), `store_lost_records` (its records end below the seq mark;
+        with `accept_loss` it opens anyway and signs above the mark, never reusing a seq).
+        """
+        lock = StoreLock.acquire(path)
+        mark: SeqMark | None = None
+        db: aiosqlite.Connection | None = None
+        try:
+            mark = SeqMark.open(path)
+            db = await aiosqlite.connect(path)
+            store = cls(db, sign, owner, path, lock, mark)
+            await store._load()
+            store._check_mark(accept_loss)
+            return store
+        except BaseException as exc:
+            # a failed open must not leave aiosqlite's worker thread keeping the process alive
+            with anyio.CancelScope(shield=True):
+                if db is not None:
+                    await db.close()
+            if mark is not None:
+                mark.close()
+            lock.release()
+            if isinstance(exc, sqlite3.DatabaseError):
+                raise StoreError("store_damaged", f"store {path} is damaged ({exc}); restore "
+                                                  f"it from a backup") from None
+            raise
+
+    async def _load(self) -> None:
+        db = self._db
         await db.execute("PRAGMA journal_mode=WAL")
         await db.execute("PRAGMA synchronous=FULL")
+        async with db.execute("PRAGMA quick_check") as cursor:
+            problems = [row[0] async for row in cursor if row[0] != "ok"]
+        if problems:
+            more = f" and {len(problems) - 1} more problems" if len(problems) > 1 else ""
+            raise StoreError("store_damaged", f"store {self.path} is damaged ({problems[0]}"
+                                              f"{more}); restore it from a backup")
         await db.executescript(SCHEMA)
         await db.commit()
-        store = cls(db, sign, owner)
         async with db.execute("SELECT key, id, seq, owner FROM records ORDER BY rowid") as cur:
             async for key, rid, seq, record_owner in cur:
-                store.heads[key] = Head(key, rid, seq)
-                store.last_seq_by_owner[record_owner] = max(
-                    seq, store.last_seq_by_owner.get(record_owner, 0))
-        return store
+                self.heads[key] = Head(key, rid, seq)
+                self.last_seq_by_owner[record_owner] = max(
+                    seq, self.last_seq_by_owner.get(record_owner, 0))
+
+    def _check_mark(self, accept_loss: bool) -> None:
+        """Refuse a store that lost acknowledged records; bring a missing mark up to date."""
+        if self.owner is None:  # the central store keeps other owners' records
+            return
+        last, acked = self.last_seq_by_owner.get(self.owner, 0), self._mark.value or 0
+        if last < acked and not accept_loss:
+            raise StoreError("store_lost_records",
+                             f"store {self.path} holds seqs up to {last} but seq {acked} was "
+                             f"acknowledged: acknowledged records were lost; restore the store "
+                             f"from a backup, or start with --accept-loss to sign above seq "
+                             f"{acked} (the lost records stay lost)")
+        if last < acked:
+            self.last_seq_by_owner[self.owner] = acked  # never sign a used seq again
+        elif last > acked or self._mark.value is None:
+            self._mark.advance(last)
 
     @property
     def last_seq(self) -> int:
@@ -164,15 +226,12 @@ class Store:
         records = [p.record for p in good if p.record is not None]
         try:
             with anyio.CancelScope(shield=True):
-                await self._db.executemany(
-                    "INSERT INTO records (id, key, owner, seq, wire) VALUES (?, ?, ?, ?, ?)",
-                    [(r.id, r.key, r.owner, r.seq, pack(r.to_wire())) for r in records])
-                await self._db.commit()
+                await self._write(records)
         except Exception as exc:
             with anyio.CancelScope(shield=True):
-                await self._db.rollback()
+                await self._rollback()
             for pending in good:
-                pending.error = exc
+                pending.error = _store_error(exc)
                 pending.done.set()
             return
         self.last_seq_by_owner = seqs
@@ -180,19 +239,46 @@ class Store:
         self.records_written += len(records)
         for record in records:
             self.heads[record.key] = Head(record.key, record.id, record.seq)
+        error = await self._advance_mark(seqs)
         for pending in good:
+            pending.error = error
             pending.done.set()
         for callback in self.on_commit:
             callback(records)
 
+    async def _write(self, records: list[Record]) -> None:
+        await self._db.executemany(
+            "INSERT INTO records (id, key, owner, seq, wire) VALUES (?, ?, ?, ?, ?)",
+            [(r.id, r.key, r.owner, r.seq, pack(r.to_wire())) for r in records])
+        await self._db.commit()
+
+    async def _rollback(self) -> None:
+        try:
+            await self._db.rollback()
+        except sqlite3.Error:  # SQLite may have rolled back already (a full disk)
+            pass
+
+    async def _advance_mark(self, seqs: dict[str, int]) -> Exception | None:
+        """Move the seq mark past the committed records before they are acknowledged;
+        the error to answer the puts with when it cannot (they are stored, not acked)."""
+        if self.owner is None or self.owner not in seqs:
+            return None
+        try:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._mark.advance, seqs[self.owner])
+        except OSError as exc:
+            return _store_error(exc)
+        return None
+
     async def get(self, ids: list[bytes]) -> list[Record]:
-        """The records among `ids` that this store holds, in the order asked."""
+        """The records among `ids` that this store holds, in the order asked. Raises
+        StoreError `store_damaged` when a stored record no longer hashes to its id."""
         found: dict[bytes, Record] = {}
         marks = ",".join("?" * len(ids))
         async with self._db.execute(f"SELECT id, wire FROM records WHERE id IN ({marks})",
                                     ids) as cursor:
             async for rid, wire in cursor:
-                found[rid] = record_from_wire(unpack(wire))
+                found[rid] = self._checked(rid, wire)
         return [found[rid] for rid in ids if rid in found]
 
     async def sizes(self, ids: list[bytes]) -> dict[bytes, int]:
@@ -202,6 +288,18 @@ class Store:
         async with self._db.execute(f"SELECT id, length(wire) FROM records WHERE id IN "
                                     f"({marks})", ids) as cursor:
             return {rid: size async for rid, size in cursor}
+
+    def _checked(self, rid: bytes, wire: bytes) -> Record:
+        try:
+            record = record_from_wire(unpack(wire))
+        except (PlanfenceError, ValueError, TypeError) as exc:
+            record, why = None, f"unreadable ({exc})"
+        else:
+            why = "does not hash to its id"
+        if record is None or record.id != rid:
+            raise StoreError("store_damaged", f"record {rid.hex()} in store {self.path.name} "
+                                              f"{why}: the store is damaged")
+        return record
 
     async def records_for(self, keys: list[str]) -> list[Record]:
         """The head records of `keys` (those that exist)."""
@@ -213,8 +311,23 @@ class Store:
         self._receive.close()
         with anyio.CancelScope(shield=True):
             await self._db.close()
+        self._mark.close()
+        self._lock.release()
 
     def statistics(self) -> dict[str, Any]:
         return {"keys": len(self.heads), "last_seq": self.last_seq,
                 "last_seq_by_owner": dict(self.last_seq_by_owner), "commits": self.commits,
                 "records_written": self.records_written}
+
+
+SQLITE_FULL = 13
+
+
+def _store_error(exc: Exception) -> Exception:
+    """A full disk as StoreError `store_full`; any other error unchanged."""
+    full = (isinstance(exc, sqlite3.Error)
+            and getattr(exc, "sqlite_errorcode", None) == SQLITE_FULL
+            or isinstance(exc, OSError) and exc.errno == errno.ENOSPC)
+    if full:
+        return StoreError("store_full", "the owner's disk is full; the put is not acknowledged")
+    return exc

@@ -97,7 +97,7 @@ def owner_runner(cdir: ClusterDir, agent: str) -> Callable[..., Coroutine[Any, A
 
 async def run_workspace_owner(root: Path, roster: Roster, identity: Identity, db_path: Path,
                               log_path: Path, *, listen: tuple[str, int] | None = None,
-                              limits: Limits = Limits(),
+                              limits: Limits = Limits(), accept_loss: bool = False,
                               task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED
                               ) -> None:
     """Serve the worktree at `root` as `identity` until a signal or cancellation.
@@ -108,7 +108,8 @@ async def run_workspace_owner(root: Path, roster: Roster, identity: Identity, db
     log = EventLog(log_path, identity.name)
     store = None
     try:
-        store = await Store.open(db_path, signer(identity), identity.name)
+        store = await Store.open(db_path, signer(identity), identity.name,
+                                 accept_loss=accept_loss)
         daemon = WorkspaceDaemon(roster, identity, store, log, max_message=16 * 1024 * 1024,
                                  listen=listen, limits=limits, observer=observer)
         log.write("workspace", root=str(observer.root), git=observer.git is not None)
