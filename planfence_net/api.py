@@ -82,6 +82,26 @@ async def put_record(roster: Roster, identity: Identity, key: str, *, body: Any,
     return {"key": key, "owner": owner, "id": result["id"], "seq": result["seq"]}
 
 
+async def ping_owners(roster: Roster, identity: Identity, names: list[str],
+                      addresses: Addresses | None = None,
+                      deadline: float = DEFAULT_DEADLINE) -> None:
+    """Return once every owner in `names` answered a ping, all concurrently; raises
+    TransportError naming the first owner that could not be reached within `deadline`."""
+
+    async def ping(owner: str) -> None:
+        try:
+            async with owner_session(roster, identity, owner, addresses, deadline) as session:
+                await session.request("ping")
+        except TransportError as exc:
+            message = str(exc)
+            raise TransportError(message if message.startswith(f"owner {owner} ")
+                                 else f"owner {owner}: {message}") from None
+
+    async with collapsing_task_group() as tg:
+        for name in names:
+            tg.start_soon(ping, name)
+
+
 def group_by_owner(roster: Roster, keys: list[str]) -> dict[str, list[str]]:
     """Keys grouped by owning agent; raises ConfigError for a key nobody owns."""
     groups: dict[str, list[str]] = defaultdict(list)

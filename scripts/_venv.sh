@@ -15,11 +15,20 @@ if [ ! -x "$venv/bin/python" ]; then
   echo "setting up $venv with $($py --version)" >&2
   "$py" -m venv "$venv"
 fi
-stamp="$venv/.installed-$(cat "$root/pyproject.toml" | cksum | cut -d' ' -f1)-${PLANFENCE_EXTRAS:-base}"
-if [ ! -e "$stamp" ]; then
+# One stamp per set of extras installed for this pyproject.toml: the test extras include
+# everything the demo needs, so `scripts/demo` after `scripts/test` installs nothing (and the
+# other way round installs only the test tools).
+sum="$(cksum < "$root/pyproject.toml" | cut -d' ' -f1)"
+extras="${PLANFENCE_EXTRAS:-base}"
+stamp="$venv/.installed-$sum-$extras"
+installed() {
+  [ -e "$stamp" ] || { [ "$extras" = base ] && compgen -G "$venv/.installed-$sum-*" >/dev/null; }
+}
+if ! installed; then
   echo "installing planfence-net into $venv" >&2
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip >&2
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e "$root${PLANFENCE_EXTRAS:+[$PLANFENCE_EXTRAS]}" >&2
-  rm -f "$venv"/.installed-* && touch "$stamp"
+  find "$venv" -maxdepth 1 -name '.installed-*' ! -name ".installed-$sum-*" -delete
+  touch "$stamp"
 fi
 export PATH="$venv/bin:$PATH"

@@ -123,6 +123,11 @@ def test_scenario_runs_on_a_running_cluster_without_a_central_store(live_cluster
     assert code == 0, err
     summary = {row["policy"]: row for row in json.loads(out)["summary"]}
     assert list(summary) == ["freshness", "sync", "allkeys", "planfence"]  # no central store
+    why = ("the roster has no agent `central`, the central store the centralized baseline "
+           "writes to (`planfence demo` starts one)")
+    assert json.loads(out)["skipped"] == {"central": why}
+    code, text, _ = invoke("scenario", live_cluster.path)
+    assert code == 0 and f"\nno central row: {why}\n" in text
     assert summary["freshness"]["invalid"] == 3
     assert [summary[p]["invalid"] for p in ("sync", "allkeys", "planfence")] == [0, 0, 0]
     # the owners' own logs show the executor (`ops`) asking for heads

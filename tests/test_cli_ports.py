@@ -148,3 +148,12 @@ def test_a_roster_key_that_is_not_an_ed25519_point(cluster_dir: ClusterHandle) -
         cluster_dir.cdir.roster_path.write_text(text)  # for the fixture's teardown
     assert line == (f"{cluster_dir.cdir.roster_path}: agents[1] (reqs): 'public_key' is not a "
                     f"valid Ed25519 public key")
+
+
+def test_scenario_on_a_cluster_that_is_not_up(cluster_dir: ClusterHandle, squatter: int) -> None:
+    line = one_line_error(run("scenario", cluster_dir.path))
+    assert line.startswith("owner ")
+    assert line in {f"owner {name}: cannot connect to {cluster_dir.roster.agent(name).address}: "
+                    f"Connection refused" for name in cluster_dir.roster.names} | {
+        f"owner reqs at 127.0.0.1:{squatter} did not answer within 5 s (is it running? is "
+        f"another program on that port?)"}

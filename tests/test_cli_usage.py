@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 from importlib.metadata import version
 
 import pytest
@@ -70,3 +71,13 @@ def test_json_output_never_prints_nan(capsys: pytest.CaptureFixture[str]) -> Non
     echo_json({"stall_ms": math.nan, "kib": math.inf, "rows": [1.5, -math.inf]})
     assert capsys.readouterr().out == (
         '{\n  "stall_ms": null,\n  "kib": null,\n  "rows": [\n    1.5,\n    null\n  ]\n}\n')
+
+
+def test_bench_quick_writes_outside_the_checkout() -> None:
+    import tempfile
+
+    from planfence_net.cli.bench import default_out
+
+    assert default_out("scope", "loopback", True) == (
+        Path(tempfile.gettempdir()) / "planfence-bench" / "scope-loopback-quick")
+    assert default_out("scope", "att-lte", False) == Path("docs/results/scope-att-lte")

@@ -72,7 +72,8 @@ def register(app: typer.Typer) -> None:
                                     help="Link profile (see `planfence profiles`)."),
         quick: bool = typer.Option(False, "--quick", help="Few actions: under two minutes."),
         out: Optional[Path] = typer.Option(
-            None, "--out", help="Output folder (default docs/results/EXPERIMENT-PROFILE[-quick])."),
+            None, "--out", help="Output folder (default docs/results/EXPERIMENT-PROFILE; with "
+                                "--quick a temporary folder, never the checkout)."),
         seed: int = typer.Option(0, "--seed", help="Schedule and trace seed."),
         sync_k: int = typer.Option(1, "--sync-k", min=1,
                                    help="K of the sync baseline: owners push after every K "
@@ -87,7 +88,7 @@ def register(app: typer.Typer) -> None:
         command = shlex.join(["planfence", "bench", experiment, "--profile", profile,
                               *(["--quick"] if quick else []), "--seed", str(seed),
                               *(["--sync-k", str(sync_k)] if sync_k != 1 else [])])
-        folder = out or Path("docs/results") / f"{experiment}-{profile}{'-quick' if quick else ''}"
+        folder = out or default_out(experiment, profile, quick)
         try:
             plan = build(experiment, quick=quick)
             shaped = require_traces(profile).shaped
@@ -104,6 +105,14 @@ def register(app: typer.Typer) -> None:
                        f"invalid {s.invalid:>3}  stall {s.stall_median:8.1f} ms  "
                        f"{s.kib_median:7.2f} KiB")
         typer.echo(f"report: {folder / 'report.md'}")
+
+
+def default_out(experiment: str, profile: str, quick: bool) -> Path:
+    """docs/results/EXPERIMENT-PROFILE for a full run (the committed reports); a quick run
+    is a smoke test and goes to the temporary folder, so it never dirties the checkout."""
+    if quick:
+        return Path(tempfile.gettempdir()) / "planfence-bench" / f"{experiment}-{profile}-quick"
+    return Path("docs/results") / f"{experiment}-{profile}"
 
 
 def _run(plan: Experiment, profile: str, seed: int,

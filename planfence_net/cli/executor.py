@@ -139,32 +139,41 @@ def scenario(path: Path = DirArg, json_out: bool = JsonOpt,
     scenario came out as claimed (freshness issued an invalid action, every other policy
     issued every action and none invalid); 1 with one line saying what did not.
     """
-    from ..api import wait_owners_reachable
-    from ..bench.demo import run_demo, verdict
+    from ..api import ping_owners, wait_owners_reachable
+    from ..bench.demo import available_policies, run_demo, verdict
     from ..cluster import link_addresses
     from ..errors import PlanfenceError
 
     cdir = cluster_dir(path)
     links = link_addresses(cdir)
+    roster = cdir.roster()
     if wait:
-        run_async(wait_owners_reachable, cdir, cdir.roster().names, wait, links)
+        run_async(wait_owners_reachable, cdir, roster.names, wait, links)
+    else:  # fail in one line, within the deadline, when an owner is not up
+        run_async(ping_owners, roster, identity_for(cdir, "ops"), roster.names, links)
     outcomes = run_async(functools.partial(run_demo, cdir, addresses=links))
-    report_outcomes(outcomes, json_out, f"{len(cdir.roster().agents)} owners"
-                    + (" through shapers" if links else ""))
+    skipped = ({} if "central" in available_policies(cdir) else {
+        "central": "the roster has no agent `central`, the central store the centralized "
+                   "baseline writes to (`planfence demo` starts one)"})
+    report_outcomes(outcomes, json_out, f"{len(roster.agents)} owners"
+                    + (" through shapers" if links else ""), skipped)
     problems = verdict(outcomes)
     if problems:
         raise PlanfenceError("the scenario did not come out as claimed: " + "; ".join(problems))
 
 
-def report_outcomes(outcomes: list[Outcome], json_out: bool, where: str) -> None:
+def report_outcomes(outcomes: list[Outcome], json_out: bool, where: str,
+                    skipped: dict[str, str] | None = None) -> None:
+    """The result table (or JSON); `skipped` maps a policy left out to why."""
     from ..bench.demo import summarize
 
+    skipped = skipped or {}
     rows = summarize(outcomes)
     drifted = next((o for o in outcomes if o.policy == "planfence" and o.decision is not None
                     and o.decision.drift), None)
     if json_out:
         echo_json({"summary": [r.to_json() for r in rows],
-                   "actions": [outcome_json(o) for o in outcomes]})
+                   "actions": [outcome_json(o) for o in outcomes], "skipped": skipped})
         return
     typer.echo(f"stale-plan scenario: {where}, "
                f"{len(outcomes) // len(rows)} workflow families per policy\n")
@@ -172,6 +181,8 @@ def report_outcomes(outcomes: list[Outcome], json_out: bool, where: str) -> None
                  "KiB/action"],
                 [[r.policy, r.issued, r.invalid, r.replans, r.blocked, f"{r.stall_ms:.2f}",
                   f"{r.kib:.2f}"] for r in rows])
+    for policy, why in skipped.items():
+        typer.echo(f"no {policy} row: {why}")
     if drifted is not None and drifted.decision is not None:
         typer.echo(f"\nwhy PlanFence replanned the {drifted.family} action:")
         typer.echo(drifted.decision.explain())

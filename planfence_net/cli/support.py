@@ -26,11 +26,17 @@ JsonOpt = typer.Option(False, "--json", help="Print JSON instead of a table.")
 
 
 def run_async(fn: Callable[..., Any], *args: Any) -> Any:
-    """Run a coroutine function on asyncio (uvloop when installed)."""
+    """Run a coroutine function on asyncio (uvloop when installed). A task group's failure
+    that stands for one PlanfenceError is raised as that error."""
     import anyio
 
+    from ..errors import collapse
+
     options = {"use_uvloop": True} if importlib.util.find_spec("uvloop") else {}
-    return anyio.run(fn, *args, backend="asyncio", backend_options=options)
+    try:
+        return anyio.run(fn, *args, backend="asyncio", backend_options=options)
+    except BaseExceptionGroup as group:  # a planfence error from a task: one line, not a tree
+        raise collapse(group) from None
 
 
 def user_errors(fn: F) -> F:
