@@ -1,4 +1,4 @@
-"""The PlanFence gate: the decision state machine of DESIGN section 3, with no I/O.
+"""The PlanFence gate as a state machine with no I/O (docs/ARCHITECTURE.md, "The gate").
 
 The runtime drives a `Gate` like an h11 connection: it calls `next_event()` and does what the
 event asks, feeding the outcome back, until the event is a `Decision`:
@@ -93,7 +93,7 @@ class Replan:
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """The final outcome with its evidence (DESIGN section 3, step 5).
+    """The final outcome with its evidence (step 5 of the gate: explain).
 
     `reason` is None for a plain authorization; with `fail_open` it names the block that was
     suppressed. `drift` maps key -> (plan's id, owner's head id) of the first drifting round;

@@ -1,6 +1,6 @@
 """Lineage walk: find which version of each declared key a plan was derived from.
 
-This is step 1 of the gate (DESIGN section 3), as pure code: records come from a `lookup`
+This is step 1 of the gate (docs/ARCHITECTURE.md), as pure code: records come from a `lookup`
 callable, and the walk says what it found (`Frontier`), what it could not find (`Missing`:
 the caller fetches those ids and walks again), or why the lineage can never be accepted
 (`Blocked`).

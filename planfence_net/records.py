@@ -1,4 +1,4 @@
-"""Immutable, signed, content-addressed records (DESIGN section 2).
+"""Immutable, signed, content-addressed records (docs/PROTOCOL.md section 8).
 
 A record's id is the BLAKE2b-256 hash of a fixed-order msgpack array of every field but the
 signature. The body is hashed as the exact msgpack bytes it was written with (`body_raw`),

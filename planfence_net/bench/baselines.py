@@ -1,4 +1,4 @@
-"""The policies the experiments compare (DESIGN section 4), behind one interface.
+"""The policies the experiments compare, behind one interface.
 
     baseline = make_baseline("planfence", parts)
     await baseline.start(keys)                 # connect, seed; not charged to any action
@@ -167,7 +167,7 @@ class Freshness(_Base):
 
 
 class PlanFence(_Base):
-    """The gate (DESIGN section 3) under a policy; `all_keys` adds every shared key."""
+    """The gate under a policy; `all_keys` adds every shared key."""
 
     def __init__(self, name: str, parts: Parts, policy: GatePolicy, *,
                  all_keys: bool = False) -> None:

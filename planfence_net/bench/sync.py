@@ -1,5 +1,5 @@
 """The `sync` baseline: owners push head metadata to every agent; the executor validates
-against its synced copy (DESIGN section 4).
+against its synced copy (docs/ARCHITECTURE.md).
 
 Every agent of the roster subscribes to every other owner (one session per agent identity
 per owner, through the shaped links), so updates are pushed to all agents; every pushed

@@ -1,4 +1,4 @@
-"""Workflow templates and seeded schedules for the experiment harness (DESIGN section 4).
+"""Workflow templates and seeded schedules for the experiment harness.
 
 A template (`executor/templates.toml`) is one workflow: how many agents take part, how many
 work units its plan covers, how many shared keys exist and how many each protected action

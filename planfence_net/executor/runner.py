@@ -1,4 +1,4 @@
-"""The gate runner: drives the sans-IO gate against live owners (DESIGN section 3).
+"""The gate runner: drives the sans-IO gate against live owners (docs/ARCHITECTURE.md, "The gate").
 
 Each event of the gate becomes at most one request per owner, all owners concurrently, under
 one deadline per step. Owner failures become the gate's blocking reasons; nothing here

@@ -1,4 +1,4 @@
-"""The central store of the `central` baseline (DESIGN section 4): one process, every record.
+"""The central store of the `central` baseline (docs/ARCHITECTURE.md): one process, every record.
 
     python -m planfence_net.owners.central DIR [--agent central]
 

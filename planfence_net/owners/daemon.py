@@ -1,4 +1,4 @@
-"""The owner daemon: serves one agent's records over Noise sessions (DESIGN section 6)."""
+"""The owner daemon: serves one agent's records over Noise sessions (docs/ARCHITECTURE.md)."""
 
 from __future__ import annotations
 

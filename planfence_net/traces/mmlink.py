@@ -3,7 +3,7 @@
 A trace file holds one non-negative integer per line: the millisecond at which one 1500-byte
 delivery opportunity happens (repeat a value for several opportunities in one ms). Values never
 decrease, empty lines are invalid, the file is not empty and its last value is > 0
-(`shared/traces/README.md`, `SEMANTICS.md` §1). The trace loops with period = last value: on
+(Mahimahi's `mm-link` format; `traces/README.md`). The trace loops with period = last value: on
 wrap-around the time base advances by `last`, so opportunity `i` of pass `p` happens at
 `p * last + t[i]`.
 
