@@ -236,11 +236,25 @@ class NoiseStream:
 
         Returns without waiting unless the socket's send buffer is full (backpressure).
         """
+        self.write_message(data)
+        await self._wire.wait_writable()
+
+    def write_message(self, data: bytes) -> None:
+        """Encrypt one application message and hand it to the socket, without waiting even
+        when its send buffer is full (check `writable`). Raises TransportError."""
         chunks = split_message(data, self.max_message)
         wire = b"".join(encode_frame(self._send_cipher.encrypt_with_ad(b"", c))
                         for c in chunks)
         self._wire.write(wire)
         self.traffic.messages_sent += 1
+
+    @property
+    def writable(self) -> bool:
+        """False while the socket's send buffer is over its high-water mark."""
+        return self._wire._writable is None
+
+    async def wait_writable(self) -> None:
+        """Wait until the socket's send buffer drains below its high-water mark."""
         await self._wire.wait_writable()
 
     def set_receiver(self, on_message: MessageHandler, on_close: CloseHandler) -> None:

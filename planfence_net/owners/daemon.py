@@ -32,6 +32,10 @@ from .replies import ENVELOPE, ID_ENTRY, ReplyBudget, check_readable, fit_record
 from .store import Signer, Store
 
 SHUTDOWN_GRACE = 10.0
+# Ops a session's loop answers itself, without a task: they never wait for a commit or for
+# another session (a heads reading changed records or waiting for the reply budget holds
+# back only its own session).
+INLINE = frozenset({"ping", "heads", "stats", "ack"})
 # Reply bytes the request being answered reserved from the ReplyBudget (one list per task).
 _RESERVED: ContextVar[list[int]] = ContextVar("reserved")
 
@@ -75,8 +79,7 @@ class OwnerDaemon:
         self.dropped_subscribers = 0
         self.replies = ReplyBudget(self.limits.reply_budget)
         self.unread_replies = 0  # sessions closed because a reply waited too long
-        self._idle = anyio.Event()
-        self._idle.set()
+        self._idle: anyio.Event | None = None  # made by _wait_idle: not one per request
         self._synced_changed = anyio.Event()  # an ack arrived or a session left
         store.on_commit.append(self._push_heads)
 
@@ -114,7 +117,7 @@ class OwnerDaemon:
                                in_flight=self.in_flight)
                 accepting.cancel()  # no new sessions; open ones finish what is in flight
                 with anyio.move_on_after(SHUTDOWN_GRACE):
-                    await self._idle.wait()
+                    await self._wait_idle()
                 scope.cancel()
                 return
 
@@ -143,7 +146,11 @@ class OwnerDaemon:
 
     async def _serve_session(self, connection: Connection, first: list[bytes | None]) -> None:
         """Answer the session's requests, starting with `first` (a one-item list, emptied
-        here: no frame keeps a message alive once its answer no longer needs it)."""
+        here: no frame keeps a message alive once its answer no longer needs it).
+
+        Ops in INLINE are answered here, one after the other: no task, no semaphore. The
+        others (a put waits for its group commit, synced for other sessions) each get a
+        task, at most `requests_per_session` at once."""
         send, receive = anyio.create_memory_object_stream[bytes](math.inf)
         connection.pushes = send
         limiter = anyio.Semaphore(self.limits.requests_per_session)
@@ -152,10 +159,15 @@ class OwnerDaemon:
             try:
                 data = first.pop()
                 while data is not None:
-                    await limiter.acquire()  # at the cap, stop reading: the peer waits
-                    self._begin()
-                    tg.start_soon(self._answer, connection, data, limiter)
+                    request = _decode(data, self.schema)
                     data = None
+                    if isinstance(request, Request) and request.op not in INLINE:
+                        await limiter.acquire()  # at the cap, stop reading: the peer waits
+                        self._begin()
+                        tg.start_soon(self._answer, connection, request, limiter)
+                    else:
+                        self._begin()
+                        await self._answer(connection, request, None)
                     data = await connection.stream.receive_message()
             except PlanfenceError as exc:
                 if isinstance(exc, RemoteProtocolError):
@@ -175,39 +187,45 @@ class OwnerDaemon:
 
     def _begin(self) -> None:
         self.in_flight += 1
-        if self._idle.is_set():
-            self._idle = anyio.Event()
 
     def _end(self) -> None:
         self.in_flight -= 1
         self.requests_served += 1
-        if self.in_flight == 0:
+        if self.in_flight == 0 and self._idle is not None:
             self._idle.set()
 
-    async def _answer(self, connection: Connection, data: bytes,
-                      limiter: anyio.Semaphore) -> None:
+    async def _wait_idle(self) -> None:
+        """Wait until no request is in flight."""
+        while self.in_flight:
+            self._idle = anyio.Event()
+            await self._idle.wait()
+
+    async def _answer(self, connection: Connection, request: Request | BadRequest,
+                      limiter: anyio.Semaphore | None) -> None:
         started = time.perf_counter()
         reserved = _RESERVED.set([])
+        op, keys, outcome = "?", [], "?"
         try:
-            reply, op, keys, outcome = await self._reply(connection, data)
-            del data  # the request is decoded; its bytes are not held while the reply waits
+            reply, op, keys, outcome = await self._reply(connection, request)
             outcome += await self._send_reply(connection, reply)
         finally:
             for size in _RESERVED.get():
                 self.replies.release(size)
             _RESERVED.reset(reserved)
-            self.log.write("request", peer=connection.peer.name, op=op, keys=keys[:64],
+            self.log.write_soon("request", peer=connection.peer.name, op=op, keys=keys[:64],
                            outcome=outcome,
                            latency_ms=round((time.perf_counter() - started) * 1000, 3))
             self._end()
-            limiter.release()
+            if limiter is not None:
+                limiter.release()
 
     async def _reply(self, connection: Connection,
-                     data: bytes) -> tuple[bytes, str, list[str], str]:
-        """Decode `data` (once), serve it and encode the answer: (reply, op, keys, outcome)."""
+                     request: Request | BadRequest) -> tuple[bytes, str, list[str], str]:
+        """Serve a decoded request and encode the answer: (reply, op, keys, outcome)."""
         op, keys, req_id = "?", [], None
         try:
-            request = decode_request(data, self.schema)
+            if isinstance(request, BadRequest):
+                raise request
             op, req_id, keys = request.op, request.req_id, _keys_of(request)
             result = await self._dispatch(connection, request)
             return encode_response(request.req_id, True, result), op, keys, "ok"
@@ -225,8 +243,10 @@ class OwnerDaemon:
         """Send `reply`; a peer that has not read it within `send_deadline` loses its session
         (the reply is not held forever). Returns what to add to the request's outcome."""
         try:
-            with anyio.fail_after(self.limits.send_deadline):
-                await connection.stream.send_message(reply)
+            connection.stream.write_message(reply)
+            if not connection.stream.writable:  # a deadline (a timer) only when it waits
+                with anyio.fail_after(self.limits.send_deadline):
+                    await connection.stream.wait_writable()
         except TimeoutError:
             self.unread_replies += 1
             self.log.write("error", peer=connection.peer.name,
@@ -394,6 +414,14 @@ class OwnerDaemon:
                 **self.door.statistics(), "dropped_subscribers": self.dropped_subscribers,
                 "unread_replies": self.unread_replies, "reply_bytes_held": self.replies.used,
                 **self.log.statistics(), **self.store.statistics()}
+
+
+def _decode(data: bytes, schema: Schema) -> Request | BadRequest:
+    """The request in `data` (read once), or why it cannot be served."""
+    try:
+        return decode_request(data, schema)
+    except BadRequest as exc:
+        return exc
 
 
 def _keys_of(request: Request) -> list[str]:
