@@ -1,0 +1,42 @@
+"""The reliability suite, short version (`scripts/torture --quick`), against real owners."""
+
+from __future__ import annotations
+
+import pytest
+
+from planfence_net.bench.torture import FaultResult, format_table
+from planfence_net.bench.torture.suite import groups, main, run_suite
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_the_quick_suite_holds_every_fault() -> None:
+    rows = await run_suite(quick=True)
+    table = format_table(rows)
+    assert table.splitlines()[0].split() == ["fault", "rounds", "acknowledged", "lost",
+                                             "outcome"]
+    faults = [r.fault for r in rows]
+    assert faults[:8] == ["kill -9 under concurrent puts", "store truncated to half",
+                          "store header overwritten", "store emptied to 0 bytes",
+                          "bit flip in a stored record", "WAL deleted after kill -9",
+                          "two daemons on one store", "disk full (2 MiB tmpfs)"]
+    for row in rows:
+        assert row.held or row.outcome.startswith("skipped: "), table
+    crash = rows[0]
+    assert (crash.rounds, crash.lost) == (3, 0) and crash.acknowledged >= 3 * 20, table
+    assert all(r.acknowledged > 0 for r in rows[1:6]), table
+
+
+def test_a_row_holds_only_when_nothing_was_lost_and_the_outcome_is_held() -> None:
+    assert FaultResult("f", 1, 10, 0, "held").held
+    assert not FaultResult("f", 1, 10, 1, "held").held
+    assert not FaultResult("f", 1, 10, 0, "started on a damaged store").held
+
+
+def test_rounds_set_the_kill_rounds_and_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:
+    assert [name for name, _, _ in groups(quick=True, rounds=7)][:3] == [
+        "kill -9", "store damage", "disk full"]
+    with pytest.raises(SystemExit) as exit_:
+        main(["--rounds", "0"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.endswith("error: --rounds must be at least 1\n")
