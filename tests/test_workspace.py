@@ -139,7 +139,10 @@ def test_cannot_decide_exits_3(tmp_path: Path) -> None:
         shutil.move(moved, repo)
     assert check(repo) == (3, ["Cannot decide whether plan 'auth-fix' is still valid: owner "
                                "'ws': owner unavailable"])
-    assert check(repo, "never-trusted")[0] == 3
+    with served(repo):
+        assert check(repo, "never-trusted") == (3, [
+            "Cannot decide whether plan 'never-trusted' is still valid: no trusted state for "
+            "plan 'never-trusted': run `planfence workspace trust never-trusted ...` first"])
 
 
 def stats(repo: Path) -> dict[str, object]:

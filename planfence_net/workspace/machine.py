@@ -112,14 +112,14 @@ class CheckMachine:
     def plan_answered(self, result: object) -> None:
         """Feed the owner's heads answer for the plan key (checked here, never raised)."""
         event = self._expect(AskPlan, "plan_answered")
+        if isinstance(result, dict) and result.get("heads") == [[self.key, None, 0]]:
+            self._undecided("no_plan", f"no trusted state for plan {self.plan!r}: run "
+                                       f"`planfence workspace trust {self.plan} ...` first")
+            return
         try:
             heads, inline = check_answer(event.owner, self._query, result, {}, self._verify)
         except Malformed as exc:
             self._undecided("malformed_response", f"owner {event.owner!r}: {exc}")
-            return
-        if heads[self.key][0] is None:
-            self._undecided("no_plan", f"no trusted state for plan {self.plan!r}: run "
-                                       f"`planfence workspace trust {self.plan} ...` first")
             return
         self.record = inline[self.key]
         try:
