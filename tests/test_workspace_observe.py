@@ -64,7 +64,9 @@ def test_paths_outside_the_worktree_are_refused(rel: str) -> None:
 
 
 def test_a_vanished_worktree_is_an_error(tmp_path: Path) -> None:
-    observer = Observer(tmp_path / "gone" if (tmp_path / "gone").mkdir() is None else tmp_path)
-    (tmp_path / "gone").rmdir()
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    observer = Observer(gone)
+    gone.rmdir()
     with pytest.raises(ConfigError, match="worktree .*/gone is gone"):
         observer.observe(["head"])
