@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from planfence_net.workspace.install import hook_command
+from planfence_net.workspace.install import hook_command, toml_block
 
 from workspace_support import run_cli
 
@@ -21,7 +21,8 @@ THEIRS_CLAUDE = {
             {"type": "command", "command": ".claude/hooks/guard.sh", "timeout": 5}]}],
         "PostToolUse": [{"matcher": "Write|Edit", "hooks": [
             {"type": "command", "command": "npx prettier --write \"$FILE\""}]}]}}
-THEIRS_CODEX_TOML = '''model = "gpt-5-codex"
+THEIRS_CODEX_TOML = '''# team settings: keep this comment
+model = "gpt-5-codex"
 
 [[hooks.PreToolUse]]
 matcher = "Bash"
@@ -83,10 +84,10 @@ def test_codex_config_toml_keeps_its_tables(tmp_path: Path) -> None:
     assert written == {"model": "gpt-5-codex", "hooks": {"PreToolUse": [
         *theirs["hooks"]["PreToolUse"], group]}}
     assert group["hooks"][0]["command"].endswith(f" hook codex --cluster {tmp_path}")
-    assert "[[hooks.PreToolUse.hooks]]" in config.read_text()
+    assert config.read_text() == THEIRS_CODEX_TOML + toml_block(group)  # appended as text
     assert run_cli("hook", "uninstall", "codex", "--project", tmp_path, "--format",
                    "toml")[0] == 0
-    assert tomllib.loads(config.read_text()) == theirs
+    assert config.read_text() == THEIRS_CODEX_TOML
 
 
 @pytest.mark.parametrize(("agent", "fmt", "rel", "text", "error"), [

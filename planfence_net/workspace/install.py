@@ -8,8 +8,8 @@ project config, leaving every other hook as it was.
 
 A group is {"matcher": REGEX, "hooks": [{"type": "command", "command": ..., "timeout": S}]}.
 Ours is recognised by its command (`... planfence ... hook claude|codex`), so installing twice
-leaves one copy and uninstalling removes only ours. A TOML rewrite keeps every value but not
-comments or layout.
+leaves one copy and uninstalling removes only ours. In config.toml our tables are appended
+as text, so the rest of the file stays byte for byte.
 """
 
 from __future__ import annotations
@@ -30,6 +30,10 @@ from ..errors import ConfigError
 MATCHERS = {"claude": "Write|Edit|MultiEdit|NotebookEdit|Bash",
             "codex": "Bash|apply_patch|Edit|Write"}
 TIMEOUT = 30  # seconds: the agent's own limit; the hook's deadline is shorter
+_MARK = "# PlanFence PreToolUse hook (planfence hook install|uninstall codex --format toml)"
+_OUR_TOML = re.compile(r"\n?" + re.escape(_MARK) + r"\n\[\[hooks\.PreToolUse\]\]\n"
+                       r"matcher = [^\n]*\n\n\[\[hooks\.PreToolUse\.hooks\]\]\n"
+                       r"type = \"command\"\ncommand = [^\n]*\ntimeout = \d+\n")
 _OURS = re.compile(r"(^|[\s/'\"])(planfence|planfence_net)['\"]?\s+hook\s+(claude|codex)\b")
 
 
@@ -119,9 +123,10 @@ def install(agent: str, project: Path, *, fmt: str = "json", command: str | None
             cluster: Path | None = None) -> Path:
     """Merge our hook into `agent`'s config under `project`; returns the file written."""
     path = config_path(agent, project, fmt)
-    config = merged(load(path), agent, command or hook_command(agent, cluster))
+    before = load(path)
+    config = merged(before, agent, command or hook_command(agent, cluster))
     path.parent.mkdir(parents=True, exist_ok=True)
-    _write(path, dump(path, config))
+    _write(path, _toml_text(path, before, config) if fmt == "toml" else dump(path, config))
     return path
 
 
@@ -133,8 +138,36 @@ def uninstall(agent: str, project: Path, *, fmt: str = "json") -> tuple[Path, bo
     before = load(path)
     after = removed(before)
     if after != before:
-        _write(path, dump(path, after))
+        _write(path, _toml_text(path, before, after) if fmt == "toml" else dump(path, after))
     return path, after != before
+
+
+def toml_block(group: dict[str, Any]) -> str:
+    """Our group as `[[hooks.PreToolUse]]` and `[[hooks.PreToolUse.hooks]]` tables."""
+    handler = group["hooks"][0]
+    return (f"\n{_MARK}\n[[hooks.PreToolUse]]\nmatcher = {json.dumps(group['matcher'])}\n\n"
+            f"[[hooks.PreToolUse.hooks]]\ntype = \"command\"\n"
+            f"command = {json.dumps(handler['command'])}\ntimeout = {handler['timeout']}\n")
+
+
+def _toml_text(path: Path, before: dict[str, Any], after: dict[str, Any]) -> str:
+    """The new config.toml: the old text without our block, plus ours when `after` has it,
+    so others' comments and layout stay. When the text edit would not give exactly `after`
+    (an unusual layout), the whole file is rewritten from `after` instead."""
+    try:
+        text = _OUR_TOML.sub("", path.read_text())
+    except FileNotFoundError:
+        text = ""
+    ours = [g for g in after.get("hooks", {}).get("PreToolUse", [])
+            if g not in removed(after).get("hooks", {}).get("PreToolUse", [])]
+    text = text.rstrip("\n") + "\n" if text.strip() else ""
+    text += "".join(toml_block(g) for g in ours)
+    try:
+        if tomllib.loads(text) == after:
+            return text.lstrip("\n")
+    except tomllib.TOMLDecodeError:
+        pass
+    return tomli_w.dumps(after)
 
 
 def _write(path: Path, text: str) -> None:
