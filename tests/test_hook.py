@@ -7,6 +7,7 @@ import io
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -92,6 +93,11 @@ def test_recorded_payloads_block_on_drift_and_allow_otherwise(tmp_path: Path) ->
                   "codex-apply-patch")}
         for name, call in calls.items():
             assert run_hook(name.split("-")[0], call) == (0, ""), name
+        before = len(requests(repo, 0))
+        assert run_hook("claude", calls["claude-edit"]) == (0, "")
+        # The plan and its lineage are cached: a call is one heads round trip, plan included.
+        assert requests(repo, before + 1)[before:] == [("heads", sorted(
+            ["plan/fix", "ws:branch", "ws:file/auth.ts", "ws:head", "ws:repo"]))]
         write(repo, {"auth.ts": "export const timeout = 5;\n"})
         for name, call in calls.items():
             code, reason = run_hook(name.split("-")[0], call)
@@ -110,6 +116,19 @@ def test_recorded_payloads_block_on_drift_and_allow_otherwise(tmp_path: Path) ->
         retrust = payload("claude-bash", repo, command="planfence workspace trust fix "
                                                        "--read auth.ts")
         assert run_hook("claude", retrust) == (0, "")
+
+
+def requests(repo: Path, count: int) -> list[tuple[str, list[str]]]:
+    """The owner's logged requests, (op, sorted keys), once there are at least `count` (the
+    owner logs a request after answering it, so this tails its log for a while)."""
+    deadline = time.monotonic() + 10
+    while True:
+        lines = (repo / ".planfence" / "logs" / "ws.jsonl").read_text().splitlines()
+        found = [(e["op"], sorted(e["keys"])) for e in map(json.loads, lines)
+                 if e["event"] == "request"]
+        if len(found) >= count or time.monotonic() > deadline:
+            return found
+        time.sleep(0.01)  # tailing a file another process appends to
 
 
 @pytest.mark.parametrize(("stdin", "args", "reason"), [

@@ -172,3 +172,26 @@ def test_an_unreachable_owner_or_a_gate_block_is_undecided() -> None:
     verdict = m.next_event()
     assert isinstance(verdict, Verdict)
     assert (verdict.reason, verdict.exit_code) == ("missing_lineage", 3)
+
+
+def test_a_known_plan_takes_one_round_and_a_retrusted_one_is_asked_for() -> None:
+    head = record("ws:head", 1, {"head": "abc"})
+    plan = record("plan/p", 2, {"declaration": {"ws:head": ["head"]}, "trust": 1},
+                  (head.id,), "plan")
+    m = CheckMachine("p", owner_of=lambda key: "ws", verify=lambda r: None,
+                     lookup={head.id: head}.get, known=plan)
+    run = m.next_event()
+    assert isinstance(run, RunGate) and run.also == ("plan/p",)
+    m.gate_finished(Decision("a", "authorized", None, "ok", False, False, {"ws:head": head.id},
+                             {"ws:head": (head.id, 1), "plan/p": (plan.id, 2)}, {}, 1, 0, 0,
+                             0.0), [])
+    verdict = m.next_event()
+    assert isinstance(verdict, Verdict) and (verdict.level, verdict.plan_id) == ("none", plan.id)
+
+    m = CheckMachine("p", owner_of=lambda key: "ws", verify=lambda r: None,
+                     lookup={head.id: head}.get, known=plan)
+    m.next_event()
+    m.gate_finished(Decision("a", "authorized", None, "ok", False, False, {"ws:head": head.id},
+                             {"ws:head": (head.id, 1), "plan/p": (b"\7" * 32, 3)}, {}, 1, 0, 0,
+                             0.0), [])
+    assert isinstance(m.next_event(), AskPlan)  # the plan was trusted again since

@@ -69,10 +69,18 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str]:
         step = float(options.get("--timeout", DEFAULT_TIMEOUT)) / STEPS
     except (PlanfenceError, ValueError, OSError) as exc:
         return BLOCK, f"PlanFence blocked {call.describe()}: {exc}"
-    verdict = run_check(roster, identity, plan, deadline=step, informational=False)
+    verdict = run_check(roster, identity, plan, deadline=step, informational=False,
+                        cache=cache_path(cdir.root, plan))
     if verdict.exit_code == 0:
         return ALLOW, ""
     return BLOCK, block_message(call, verdict)
+
+
+def cache_path(cluster: Path, plan: str) -> Path:
+    """Where the hook keeps a plan's records between calls (CLUSTER/run/)."""
+    import hashlib
+
+    return cluster / "run" / f"hook-{hashlib.blake2b(plan.encode(), digest_size=8).hexdigest()}"
 
 
 def block_message(call: ToolCall, verdict: Verdict) -> str:

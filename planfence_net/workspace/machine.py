@@ -8,6 +8,11 @@
               `gate_finished(decision, changed_records)`
     Verdict   final; `next_event()` keeps returning it
 
+Given the plan record from an earlier check (`known`, verified by the caller), the machine
+starts at RunGate and the gate's heads round also asks for the plan key's head: when that is
+still the known record, the check took one round trip; otherwise the machine goes back to
+AskPlan and checks the current plan.
+
 Nothing here does I/O: the loop in `check.py` moves the bytes. Everything an owner sends is
 checked here; a bad answer gives an undecided verdict (exit 3), never an exception.
 """
@@ -38,7 +43,10 @@ class AskPlan:
 
 @dataclass(frozen=True, slots=True)
 class RunGate:
+    """Run the gate for `action`; also fetch the heads of `also` (never compared)."""
+
     action: Action
+    also: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,9 +96,11 @@ class CheckMachine:
 
     def __init__(self, plan: str, *, owner_of: Callable[[str], str | None],
                  verify: Callable[[Record], None],
-                 lookup: Callable[[bytes], Record | None], informational: bool = True) -> None:
+                 lookup: Callable[[bytes], Record | None], informational: bool = True,
+                 known: Record | None = None) -> None:
         self.plan = plan
         self.informational = informational
+        self._known = known
         self.key = plan_key(plan)
         self._owner_of = owner_of
         self._verify = verify
@@ -103,6 +113,13 @@ class CheckMachine:
     def next_event(self) -> Event:
         """What the loop must do next, or the final Verdict."""
         if self._event is None:
+            known, self._known = self._known, None
+            try:
+                if known is not None and known.key == self.key:
+                    self.state, self.record = trusted_state(self.plan, known.body), known
+                    return self._run_gate(also=(self.key,))
+            except ValueError:
+                pass  # an unreadable cached plan: ask for the current one
             owner = self._owner_of(self.key)
             if owner is None:
                 return self._undecided("unknown_owner", f"no roster agent owns {self.key!r}")
@@ -121,15 +138,25 @@ class CheckMachine:
         except Malformed as exc:
             self._undecided("malformed_response", f"owner {event.owner!r}: {exc}")
             return
-        self.record = inline[self.key]
+        if self._read_plan(inline[self.key]):
+            self._run_gate()
+
+    def _read_plan(self, record: Record) -> bool:
+        self.record = record
         try:
-            self.state = trusted_state(self.plan, self.record.body)
+            self.state = trusted_state(self.plan, record.body)
         except ValueError as exc:
             self._undecided("malformed_plan", f"plan record {self.key!r}: {exc}")
-            return
+            return False
+        return True
+
+    def _run_gate(self, also: tuple[str, ...] = ()) -> RunGate:
+        assert self.state is not None and self.record is not None
         deps = tuple(k for k, roles in self.state.roles.items()
                      if self.informational or roles != ("status",))
-        self._event = RunGate(Action(f"workspace check {self.plan}", (self.record.id,), deps))
+        self._event = RunGate(Action(f"workspace check {self.plan}", (self.record.id,), deps),
+                              also)
+        return self._event
 
     def plan_failed(self, reason: str) -> None:
         """The plan's owner gave no usable answer (`reason`: owner_unavailable, timeout, or
@@ -139,8 +166,14 @@ class CheckMachine:
 
     def gate_finished(self, decision: Decision, changed: Iterable[Record]) -> None:
         """Feed the gate's decision and the changed records its replan hook received."""
-        self._expect(RunGate, "gate_finished")
-        assert self.state is not None
+        event = self._expect(RunGate, "gate_finished")
+        assert self.state is not None and self.record is not None
+        if event.also and decision.heads.get(self.key, (None, 0))[0] != self.record.id:
+            owner = self._owner_of(self.key)  # re-trusted since (or unknown): ask for it
+            self.record = self.state = None
+            self._event = AskPlan(owner, self._query) if owner else self._undecided(
+                "unknown_owner", f"no roster agent owns {self.key!r}")
+            return
         if decision.authorized:
             self._report(classify(self.state, {}), decision)
             return

@@ -43,8 +43,10 @@ class SyncSession:
              address: tuple[str, int], deadline: float) -> SyncSession:
         """Connect to `address` and run the IK handshake as `identity` by `deadline` (a
         time.monotonic() value). Raises TransportError or HandshakeError."""
+        host = address[0].encode() if address[0].isascii() else address[0]  # bytes: no idna
         try:
-            sock = socket.create_connection(address, timeout=_left(deadline))
+            sock = socket.create_connection((host, address[1]),  # type: ignore[arg-type]
+                                            timeout=_left(deadline))
         except OSError as exc:
             raise TransportError(f"cannot connect to {agent.name} at {address[0]}:"
                                  f"{address[1]}: {exc.strerror or exc}") from None
