@@ -317,11 +317,15 @@ def _check_id(value: Any, what: str = "id") -> bytes:
 
 
 def parse_heads(args: dict[str, Any]) -> tuple[list[str], dict[str, bytes]]:
-    """`heads` args: {"keys": [...], "expect": {key: id}} (expect optional)."""
-    keys = _key_list(args)
+    """`heads` args: {"keys": [...], "expect": {key: id}} (expect optional), or
+    {"expect": {key: id}} alone, which asks for the keys of `expect` in its order (a client
+    expecting an id for every key sends each key once)."""
     expect = args.get("expect", {})
     if not isinstance(expect, dict):
         raise BadRequest("bad_request", "'expect' must be a map of key to id")
+    keys = _key_list(args) if "keys" in args or not expect else list(expect)
+    if len(keys) > MAX_KEYS:
+        raise BadRequest("too_large", f"at most {MAX_KEYS} keys per request")
     for key, rid in expect.items():
         _check_key(key)
         _check_id(rid, f"expect[{key!r}]")

@@ -82,6 +82,8 @@ async def test_match_is_authorized_in_one_round_trip_per_owner(live_cluster) -> 
     for owner in ("reqs", "inventory"):  # the log line is written after the reply is sent
         live_cluster.wait_event(owner, "request", lambda e: e["op"] == "heads")
         assert len(heads_requests(live_cluster, owner)) == 1
+    # every key has an expected id, so the request names each key once (`expect` alone)
+    assert heads_requests(live_cluster, "reqs")[0]["keys"] == ["req/order"]
     assert heads_requests(live_cluster, "planner") == []  # undeclared: never asked
     assert d.bytes_sent > 0 and d.bytes_received > 0
 

@@ -164,6 +164,11 @@ def test_parse_heads() -> None:
     assert parse_heads({"keys": ["req/a"], "expect": {"req/a": RID}}) == (
         ["req/a"], {"req/a": RID})
     assert parse_heads({"keys": ["k" * MAX_KEY_LEN] * MAX_KEYS})[0][0] == "k" * MAX_KEY_LEN
+    # expect alone asks for its keys, in its order; with keys, extra expected keys are ignored
+    assert parse_heads({"expect": {"req/b": RID, "req/a": RID}}) == (
+        ["req/b", "req/a"], {"req/b": RID, "req/a": RID})
+    assert parse_heads({"keys": ["req/a"], "expect": {"req/a": RID, "req/b": RID}})[0] == [
+        "req/a"]
 
 
 @pytest.mark.parametrize("args, error", [
@@ -180,6 +185,9 @@ def test_parse_heads() -> None:
     ({"keys": ["req/a"], "expect": {"req/a": RID[:31]}},
      ("bad_request", "expect['req/a'] must be 32 raw bytes")),
     ({"keys": ["req/a"], "expect": {"": RID}}, ("bad_request", KEY_MSG)),
+    ({"expect": {}}, ("bad_request", KEYS_MSG)),
+    ({"expect": {f"k{i}": RID for i in range(MAX_KEYS + 1)}},
+     ("too_large", "at most 4096 keys per request")),
 ])
 def test_parse_heads_errors(args: dict[str, Any], error: tuple[str, str]) -> None:
     assert bad(parse_heads, args) == error

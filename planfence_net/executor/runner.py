@@ -17,7 +17,7 @@ import anyio
 
 from ..answers import verified_records as verified_records, verify_record as verify_record
 from ..errors import PlanfenceError, TransportError
-from ..gate import (Action, Decision, FetchRecords, Gate, GatePolicy, QueryHeads,
+from ..gate import (Action, Decision, FetchRecords, Gate, GatePolicy, HeadsQuery, QueryHeads,
                     Replan)
 from ..lineage import FetchRound
 from ..records import Record
@@ -126,9 +126,9 @@ class GateRunner:
                 if owner in unreachable:
                     failures[owner] = "owner_unavailable"
                     continue
-                args = {"keys": list(query.keys), "expect": dict(query.expect)}
                 try:
-                    replies[owner] = await self.pool.send_request(owner, "heads", args)
+                    replies[owner] = await self.pool.send_request(owner, "heads",
+                                                                  heads_args(query))
                 except PlanfenceError as exc:
                     failures[owner] = _failure(exc)
             for owner, reply in replies.items():
@@ -141,6 +141,13 @@ class GateRunner:
                 gate.heads_answered(owner, answers[owner])
             else:
                 gate.heads_failed(owner, failures.get(owner, "timeout"))
+
+
+def heads_args(query: HeadsQuery) -> dict[str, Any]:
+    """A heads request's args; `expect` alone when it names every key (each key once)."""
+    if list(query.expect) == list(query.keys):
+        return {"expect": dict(query.expect)}
+    return {"keys": list(query.keys), "expect": dict(query.expect)}
 
 
 def _failure(exc: PlanfenceError) -> str:

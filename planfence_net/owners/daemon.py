@@ -426,8 +426,12 @@ def _decode(data: bytes, schema: Schema) -> Request | BadRequest:
 
 def _keys_of(request: Request) -> list[str]:
     args = request.args
-    if isinstance(args.get("keys"), list):
-        return [k for k in args["keys"] if isinstance(k, str)]
+    keys = args.get("keys")
+    if not isinstance(keys, list) and request.op == "heads" and isinstance(args.get("expect"),
+                                                                          dict):
+        keys = list(args["expect"])  # heads by `expect` alone
+    if isinstance(keys, list):
+        return [k for k in keys if isinstance(k, str)]
     if isinstance(args.get("key"), str):
         return [args["key"]]
     return []
