@@ -82,11 +82,13 @@ def encode_request(req_id: int, op: str, args: dict[str, Any]) -> bytes:
 
 # -- the request reader ---------------------------------------------------------------------
 #
-# A request is read once, in one pass, and only what its op uses is decoded: arguments an op
-# does not know, values of the wrong wire type and strings or byte strings longer than a key
-# are skipped without building them, arrays are checked against their cap from their header
-# before any element exists, and a put's body is kept as its bytes. So the memory a request
-# costs is bounded by its op's limits, not by what the sender packed into it.
+# A request is read once, in one pass, and only what its op uses is decoded. Where a scalar
+# belongs (an argument the op does not use, a key, an id, an element of `keys`) an array or
+# map is refused at once, from its first byte: skipping it could mean walking millions of
+# nested values. Arrays are checked against their cap from their header before any element
+# exists, strings and byte strings longer than a key are skipped without being built, and a
+# put's body is kept as its bytes. So the memory and time a request costs are bounded by its
+# op's limits, not by what the sender packed into it.
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,14 +166,17 @@ class _RequestReader:
         return self.data[position]
 
     def read(self, schema: Schema) -> Request:
-        if not _is_array(self.peek()):
-            self.unpacker.skip()
-            self.end()
+        head = self.peek()
+        if head == 0xC1:
+            raise ValueError("0xc1 is not a msgpack type")
+        if not _is_array(head):
             raise self.fail("bad_request", BAD_SHAPE)
         length = self.unpacker.read_array_header()
         if length and _is_int_type(self.peek()):
             self.req_id = int(self.unpacker.unpack())
         if length != 3 or self.req_id is None:
+            raise self.fail("bad_request", BAD_SHAPE)
+        if not _is_str(self.peek()):
             raise self.fail("bad_request", BAD_SHAPE)
         op = self.scalar()
         if not isinstance(op, str) or not _is_map(self.peek()):
@@ -188,27 +193,33 @@ class _RequestReader:
             raise self.fail("bad_request", f"at most {MAX_ARGS} arguments per request")
         args: dict[str, Any] = {}
         for _ in range(entries):
-            name = self.scalar()
+            name = self.scalar("args") if _is_str(self.peek()) else None
             if not isinstance(name, str):
                 raise ValueError("argument names must be strings")
             kind = kinds.get(name)
-            if kind is None:
-                self.unpacker.skip()  # an argument this op does not use
+            if kind is None:  # an argument this op does not use: dropped
+                if _is_array(self.peek()) or _is_map(self.peek()):
+                    raise self.fail("bad_request", f"unknown argument {name!r}: only a "
+                                                   f"string, id or number is ignored")
+                self.scalar(name)
             elif kind == RAW:
                 start = self.unpacker.tell()
                 self.unpacker.skip()
                 args[name] = RawValue(self.data[start:self.unpacker.tell()])
             elif kind == SCALAR:
-                args[name] = self.scalar()
+                args[name] = self.scalar(name)
             else:
                 assert isinstance(kind, Array)
-                args[name] = self.array(kind)
+                args[name] = self.array(name, kind)
         return args
 
-    def array(self, kind: Array) -> Any:
+    def array(self, name: str, kind: Array) -> Any:
         head = self.peek()
         if not (_is_map(head) if kind.of_pairs else _is_array(head)):
-            self.unpacker.skip()
+            if _is_array(head) or _is_map(head):
+                raise self.fail("bad_request", f"{name!r} must be "
+                                               f"{'a map' if kind.of_pairs else 'an array'}")
+            self.scalar(name)
             return INVALID
         if kind.of_pairs:
             count = self.unpacker.read_map_header()
@@ -217,15 +228,18 @@ class _RequestReader:
         if count > kind.cap:
             raise self.fail(*kind.error)
         if kind.of_pairs:
-            return {self.scalar(): self.scalar() for _ in range(count)}
-        return [self.scalar() for _ in range(count)]
+            return {self.scalar(name): self.scalar(name) for _ in range(count)}
+        return [self.scalar(name) for _ in range(count)]
 
-    def scalar(self) -> Any:
-        """The next value if it is a scalar of at most MAX_SCALAR bytes, else INVALID
-        (skipped without being built)."""
+    def scalar(self, name: str = "") -> Any:
+        """The next value if it is a scalar of at most MAX_SCALAR bytes, INVALID for a longer
+        one (skipped without being built); an array or map is refused (BadRequest)."""
         head = self.peek()
-        if _is_array(head) or _is_map(head) or _scalar_length(self.data, self.unpacker.tell(),
-                                                              head) > MAX_SCALAR:
+        if _is_array(head) or _is_map(head):
+            where = f"in {name!r}" if name else "there"
+            raise self.fail("bad_request", f"an array or map {where} where a string, id or "
+                                           f"number belongs")
+        if _scalar_length(self.data, self.unpacker.tell(), head) > MAX_SCALAR:
             self.unpacker.skip()
             return INVALID
         return self.unpacker.unpack()
@@ -241,6 +255,10 @@ def _is_array(head: int) -> bool:
 
 def _is_map(head: int) -> bool:
     return 0x80 <= head <= 0x8F or head in (0xDE, 0xDF)
+
+
+def _is_str(head: int) -> bool:
+    return 0xA0 <= head <= 0xBF or head in (0xD9, 0xDA, 0xDB)
 
 
 def _is_int_type(head: int) -> bool:

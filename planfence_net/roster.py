@@ -17,14 +17,25 @@ key; a key matched by no pattern has no owner, a key matched by two is a roster 
 from __future__ import annotations
 
 import fnmatch
+import functools
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from nacl.bindings import crypto_sign_ed25519_pk_to_curve25519
 
 from .errors import ConfigError
+
+
+@functools.lru_cache(maxsize=256)
+def _matcher(patterns: tuple[str, ...]) -> Callable[[str], re.Match[str] | None]:
+    """One compiled regex for an agent's patterns (fnmatch semantics, case-sensitive): an
+    owner checks thousands of keys per request, so the patterns are not re-read per key."""
+    if not patterns:
+        return lambda key: None
+    return re.compile("|".join(fnmatch.translate(p) for p in patterns)).match
 
 OWNER_CACHE = 65536  # keys whose owner is remembered
 
@@ -92,8 +103,7 @@ class Roster:
             return self._owners[key]
         except KeyError:
             pass
-        owners = [a.name for a in self.agents
-                  if any(fnmatch.fnmatchcase(key, pattern) for pattern in a.owns)]
+        owners = [a.name for a in self.agents if _matcher(a.owns)(key) is not None]
         if len(owners) > 1:
             raise ConfigError(f"roster: key {key!r} is owned by several agents: {owners}")
         if len(self._owners) >= OWNER_CACHE:  # keys come from peers: bound the memory

@@ -93,18 +93,26 @@ def test_a_malformed_request_keeps_its_req_id_once_read(data: bytes, req_id: int
 
 
 def test_the_reader_builds_only_what_the_op_uses() -> None:
-    flood = b"\x90" * 1_000_000  # a million empty arrays: never built
-    data = (b"\x93\x05\xa5heads\x82\xa4keys\x91\xa5req/a\xa4junk\xdd"
-            + (1_000_000).to_bytes(4, "big") + flood)
-    assert decode_request(data) == Request(5, "heads", {"keys": ["req/a"]})
-    with pytest.raises(BadRequest) as info:  # refused from the array header
-        decode_request(b"\x93\x06\xa3get\x81\xa3ids\xdd" + (1_000_000).to_bytes(4, "big")
-                       + flood)
-    assert (info.value.code, info.value.message, info.value.req_id) == (
-        "too_large", "at most 4096 ids per request", 6)
-    # Values of the wrong type and strings longer than a key are skipped, then refused.
-    request = decode_request(pack([7, "heads", {"keys": [[1, 2], "k" * 3000, "ok"]}]))
-    assert request.args["keys"][0] is request.args["keys"][1] is INVALID
+    flood = b"\x90" * 1_000_000  # a million empty arrays: never built, never walked
+    million = b"\xdd" + (1_000_000).to_bytes(4, "big") + flood
+    assert decode_request(pack([5, "heads", {"keys": ["req/a"], "note": "x" * 5000}])) == (
+        Request(5, "heads", {"keys": ["req/a"]}))  # an unknown scalar argument is dropped
+    for data, error in [
+        (b"\x93\x05\xa5heads\x82\xa4keys\x91\xa5req/a\xa4junk" + million,
+         ("bad_request", "unknown argument 'junk': only a string, id or number is ignored", 5)),
+        (b"\x93\x06\xa3get\x81\xa3ids" + million,
+         ("too_large", "at most 4096 ids per request", 6)),  # refused from the array header
+        (b"\x93\x07\xa5heads\x81\xa4keys\x91" + million,
+         ("bad_request", "an array or map in 'keys' where a string, id or number belongs", 7)),
+        (b"\x93\x08\xa5heads\x81\xa4keys\xdf" + (1_000_000).to_bytes(4, "big"),
+         ("bad_request", "'keys' must be an array", 8)),
+    ]:
+        with pytest.raises(BadRequest) as info:
+            decode_request(data)
+        assert (info.value.code, info.value.message, info.value.req_id) == error
+    # Strings longer than a key are skipped, not built, then refused by the argument check.
+    request = decode_request(pack([7, "heads", {"keys": ["k" * 3000, "ok"]}]))
+    assert request.args["keys"][0] is INVALID
     assert bad(parse_heads, request.args) == ("bad_request", KEY_MSG)
     with pytest.raises(BadRequest) as info:
         decode_request(pack([8, "ping", {str(i): i for i in range(65)}]))

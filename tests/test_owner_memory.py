@@ -115,9 +115,10 @@ async def test_a_request_full_of_empty_arrays_costs_the_owner_nothing(
     arrays = b"\xdd" + count.to_bytes(4, "big") + b"\x90" * count
     with anyio.fail_after(DEADLINE):
         client = await RawClient.session(h)
-        ignored = await client.call(b"\x93\x01\xa5heads\x82\xa4keys\x91\xa5req/a\xa4junk"
+        unknown = await client.call(b"\x93\x01\xa5heads\x82\xa4keys\x91\xa5req/a\xa4junk"
                                     + arrays)
-        assert ignored == [1, True, {"heads": [["req/a", None, 0]], "records": []}]
+        assert unknown == [1, False, {"code": "bad_request", "message": "unknown argument "
+                                      "'junk': only a string, id or number is ignored"}]
         refused = await client.call(b"\x93\x02\xa5heads\x81\xa4keys" + arrays)
         assert refused == [2, False, {"code": "too_large",
                                       "message": "at most 4096 keys per request"}]

@@ -17,7 +17,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from ..errors import PlanfenceError, RecordError, RemoteProtocolError, StoreError
 from ..identity import Identity
 from ..messages import (REQUESTS, BadRequest, RawValue, Request, Schema, decode_request,
-                        encode_error, encode_response, pack, parse_ack, parse_get, parse_heads,
+                        encode_error, encode_response, parse_ack, parse_get, parse_heads,
                         parse_put, parse_subscribe, parse_subscribe_every,
                         parse_subscribe_group, parse_synced)
 from ..records import Record, make_record
@@ -28,7 +28,8 @@ from .door import Door
 from .limits import Limits
 from .syncgroups import Subscription
 from .logs import EventLog
-from .replies import ENVELOPE, ID_ENTRY, ReplyBudget, check_readable, fit_records, unique
+from .replies import (ENVELOPE, ID_ENTRY, ByteBudget, check_readable, fit_records, rows_size,
+                      unique)
 from .store import Signer, Store
 
 SHUTDOWN_GRACE = 10.0
@@ -36,7 +37,7 @@ SHUTDOWN_GRACE = 10.0
 # another session (a heads reading changed records or waiting for the reply budget holds
 # back only its own session).
 INLINE = frozenset({"ping", "heads", "stats", "ack"})
-# Reply bytes the request being answered reserved from the ReplyBudget (one list per task).
+# Reply bytes the request being answered reserved from `replies` (one list per task).
 _RESERVED: ContextVar[list[int]] = ContextVar("reserved")
 
 
@@ -77,7 +78,8 @@ class OwnerDaemon:
         self.door = Door(roster, identity, log, self.limits, max_message, self._serve_peer)
         self.sessions_by_peer: dict[str, int] = {}
         self.dropped_subscribers = 0
-        self.replies = ReplyBudget(self.limits.reply_budget)
+        self.replies = ByteBudget(self.limits.reply_budget)
+        self.requests = ByteBudget(self.limits.request_budget)
         self.unread_replies = 0  # sessions closed because a reply waited too long
         self._idle: anyio.Event | None = None  # made by _wait_idle: not one per request
         self._synced_changed = anyio.Event()  # an ack arrived or a session left
@@ -159,15 +161,19 @@ class OwnerDaemon:
             try:
                 data = first.pop()
                 while data is not None:
+                    size = len(data)
                     request = _decode(data, self.schema)
                     data = None
                     if isinstance(request, Request) and request.op not in INLINE:
                         await limiter.acquire()  # at the cap, stop reading: the peer waits
+                        # a decoded request waiting in a task (a synced may wait long) is
+                        # held against the request budget, about its encoded size
+                        held = await self.requests.wait_reserve(size)
                         self._begin()
-                        tg.start_soon(self._answer, connection, request, limiter)
+                        tg.start_soon(self._answer, connection, request, limiter, held)
                     else:
                         self._begin()
-                        await self._answer(connection, request, None)
+                        await self._answer(connection, request, None, 0)
                     data = await connection.stream.receive_message()
             except PlanfenceError as exc:
                 if isinstance(exc, RemoteProtocolError):
@@ -201,14 +207,19 @@ class OwnerDaemon:
             await self._idle.wait()
 
     async def _answer(self, connection: Connection, request: Request | BadRequest,
-                      limiter: anyio.Semaphore | None) -> None:
+                      limiter: anyio.Semaphore | None, held: int) -> None:
+        """Answer one request; `held` is what it took from the request budget."""
         started = time.perf_counter()
         reserved = _RESERVED.set([])
         op, keys, outcome = "?", [], "?"
         try:
             reply, op, keys, outcome = await self._reply(connection, request)
+            del request  # answered: not held while the reply waits for the peer
+            self.requests.release(held)
+            held = 0
             outcome += await self._send_reply(connection, reply)
         finally:
+            self.requests.release(held)
             for size in _RESERVED.get():
                 self.replies.release(size)
             _RESERVED.reset(reserved)
@@ -259,9 +270,10 @@ class OwnerDaemon:
         return ""
 
     async def _reserve_reply(self, size: int) -> None:
-        """Wait until the reply budget has room for a reply of `size` bytes (released once
-        the reply has been sent)."""
-        _RESERVED.get().append(await self.replies.wait_reserve(size))
+        """Wait until the reply budget has room for a reply of `size` bytes, counted twice:
+        a reply the peer does not read is held both as itself and in the socket's buffer
+        (released once the reply has been sent)."""
+        _RESERVED.get().append(await self.replies.wait_reserve(2 * size))
 
     async def _dispatch(self, connection: Connection, request: Request) -> dict[str, Any]:
         if request.op == "ping":
@@ -281,8 +293,11 @@ class OwnerDaemon:
                 raise BadRequest("limit_exceeded", f"at most "
                                  f"{self.limits.subscriptions_per_session} subscriptions "
                                  f"per session")
+            group = parse_subscribe_group(request.args)
+            await self._reserve_reply(rows_size(self._head_rows(keys or list(self.store.heads))))
             connection.subscriptions[request.req_id] = Subscription(
-                set(keys) if keys else None, every, parse_subscribe_group(request.args))
+                set(keys) if keys else None, every, group)
+            # the current heads, read after the last wait: no commit falls in between
             return {"subscribed": True, "heads": self._head_rows(keys or list(self.store.heads))}
         if request.op == "ack":
             group, seq = parse_ack(request.args)
@@ -346,7 +361,7 @@ class OwnerDaemon:
         rows = self._head_rows(keys)
         changed = [row[1] for row in rows if row[0] in expect and row[1] is not None
                    and row[1] != expect[row[0]]]
-        result = await self._records(changed, room=len(pack(rows)))
+        result = await self._records(changed, room=rows_size(rows))
         return {"heads": rows, **result}
 
     async def _records(self, ids: list[bytes], room: int) -> dict[str, Any]:
@@ -354,6 +369,7 @@ class OwnerDaemon:
         fit in one reply next to `room` bytes of other content, and {"omitted": [...]} for
         the ids of those that did not. Sizes are read first; only chosen records load."""
         if not ids:
+            await self._reserve_reply(room)
             return {"records": []}
         sizes = await self.store.sizes(ids)
         stored = [(rid, sizes[rid]) for rid in ids if rid in sizes]
@@ -413,6 +429,7 @@ class OwnerDaemon:
                 "in_flight": self.in_flight, "requests_served": self.requests_served,
                 **self.door.statistics(), "dropped_subscribers": self.dropped_subscribers,
                 "unread_replies": self.unread_replies, "reply_bytes_held": self.replies.used,
+                "request_bytes_held": self.requests.used,
                 **self.log.statistics(), **self.store.statistics()}
 
 

@@ -35,6 +35,7 @@ class Limits:
     subscriptions_per_session: int = 16
     queued_push_bytes: int = 1024 * 1024  # unsent pushes of one session before it is dropped
     reply_budget: int = 128 * 1024 * 1024  # bytes of large replies held at once, all sessions
+    request_budget: int = 64 * 1024 * 1024  # bytes of large requests held at once
     send_deadline: float = 60.0  # seconds one reply may wait for the peer to read it
     stranger_burst: int = 50  # log events strangers can cause: burst, then `stranger_rate`/s
     stranger_rate: float = 10.0

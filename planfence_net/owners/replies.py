@@ -3,8 +3,9 @@
 A `get` or a `heads` with expected ids names records; their encoded sizes are read from the
 store first (`Store.sizes`), duplicates collapse, and only the records that fit in one
 reply are loaded: the rest are listed as `omitted` for the client to ask again. Large
-replies then take their size from one `ReplyBudget` shared by every session until they are
-sent, so peers that never read cannot make the owner hold more than the budget.
+replies then take their size from one `ByteBudget` shared by every session until they are
+sent, so peers that never read cannot make the owner hold more than the budget; large
+requests likewise take theirs from another until they have been answered.
 """
 
 from __future__ import annotations
@@ -57,17 +58,24 @@ def check_readable(key: str, owner: str, kind: str, parents: list[bytes], body: 
         raise BadRequest("bad_request", f"body: {exc}") from None
 
 
+def rows_size(rows: list[list[Any]]) -> int:
+    """An upper bound of the encoded size of `heads` rows [key, id | nil, seq], without
+    encoding them (the reply encodes them once)."""
+    return 5 + sum(1 + 5 + len(row[0].encode()) + 2 + 32 + 9 for row in rows)
+
+
 def unique(items: list[bytes]) -> list[bytes]:
     """`items` without repeats, first occurrences in order."""
     return list(dict.fromkeys(items))
 
 
-class ReplyBudget:
-    """Bytes of large replies the daemon holds at once (being built or waiting to be sent).
+class ByteBudget:
+    """Bytes of large messages the daemon holds at once, over all sessions: requests
+    received and not yet answered, or replies being built or waiting to be sent.
 
     `wait_reserve(n)` waits until `n` bytes are free (n is clamped to the capacity, so one
-    reply can always proceed alone); `release(n)` gives them back. Replies under SMALL_REPLY
-    take nothing: a ping is never held back by someone else's unread replies.
+    message can always proceed alone); `release(n)` gives them back. Messages under
+    SMALL_REPLY take nothing: a ping is never held back by someone else's large ones.
     """
 
     def __init__(self, capacity: int) -> None:
@@ -77,7 +85,7 @@ class ReplyBudget:
         self._freed = anyio.Event()
 
     async def wait_reserve(self, size: int) -> int:
-        """Reserve room for a reply of `size` bytes; returns what to pass to `release`."""
+        """Reserve room for `size` bytes; returns what to pass to `release`."""
         if size < SMALL_REPLY:
             return 0
         size = min(size, self.capacity)

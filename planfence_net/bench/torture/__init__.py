@@ -15,7 +15,7 @@ class FaultResult:
 
     `acknowledged` counts records the owner acknowledged during the fault, `lost` those of them
     that could not be read back afterwards; `outcome` is one line a person can read ("held",
-    or what went wrong).
+    "held (figures)", or what went wrong).
     """
 
     fault: str
@@ -26,7 +26,7 @@ class FaultResult:
 
     @property
     def held(self) -> bool:
-        return self.lost == 0 and self.outcome == "held"
+        return self.lost == 0 and (self.outcome == "held" or self.outcome.startswith("held ("))
 
 
 def format_table(results: list[FaultResult]) -> str:

@@ -1,0 +1,246 @@
+"""Resource attacks on a real owner: descriptors, reply amplification, decoding, subscribers.
+
+Each attack runs against a fresh `reqs` owner process (so its peak resident set, VmHWM, is
+the attack's) while a legitimate client in another process pings it every 10 ms and writes a
+record every 50 ms (`probe.Bystander`). A row holds when the owner survived, every record it
+acknowledged during the attack reads back, its peak RSS stayed under 300 MB and the
+bystander's ping p99 under 100 ms; the outcome text gives both figures either way.
+
+    descriptors (cap)    300 connections to an owner limited to 256 descriptors
+    descriptors (EMFILE) the same with the connection limits raised: accept() hits EMFILE
+    get x1024            `get` naming one 1 MiB record 1024 times, from 8 sessions
+    heads repeated       `heads` naming one key 4096 times with `expect`, from 8 sessions
+    empty arrays         16 MiB requests of empty arrays (known and unknown arguments)
+    unread replies       4.2 MB `heads` requests whose replies are never read
+    subscribers          2,000 subscriptions that never read, over 400 commits
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from ...client import open_session
+from ...cluster import ClusterDir, init_cluster
+from ...errors import PlanfenceError
+from ...framing import DEFAULT_MAX_MESSAGE
+from ...messages import encode_request
+from ...records import record_from_wire
+from ...transport import NoiseStream, connect
+from . import FaultResult
+from .probe import Bystander, OwnerProcess
+
+OWNER = "reqs"
+RSS_LIMIT_MB = 300.0
+PING_P99_LIMIT_MS = 100.0
+MIB = 1024 * 1024
+Attack = Callable[["Target", bool], Awaitable[int]]  # returns the rounds it ran
+
+
+class Target:
+    """The cluster folder and the running owner an attack aims at."""
+
+    def __init__(self, root: Path, owner: OwnerProcess) -> None:
+        self.root = root
+        self.cdir = ClusterDir(root)
+        self.roster = self.cdir.roster()
+        self.owner = owner
+        self.port = self.roster.agent(OWNER).port
+
+    async def session(self, as_agent: str = "planner") -> NoiseStream:
+        """A raw Noise session to the owner (requests are sent as bytes)."""
+        agent = self.roster.agent(OWNER)
+        return await connect("127.0.0.1", self.port, cluster=self.roster.cluster,
+                             static_private=self.cdir.identity(as_agent).noise_private,
+                             remote_static=agent.noise_key)
+
+
+async def run(workdir: Path, *, quick: bool) -> list[FaultResult]:
+    """Run every resource attack once against a fresh owner; one row per attack."""
+    root = workdir / "resources"
+    init_cluster(root, agents=5, base_port=0)
+    big_id = await _prepare(root)
+    results = []
+    for name, attack, owner_args in _attacks(big_id):
+        results.append(await _one(root, name, attack, owner_args, quick))
+    return results
+
+
+def _attacks(big_id: bytes) -> list[tuple[str, Attack, dict[str, Any]]]:
+    emfile = {"nofile": 256, "limits": ("max_connections=1000", "max_handshakes=1000")}
+    return [
+        ("descriptors (cap)", _descriptors, {"nofile": 256}),
+        ("descriptors (EMFILE)", _descriptors, emfile),
+        ("get x1024", lambda t, q: _amplify(t, q, _get_request(big_id)), {}),
+        ("heads repeated", lambda t, q: _amplify(t, q, _heads_request()), {}),
+        ("empty arrays", _empty_arrays, {}),
+        ("unread replies", _unread_replies, {}),
+        ("subscribers", _subscribers, {}),
+    ]
+
+
+async def _prepare(root: Path) -> bytes:
+    """Write the 1 MiB record the amplification attacks name; returns its id."""
+    async with OwnerProcess(root, OWNER):
+        cdir = ClusterDir(root)
+        async with open_session(cdir.roster(), cdir.identity(OWNER), OWNER) as writer:
+            result = await writer.request("put", {"key": "req/big", "body": bytes(MIB)})
+    big_id: bytes = result["id"]
+    return big_id
+
+
+async def _one(root: Path, name: str, attack: Attack, owner_args: dict[str, Any],
+               quick: bool) -> FaultResult:
+    async with OwnerProcess(root, OWNER, **owner_args) as owner:
+        bystander = Bystander(root, OWNER)
+        await bystander.start()
+        error = ""
+        try:
+            rounds = await attack(Target(root, owner), quick)
+        except PlanfenceError as exc:  # the attacker's own failure, reported in the row
+            rounds, error = 0, f"attack failed: {exc}"
+        watch = await bystander.stop()
+        alive = owner.alive
+        peak = owner.peak_rss_mb() if alive else math.nan
+        lost = await _lost(root, watch.acknowledged) if alive else len(watch.acknowledged)
+    problems = [error] if error else []
+    if not alive:
+        problems.append("owner died")
+    if peak >= RSS_LIMIT_MB:
+        problems.append(f"RSS over {RSS_LIMIT_MB:g} MB")
+    if watch.p99_ms >= PING_P99_LIMIT_MS:
+        problems.append(f"ping p99 over {PING_P99_LIMIT_MS:g} ms")
+    if watch.failures:
+        problems.append(f"{watch.failures} bystander requests failed")
+    figures = f"peak RSS {peak:.0f} MB, ping p99 {watch.p99_ms:.1f} ms"
+    outcome = f"held ({figures})" if not problems else f"{'; '.join(problems)} ({figures})"
+    return FaultResult(name, rounds, len(watch.acknowledged), lost, outcome)
+
+
+async def _lost(root: Path, ids: list[bytes]) -> int:
+    """How many of the acknowledged `ids` the owner no longer serves."""
+    if not ids:
+        return 0
+    cdir = ClusterDir(root)
+    found: set[bytes] = set()
+    async with open_session(cdir.roster(), cdir.identity("planner"), OWNER) as reader:
+        for start in range(0, len(ids), 1024):
+            result = await reader.request("get", {"ids": ids[start:start + 1024]})
+            # a record's id is recomputed from its fields, never taken from the answer
+            found.update(record_from_wire(w).id for w in result["records"])
+    return len(set(ids) - found)
+
+
+# -- the attacks ----------------------------------------------------------------------------------
+
+
+async def _descriptors(target: Target, quick: bool) -> int:
+    """300 TCP connections that never speak, held for a while, then closed."""
+    rounds = 1 if quick else 3
+    for _ in range(rounds):
+        streams = []
+        try:
+            for _ in range(300):
+                streams.append(await anyio.connect_tcp("127.0.0.1", target.port))
+            await anyio.sleep(1.0 if quick else 3.0)  # hold them: the owner is at its limit
+        finally:
+            for stream in streams:
+                await stream.aclose()
+    return rounds
+
+
+def _get_request(big_id: bytes) -> bytes:
+    return encode_request(1, "get", {"ids": [big_id] * 1024})
+
+
+def _heads_request() -> bytes:
+    return encode_request(1, "heads", {"keys": ["req/big"] * 4096,
+                                       "expect": {"req/big": bytes(32)}})
+
+
+async def _amplify(target: Target, quick: bool, request: bytes) -> int:
+    """8 sessions send `request` (which names one 1 MiB record many times) and read the
+    answers, `rounds` times each."""
+    rounds = 5 if quick else 40
+
+    async def attacker() -> None:
+        stream = await target.session()
+        try:
+            for _ in range(rounds):
+                await stream.send_message(request)
+                await stream.receive_message()
+        finally:
+            await stream.aclose()
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(8):
+            tg.start_soon(attacker)
+    return rounds
+
+
+async def _empty_arrays(target: Target, quick: bool) -> int:
+    """4 sessions each send 16 MiB requests of empty arrays: as an argument the op does not
+    know, and as its `keys`."""
+    count = DEFAULT_MAX_MESSAGE - 100
+    flood = b"\xdd" + count.to_bytes(4, "big") + b"\x90" * count
+    unknown = b"\x93\x01\xa5heads\x82\xa4keys\x91\xa5req/a\xa4junk" + flood
+    as_keys = b"\x93\x02\xa5heads\x81\xa4keys" + flood
+    rounds = 1 if quick else 5
+
+    async def attacker() -> None:
+        stream = await target.session()
+        try:
+            for _ in range(rounds):
+                for message in (unknown, as_keys):
+                    await stream.send_message(message)
+                    await stream.receive_message()
+        finally:
+            await stream.aclose()
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(4):
+            tg.start_soon(attacker)
+    return rounds
+
+
+async def _unread_replies(target: Target, quick: bool) -> int:
+    """Sessions each send six 4.2 MB `heads` requests (4096 keys of 512 two-byte characters,
+    echoed in the reply) and never read a reply; held for a while, then closed."""
+    keys = [f"req/{i:04d}" + "\u00e9" * 504 for i in range(4096)]
+    request = encode_request(1, "heads", {"keys": keys})
+    sessions = 2 if quick else 6
+    streams = [await target.session() for _ in range(sessions)]
+    try:
+        for stream in streams:
+            for _ in range(6):
+                await stream.send_message(request)
+        await anyio.sleep(2.0 if quick else 10.0)
+    finally:
+        for stream in streams:
+            await stream.aclose()
+    return sessions
+
+
+async def _subscribers(target: Target, quick: bool) -> int:
+    """2,000 subscriptions (125 sessions of 16, from four agents) that never read, while the
+    owner commits 400 records."""
+    sessions = 25 if quick else 125
+    commits = 100 if quick else 400
+    agents = ["planner", "inventory", "ops", "audit"]
+    streams = [await target.session(agents[i % len(agents)]) for i in range(sessions)]
+    try:
+        for stream in streams:
+            for n in range(16):
+                await stream.send_message(encode_request(n, "subscribe", {}))
+        cdir = ClusterDir(target.root)
+        async with open_session(target.roster, cdir.identity(OWNER), OWNER) as writer:
+            for n in range(commits):
+                await writer.request("put", {"key": f"req/sub-{n}", "body": "x" * 200})
+    finally:
+        for stream in streams:
+            await stream.aclose()
+    return commits
