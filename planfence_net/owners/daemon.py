@@ -211,7 +211,7 @@ class OwnerDaemon:
         """Answer one request; `held` is what it took from the request budget."""
         started = time.perf_counter()
         reserved = _RESERVED.set([])
-        op, keys, outcome = "?", [], "?"
+        op, keys, outcome = "?", list[str](), "?"
         try:
             reply, op, keys, outcome = await self._reply(connection, request)
             del request  # answered: not held while the reply waits for the peer
