@@ -81,3 +81,8 @@ def test_bench_quick_writes_outside_the_checkout() -> None:
     assert default_out("scope", "loopback", True) == (
         Path(tempfile.gettempdir()) / "planfence-bench" / "scope-loopback-quick")
     assert default_out("scope", "att-lte", False) == Path("docs/results/scope-att-lte")
+
+
+def test_one_agent_is_counted_in_the_singular(tmp_path: Path) -> None:
+    result = run("cluster", "init", tmp_path / "c", "--agents", "1", "--base-port", "0")
+    assert result.stdout.splitlines()[0] == f"cluster 'planfence-demo' with 1 agent in {tmp_path / 'c'}"

@@ -143,6 +143,7 @@ def scenario(path: Path = DirArg, json_out: bool = JsonOpt,
     from ..bench.demo import available_policies, run_demo, verdict
     from ..cluster import link_addresses
     from ..errors import PlanfenceError
+    from ..gate import plural
 
     cdir = cluster_dir(path)
     links = link_addresses(cdir)
@@ -155,7 +156,7 @@ def scenario(path: Path = DirArg, json_out: bool = JsonOpt,
     skipped = ({} if "central" in available_policies(cdir) else {
         "central": "the roster has no agent `central`, the central store the centralized "
                    "baseline writes to (`planfence demo` starts one)"})
-    report_outcomes(outcomes, json_out, f"{len(roster.agents)} owners"
+    report_outcomes(outcomes, json_out, plural(len(roster.agents), "owner")
                     + (" through shapers" if links else ""), skipped)
     problems = verdict(outcomes)
     if problems:

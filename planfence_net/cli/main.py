@@ -81,7 +81,9 @@ def cluster_init(path: Path = DirArg,
     if json_out:
         echo_json({"cluster": roster.cluster, "agents": [a.to_json() for a in roster.agents]})
         return
-    typer.echo(f"cluster {roster.cluster!r} with {len(roster.agents)} agents in {path}")
+    from ..gate import plural
+
+    typer.echo(f"cluster {roster.cluster!r} with {plural(len(roster.agents), 'agent')} in {path}")
     print_table(["agent", "address", "owns"],
                 [[a.name, a.address, " ".join(a.owns)] for a in roster.agents])
 

@@ -11,6 +11,7 @@ import sqlite3
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..errors import ConfigError
 from ..messages import unpack
@@ -23,7 +24,7 @@ class StoreReader:
 
     path: Path
 
-    def _query(self, sql: str, args: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    def _query(self, sql: str, args: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
         if not self.path.exists():
             raise ConfigError(f"no store at {self.path} (has the owner ever run?)")
         try:
@@ -34,7 +35,7 @@ class StoreReader:
 
     def _records(self, where: str = "", args: tuple[object, ...] = ()) -> list[Record]:
         rows = self._query(f"SELECT wire FROM records {where} ORDER BY rowid", args)
-        return [record_from_wire(unpack(bytes(wire))) for (wire,) in rows]  # type: ignore[arg-type]
+        return [record_from_wire(unpack(bytes(wire))) for (wire,) in rows]
 
     def records(self) -> list[Record]:
         """Every record, oldest first."""
@@ -48,7 +49,7 @@ class StoreReader:
         """The ids whose lowercase hex starts with `prefix` (lowercase hex)."""
         rows = self._query("SELECT id FROM records WHERE substr(lower(hex(id)), 1, ?) = ?",
                            (len(prefix), prefix))
-        return [bytes(rid) for (rid,) in rows]  # type: ignore[arg-type]
+        return [bytes(rid) for (rid,) in rows]
 
 
 def cluster_stores(data_dir: Path) -> list[StoreReader]:
