@@ -13,7 +13,7 @@ from typing import Any, Iterator
 # Every event an owner writes (`planfence logs --event` checks its argument against these).
 EVENTS = ("listening", "connection", "connection_refused", "accept_failed", "handshake",
           "handshake_refused", "handshake_failed", "session_refused", "request", "put",
-          "error", "subscriber_dropped", "disconnected", "shutdown", "stopped")
+          "error", "subscriber_dropped", "disconnected", "store_refused", "shutdown", "stopped")
 
 
 class EventLog:
