@@ -64,25 +64,34 @@ def table(text: str) -> list[list[str]]:
 # -- cluster init ------------------------------------------------------------------------------
 
 
+def free_base(count: int) -> int:
+    """The first of `count` consecutive free ports, from 7401 up (init refuses taken ones)."""
+    from planfence_net.cluster import port_in_use
+
+    return next(base for base in range(7401, 9401, 10)
+                if not any(port_in_use("127.0.0.1", base + i) for i in range(count)))
+
+
 def test_cluster_init_writes_roster_and_0600_keys(tmp_path: Path) -> None:
     path = tmp_path / "c"
-    out = ok("cluster", "init", path, "--base-port", "7401")
+    base = free_base(5)
+    out = ok("cluster", "init", path, "--base-port", str(base), "--name", "mine")
     lines = out.splitlines()
-    assert lines[0] == f"cluster 'planfence-demo' with 5 agents in {path}"
+    assert lines[0] == f"cluster 'mine' with 5 agents in {path}"
     assert table("\n".join(lines[1:])) == [["agent", "address", "owns"]] + [
-        [name, f"127.0.0.1:{7401 + i}", OWNS[name][0]] for i, name in enumerate(NAMES)]
+        [name, f"127.0.0.1:{base + i}", OWNS[name][0]] for i, name in enumerate(NAMES)]
 
     assert sorted(p.name for p in path.iterdir()) == ["cluster.toml", "data", "keys", "logs",
                                                       "run"]
     assert stat.S_IMODE((path / "keys").stat().st_mode) == 0o700
     roster = tomllib.loads((path / "cluster.toml").read_text())
-    assert roster["cluster"] == "planfence-demo"
+    assert roster["cluster"] == "mine"
     assert [a["name"] for a in roster["agents"]] == NAMES
     for i, agent in enumerate(roster["agents"]):
         key = path / "keys" / f"{agent['name']}.key"
         assert stat.S_IMODE(key.stat().st_mode) == 0o600
         identity = load_identity(agent["name"], key)
-        assert agent == {"name": agent["name"], "address": f"127.0.0.1:{7401 + i}",
+        assert agent == {"name": agent["name"], "address": f"127.0.0.1:{base + i}",
                          "public_key": identity.public_key.hex(), "owns": OWNS[agent["name"]]}
 
     again = fails("cluster", "init", path)

@@ -27,7 +27,7 @@ app = typer.Typer(cls=PlanfenceGroup, no_args_is_help=True, add_completion=False
                   help="planfence-net: dependency-scoped plan validation for agent teams.",
                   epilog=EXIT_CODES_HELP)
 cluster_app = typer.Typer(no_args_is_help=True, help="Create, start, inspect and stop a cluster.")
-owner_app = typer.Typer(no_args_is_help=True, help="Run an owner daemon.")
+owner_app = typer.Typer(no_args_is_help=True, help="Run or restart an owner daemon.")
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(owner_app, name="owner")
 
