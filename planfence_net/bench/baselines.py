@@ -18,68 +18,21 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
-from anyio.abc import TaskGroup
 
 from ..api import group_by_owner
 from ..errors import ConfigError, PlanfenceError, TransportError
 from ..gate import Action, Decision, Gate, GatePolicy, QueryHeads
 from ..lineage import FetchRound
-from ..roster import Roster
-from ..executor.pool import SessionPool
-from ..executor.replica import Replica
-from ..executor.runner import DEFAULT_DEADLINE, GateRunner, ReplanHook, verified_records
-from .writers import CENTRAL, Writer
+from ..executor.runner import GateRunner, ReplanHook, verified_records
+from .policy import Baseline, Parts, PolicyBase, Verdict
+from .sync import Sync
+from .writers import CENTRAL
 
 POLICIES = ("freshness", "central", "sync", "allkeys", "planfence")
 VARIANTS = ("planfence-d1", "planfence-noreplan", "planfence-failopen")
-Addresses = dict[str, tuple[str, int]]
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """What a policy decided for one action. `stall` is coordination time on the critical
-    path in seconds (planning excluded); `roots` are the plan ids to issue the action on."""
-
-    issued: bool
-    roots: tuple[bytes, ...]
-    stall: float
-    blocked: str | None = None
-    replanned: bool = False
-    decision: Decision | None = None  # the gate's evidence, for the policies that run it
-
-
-class Baseline(Protocol):
-    name: str
-    writer: Writer
-    replica: Replica
-
-    async def start(self, keys: list[str]) -> None: ...
-    async def validate(self, action: Action, replan: ReplanHook,
-                       keys: list[str]) -> Verdict: ...
-    def traffic(self) -> int: ...
-    async def aclose(self) -> None: ...
-
-
-@dataclass(slots=True)
-class Parts:
-    """What a baseline is built from: the roster, identities, the executor's task group,
-    where owners are reached, the writer its records go through, and the executor's pool
-    class (the ablations pass a fault-injecting one)."""
-
-    tg: TaskGroup
-    roster: Roster
-    identity_of: Callable[[str], Any]
-    executor: str
-    addresses: Addresses
-    writer: Writer
-    pool_class: type[SessionPool] = SessionPool
-    deadline: float = DEFAULT_DEADLINE
-    sync_k: int = 1  # `sync`: owners push after every K dirty updates
 
 
 def make_baseline(name: str, parts: Parts) -> Baseline:
@@ -87,7 +40,6 @@ def make_baseline(name: str, parts: Parts) -> Baseline:
     if name == "freshness":
         return Freshness(name, parts)
     if name == "sync":
-        from .sync import Sync  # sync builds on _Base below
         return Sync(name, parts, parts.sync_k)
     if name == "central":
         return Central(name, parts, GatePolicy())
@@ -100,33 +52,7 @@ def make_baseline(name: str, parts: Parts) -> Baseline:
     return PlanFence(name, parts, policies[name], all_keys=name == "allkeys")
 
 
-class _Base:
-    def __init__(self, name: str, parts: Parts) -> None:
-        self.name = name
-        self.parts = parts
-        self.writer = parts.writer
-        self.replica = Replica(None)
-        self.pool = parts.pool_class(parts.tg, parts.roster, parts.identity_of(parts.executor),
-                                     parts.addresses)
-
-    async def start(self, keys: list[str]) -> None:
-        """Open the executor's sessions to the owners of `keys` (connection setup is not
-        charged to any action)."""
-        for owner in group_by_owner(self.parts.roster, keys):
-            try:
-                await self.pool.session(owner)
-            except PlanfenceError:
-                pass  # an unreachable owner is the gate's to report, action by action
-
-    def traffic(self) -> int:
-        sent, received = self.pool.traffic()
-        return sent + received + self.writer.traffic()
-
-    async def aclose(self) -> None:
-        await self.pool.aclose()
-
-
-class Freshness(_Base):
+class Freshness(PolicyBase):
     """Keeps the executor's records of D(a) at the owners' heads; never checks the plan."""
 
     def __init__(self, name: str, parts: Parts) -> None:
@@ -166,7 +92,7 @@ class Freshness(_Base):
             self._learn(parent, depth + 1)
 
 
-class PlanFence(_Base):
+class PlanFence(PolicyBase):
     """The gate under a policy; `all_keys` adds every shared key."""
 
     def __init__(self, name: str, parts: Parts, policy: GatePolicy, *,

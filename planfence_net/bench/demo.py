@@ -10,7 +10,8 @@ from typing import Any, Callable
 import anyio
 
 from ..cluster import ClusterDir
-from .baselines import POLICIES, Addresses, Parts, make_baseline
+from .baselines import POLICIES, make_baseline
+from .policy import Addresses, Parts
 from .oracle import Oracle
 from .scenario import Outcome, load_families, run_family
 from .workload import EXECUTOR
@@ -52,7 +53,7 @@ async def run_demo(cdir: ClusterDir, policies: tuple[str, ...] | None = None,
     outcomes = []
     for policy in policies or available_policies(cdir):
         async with anyio.create_task_group() as tg:
-            writer: Writer = (CentralWriter(tg, roster, identity_of, addresses or {})
+            writer: Writer = (CentralWriter(tg, roster, identity_of, lambda _: addresses or {})
                               if policy == CENTRAL else OwnerWriter(tg, roster, identity_of))
             baseline = make_baseline(policy, Parts(tg, roster, identity_of, EXECUTOR,
                                                    addresses or {}, writer))

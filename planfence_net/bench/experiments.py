@@ -55,7 +55,8 @@ def build(name: str, *, quick: bool, templates: list[Template] | None = None) ->
     base = first_of_each_family(pool)
     if name == "safety":
         chosen = tuple(pool[::3] if quick else pool)  # quick: 10 of the 30 templates
-        params = ScheduleParams(actions=1 if quick else 11, revision=1.0)
+        # background updates at the rate experiment's rates, cycled over the templates
+        params = ScheduleParams(actions=1 if quick else 11, revision=1.0, rhos=RATES)
         return Experiment(name, (Case("safety", "safety", 0, chosen, params,
                                       SAFETY_POLICIES),))
     if name == "rate":

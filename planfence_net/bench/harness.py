@@ -1,15 +1,21 @@
 """The experiment harness: live owners, a central store, shaped links, one schedule per case.
 
     with bench_cluster(root) as cdir:                 # 8 owners + the central store
-        rows = run_async(run_experiment, cdir, experiment, "loopback", seed, shapers)
+        rows = run_async(run_experiment, cdir, experiment, "loopback", seed, links)
 
-Per protected action: the planner writes a plan from the current heads of the action's true
-dependencies (through a chain of summaries when the case asks for depth), hands the plan and
-its lineage to the executor, the schedule's irrelevant updates and its revision are published,
-then the executor runs the policy and, if it issues, writes the action record on the roots
-the policy returned. Every policy gets its own copy of every key (namespaced by policy), the
-same schedule, and (when shaping) freshly started shapers so each replays the same trace
-phase. `invalid` is then judged by the oracle from the owners' and central store's own logs.
+Per protected action: the planner writes a plan (its body lists the workflow's work units)
+from the current heads of the action's true dependencies (through a chain of summaries when
+the case asks for depth) and hands the plan and its lineage to the executor (not under
+`central`, whose executor reads them from the store); the schedule's background updates and
+its revision are published; then the executor is **ready to act**. One timer, the same for
+every policy, runs from there until the policy says authorized or blocked: that is the stall.
+The replanning model call inside it (composing the new plan) is timed apart and subtracted,
+reported as `replan_ms`; the replanned plan's write, and every read and write a policy makes,
+stay inside the stall. If the action is issued, the action record is written on the roots the
+policy returned (outside the timer). Every policy gets its own copy of every key (namespaced
+by policy) and the same schedule; with links (bench/network.py) every link is re-anchored at
+the action's trace phases right before "ready to act". `invalid` is then judged by the oracle
+from the owners' and central store's own logs.
 """
 
 from __future__ import annotations
@@ -17,10 +23,11 @@ from __future__ import annotations
 import functools
 import hashlib
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 import tomli_w
@@ -32,24 +39,20 @@ from ..cluster import ClusterDir
 from ..gate import Action
 from ..identity import generate_key_file
 from ..records import Record
-from .baselines import Addresses, Baseline, Parts, make_baseline
+from ..executor.pool import SessionPool
+from .baselines import make_baseline
 from .experiments import Case, Experiment
 from .faults import CorruptingPool
+from .network import LinkModel, Network
 from .oracle import Oracle
-from ..executor.pool import SessionPool
-from .workload import (CLUSTER_AGENTS, EXECUTOR, ActionSpec, KeySpace, fact_owners,
-                       make_schedule)
+from .policy import Addresses, Baseline, Parts, Workflow
+from .workload import (CLUSTER_AGENTS, EXECUTOR, PLANNER, ActionSpec, KeySpace, fact_owners,
+                       make_schedule, work_units)
 from .writers import CENTRAL, CentralWriter, OwnerWriter, Writer
 
 Row = dict[str, Any]
 Progress = Callable[[str], None]
-
-
-class Shapers(Protocol):
-    """Starts one shaper per roster agent for a profile; returns agent -> (host, port)."""
-
-    def start(self, cdir: ClusterDir, profile: str, seed: int) -> Addresses: ...
-    def stop(self, cdir: ClusterDir) -> None: ...
+Clock = Callable[[], float]
 
 
 # ---- the cluster -----------------------------------------------------------------------------
@@ -102,32 +105,39 @@ def bench_cluster(root: Path, agents: int = CLUSTER_AGENTS,
 # ---- one action -------------------------------------------------------------------------------
 
 class _Run:
-    """One policy on one case: the baseline, the writer and the schedule's key spaces."""
+    """One policy on one case: the baseline, the writer, the schedule's key spaces, the
+    harness's clock (the one stall timer) and the network to re-anchor per action."""
 
     def __init__(self, policy: str, case: Case, baseline: Baseline, writer: Writer,
-                 spaces: dict[str, KeySpace]) -> None:
+                 spaces: dict[str, KeySpace], clock: Clock = time.perf_counter,
+                 network: Network | None = None) -> None:
         self.policy, self.case, self.baseline, self.writer = policy, case, baseline, writer
-        self.spaces = spaces
+        self.spaces, self.clock, self.network = spaces, clock, network
 
-    async def write_plan(self, spec: ActionSpec, attempt: int) -> Record:
+    def compose(self, spec: ActionSpec, attempt: int) -> dict[str, Any]:
+        """The planner's model call: the plan body (its work units)."""
+        return {"template": spec.template.name, "attempt": attempt,
+                "units": work_units(spec.template)}
+
+    async def write_plan(self, spec: ActionSpec, body: dict[str, Any]) -> Record:
         """Plan from the current heads of the true deps; hand plan and lineage over."""
         space = self.spaces[spec.template.name]
         deps = [self.writer.heads[k] for k in space.names(spec.deps)]
         parents = tuple(r.id for r in deps)
         handoff: list[Record] = list(deps)
         base = f"{space.planner_prefix}/a{spec.index}"
-        depth = spec.depth if attempt == 0 else 1
+        depth = spec.depth if body["attempt"] == 0 else 1
         for level in range(depth - 1, 0, -1):
             summary = await self.writer.put(f"{base}/s{level}", {"level": level}, parents,
                                             kind="summary")
             handoff.append(summary)
             parents = (summary.id,)
-        if self.case.fault == "missing_lineage" and attempt == 0:
+        if self.case.fault == "missing_lineage" and body["attempt"] == 0:
             parents += (hashlib.blake2b(spec.name.encode(), digest_size=32).digest(),)
-        plan = await self.writer.put(base, {"template": spec.template.name, "attempt": attempt,
-                                            "units": spec.template.units}, parents, kind="plan")
+        plan = await self.writer.put(base, body, parents, kind="plan")
         handoff.append(plan)
-        await self.baseline.replica.add(handoff)
+        if self.baseline.handoff:
+            await self.baseline.replica.add(handoff)
         return plan
 
     async def revise(self, key: str, why: str) -> None:
@@ -136,22 +146,29 @@ class _Run:
     async def act(self, spec: ActionSpec) -> Row:
         space = self.spaces[spec.template.name]
         mark = self.baseline.traffic()
-        plan = await self.write_plan(spec, 0)
+        plan = await self.write_plan(spec, self.compose(spec, 0))
         for j in spec.dirty:
-            await self.revise(space.keys[j], "dirty")
+            await self.revise(space.keys[j], "background")
         if spec.revise is not None:
             await self.revise(space.keys[spec.revise], "revision")
         action = Action(f"{self.policy}/{spec.name}", (plan.id,), space.names(spec.declared))
-        attempts = [0]
+        attempts, model = [0], [0.0]
 
         async def replan(_: Action, changed: tuple[Record, ...]) -> list[bytes]:
             attempts[0] += 1
-            new = await self.write_plan(spec, attempts[0])
+            began = self.clock()
+            body = self.compose(spec, attempts[0])
+            model[0] += self.clock() - began
+            new = await self.write_plan(spec, body)
             if self.case.fault == "second_change" and spec.revise is not None:
                 await self.revise(space.keys[spec.revise], "second change")
             return [new.id]
 
+        if self.network is not None:
+            self.network.rephase(f"{self.case.label}/{spec.name}", self.policy)
+        ready = self.clock()
         verdict = await self.baseline.validate(action, replan, list(space.keys))
+        stall = self.clock() - ready - model[0]
         action_id = None
         if verdict.issued:
             record = await self.writer.put(f"{space.executor_prefix}/a{spec.index}",
@@ -166,7 +183,8 @@ class _Run:
             "declared": len(spec.declared), "depth": spec.depth, "dirty": len(spec.dirty),
             "revised": spec.revise is not None, "fault": self.case.fault or "",
             "issued": verdict.issued, "blocked": verdict.blocked or "",
-            "replanned": verdict.replanned, "stall_ms": round(verdict.stall * 1000, 3),
+            "replanned": verdict.replanned, "stall_ms": round(stall * 1000, 3),
+            "replan_ms": round(model[0] * 1000, 3),
             "bytes": self.baseline.traffic() - mark, "invalid": None,
             "action_id": action_id or "", "deps": ";".join(space.names(spec.deps)),
         }
@@ -175,49 +193,50 @@ class _Run:
 # ---- one experiment ---------------------------------------------------------------------------
 
 async def run_experiment(cdir: ClusterDir, experiment: Experiment, profile: str, seed: int,
-                         shapers: Shapers | None, progress: Progress = lambda _: None,
-                         sync_k: int = 1) -> list[Row]:
+                         links: LinkModel | None, progress: Progress = lambda _: None,
+                         sync_k: int = 1, clock: Clock = time.perf_counter) -> list[Row]:
     """Run every policy of `experiment` over its cases; returns judged per-action rows.
-    `sync_k` is the K of the `sync` baseline (push after every K dirty updates)."""
+    `links` None is loopback (no shaping); `sync_k` is the K of the `sync` baseline (push
+    after every K updates); `clock` is the stall timer (tests inject a fake one)."""
     rows: list[Row] = []
     for policy in experiment.policies:
         cases = [c for c in experiment.cases if policy in c.policies]
-        addresses: Addresses = {}
-        if shapers is not None:
-            addresses = await anyio.to_thread.run_sync(shapers.start, cdir, profile, seed)
-        try:
-            rows += await _run_policy(cdir, policy, cases, addresses, seed, progress, sync_k)
-        finally:
-            if shapers is not None:
-                with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(shapers.stop, cdir)
+        rows += await _run_policy(cdir, policy, cases, links, seed, progress, sync_k, clock)
     for row in rows:
         row["profile"] = profile
     judge(cdir, rows)
     return rows
 
 
-async def _run_policy(cdir: ClusterDir, policy: str, cases: list[Case], addresses: Addresses,
-                      seed: int, progress: Progress, sync_k: int) -> list[Row]:
+async def _run_policy(cdir: ClusterDir, policy: str, cases: list[Case],
+                      links: LinkModel | None, seed: int, progress: Progress, sync_k: int,
+                      clock: Clock) -> list[Row]:
     roster = cdir.roster()
     identity_of = functools.cache(cdir.identity)
     rows: list[Row] = []
     async with anyio.create_task_group() as tg:
-        writer: Writer = (CentralWriter(tg, roster, identity_of, addresses) if policy == CENTRAL
-                          else OwnerWriter(tg, roster, identity_of))
+        network = None
+        if links is not None:
+            network = Network(roster, links, seed)
+            await network.start(tg)
+        addresses_of = network.addresses_of if network is not None else _direct
+        writer: Writer = (CentralWriter(tg, roster, identity_of, addresses_of)
+                          if policy == CENTRAL else OwnerWriter(tg, roster, identity_of))
         spaces: dict[str, KeySpace] = {}
         try:
             for case in cases:
                 await _init_keys(writer, roster, case, policy, spaces)
-                parts = Parts(tg, roster, identity_of, EXECUTOR, _addresses(case, roster,
-                                                                             addresses),
-                              writer, CorruptingPool if case.fault == "malformed_heads"
-                              else SessionPool, sync_k=sync_k)
+                parts = Parts(tg, roster, identity_of, EXECUTOR,
+                              _addresses(case, roster, addresses_of(EXECUTOR)), writer,
+                              CorruptingPool if case.fault == "malformed_heads"
+                              else SessionPool, sync_k=sync_k,
+                              workflows=_workflows(roster, case, spaces, policy),
+                              links=addresses_of, handoff=policy != CENTRAL)
                 baseline = make_baseline(policy, parts)
                 try:
                     await baseline.start([k for t in case.templates
                                           for k in spaces[t.name].keys])
-                    run = _Run(policy, case, baseline, writer, spaces)
+                    run = _Run(policy, case, baseline, writer, spaces, clock, network)
                     for spec in make_schedule(list(case.templates), case.params, seed):
                         rows.append(await run.act(spec))
                         progress(f"{policy} {case.label}")
@@ -227,6 +246,18 @@ async def _run_policy(cdir: ClusterDir, policy: str, cases: list[Case], addresse
             await writer.aclose()
             tg.cancel_scope.cancel()
     return rows
+
+
+def _direct(_: str) -> Addresses:
+    return {}
+
+
+def _workflows(roster: Any, case: Case, spaces: dict[str, KeySpace],
+               policy: str) -> tuple[Workflow, ...]:
+    """Each template of the case is one workflow: its keys and its agents."""
+    return tuple(Workflow(f"{policy}/{t.name}", spaces[t.name].keys,
+                          (PLANNER, EXECUTOR, *fact_owners(roster, t)))
+                 for t in case.templates)
 
 
 async def _init_keys(writer: Writer, roster: Any, case: Case, policy: str,

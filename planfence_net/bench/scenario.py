@@ -16,7 +16,7 @@ from typing import Any
 from ..cluster import PROJECT_ROOT
 from ..gate import Action, Decision
 from ..records import Record
-from .baselines import Baseline
+from .policy import Baseline
 from .writers import Writer
 
 WORKFLOWS = PROJECT_ROOT / "executor" / "workflows.toml"

@@ -1,18 +1,25 @@
-"""The `sync` baseline: owners push head metadata to every agent; the executor validates
-against its synced copy (docs/ARCHITECTURE.md).
+"""The `sync` baseline: owners push head metadata to a workflow's participants, who
+acknowledge it; the executor acts on its pushed copy once the updates it depends on are
+synchronized.
 
-Every agent of the roster subscribes to every other owner (one session per agent identity
-per owner, through the shaped links), so updates are pushed to all agents; every pushed
-byte is counted. Owners push after every K dirty updates (the subscribe request's `every`;
-K = 1 by default).
+For every workflow of the case, every participant (the template's agents: the planner, the
+executor and the fact owners) subscribes to every other participant that owns keys of the
+workflow, for exactly those keys, in one sync group named after the workflow (the owner
+protocol's `subscribe {"group"}`, docs/PROTOCOL.md). Owners push after every K updates (the
+subscribe request's `every`; K = 1 by default); every subscriber acknowledges each push once
+applied (`ack`). An update counts as synchronized only when every participant has
+acknowledged it.
 
-Before validating, the executor waits until its copy has caught up with every seq the owners
-of D(a) published before the action (a sync barrier): that wait is stall. With K > 1 an
-owner holds up to K - 1 updates back, so instead of waiting for a batch that may never fill,
-the executor pulls the heads of D(a) from each owner it is behind on (one round trip, also
-stall). It then compares
-the plan's frontier, walked locally, with the synced heads. A drift makes it fetch the
-changed records (pushes carry metadata only), replan once, and compare again.
+At action time the executor asks each owner of D(a) `synced` for the declared keys: the owner
+answers once every participant has acknowledged every update of those keys committed before
+the request (pushing rows a K > 1 subscription still holds back first). That wait, and the
+round trip, is the stall of synchronization still outstanding. The executor learns it from the
+owners alone: nothing here reads the harness's state, so an update written by any process is
+covered. Safety by construction: when `synced` answers, the executor itself has acknowledged,
+hence applied, every update of D(a) up to the owner's head at the request, so its copy is at
+least that fresh. It then compares the plan's frontier, walked locally, with its copy; a drift
+makes it fetch the changed records (pushes carry metadata only), replan once, and compare
+again against the copy (the replan hook's own writes are synchronized the same way).
 """
 
 from __future__ import annotations
@@ -27,85 +34,85 @@ from ..errors import PlanfenceError
 from ..gate import Action
 from ..lineage import Blocked, Missing, walk
 from ..records import Record
-from .baselines import Parts, Verdict, _Base
 from ..executor.pool import SessionPool
 from ..executor.runner import ReplanHook, verified_records
+from .policy import Parts, PolicyBase, Verdict, Workflow
 
 
 class SyncedCopy:
-    """Heads pushed by owners: key -> (id, seq), and the highest seq seen per owner."""
+    """Heads pushed by owners: key -> (id, seq)."""
 
     def __init__(self) -> None:
         self.heads: dict[str, tuple[bytes, int]] = {}
-        self.seq: dict[str, int] = {}
-        self.changed = anyio.Event()
 
-    def apply(self, owner: str, rows: list[Any]) -> None:
+    def apply(self, rows: list[Any]) -> None:
         for key, rid, seq in rows:
             if rid is not None and seq >= self.heads.get(key, (b"", 0))[1]:
                 self.heads[key] = (rid, seq)
-            self.seq[owner] = max(self.seq.get(owner, 0), seq)
-        self.changed.set()
-        self.changed = anyio.Event()
-
-    async def wait_caught_up(self, marks: dict[str, int]) -> None:
-        """Return once, for every owner, the copy has seen the seq in `marks`."""
-        while any(self.seq.get(owner, 0) < seq for owner, seq in marks.items()):
-            await self.changed.wait()
 
 
-class Sync(_Base):
-    """Proactive metadata sync to every agent, pushed after every `k` dirty updates."""
+class Sync(PolicyBase):
+    """Acknowledged metadata sync to a workflow's participants, pushed every `k` updates."""
 
     def __init__(self, name: str, parts: Parts, k: int = 1) -> None:
         super().__init__(name, parts)
         self.k = k
         self.copy = SyncedCopy()
-        self.subscribers: list[SessionPool] = []
+        self.subscribers: dict[str, SessionPool] = {}
+        self.group_of: dict[str, str] = {}  # key -> its workflow's sync group
+
+    def _workflows(self, keys: list[str]) -> tuple[Workflow, ...]:
+        if self.parts.workflows:
+            return self.parts.workflows
+        owners = tuple(group_by_owner(self.parts.roster, keys))
+        return (Workflow(f"{self.name}/all", tuple(keys), (self.parts.executor, *owners)),)
 
     async def start(self, keys: list[str]) -> None:
-        """Subscribe every agent to every other owner, then seed the executor's copy with the
-        heads of `keys` and each owner's last seq (the state before the first action)."""
-        roster = self.parts.roster
-        owners = [a.name for a in roster.agents if a.owns]
-        for agent in owners:
-            pool = SessionPool(self.parts.tg, roster, self.parts.identity_of(agent),
-                               self.parts.addresses)
-            self.subscribers.append(pool)
-            for owner in owners:
-                if owner == agent:
-                    continue  # an owner knows its own heads
-                session = await pool.session(owner)
-                stream = await session.subscribe(every=self.k)
-                if agent == self.parts.executor:
-                    self.parts.tg.start_soon(self._follow, owner, stream)
-                else:
-                    self.parts.tg.start_soon(self._drain, stream)
-        for owner, owner_keys in group_by_owner(roster, keys).items():
-            if owner == self.parts.executor:
-                continue
-            result = await self.pool.request(owner, "heads", {"keys": owner_keys})
-            stats = await self.pool.request(owner, "stats", {})
-            self.copy.apply(owner, [row for row in result["heads"] if row[1] is not None])
-            self.copy.seq[owner] = max(self.copy.seq.get(owner, 0), int(stats["last_seq"]))
+        """Subscribe every participant of every workflow to the other participants' keys
+        (the subscribe answers seed the executor's copy); not charged to any action."""
+        for workflow in self._workflows(keys):
+            by_owner = group_by_owner(self.parts.roster, list(workflow.keys))
+            for key in workflow.keys:
+                self.group_of[key] = workflow.name
+            for agent in dict.fromkeys(workflow.participants):
+                pool = self._subscriber(agent)
+                for owner, owner_keys in by_owner.items():
+                    if owner != agent:  # an owner knows its own heads
+                        await self._subscribe(agent, pool, owner, owner_keys, workflow.name)
 
-    async def _follow(self, owner: str, stream: Any) -> None:
+    def _subscriber(self, agent: str) -> SessionPool:
+        if agent not in self.subscribers:
+            self.subscribers[agent] = SessionPool(
+                self.parts.tg, self.parts.roster, self.parts.identity_of(agent),
+                self.parts.addresses_of(agent))
+        return self.subscribers[agent]
+
+    async def _subscribe(self, agent: str, pool: SessionPool, owner: str, keys: list[str],
+                         group: str) -> None:
+        session = await pool.session(owner)
+        stream = await session.subscribe(keys, every=self.k, group=group)
+        if agent == self.parts.executor:
+            seed = await session.request("heads", {"keys": keys})
+            self.copy.apply(seed["heads"])
+        self.parts.tg.start_soon(self._acknowledge, agent, session, stream, group)
+
+    async def _acknowledge(self, agent: str, session: Any, stream: Any, group: str) -> None:
+        """Apply (the executor) and acknowledge every push, until the session ends."""
         async with stream:
             async for push in stream:
-                self.copy.apply(owner, push.get("heads", []))
-
-    @staticmethod
-    async def _drain(stream: Any) -> None:
-        async with stream:
-            async for _ in stream:
-                pass
+                if agent == self.parts.executor:
+                    self.copy.apply(push.get("heads", []))
+                try:
+                    await session.request("ack", {"group": group, "seq": push["seq"]})
+                except PlanfenceError:
+                    return
 
     def traffic(self) -> int:
-        pushed = sum(sum(pool.traffic()) for pool in self.subscribers)
+        pushed = sum(sum(pool.traffic()) for pool in self.subscribers.values())
         return super().traffic() + pushed
 
     async def aclose(self) -> None:
-        for pool in self.subscribers:
+        for pool in self.subscribers.values():
             await pool.aclose()
         await super().aclose()
 
@@ -113,59 +120,54 @@ class Sync(_Base):
         started = time.perf_counter()
         planning = 0.0
         roots, replanned = action.roots, False
-        roster = self.parts.roster
-        deps_owners = set(group_by_owner(roster, list(action.deps))) if action.deps else set()
-        marks = {o: s for o, s in self.writer.published.items() if o in deps_owners}
-        with anyio.move_on_after(self.parts.deadline) as scope:
-            if self.k == 1:
-                await self.copy.wait_caught_up(marks)
-            elif not await self._pull(marks, action.deps):
-                return Verdict(False, roots, time.perf_counter() - started, "owner_unavailable")
-        if scope.cancelled_caught:
-            return Verdict(False, roots, time.perf_counter() - started, "timeout")
+
+        def verdict(issued: bool, reason: str | None) -> Verdict:
+            return Verdict(issued, roots, time.perf_counter() - started - planning, reason,
+                           replanned)
+
         while True:
+            failure = await self.wait_synced(action.deps)
+            if failure is not None:
+                return verdict(False, failure)
             result = walk(roots, action.deps, self.replica.lookup)
             if isinstance(result, (Blocked, Missing)):
-                reason = result.reason if isinstance(result, Blocked) else "missing_lineage"
-                return Verdict(False, roots, time.perf_counter() - started - planning, reason,
-                               replanned)
+                return verdict(False, result.reason if isinstance(result, Blocked)
+                               else "missing_lineage")
             drift = {k: self.copy.heads[k][0] for k, r in result.versions.items()
                      if k in self.copy.heads and self.copy.heads[k][0] != r.id}
             if not drift:
-                return Verdict(True, roots, time.perf_counter() - started - planning, None,
-                               replanned)
+                return verdict(True, None)
             if replanned:
-                return Verdict(False, roots, time.perf_counter() - started - planning,
-                               "changed_again", replanned)
+                return verdict(False, "changed_again")
             changed = await self._fetch(drift)
             if len(changed) != len(drift):
-                return Verdict(False, roots, time.perf_counter() - started - planning,
-                               "missing_lineage", replanned)
+                return verdict(False, "missing_lineage")
             began = time.perf_counter()
             roots = tuple(await replan(action, tuple(changed)))
             planning += time.perf_counter() - began
             replanned = True
 
-    async def _pull(self, marks: dict[str, int], deps: tuple[str, ...]) -> bool:
-        """Pull the heads of `deps` from every owner the copy is behind on; False when one
-        cannot be reached."""
-        lagging = {o for o, seq in marks.items() if self.copy.seq.get(o, 0) < seq}
-        groups = {o: ks for o, ks in group_by_owner(self.parts.roster, list(deps)).items()
-                  if o in lagging}
+    async def wait_synced(self, deps: tuple[str, ...]) -> str | None:
+        """Ask every owner of `deps` `synced` for them, concurrently, under the deadline;
+        None once all answered, else why not ("owner_unavailable", "timeout")."""
+        groups = group_by_owner(self.parts.roster, list(deps))
         failed: list[str] = []
 
-        async def pull(owner: str, keys: list[str]) -> None:
+        async def ask(owner: str, owner_keys: list[str]) -> None:
+            group = self.group_of.get(owner_keys[0], f"{self.name}/all")
             try:
-                result = await self.pool.request(owner, "heads", {"keys": keys})
+                await self.pool.request(owner, "synced", {"group": group, "keys": owner_keys})
             except PlanfenceError:
                 failed.append(owner)
-                return
-            self.copy.apply(owner, [row for row in result["heads"] if row[1] is not None])
 
-        async with anyio.create_task_group() as tg:
-            for owner, keys in groups.items():
-                tg.start_soon(pull, owner, keys)
-        return not failed
+        with anyio.move_on_after(self.parts.deadline) as scope:
+            async with anyio.create_task_group() as tg:
+                for owner, owner_keys in groups.items():
+                    if owner != self.parts.executor:
+                        tg.start_soon(ask, owner, owner_keys)
+        if scope.cancelled_caught:
+            return "timeout"
+        return "owner_unavailable" if failed else None
 
     async def _fetch(self, drift: dict[str, bytes]) -> list[Record]:
         """The changed records, fetched from their owners and verified."""

@@ -97,10 +97,15 @@ class ScheduleParams:
     revision: float = 1.0
     omission: float = 0.0
     depth: int = 1
+    rhos: tuple[float, ...] = ()  # if given, template i of the case uses rhos[i % len]
 
     def __post_init__(self) -> None:
-        if self.actions < 1 or self.rho < 0 or self.depth < 1:
+        if self.actions < 1 or self.rho < 0 or self.depth < 1 or min(self.rhos, default=0) < 0:
             raise ConfigError("schedule needs actions >= 1, rho >= 0 and depth >= 1")
+
+    def rho_of(self, position: int) -> float:
+        """The background update rate of the case's `position`-th template."""
+        return self.rhos[position % len(self.rhos)] if self.rhos else self.rho
         if not (0 <= self.revision <= 1 and 0 <= self.omission <= 1):
             raise ConfigError("revision and omission are probabilities in [0, 1]")
 
@@ -110,19 +115,21 @@ def make_schedule(templates: list[Template], params: ScheduleParams,
     """The protected actions for `templates`, `params.actions` per template, in order.
 
     Each template draws from its own generator seeded by (seed, template name), so adding a
-    template never changes another's actions. Omission draws one number per true dependency
-    and omits it when the number is below `omission`, so the omitted sets are nested across
-    omission levels (a key omitted at 25% is also omitted at 50%).
+    template never changes another's actions. Omission: an action omits with probability
+    `omission`, and an omitting action declares only one of its true dependencies (it drops
+    3 of 4 at d = 4, as in the paper). One draw per action decides, so the omitting actions
+    are nested across omission levels (an action omitting at 25% also omits at 50%).
     """
     schedule = []
-    for template in templates:
+    for position, template in enumerate(templates):
         rng = random.Random(f"{seed}:{template.name}")
+        rho = params.rho_of(position)
         for index in range(params.actions):
             deps = tuple(sorted(rng.sample(range(template.keys), template.d)))
-            draws = [rng.random() for _ in deps]
-            declared = tuple(k for k, u in zip(deps, draws) if u >= params.omission)
+            omits, kept = rng.random() < params.omission, rng.choice(deps) if deps else None
+            declared = (kept,) if omits and kept is not None else deps
             revise = rng.choice(deps) if deps and rng.random() < params.revision else None
-            whole, part = math.floor(params.rho), params.rho - math.floor(params.rho)
+            whole, part = math.floor(rho), rho - math.floor(rho)
             count = whole + (1 if rng.random() < part else 0)
             free = [k for k in range(template.keys) if k not in deps]
             dirty = tuple(rng.choice(free) for _ in range(count)) if free else ()
@@ -170,3 +177,8 @@ class KeySpace:
 
     def names(self, indices: tuple[int, ...]) -> tuple[str, ...]:
         return tuple(self.keys[i] for i in indices)
+
+
+def work_units(template: Template) -> list[str]:
+    """The work units a plan of `template` lists in its body (what the executor carries out)."""
+    return [f"{template.family}/{template.name}/unit-{i:03d}" for i in range(template.units)]

@@ -3,7 +3,7 @@
 `OwnerWriter` writes every key as its owner on the owner's own daemon, over a direct session:
 an owner writing its own records is local, so it is not coordination traffic. `CentralWriter`
 signs each record client side as its owner (with the owner's own seq counter) and sends it to
-the central store, through the shaped link when there is one; those bytes are the central
+the central store, through the owner's link and the store's when there are links; those bytes are the central
 baseline's coordination traffic. Both return the signed `Record`, so the harness can hand a
 plan and its lineage to the executor the way a planner would.
 """
@@ -27,7 +27,6 @@ CENTRAL = "central"
 
 class Writer(Protocol):
     heads: dict[str, Record]
-    published: dict[str, int]
 
     async def put(self, key: str, body: Any, parents: tuple[bytes, ...] = (),
                   kind: str = "fact") -> Record: ...
@@ -43,7 +42,6 @@ class _Writers:
         self.identity_of = identity_of
         self.pools: dict[str, SessionPool] = {}
         self.heads: dict[str, Record] = {}
-        self.published: dict[str, int] = {}
 
     def owner(self, key: str) -> str:
         owner = self.roster.owner_of(key)
@@ -53,7 +51,6 @@ class _Writers:
 
     def _remember(self, record: Record) -> Record:
         self.heads[record.key] = record
-        self.published[record.owner] = max(record.seq, self.published.get(record.owner, 0))
         return record
 
     def traffic(self) -> int:
@@ -94,15 +91,16 @@ class CentralWriter(_Writers):
     """Every record signed by its owner and stored at the central store (counted)."""
 
     def __init__(self, tg: TaskGroup, roster: Roster, identity_of: Callable[[str], Identity],
-                 addresses: dict[str, tuple[str, int]]) -> None:
+                 addresses_of: Callable[[str], dict[str, tuple[str, int]]]) -> None:
         super().__init__(tg, roster, identity_of)
-        self.addresses = addresses
+        self.addresses_of = addresses_of
         self.seq: dict[str, int] = {}
         self._locks: dict[str, anyio.Lock] = {}
 
     async def _pool(self, owner: str) -> SessionPool:
         if owner not in self.pools:
-            pool = SessionPool(self.tg, self.roster, self.identity_of(owner), self.addresses)
+            pool = SessionPool(self.tg, self.roster, self.identity_of(owner),
+                               self.addresses_of(owner))
             stats = await pool.request(CENTRAL, "stats", {})
             self.seq[owner] = int(stats.get("last_seq_by_owner", {}).get(owner, 0))
             self.pools[owner] = pool

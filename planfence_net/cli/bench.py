@@ -3,14 +3,14 @@
     planfence bench safety --profile att-lte --quick
 
 `register(app)` adds the command to the composition root's typer app. The command creates a
-temporary 8-agent cluster plus the central store, starts every process, puts shapers in front
-of every owner for shaped profiles, runs the experiment with a progress bar, stops everything
-(also on errors and Ctrl-C) and writes rows, report.md and plots to the output folder.
+temporary 8-agent cluster plus the central store, starts every process, gives every agent its
+own access link for shaped profiles (bench/network.py), runs the experiment with a progress
+bar, stops everything (also on errors and Ctrl-C) and writes rows, report.md and plots to the
+output folder.
 """
 
 from __future__ import annotations
 
-import functools
 import shlex
 import tempfile
 import time
@@ -26,34 +26,7 @@ from ..errors import ConfigError, PlanfenceError
 
 if TYPE_CHECKING:  # imported where used: `planfence --help` never loads the harness
     from ..bench.experiments import Experiment
-    from ..cluster import ClusterDir
-
-SHAPER_READY_TIMEOUT = 15.0
-
-
-class ClusterShapers:
-    """The cluster's shapers (`cluster.start_shapers`), restarted for every policy so each
-    replays the same trace phase, and waited for until each accepts connections."""
-
-    def start(self, cdir: ClusterDir, profile: str, seed: int) -> dict[str, tuple[str, int]]:
-        import anyio
-
-        from .. import cluster as clusterlib
-        from ..api import wait_cluster_ready
-
-        clusterlib.stop_shapers(cdir)
-        addresses = clusterlib.start_shapers(cdir, profile, seed=seed)
-        # runs in a worker thread of the experiment's loop: its own loop for the wait
-        anyio.run(functools.partial(wait_cluster_ready, cdir, list(addresses),
-                                    SHAPER_READY_TIMEOUT, addresses,
-                                    watch=clusterlib.shaper_name), backend="asyncio")
-        return addresses
-
-    def stop(self, cdir: ClusterDir) -> None:
-        from .. import cluster as clusterlib
-
-        clusterlib.stop_shapers(cdir)
-
+    from ..bench.network import LinkModel
 
 def count_actions(experiment: Experiment, seed: int) -> int:
     from ..bench.workload import make_schedule
@@ -77,52 +50,60 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(0, "--seed", help="Schedule and trace seed."),
         sync_k: int = typer.Option(1, "--sync-k", min=1,
                                    help="K of the sync baseline: owners push after every K "
-                                        "dirty updates."),
+                                        "updates."),
+        phases: str = typer.Option("paired", "--phases",
+                                   help="Trace phases per action: paired (every policy meets "
+                                        "the same) or independent (the ablation)."),
     ) -> None:
         """Run EXPERIMENT against a live cluster it starts and stops; write rows, a Markdown
         report next to the paper's numbers, and plots."""
         from ..bench.experiments import build
+        from ..bench.network import PHASES, LinkModel
         from ..bench.report import write_report
         from ..traces import require_traces
 
         command = shlex.join(["planfence", "bench", experiment, "--profile", profile,
                               *(["--quick"] if quick else []), "--seed", str(seed),
-                              *(["--sync-k", str(sync_k)] if sync_k != 1 else [])])
-        folder = out or default_out(experiment, profile, quick)
+                              *(["--sync-k", str(sync_k)] if sync_k != 1 else []),
+                              *(["--phases", phases] if phases != "paired" else [])])
+        folder = out or default_out(experiment, profile, quick, phases)
         try:
+            if phases not in PHASES:
+                raise ConfigError(f"unknown --phases {phases!r} (known: {', '.join(PHASES)})")
             plan = build(experiment, quick=quick)
-            shaped = require_traces(profile).shaped
+            found = require_traces(profile)
+            links = LinkModel(found, phases) if found.shaped else None
             started = time.monotonic()
-            rows = _run(plan, profile, seed, ClusterShapers() if shaped else None, sync_k)
+            rows = _run(plan, profile, seed, links, sync_k)
             summaries = write_report(folder, experiment, profile, rows, command,
-                                     time.monotonic() - started,
-                                     _notes(shaped, sync_k))
+                                     time.monotonic() - started, _notes(links, sync_k))
         except (PlanfenceError, ConfigError) as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from None
         for s in summaries:
             typer.echo(f"{s.case:<16} {s.policy:<20} issued {s.issued:>3}/{s.actions:<3} "
-                       f"invalid {s.invalid:>3}  stall {s.stall_median:8.1f} ms  "
-                       f"{s.kib_median:7.2f} KiB")
+                       f"invalid {s.invalid:>3}  stall mean {s.stall_mean:8.1f} median "
+                       f"{s.stall_median:8.1f} ms  {s.kib_mean:7.2f} KiB")
         typer.echo(f"report: {folder / 'report.md'}")
 
 
-def default_out(experiment: str, profile: str, quick: bool) -> Path:
-    """docs/results/EXPERIMENT-PROFILE for a full run (the committed reports); a quick run
-    is a smoke test and goes to the temporary folder, so it never dirties the checkout."""
+def default_out(experiment: str, profile: str, quick: bool, phases: str = "paired") -> Path:
+    """docs/results/EXPERIMENT-PROFILE[-independent] for a full run (the committed reports);
+    a quick run is a smoke test and goes to the temporary folder, so it never dirties the
+    checkout."""
+    name = f"{experiment}-{profile}" + ("-independent" if phases != "paired" else "")
     if quick:
-        return Path(tempfile.gettempdir()) / "planfence-bench" / f"{experiment}-{profile}-quick"
-    return Path("docs/results") / f"{experiment}-{profile}"
+        return Path(tempfile.gettempdir()) / "planfence-bench" / f"{name}-quick"
+    return Path("docs/results") / name
 
 
 def _run(plan: Experiment, profile: str, seed: int,
-         shapers: ClusterShapers | None, sync_k: int = 1) -> list[dict[str, object]]:
+         links: LinkModel | None, sync_k: int = 1) -> list[dict[str, object]]:
     import anyio
     from rich.console import Console
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                                TimeElapsedColumn)
 
-    from .. import cluster as clusterlib
     from ..bench.harness import bench_cluster, run_experiment
 
     console = Console(stderr=True)
@@ -136,28 +117,34 @@ def _run(plan: Experiment, profile: str, seed: int,
             def step(label: str) -> None:
                 progress.update(task, advance=1, description=f"{plan.name} on {profile}: {label}")
 
-            try:
-                rows = anyio.run(run_experiment, cdir, plan, profile, seed, shapers, step,
-                                 sync_k, backend="asyncio")
-            finally:
-                clusterlib.stop_shapers(cdir)
+            rows = anyio.run(run_experiment, cdir, plan, profile, seed, links, step, sync_k,
+                             backend="asyncio")
     return rows
 
 
-def _notes(shaped: bool, sync_k: int = 1) -> list[str]:
-    notes = ["Writes by an owner to its own daemon are local (not coordination traffic) except "
-             "under `central`, where every write crosses the link to the central store and is "
-             "counted; the stall of every policy excludes the final action-record write.",
-             f"`sync` is K = {sync_k} (owners push to every agent after every {sync_k} dirty "
-             "update(s)); the push bytes to all eight agents between one action and the next "
-             "are charged to that action."]
-    if not shaped:
-        notes.append("loopback: the executor connects to the owners directly (no relay), so "
-                     "stall is protocol, crypto and fsync-free read cost on one 2-core host.")
+def _notes(links: LinkModel | None, sync_k: int = 1) -> list[str]:
+    notes = ["Stall is one timer, the same for every policy, from \"ready to act\" (plan "
+             "handed over, background updates and revision published) to \"authorized or "
+             "blocked\"; the replanning model call is excluded and reported apart "
+             "(`replan_ms` in the rows), the replanned plan's write stays inside. Under "
+             "`central` the executor receives nothing from the planner: it reads the plan, its "
+             "lineage and the heads from the store, and every write goes to the store.",
+             "Writes by an owner to its own daemon are local (not coordination traffic) except "
+             "under `central`, where every write crosses the links to the central store and is "
+             "counted.",
+             f"`sync` is K = {sync_k}: every participant of a workflow (its template's agents, "
+             "no others) subscribes to the others' keys in one sync group and acknowledges every "
+             "push; before acting the executor asks the owners of D(a) `synced`, answered once "
+             "every participant has acknowledged every update of D(a). Push and ack bytes of "
+             "all participants between one action and the next are charged to that action.",
+             "The runs shared the 2-core machine with other engineers' work (tests, builds): "
+             "absolute times carry that noise; policies are paired on the same schedule and "
+             "trace offsets, so comparisons between them carry less of it."]
+    if links is None:
+        notes.append("loopback: every session goes directly to the daemon it talks to (no "
+                     "relay), so stall is protocol, crypto and read cost on one 2-core host.")
     else:
-        notes.append("Shapers are restarted for every policy so all policies replay the same "
-                      "trace phase; every session of the executor, of the subscribers and of "
-                      "central writers crosses the shaper in front of the owner it talks to.")
+        notes.append(links.describe())
     return notes
 
 

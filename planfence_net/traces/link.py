@@ -169,6 +169,17 @@ class Link:
             out.append(release)
         return out
 
+    def rephase(self, now_ms: int, phase_ms: int) -> None:
+        """Replay the trace from trace time `phase_ms` at `now_ms` on (the same trace, a new
+        offset); queued bytes wait for the first opportunity after now at the new phase."""
+        self._advance(now_ms)
+        if self._schedule is None:
+            return
+        trace = self._schedule.trace
+        self._schedule = Schedule(trace, (phase_ms - now_ms) % trace.period_ms)
+        if self._queue:
+            self._next = self._schedule.index_after(now_ms)
+
     def forget(self, tag: int) -> None:
         """Drop the ordering state of a finished connection (its queued bytes still drain)."""
         self._last_release.pop(tag, None)

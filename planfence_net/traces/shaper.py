@@ -17,6 +17,7 @@ trip (the relay accepts at once and connects upstream unshaped) and reverse-dire
 
 from __future__ import annotations
 
+import functools
 import itertools
 import random
 import time
@@ -172,6 +173,50 @@ class Shaper:
             task_status.started(listener.extra(SocketAttribute.local_port))
             await listener.serve(self._handle, task_group=tg)
 
+    async def serve_routes(
+        self,
+        routes: list[tuple[tuple[str, int], bool, int]],
+        *,
+        task_status: anyio.abc.TaskStatus[list[int]] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """One link, many relays: for each route `((host, port), inward, listen_port)` listen
+        on loopback `listen_port` (0: any free port) and relay to `host:port`; report the
+        bound ports in order, relay until cancelled. Raises ConfigError if it cannot listen. Every route shares this shaper's two directions: an outward route (this
+        side connects out) sends through the uplink, an inward route (the relay in front of
+        this side's server) through the downlink, so one shaper is one agent's access link.
+        """
+        listeners = []
+        try:
+            for _, _, port in routes:
+                listeners.append(await anyio.create_tcp_listener(local_host="127.0.0.1",
+                                                                 local_port=port))
+        except OSError as exc:
+            for listener in listeners:
+                await listener.aclose()
+            raise ConfigError(f"cannot listen for a shaper route: {exc.strerror or exc}") from exc
+        try:
+            async with anyio.create_task_group() as tg:
+                self._t0 = self._clock()
+                tg.start_soon(self._run_direction, self.uplink)
+                tg.start_soon(self._run_direction, self.downlink)
+                for listener, (upstream, inward, _) in zip(listeners, routes):
+                    there, back = ((self.downlink, self.uplink) if inward
+                                   else (self.uplink, self.downlink))
+                    tg.start_soon(listener.serve, functools.partial(
+                        self._relay, upstream=upstream, there=there, back=back), tg)
+                task_status.started([lst.extra(SocketAttribute.local_port) for lst in listeners])
+        finally:
+            for listener in listeners:
+                await listener.aclose()
+
+    def rephase(self, phase_ms: int) -> None:
+        """From now on, replay both traces from trace time `phase_ms` (bytes already queued
+        keep their place; they are served by the opportunities from the new phase on)."""
+        now = self.now_ms()
+        for direction in (self.uplink, self.downlink):
+            direction.link.rephase(now, phase_ms)
+            direction.wake.fire()
+
     async def _run_direction(self, direction: _Direction) -> None:
         """Timer loop: poll the link at each event and hand releases to the writers."""
         link = direction.link
@@ -190,29 +235,35 @@ class Shaper:
                 await direction.wake.wait()
 
     async def _handle(self, client: SocketStream) -> None:
+        await self._relay(client, self._upstream, self.uplink, self.downlink)
+
+    async def _relay(self, client: SocketStream, upstream: tuple[str, int],
+                     there: _Direction, back: _Direction) -> None:
+        """Relay one accepted connection: client -> upstream bytes through `there`,
+        upstream -> client bytes through `back`."""
         pause_reading_until_receive(client)
         tag = next(self._ids)
         self._total += 1
         async with client:
             try:
                 with anyio.fail_after(CONNECT_TIMEOUT_S):
-                    upstream = await anyio.connect_tcp(*self._upstream)
+                    upstream = await anyio.connect_tcp(*upstream)
             except (OSError, TimeoutError):
                 self._connect_failures += 1
                 return
             self._open += 1
             boxes = (_Outbox(), _Outbox())
-            self.uplink.outboxes[tag] = boxes[0]
-            self.downlink.outboxes[tag] = boxes[1]
+            there.outboxes[tag] = boxes[0]
+            back.outboxes[tag] = boxes[1]
             try:
                 async with upstream, anyio.create_task_group() as tg:
-                    tg.start_soon(self._guard, tg, self._read, client, self.uplink, tag, boxes[0])
-                    tg.start_soon(self._guard, tg, self._write, upstream, self.uplink, boxes[0])
-                    tg.start_soon(self._guard, tg, self._read, upstream, self.downlink, tag, boxes[1])
-                    tg.start_soon(self._guard, tg, self._write, client, self.downlink, boxes[1])
+                    tg.start_soon(self._guard, tg, self._read, client, there, tag, boxes[0])
+                    tg.start_soon(self._guard, tg, self._write, upstream, there, boxes[0])
+                    tg.start_soon(self._guard, tg, self._read, upstream, back, tag, boxes[1])
+                    tg.start_soon(self._guard, tg, self._write, client, back, boxes[1])
             finally:
                 self._open -= 1
-                for direction in (self.uplink, self.downlink):
+                for direction in (there, back):
                     del direction.outboxes[tag]
                     direction.link.forget(tag)
 
