@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import subprocess
 from collections.abc import Iterator
 
 import anyio
@@ -9,11 +11,20 @@ import pytest
 
 from planfence_net.cluster import ClusterDir
 from planfence_net.errors import RequestError
+from planfence_net.bench.baselines import make_baseline
 from planfence_net.bench.experiments import SAFETY_POLICIES, Case, Experiment
 from planfence_net.bench.harness import bench_cluster, run_experiment
-from planfence_net.bench.workload import ScheduleParams, load_templates, vary
+from planfence_net.bench.oracle import Oracle
+from planfence_net.bench.policy import Parts, Workflow
+from planfence_net.bench.workload import (EXECUTOR, PLANNER, ScheduleParams, load_templates,
+                                          vary)
+from planfence_net.bench.writers import OwnerWriter
+from planfence_net.gate import Action
+from planfence_net.records import Record
 from planfence_net.client import open_session
 from planfence_net.records import make_record
+
+from conftest import PLANFENCE
 
 
 @pytest.fixture(scope="module")
@@ -73,14 +84,80 @@ def test_central_store_refuses_a_record_sent_by_someone_other_than_its_owner(
         anyio.run(send, backend="asyncio")
 
 
-def test_sync_with_k_above_one_stays_safe(
+async def _sync_against_an_outside_put(cdir: ClusterDir, k: int) -> tuple[bool, bool, bool]:
+    """A plan on two keys; then a separate `planfence put` process (unknown to anything
+    here) revises one; then `sync` with K = k validates. Returns (issued, replanned,
+    invalid as judged by the oracle from the owners' logs)."""
+    roster = cdir.roster()
+    identity_of = functools.cache(cdir.identity)
+    keys = (f"req/outside-k{k}/x0", f"inv/outside-k{k}/x1")
+    async with anyio.create_task_group() as tg:
+        writer = OwnerWriter(tg, roster, identity_of)
+        facts = [await writer.put(key, {"v": 1}) for key in keys]
+        parts = Parts(tg, roster, identity_of, EXECUTOR, {}, writer, sync_k=k, workflows=(
+            Workflow(f"outside-k{k}", keys, (PLANNER, EXECUTOR, "reqs", "inventory")),))
+        sync = make_baseline("sync", parts)
+        await sync.start(list(keys))
+        plan = await writer.put(f"plan/outside-k{k}", {"units": ["u0"]},
+                                tuple(f.id for f in facts), kind="plan")
+        await sync.replica.add([*facts, plan])
+        put = await anyio.to_thread.run_sync(functools.partial(
+            subprocess.run, [str(PLANFENCE), "put", str(cdir.root), keys[0],
+                             "--body", '{"v": 2}'], capture_output=True, text=True))
+        assert put.returncode == 0, put.stderr
+
+        async def replan(_: Action, changed: tuple[Record, ...]) -> list[bytes]:
+            latest = {r.key: r.id for r in (*facts, *changed)}  # the planner sees `changed`
+            new = await writer.put(f"plan/outside-k{k}", {"units": ["u0"], "attempt": 1},
+                                   tuple(latest[key] for key in keys), kind="plan")
+            await sync.replica.add([new])
+            return [new.id]
+
+        verdict = await sync.validate(Action(f"outside-k{k}", (plan.id,), keys), replan,
+                                      list(keys))
+        action_id = ""
+        if verdict.issued:
+            action_id = (await writer.put(f"ops/outside-k{k}", {"action": 1}, verdict.roots,
+                                          kind="action")).id.hex()
+        await sync.aclose()
+        await writer.aclose()
+        tg.cancel_scope.cancel()
+    oracle = Oracle.from_logs(cdir.log(name) for name in roster.names)
+    invalid = bool(action_id) and oracle.judge(action_id, keys).invalid
+    return verdict.issued, verdict.replanned, invalid
+
+
+@pytest.mark.parametrize("k", [1, 4])
+def test_sync_stays_safe_against_a_revision_written_by_another_process(
+        bench_cdir: ClusterDir, k: int) -> None:
+    # With K = 4 the owner holds the push back: `synced` must flush it. Nothing here knows
+    # the outside revision; sync learns it from the owners (pushes, acks, `synced`).
+    assert anyio.run(_sync_against_an_outside_put, bench_cdir, k, backend="asyncio") == \
+        (True, True, False)
+
+
+class TickingClock:
+    """A fake clock: every read returns the next whole second."""
+
+    def __init__(self) -> None:
+        self.now = -1.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+def test_every_policy_times_the_same_span_with_the_model_call_apart(
         bench_cdir: ClusterDir) -> None:
-    templates = load_templates()
-    experiment = Experiment("rate", (Case("rate", "rate", 4, (templates[0],),
-                                          ScheduleParams(actions=4, rho=4.0), ("sync",)),))
-    k1, k4 = (anyio.run(run_experiment, bench_cdir, experiment, "loopback", 0, None,
-                        lambda _: None, k, backend="asyncio") for k in (1, 4))
-    # with K=4 most actions find the copy behind and pull; none may act on a stale plan
-    for rows in (k1, k4):
-        assert [(r["issued"], r["invalid"], r["replanned"]) for r in rows] == \
-            [(True, False, True)] * 4
+    template = vary(load_templates()[3], keys=8, d=2)
+    experiment = Experiment("safety", (Case("span", "safety", 0, (template,),
+                                            ScheduleParams(actions=1), SAFETY_POLICIES),))
+    rows = anyio.run(run_experiment, bench_cdir, experiment, "loopback", 0, None,
+                     lambda _: None, 1, TickingClock(), backend="asyncio")
+    # The harness's clock is read at "ready to act" (t), around the replanning model call
+    # (t+1, t+2) and at "authorized or blocked" (t+3), for every policy alike: stall 2 s,
+    # model call 1 s apart. Freshness never replans: ready (t), done (t+1).
+    assert {r["policy"]: (r["stall_ms"], r["replan_ms"], r["replanned"]) for r in rows} == {
+        "freshness": (1000.0, 0.0, False), "central": (2000.0, 1000.0, True),
+        "sync": (2000.0, 1000.0, True), "allkeys": (2000.0, 1000.0, True),
+        "planfence": (2000.0, 1000.0, True)}

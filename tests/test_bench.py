@@ -58,8 +58,11 @@ def test_omitting_dependencies_raises_unsafe_issuance_from_zero(
     found = outcomes(ablation_rows, "omission", "planfence")
     unsafe = {case: sum(bool(inv) for _, inv, _ in rows) for case, rows in found.items()}
     assert all(issued for rows in found.values() for issued, _, _ in rows)
-    # The schedule is seeded: these are the actions whose revised key was left undeclared.
-    assert unsafe == {"omission=0": 0, "omission=0.25": 5, "omission=0.5": 13}
+    # The schedule is seeded: these are the actions whose revised key was left undeclared
+    # (an omitting action declares 1 of its 4 dependencies: 3/4 x 50% = 37.5% expected).
+    assert unsafe == {"omission=0": 0, "omission=0.25": 6, "omission=0.5": 11}
+    declared = {r["declared"] for r in ablation_rows if r["group"] == "omission"}
+    assert declared == {1, 4}
 
 
 def test_fail_closed_blocks_each_fault_and_fail_open_issues_an_invalid_action(

@@ -1,80 +1,95 @@
 """Results of a bench run: raw rows (JSONL, CSV), per-case statistics, a Markdown report that
-puts our numbers next to the paper's, and PNG plots.
+puts our numbers next to the paper's, and PNG plots with error bars and n.
 
-Statistics follow the paper: medians with 95% bootstrap intervals (percentile method, 2000
-resamples, seeded so a report is reproducible); means are shown too because the paper's
-safety table gives means per action.
+Statistics (bench/stats.py): means and medians, each with a 95% interval from a bootstrap that
+resamples whole workflows and uses the same draws for every policy of a case (they replay the
+same schedule on the same trace offsets), so ratios between policies are paired. Our mean is
+compared with the paper's mean under the paper's 10% rule.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-import random
-import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from .paper import PAPER_NOTES, paper_safety, shape_notes
+from .paper import PAPER_NOTES, PAPER_SAFETY, paper_safety, shape_notes
+from .stats import Estimate, Resampler, matches, mean, median
 
 Row = dict[str, Any]
 COLUMNS = ("profile", "case", "group", "x", "policy", "template", "family", "action", "agents",
            "keys", "d", "declared", "depth", "dirty", "revised", "fault", "issued", "blocked",
-           "replanned", "invalid", "stall_ms", "bytes", "action_id", "deps")
-
-
-def bootstrap(values: list[float], stat: Callable[[list[float]], float] = statistics.median,
-              resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """95% percentile bootstrap interval of `stat`; (v, v) for fewer than two values."""
-    if len(values) < 2:
-        return (values[0], values[0]) if values else (float("nan"), float("nan"))
-    rng = random.Random(seed)
-    stats = sorted(stat(rng.choices(values, k=len(values))) for _ in range(resamples))
-    return stats[int(0.025 * resamples)], stats[int(0.975 * resamples) - 1]
+           "replanned", "invalid", "stall_ms", "replan_ms", "bytes", "action_id", "deps")
+BASE = "planfence"
 
 
 @dataclass(frozen=True, slots=True)
 class Summary:
-    """One policy on one case."""
+    """One policy on one case; `vs_base` is its mean stall over planfence's, paired."""
 
     case: str
     group: str
     x: float
     policy: str
     actions: int
+    workflows: int
     issued: int
     invalid: int
     blocked: int
     replanned: int
-    stall_median: float
-    stall_ci: tuple[float, float]
-    stall_mean: float
-    kib_median: float
-    kib_ci: tuple[float, float]
-    kib_mean: float
+    stall: Estimate  # mean
+    stall_med: Estimate  # median
+    kib: Estimate  # mean
+    kib_med: Estimate  # median
+    replan_ms: float  # mean model-call time, excluded from the stall
     reasons: dict[str, int]
+    vs_base: Estimate | None
+
+    @property
+    def stall_mean(self) -> float:
+        return self.stall.value
+
+    @property
+    def stall_median(self) -> float:
+        return self.stall_med.value
+
+    @property
+    def kib_mean(self) -> float:
+        return self.kib.value
+
+    @property
+    def kib_median(self) -> float:
+        return self.kib_med.value
 
 
 def summarize(rows: list[Row]) -> list[Summary]:
     """Per (case, policy), in the order they first appear in `rows`."""
     out = []
-    for case, policy in dict.fromkeys((r["case"], r["policy"]) for r in rows):
-        mine = [r for r in rows if r["case"] == case and r["policy"] == policy]
-        stall = [float(r["stall_ms"]) for r in mine]
-        kib = [r["bytes"] / 1024 for r in mine]
-        reasons: dict[str, int] = {}
-        for r in mine:
-            if r["blocked"]:
-                reasons[r["blocked"]] = reasons.get(r["blocked"], 0) + 1
-        out.append(Summary(case, mine[0]["group"], float(mine[0]["x"]), policy, len(mine),
-                           sum(bool(r["issued"]) for r in mine),
-                           sum(bool(r["invalid"]) for r in mine),
-                           sum(not r["issued"] for r in mine),
-                           sum(bool(r["replanned"]) for r in mine),
-                           statistics.median(stall), bootstrap(stall), statistics.fmean(stall),
-                           statistics.median(kib), bootstrap(kib), statistics.fmean(kib),
-                           reasons))
+    for case in dict.fromkeys(r["case"] for r in rows):
+        in_case = [r for r in rows if r["case"] == case]
+        boot = Resampler([r["template"] for r in in_case])
+        stall_of = {p: boot.groups([r for r in in_case if r["policy"] == p],
+                                   lambda r: float(r["stall_ms"]))
+                    for p in dict.fromkeys(r["policy"] for r in in_case)}
+        for policy, stall in stall_of.items():
+            mine = [r for r in in_case if r["policy"] == policy]
+            kib = boot.groups(mine, lambda r: r["bytes"] / 1024)
+            reasons: dict[str, int] = {}
+            for r in mine:
+                if r["blocked"]:
+                    reasons[r["blocked"]] = reasons.get(r["blocked"], 0) + 1
+            vs = (boot.ratio(stall, stall_of[BASE], mean)
+                  if BASE in stall_of and policy != BASE else None)
+            out.append(Summary(
+                case, mine[0]["group"], float(mine[0]["x"]), policy, len(mine),
+                len({r["template"] for r in mine}), sum(bool(r["issued"]) for r in mine),
+                sum(bool(r["invalid"]) for r in mine), sum(not r["issued"] for r in mine),
+                sum(bool(r["replanned"]) for r in mine), boot.estimate(stall, mean),
+                boot.estimate(stall, median), boot.estimate(kib, mean),
+                boot.estimate(kib, median),
+                mean([float(r.get("replan_ms") or 0.0) for r in mine]), reasons, vs))
     return out
 
 
@@ -90,26 +105,49 @@ def write_rows(out: Path, rows: list[Row]) -> None:
             writer.writerow({c: row.get(c) for c in COLUMNS})
 
 
-def _ci(median: float, ci: tuple[float, float], digits: int = 1) -> str:
-    return f"{median:.{digits}f} [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
-
-
 def table(summaries: list[Summary], experiment: str) -> list[str]:
     """One Markdown table: our figures, and the paper's where it gives them."""
     safety = experiment == "safety"
-    head = ["case", "policy", "actions", "issued", "invalid", "blocked", "replans",
-            "stall ms median [95% CI]", "stall ms mean", "KiB median [95% CI]", "KiB mean"]
+    head = ["case", "policy", "n (workflows)", "issued", "invalid", "blocked", "replans",
+            "stall ms mean [95% CI]", "stall ms median [95% CI]", "replan model ms",
+            "KiB mean [95% CI]", "KiB median"]
     if safety:
-        head += ["paper invalid", "paper stall ms (mean)", "paper KiB (mean)"]
+        head += ["paper invalid", "paper stall ms (mean)", "ours vs paper (10% rule)",
+                 "paper KiB (mean)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in summaries:
         blocked = str(s.blocked) + (f" ({', '.join(f'{k} {v}' for k, v in s.reasons.items())})"
                                     if s.reasons else "")
-        cells = [s.case, s.policy, str(s.actions), str(s.issued), f"{s.invalid}/{s.issued}",
-                 blocked, str(s.replanned), _ci(s.stall_median, s.stall_ci),
-                 f"{s.stall_mean:.1f}", _ci(s.kib_median, s.kib_ci, 2), f"{s.kib_mean:.2f}"]
+        cells = [s.case, s.policy, f"{s.actions} ({s.workflows})", str(s.issued),
+                 f"{s.invalid}/{s.issued}", blocked, str(s.replanned), s.stall.text(),
+                 s.stall_med.text(), f"{s.replan_ms:.2f}", s.kib.text(2),
+                 f"{s.kib_median:.2f}"]
         if safety:
-            cells += [str(v) for v in paper_safety(s.policy)]
+            invalid, stall, kib = paper_safety(s.policy)
+            verdict = (matches(s.stall_mean, PAPER_SAFETY[s.policy][1])
+                       if s.policy in PAPER_SAFETY else "-")
+            cells += [invalid, stall, verdict, kib]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def paired_table(summaries: list[Summary], experiment: str) -> list[str]:
+    """Each policy's mean stall over planfence's on the same workflows (paired bootstrap)."""
+    rows = [s for s in summaries if s.vs_base is not None]
+    if not rows:
+        return []
+    paper_base = PAPER_SAFETY[BASE][1]
+    head = ["case", "policy", "mean stall / planfence's [95% CI]"]
+    if experiment == "safety":
+        head += ["paper ratio", "ours vs paper (10% rule)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for s in rows:
+        assert s.vs_base is not None
+        cells = [s.case, s.policy, s.vs_base.text(2)]
+        if experiment == "safety":
+            paper = PAPER_SAFETY.get(s.policy)
+            cells += ([f"{paper[1] / paper_base:.2f}",
+                       matches(s.vs_base.value, paper[1] / paper_base)] if paper else ["-", "-"])
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -123,16 +161,23 @@ def write_report(out: Path, experiment: str, profile: str, rows: list[Row], comm
     lines = [f"# `{experiment}` on `{profile}`", "",
              f"Command: `{command}`", "",
              f"{len(rows)} protected actions, {elapsed:.0f} s wall clock. Stall is coordination "
-             "time on the action's critical path (planning excluded); traffic is every byte on "
-             "coordination connections, encrypted and framed, both directions; `invalid` is "
-             "judged by the oracle from the owners' (and central store's) own logs against the "
-             "action's true dependencies. Medians with 95% bootstrap intervals.", "",
+             "time on the action's critical path, one timer for every policy (from ready to act "
+             "to authorized or blocked; the replanning model call excluded and shown apart); "
+             "traffic is every byte on coordination connections, encrypted and framed, both "
+             "directions; `invalid` is judged by the oracle from the owners' (and central "
+             "store's) own logs against the action's true dependencies. Means and medians "
+             "with 95% intervals from a bootstrap over whole workflows, paired across "
+             "policies; n counts protected actions (workflows in brackets).", "",
              "## Results next to the paper (arXiv 2609.03340)", "",
-             *table(summaries, experiment), "",
-             f"Paper: {PAPER_NOTES[experiment]}", "",
-             "## What matches and what differs", "",
-             *[f"- {line}" for line in shape_notes(experiment, profile, summaries)],
-             *[f"- {line}" for line in notes or []], ""]
+             *table(summaries, experiment), ""]
+    paired = paired_table(summaries, experiment)
+    if paired:
+        lines += ["## Paired: each policy's mean stall relative to PlanFence's", "",
+                  *paired, ""]
+    lines += [f"Paper: {PAPER_NOTES[experiment]}", "",
+              "## What matches and what differs", "",
+              *[f"- {line}" for line in shape_notes(experiment, profile, summaries)],
+              *[f"- {line}" for line in notes or []], ""]
     lines += [f"![{p.stem}]({p.name})" for p in plots]
     lines += ["", "Raw rows: `rows.jsonl`, `rows.csv` (one line per protected action).", ""]
     (out / "report.md").write_text("\n".join(lines), encoding="utf-8")
@@ -161,32 +206,43 @@ def plot(out: Path, experiment: str, profile: str, summaries: list[Summary]) -> 
         fig, ax = plt.subplots(figsize=(6, 4))
         for policy in policies:
             mine = sorted((s for s in summaries if s.policy == policy), key=lambda s: s.x)
-            xs = [s.x for s in mine]
-            ys = [s.stall_median if metric == "stall" else s.kib_median for s in mine]
-            cis = [s.stall_ci if metric == "stall" else s.kib_ci for s in mine]
-            err = [[max(0.0, y - c[0]) for y, c in zip(ys, cis)],
-                   [max(0.0, c[1] - y) for y, c in zip(ys, cis)]]
-            ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=policy)
+            estimates = [s.stall if metric == "stall" else s.kib for s in mine]
+            ys = [e.value for e in estimates]
+            err = [[max(0.0, e.value - e.low) for e in estimates],
+                   [max(0.0, e.high - e.value) for e in estimates]]
+            n = sorted({s.actions for s in mine})
+            ax.errorbar([s.x for s in mine], ys, yerr=err, marker="o", capsize=3,
+                        label=f"{policy} (n={'/'.join(map(str, n))} per point)")
         if logx:
             ax.set_xscale("log", base=2)
         ax.set_xlabel(xlabel)
-        ax.set_ylabel("stall per action, ms (median)" if metric == "stall"
-                      else "traffic per action, KiB (median)")
+        ax.set_ylabel("stall per action, ms (mean, 95% CI)" if metric == "stall"
+                      else "traffic per action, KiB (mean, 95% CI)")
         ax.set_title(f"{experiment} on {profile}")
         ax.grid(alpha=0.3)
-        ax.legend()
+        ax.legend(fontsize=8)
         fig.tight_layout()
         fig.savefig(out / name, dpi=120)
         plt.close(fig)
         made.append(out / name)
     if experiment == "safety":
-        fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+        fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
         for ax, metric in zip(axes, ("stall", "kib")):
-            ys = [s.stall_median if metric == "stall" else s.kib_median for s in summaries]
-            ax.bar([s.policy for s in summaries], ys)
-            ax.set_ylabel("stall ms (median)" if metric == "stall" else "KiB (median)")
+            estimates = [s.stall if metric == "stall" else s.kib for s in summaries]
+            ax.bar([s.policy for s in summaries], [e.value for e in estimates],
+                   yerr=[[e.value - e.low for e in estimates],
+                         [e.high - e.value for e in estimates]], capsize=4)
+            if metric == "stall":
+                paper = [PAPER_SAFETY[s.policy][1] if s.policy in PAPER_SAFETY else float("nan")
+                         for s in summaries]
+                ax.plot([s.policy for s in summaries], paper, "k_", markersize=18,
+                        label="paper mean")
+                ax.legend(fontsize=8)
+            ax.set_ylabel("stall ms (mean, 95% CI)" if metric == "stall"
+                          else "KiB (mean, 95% CI)")
             ax.tick_params(axis="x", rotation=30)
-        fig.suptitle(f"safety on {profile}: per protected action")
+        n = summaries[0].actions if summaries else 0
+        fig.suptitle(f"safety on {profile}: per protected action (n={n} per policy)")
         fig.tight_layout()
         fig.savefig(out / "safety.png", dpi=120)
         plt.close(fig)

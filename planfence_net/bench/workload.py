@@ -102,12 +102,12 @@ class ScheduleParams:
     def __post_init__(self) -> None:
         if self.actions < 1 or self.rho < 0 or self.depth < 1 or min(self.rhos, default=0) < 0:
             raise ConfigError("schedule needs actions >= 1, rho >= 0 and depth >= 1")
+        if not (0 <= self.revision <= 1 and 0 <= self.omission <= 1):
+            raise ConfigError("revision and omission are probabilities in [0, 1]")
 
     def rho_of(self, position: int) -> float:
         """The background update rate of the case's `position`-th template."""
         return self.rhos[position % len(self.rhos)] if self.rhos else self.rho
-        if not (0 <= self.revision <= 1 and 0 <= self.omission <= 1):
-            raise ConfigError("revision and omission are probabilities in [0, 1]")
 
 
 def make_schedule(templates: list[Template], params: ScheduleParams,
