@@ -115,6 +115,7 @@ def test_bench_scope_quick_writes_rows_report_and_plots(app: typer.Typer,
     assert all(r["issued"] and r["invalid"] is False for r in rows)
     report = (out / "report.md").read_text()
     assert "Command: `planfence bench scope --profile loopback --quick --seed 0`" in report
-    assert "| d=1 | planfence | 6 | 6 | 0/6 |" in report
+    assert "| d=1 | planfence | 6 (3) | 6 | 0/6 |" in report  # 6 actions of 3 workflows
+    assert "## Paired: each policy's mean stall relative to PlanFence's" in report
     assert {p.name for p in out.glob("*.png")} == {"traffic-vs-scope.png", "stall-vs-scope.png"}
     assert (out / "rows.csv").read_text().startswith("profile,case,group,x,policy,")

@@ -147,8 +147,9 @@ class _Run:
         space = self.spaces[spec.template.name]
         mark = self.baseline.traffic()
         plan = await self.write_plan(spec, self.compose(spec, 0))
-        for j in spec.dirty:
-            await self.revise(space.keys[j], "background")
+        async with anyio.create_task_group() as tg:  # other agents' updates, concurrent
+            for j in spec.dirty:
+                tg.start_soon(self.revise, space.keys[j], "background")
         if spec.revise is not None:
             await self.revise(space.keys[spec.revise], "revision")
         action = Action(f"{self.policy}/{spec.name}", (plan.id,), space.names(spec.declared))

@@ -4,9 +4,9 @@ synchronized.
 
 For every workflow of the case, every participant (the template's agents: the planner, the
 executor and the fact owners) subscribes to every other participant that owns keys of the
-workflow, for exactly those keys, in one sync group named after the workflow (the owner
-protocol's `subscribe {"group"}`, docs/PROTOCOL.md). Owners push after every K updates (the
-subscribe request's `every`; K = 1 by default); every subscriber acknowledges each push once
+workflow, for exactly those keys, in one sync group (the owner protocol's
+`subscribe {"group"}`, docs/PROTOCOL.md; one group per case, see `start`). Owners push after
+every K updates (the subscribe request's `every`; K = 1 by default); every subscriber acknowledges each push once
 applied (`ack`). An update counts as synchronized only when every participant has
 acknowledged it.
 
@@ -59,7 +59,7 @@ class Sync(PolicyBase):
         self.k = k
         self.copy = SyncedCopy()
         self.subscribers: dict[str, SessionPool] = {}
-        self.group_of: dict[str, str] = {}  # key -> its workflow's sync group
+        self.group = f"{name}/all"
 
     def _workflows(self, keys: list[str]) -> tuple[Workflow, ...]:
         if self.parts.workflows:
@@ -68,17 +68,24 @@ class Sync(PolicyBase):
         return (Workflow(f"{self.name}/all", tuple(keys), (self.parts.executor, *owners)),)
 
     async def start(self, keys: list[str]) -> None:
-        """Subscribe every participant of every workflow to the other participants' keys
-        (the subscribe answers seed the executor's copy); not charged to any action."""
-        for workflow in self._workflows(keys):
+        """Subscribe every participant of every workflow to the other participants' keys of
+        that workflow (the subscribe answers seed the executor's copy); not charged to any
+        action. One subscription per (agent, owner) carries the keys of all the workflows
+        the agent takes part in, in one sync group for the case: an update is owed only by
+        the members that were sent it, that is by the participants of its own workflow."""
+        workflows = self._workflows(keys)
+        self.group = f"{workflows[0].name}+{len(workflows) - 1}"[:128]
+        wanted: dict[str, dict[str, list[str]]] = {}  # agent -> owner -> keys
+        for workflow in workflows:
             by_owner = group_by_owner(self.parts.roster, list(workflow.keys))
-            for key in workflow.keys:
-                self.group_of[key] = workflow.name
             for agent in dict.fromkeys(workflow.participants):
-                pool = self._subscriber(agent)
                 for owner, owner_keys in by_owner.items():
                     if owner != agent:  # an owner knows its own heads
-                        await self._subscribe(agent, pool, owner, owner_keys, workflow.name)
+                        wanted.setdefault(agent, {}).setdefault(owner, []).extend(owner_keys)
+        for agent, owners in wanted.items():
+            pool = self._subscriber(agent)
+            for owner, owner_keys in owners.items():
+                await self._subscribe(agent, pool, owner, list(dict.fromkeys(owner_keys)))
 
     def _subscriber(self, agent: str) -> SessionPool:
         if agent not in self.subscribers:
@@ -87,14 +94,14 @@ class Sync(PolicyBase):
                 self.parts.addresses_of(agent))
         return self.subscribers[agent]
 
-    async def _subscribe(self, agent: str, pool: SessionPool, owner: str, keys: list[str],
-                         group: str) -> None:
+    async def _subscribe(self, agent: str, pool: SessionPool, owner: str,
+                         keys: list[str]) -> None:
         session = await pool.session(owner)
-        stream = await session.subscribe(keys, every=self.k, group=group)
+        stream = await session.subscribe(keys, every=self.k, group=self.group)
         if agent == self.parts.executor:
             seed = await session.request("heads", {"keys": keys})
             self.copy.apply(seed["heads"])
-        self.parts.tg.start_soon(self._acknowledge, agent, session, stream, group)
+        self.parts.tg.start_soon(self._acknowledge, agent, session, stream, self.group)
 
     async def _acknowledge(self, agent: str, session: Any, stream: Any, group: str) -> None:
         """Apply (the executor) and acknowledge every push, until the session ends."""
@@ -154,9 +161,9 @@ class Sync(PolicyBase):
         failed: list[str] = []
 
         async def ask(owner: str, owner_keys: list[str]) -> None:
-            group = self.group_of.get(owner_keys[0], f"{self.name}/all")
             try:
-                await self.pool.request(owner, "synced", {"group": group, "keys": owner_keys})
+                await self.pool.request(owner, "synced", {"group": self.group,
+                                                          "keys": owner_keys})
             except PlanfenceError:
                 failed.append(owner)
 
