@@ -8,9 +8,9 @@
 `freshness` refreshes the executor's records of D(a) but never compares them with the plan;
 `planfence` runs the gate on D(a); `allkeys` runs the gate with every shared key of the
 template queried; `central` runs the gate against the central store only (every owner's query
-merged into one request); `sync` keeps a copy of every owner's heads from pushes to every
-agent and validates against it after waiting for the pushes of everything published before
-the action. Variants for the ablations: `planfence-d1` (direct parents only), `planfence-noreplan`,
+merged into one request; plan and lineage read from the store, not handed over); `sync`
+(bench/sync.py) acts on pushed, acknowledged head metadata once the owners of D(a) say it is
+synchronized. Variants for the ablations: `planfence-d1` (direct parents only), `planfence-noreplan`,
 `planfence-failopen`.
 """
 
