@@ -50,7 +50,8 @@ def test_recorded_payloads_map_to_tool_calls(name: str, agent: str, tool: str,
     (b"{not json", "stdin is not JSON: Expecting property name enclosed in double quotes: "
                    "line 1 column 2 (char 1)"),
     (b"[]", "stdin is not a JSON object"),
-    (b'{"hook_event_name": "PostToolUse"}', "hook_event_name is 'PostToolUse', not 'PreToolUse'"),
+    (b'{"hook_event_name": "Stop"}', "hook_event_name is 'Stop', not 'PreToolUse' or "
+                                     "'PostToolUse'"),
     (b'{"hook_event_name": "PreToolUse", "tool_name": "Edit", "tool_input": {}, "cwd": "/p",'
      b' "session_id": "s"}', "Edit call without tool_input.file_path"),
     (b'{"hook_event_name": "PreToolUse", "tool_name": "apply_patch", "cwd": "/p",'
@@ -80,6 +81,26 @@ def test_a_changed_call_line_describes_itself() -> None:
 
 
 # -- against a real workspace owner ---------------------------------------------------------
+
+
+def test_the_agents_own_edit_of_a_target_is_recorded_after_the_call(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", FILES)
+    with served(repo):
+        code, out, err = run_cli("workspace", "trust", "fix", "--target", "auth.ts",
+                                 "--evidence", "grep -q timeout auth.ts", cwd=repo)
+        assert code == 0, out + err
+        for agent, pre, post in (("claude", "claude-edit", "claude-post-edit"),
+                                 ("codex", "codex-apply-patch", "codex-post-apply-patch")):
+            assert run_hook(agent, payload(pre, repo)) == (0, "")
+            write(repo, {"auth.ts": f"export const timeout = 60; // {agent}\n"})  # the call
+            assert run_hook(agent, payload(post, repo)) == (0, "")
+            assert run_hook(agent, payload(pre, repo)) == (0, "")  # its own edit: no drift
+        code, out, _ = run_cli("workspace", "check", "fix", "--json", cwd=repo)
+        report = json.loads(out)
+        assert (code, report["class"], report["trust"]) == (0, "none", 1)  # not a replan
+        write(repo, {"auth.ts": "export const timeout = 1;\n"})  # someone else's edit
+        code, reason = run_hook("claude", payload("claude-edit", repo))
+        assert code == 2 and "- 1 file the plan will modify changed: auth.ts\n" in reason
 
 
 def test_recorded_payloads_block_on_drift_and_allow_otherwise(tmp_path: Path) -> None:
@@ -200,4 +221,5 @@ def test_fixtures_are_the_documented_shape() -> None:
         value = json.loads(path.read_text())
         assert {"session_id", "transcript_path", "cwd", "hook_event_name", "tool_name",
                 "tool_input"} <= value.keys(), path.name
-        assert value["hook_event_name"] == "PreToolUse"
+        assert value["hook_event_name"] in ("PreToolUse", "PostToolUse")
+        assert ("tool_response" in value) == (value["hook_event_name"] == "PostToolUse")

@@ -31,8 +31,9 @@ def examples() -> dict[str, str]:
         Path("settings.json"), install.merged(theirs, "claude", "planfence hook claude"))
     codex = install.merged({}, "codex", "planfence hook codex")
     out["codex-hooks-json"] = install.dump(Path("hooks.json"), codex)
-    out["codex-config-toml"] = install.toml_block(
-        install.our_group("codex", "planfence hook codex")).lstrip("\n")
+    out["codex-config-toml"] = "".join(
+        install.toml_block(event, install.our_group("codex", "planfence hook codex", event))
+        for event in install.EVENTS).lstrip("\n")
     out["blocked"] = block_message(
         parse_payload("claude", json.dumps(payload("claude-edit", PROJECT)).encode()),
         sample_verdict()) + "\n"

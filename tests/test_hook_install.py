@@ -34,8 +34,9 @@ timeout = 10
 '''
 
 
-def ours(agent: str, matcher: str) -> dict[str, Any]:
-    return {"matcher": matcher, "hooks": [{"type": "command", "command": hook_command(agent),
+def ours(agent: str, matcher: str, command: str | None = None) -> dict[str, Any]:
+    return {"matcher": matcher, "hooks": [{"type": "command",
+                                           "command": command or hook_command(agent),
                                            "timeout": 30}]}
 
 
@@ -52,7 +53,8 @@ def test_claude_install_keeps_other_hooks_and_uninstall_removes_only_ours(
     assert written == {**THEIRS_CLAUDE, "hooks": {
         "PreToolUse": [*THEIRS_CLAUDE["hooks"]["PreToolUse"],
                        ours("claude", "Write|Edit|MultiEdit|NotebookEdit|Bash")],
-        "PostToolUse": THEIRS_CLAUDE["hooks"]["PostToolUse"]}}
+        "PostToolUse": [*THEIRS_CLAUDE["hooks"]["PostToolUse"],
+                        ours("claude", "Write|Edit|MultiEdit|NotebookEdit")]}}
     assert run_cli("hook", "uninstall", "claude", "--project", tmp_path)[:2] == (
         0, f"removed the PlanFence hook from {settings}\n")
     assert json.loads(settings.read_text()) == THEIRS_CLAUDE
@@ -63,7 +65,8 @@ def test_claude_install_keeps_other_hooks_and_uninstall_removes_only_ours(
 def test_codex_hooks_json_from_nothing_and_back(tmp_path: Path) -> None:
     code, out, _ = run_cli("hook", "install", "codex", "--project", tmp_path, "--json")
     path = tmp_path / ".codex" / "hooks.json"
-    expected = {"hooks": {"PreToolUse": [ours("codex", "Bash|apply_patch|Edit|Write")]}}
+    expected = {"hooks": {"PreToolUse": [ours("codex", "Bash|apply_patch|Edit|Write")],
+                          "PostToolUse": [ours("codex", "apply_patch|Edit|Write")]}}
     assert code == 0 and json.loads(out) == {"agent": "codex", "path": str(path),
                                              "config": expected}
     assert json.loads(path.read_text()) == expected
@@ -79,12 +82,14 @@ def test_codex_config_toml_keeps_its_tables(tmp_path: Path) -> None:
     assert run_cli("hook", "install", "codex", "--project", tmp_path, "--format", "toml",
                    "--cluster", tmp_path)[0] == 0
     written = tomllib.loads(config.read_text())
-    group = ours("codex", "Bash|apply_patch|Edit|Write")
-    group["hooks"][0]["command"] = hook_command("codex", tmp_path)
-    assert written == {"model": "gpt-5-codex", "hooks": {"PreToolUse": [
-        *theirs["hooks"]["PreToolUse"], group]}}
-    assert group["hooks"][0]["command"].endswith(f" hook codex --cluster {tmp_path}")
-    assert config.read_text() == THEIRS_CODEX_TOML + toml_block(group)  # appended as text
+    command = hook_command("codex", tmp_path)
+    pre = ours("codex", "Bash|apply_patch|Edit|Write", command)
+    post = ours("codex", "apply_patch|Edit|Write", command)
+    assert written == {"model": "gpt-5-codex", "hooks": {
+        "PreToolUse": [*theirs["hooks"]["PreToolUse"], pre], "PostToolUse": [post]}}
+    assert command.endswith(f" hook codex --cluster {tmp_path}")
+    assert config.read_text() == (THEIRS_CODEX_TOML + toml_block("PreToolUse", pre)
+                                  + toml_block("PostToolUse", post))  # appended as text
     assert run_cli("hook", "uninstall", "codex", "--project", tmp_path, "--format",
                    "toml")[0] == 0
     assert config.read_text() == THEIRS_CODEX_TOML

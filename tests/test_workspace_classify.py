@@ -195,3 +195,26 @@ def test_a_known_plan_takes_one_round_and_a_retrusted_one_is_asked_for() -> None
                              {"ws:head": (head.id, 1), "plan/p": (b"\7" * 32, 3)}, {}, 1, 0, 0,
                              0.0), [])
     assert isinstance(m.next_event(), AskPlan)  # the plan was trusted again since
+
+
+def test_advancing_moves_only_the_touched_targets_and_drops_their_evidence() -> None:
+    from planfence_net.workspace.advance import advanced
+
+    target, read = record("ws:file/a.ts", 1, f("1")), record("ws:file/b.ts", 2, f("2"))
+    evidence = record("ws:evidence/e", 3, {"command": "t", "exit": 0,
+                                           "inputs": ["ws:file/a.ts"]}, (target.id,))
+    plan = record("plan/p", 4, {"declaration": {"ws:file/a.ts": ["target", "input"],
+                                                "ws:file/b.ts": ["read"],
+                                                "ws:evidence/e": ["evidence"]},
+                                "trust": 2}, (target.id, read.id, evidence.id), "plan")
+    edited = record("ws:file/a.ts", 5, f("3"))
+    lineage = {r.id: r for r in (target, read, evidence)}
+    body, parents = advanced(plan, lineage, {"ws:file/a.ts": edited}, now=12.5)
+    assert parents == [edited.id, read.id]
+    assert body == {"declaration": {"ws:file/a.ts": ["target", "input"],
+                                    "ws:file/b.ts": ["read"]},
+                    "trust": 2, "previous": plan.id, "time": 12.5, "advanced": 1}
+    with pytest.raises(ValueError, match="not declared targets"):
+        advanced(plan, lineage, {"ws:file/b.ts": edited}, now=0)
+    with pytest.raises(ValueError, match="is not at hand"):
+        advanced(plan, {}, {"ws:file/a.ts": edited}, now=0)

@@ -12,10 +12,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from .machine import Verdict
 from .payload import PayloadError, ToolCall, parse_payload
+
+if TYPE_CHECKING:
+    from ..clusterdir import ClusterDir
+    from ..identity import Identity
+    from ..roster import Roster
 
 ALLOW, BLOCK = 0, 2
 DEFAULT_TIMEOUT = 10.0
@@ -52,28 +57,60 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str]:
         return ALLOW, ""
     from ..errors import PlanfenceError
     from .check import run_check
-    from .config import find_cluster, select_plan
-    from .facts import plan_key
 
     try:
-        cdir = find_cluster(Path(options["--cluster"]) if "--cluster" in options else None,
-                            Path(call.cwd))
-        plan = options.get("--plan") or select_plan(cdir, call.session or None)
-        if plan is None:
-            return BLOCK, (f"PlanFence blocked {call.describe()}: no trusted plan for this "
-                           f"session in {cdir.root}. Record the state your plan relies on "
-                           f"first: planfence workspace trust PLAN --read FILE --target FILE")
-        roster = cdir.roster()
-        me = options.get("--as") or roster.owner_of(plan_key(plan)) or roster.agents[0].name
-        identity = cdir.identity(me)
-        step = float(options.get("--timeout", DEFAULT_TIMEOUT)) / STEPS
+        cdir, plan, roster, identity, step = _context(call, options)
     except (PlanfenceError, ValueError, OSError) as exc:
         return BLOCK, f"PlanFence blocked {call.describe()}: {exc}"
+    if plan is None:
+        return BLOCK, (f"PlanFence blocked {call.describe()}: no trusted plan for this "
+                       f"session in {cdir.root}. Record the state your plan relies on "
+                       f"first: planfence workspace trust PLAN --read FILE --target FILE")
+    if call.event == "PostToolUse":
+        return _record_edit(call, cdir.root, plan, roster, identity, step)
     verdict = run_check(roster, identity, plan, deadline=step, informational=False,
                         cache=cache_path(cdir.root, plan))
     if verdict.exit_code == 0:
         return ALLOW, ""
     return BLOCK, block_message(call, verdict)
+
+
+def _context(call: ToolCall, options: dict[str, str]
+             ) -> tuple[ClusterDir, str | None, Roster, Identity, float]:
+    """The cluster folder, the plan (None: none trusted), the roster, who to connect as, and
+    the deadline per step. Raises PlanfenceError or ValueError."""
+    from .config import find_cluster, select_plan
+    from .facts import plan_key
+
+    cdir = find_cluster(Path(options["--cluster"]) if "--cluster" in options else None,
+                        Path(call.cwd))
+    plan = options.get("--plan") or select_plan(cdir, call.session or None)
+    roster = cdir.roster()
+    me = options.get("--as") or (roster.owner_of(plan_key(plan)) if plan else None) \
+        or roster.agents[0].name
+    return (cdir, plan, roster, cdir.identity(me),
+            float(options.get("--timeout", DEFAULT_TIMEOUT)) / STEPS)
+
+
+def _record_edit(call: ToolCall, root: Path, plan: str, roster: Roster, identity: Identity,
+                 step: float) -> tuple[int, str]:
+    """PostToolUse: move the plan's trusted versions of the touched targets to what the
+    agent just wrote (see `advance`). Exit 2 only shows the reason: the call already ran."""
+    from ..clusterdir import ClusterDir
+    from ..errors import PlanfenceError
+    from .advance import wait_advance
+    from .config import locate, workspaces
+    from .facts import file_key
+
+    spaces = workspaces(ClusterDir(root))
+    keys = [file_key(*found) for f in call.files
+            if (found := locate(spaces, Path(call.cwd) / f)) is not None]
+    try:
+        wait_advance(roster, identity, plan, keys, deadline=step)
+    except (PlanfenceError, ValueError) as exc:
+        return BLOCK, (f"PlanFence could not record {call.describe()} in plan {plan!r} "
+                       f"({exc}); the next call will see these files as changed.")
+    return ALLOW, ""
 
 
 def cache_path(cluster: Path, plan: str) -> Path:

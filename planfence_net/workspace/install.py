@@ -1,10 +1,14 @@
-"""`planfence hook install|uninstall claude|codex`: merge our PreToolUse hook into an agent's
-project config, leaving every other hook as it was.
+"""`planfence hook install|uninstall claude|codex`: merge our hooks into an agent's project
+config, leaving every other hook as it was.
 
-    claude              PROJECT/.claude/settings.json   {"hooks": {"PreToolUse": [group]}}
+    claude              PROJECT/.claude/settings.json   {"hooks": {"PreToolUse": [group],
+                                                                   "PostToolUse": [group]}}
     codex (json)        PROJECT/.codex/hooks.json       the same event -> groups -> handlers
     codex (toml)        PROJECT/.codex/config.toml      [[hooks.PreToolUse]] with
                                                         [[hooks.PreToolUse.hooks]] tables
+
+PreToolUse checks the plan before a call; PostToolUse records the agent's own edit of a
+declared target in its trusted state (see `advance`).
 
 A group is {"matcher": REGEX, "hooks": [{"type": "command", "command": ..., "timeout": S}]}.
 Ours is recognised by its command (`... planfence ... hook claude|codex`), so installing twice
@@ -27,13 +31,17 @@ import tomli_w
 
 from ..errors import ConfigError
 
-MATCHERS = {"claude": "Write|Edit|MultiEdit|NotebookEdit|Bash",
-            "codex": "Bash|apply_patch|Edit|Write"}
+EVENTS = ("PreToolUse", "PostToolUse")  # check before a call; record the agent's own edit
+MATCHERS = {"claude": {"PreToolUse": "Write|Edit|MultiEdit|NotebookEdit|Bash",
+                       "PostToolUse": "Write|Edit|MultiEdit|NotebookEdit"},
+            "codex": {"PreToolUse": "Bash|apply_patch|Edit|Write",
+                      "PostToolUse": "apply_patch|Edit|Write"}}
 TIMEOUT = 30  # seconds: the agent's own limit; the hook's deadline is shorter
-_MARK = "# PlanFence PreToolUse hook (planfence hook install|uninstall codex --format toml)"
-_OUR_TOML = re.compile(r"\n?" + re.escape(_MARK) + r"\n\[\[hooks\.PreToolUse\]\]\n"
-                       r"matcher = [^\n]*\n\n\[\[hooks\.PreToolUse\.hooks\]\]\n"
-                       r"type = \"command\"\ncommand = [^\n]*\ntimeout = \d+\n")
+_MARK = "# PlanFence {event} hook (planfence hook install|uninstall codex --format toml)"
+_OUR_TOML = re.compile(r"\n?# PlanFence (\w+) hook \(planfence hook install\|uninstall codex "
+                       r"--format toml\)\n\[\[hooks\.\1\]\]\nmatcher = [^\n]*\n\n"
+                       r"\[\[hooks\.\1\.hooks\]\]\ntype = \"command\"\ncommand = [^\n]*\n"
+                       r"timeout = \d+\n")
 _OURS = re.compile(r"(^|[\s/'\"])(planfence|planfence_net)['\"]?\s+hook\s+(claude|codex)\b")
 
 
@@ -55,18 +63,21 @@ def hook_command(agent: str, cluster: Path | None = None) -> str:
     return shlex.join(words)
 
 
-def our_group(agent: str, command: str) -> dict[str, Any]:
-    return {"matcher": MATCHERS[agent],
+def our_group(agent: str, command: str, event: str = "PreToolUse") -> dict[str, Any]:
+    return {"matcher": MATCHERS[agent][event],
             "hooks": [{"type": "command", "command": command, "timeout": TIMEOUT}]}
 
 
 def merged(config: dict[str, Any], agent: str, command: str) -> dict[str, Any]:
-    """`config` with our group (once) appended to hooks.PreToolUse; others untouched."""
+    """`config` with our group (once) appended to hooks.PreToolUse and hooks.PostToolUse;
+    everything else untouched. Raises ConfigError for hooks of an unexpected shape."""
     out = removed(config)
     hooks = out.setdefault("hooks", {})
-    if not isinstance(hooks, dict) or not isinstance(hooks.setdefault("PreToolUse", []), list):
-        raise ConfigError("'hooks' / 'hooks.PreToolUse' has an unexpected shape; not touching it")
-    hooks["PreToolUse"].append(our_group(agent, command))
+    for event in EVENTS:
+        if not isinstance(hooks, dict) or not isinstance(hooks.setdefault(event, []), list):
+            raise ConfigError(f"'hooks' / 'hooks.{event}' has an unexpected shape; "
+                              f"not touching it")
+        hooks[event].append(our_group(agent, command, event))
     return out
 
 
@@ -74,27 +85,32 @@ def removed(config: dict[str, Any]) -> dict[str, Any]:
     """`config` without our handlers; a group left empty and empty containers go too."""
     out = copy.deepcopy(config)
     hooks = out.get("hooks")
-    groups = hooks.get("PreToolUse") if isinstance(hooks, dict) else None
-    if not isinstance(groups, list):
+    if not isinstance(hooks, dict):
         return out
-    kept = []
-    for group in groups:
-        handlers = group.get("hooks") if isinstance(group, dict) else None
-        if not isinstance(handlers, list):
-            kept.append(group)
+    for event in EVENTS:
+        groups = hooks.get(event)
+        if not isinstance(groups, list):
             continue
-        mine = [h for h in handlers if isinstance(h, dict)
-                and _OURS.search(str(h.get("command", "")))]
-        if len(mine) < len(handlers):
-            kept.append({**group, "hooks": [h for h in handlers if h not in mine]})
-    assert isinstance(hooks, dict)
-    if kept:
-        hooks["PreToolUse"] = kept
-    else:
-        del hooks["PreToolUse"]
-        if not hooks:
-            del out["hooks"]
+        kept = [g for g in map(_without_ours, groups) if g is not None]
+        if kept:
+            hooks[event] = kept
+        else:
+            del hooks[event]
+    if not hooks:
+        del out["hooks"]
     return out
+
+
+def _without_ours(group: Any) -> Any:
+    """`group` without our handlers, or None when nothing else was in it."""
+    handlers = group.get("hooks") if isinstance(group, dict) else None
+    if not isinstance(handlers, list):
+        return group
+    others = [h for h in handlers if not (isinstance(h, dict)
+                                          and _OURS.search(str(h.get("command", ""))))]
+    if len(others) == len(handlers):
+        return group
+    return {**group, "hooks": others} if others else None
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -142,26 +158,29 @@ def uninstall(agent: str, project: Path, *, fmt: str = "json") -> tuple[Path, bo
     return path, after != before
 
 
-def toml_block(group: dict[str, Any]) -> str:
-    """Our group as `[[hooks.PreToolUse]]` and `[[hooks.PreToolUse.hooks]]` tables."""
+def toml_block(event: str, group: dict[str, Any]) -> str:
+    """Our group as `[[hooks.EVENT]]` and `[[hooks.EVENT.hooks]]` tables."""
     handler = group["hooks"][0]
-    return (f"\n{_MARK}\n[[hooks.PreToolUse]]\nmatcher = {json.dumps(group['matcher'])}\n\n"
-            f"[[hooks.PreToolUse.hooks]]\ntype = \"command\"\n"
-            f"command = {json.dumps(handler['command'])}\ntimeout = {handler['timeout']}\n")
+    return (f"\n{_MARK.format(event=event)}\n[[hooks.{event}]]\n"
+            f"matcher = {json.dumps(group['matcher'])}\n\n[[hooks.{event}.hooks]]\n"
+            f"type = \"command\"\ncommand = {json.dumps(handler['command'])}\n"
+            f"timeout = {handler['timeout']}\n")
 
 
 def _toml_text(path: Path, before: dict[str, Any], after: dict[str, Any]) -> str:
-    """The new config.toml: the old text without our block, plus ours when `after` has it,
-    so others' comments and layout stay. When the text edit would not give exactly `after`
-    (an unusual layout), the whole file is rewritten from `after` instead."""
+    """The new config.toml: the old text without our tables, plus ours when `after` has
+    them, so others' comments and layout stay. When the text edit would not give exactly
+    `after` (an unusual layout), the whole file is rewritten from `after` instead."""
     try:
         text = _OUR_TOML.sub("", path.read_text())
     except FileNotFoundError:
         text = ""
-    ours = [g for g in after.get("hooks", {}).get("PreToolUse", [])
-            if g not in removed(after).get("hooks", {}).get("PreToolUse", [])]
     text = text.rstrip("\n") + "\n" if text.strip() else ""
-    text += "".join(toml_block(g) for g in ours)
+    others = removed(after).get("hooks", {})
+    for event in EVENTS:
+        for group in after.get("hooks", {}).get(event, []):
+            if group not in others.get(event, []):
+                text += toml_block(event, group)
     try:
         if tomllib.loads(text) == after:
             return text.lstrip("\n")

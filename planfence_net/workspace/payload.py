@@ -1,10 +1,12 @@
-"""What a PreToolUse payload asks for (pure): which tool, which files, which command.
+"""What a hook payload asks for (pure): which tool, which files, which command.
 
 Both agents send one JSON object on stdin: `session_id`, `cwd`, `hook_event_name`,
 `tool_name`, `tool_input`. Claude Code's Write/Edit/MultiEdit carry `tool_input.file_path`
 (NotebookEdit `notebook_path`); Bash and Codex's `apply_patch` carry `tool_input.command`
 (for apply_patch, the patch text, whose `*** Add/Update/Delete File:` and `*** Move to:`
-headers name the files). Anything malformed raises PayloadError: the hook blocks.
+headers name the files). A PostToolUse payload (the same fields, after the call ran) of a
+file-changing tool asks the hook to record the agent's own edit. Anything malformed raises
+PayloadError: the hook blocks.
 """
 
 from __future__ import annotations
@@ -28,9 +30,11 @@ class PayloadError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """One tool call: `gated` is False for tools that change nothing (Read, Grep, ...)."""
+    """One tool call, before (`event` PreToolUse) or after (PostToolUse) it ran. `gated` is
+    False for calls the hook lets through unchecked (Read, Grep, ...)."""
 
     agent: str
+    event: str
     session: str
     cwd: str
     tool: str
@@ -49,7 +53,8 @@ class ToolCall:
 
 
 def parse_payload(agent: str, data: bytes) -> ToolCall:
-    """Read a PreToolUse payload of `agent` ("claude" or "codex"); raises PayloadError."""
+    """Read a PreToolUse or PostToolUse payload of `agent` ("claude" or "codex"); raises
+    PayloadError."""
     if agent not in AGENTS:
         raise PayloadError(f"unknown agent {agent!r} (expected claude or codex)")
     try:
@@ -59,8 +64,8 @@ def parse_payload(agent: str, data: bytes) -> ToolCall:
     if not isinstance(value, dict):
         raise PayloadError("stdin is not a JSON object")
     event = value.get("hook_event_name")
-    if event != "PreToolUse":
-        raise PayloadError(f"hook_event_name is {event!r}, not 'PreToolUse'")
+    if event not in ("PreToolUse", "PostToolUse"):
+        raise PayloadError(f"hook_event_name is {event!r}, not 'PreToolUse' or 'PostToolUse'")
     tool, tool_input = value.get("tool_name"), value.get("tool_input")
     session, cwd = value.get("session_id", ""), value.get("cwd")
     if not isinstance(tool, str) or not tool:
@@ -89,7 +94,9 @@ def parse_payload(agent: str, data: bytes) -> ToolCall:
     gated = tool in FILE_TOOLS or tool in COMMAND_TOOLS
     if tool == "Bash" and command is not None and _is_planfence_workspace(command):
         gated = False  # how the agent re-reads its plan and re-trusts after a block
-    return ToolCall(agent, session, cwd, tool, files, command, gated)
+    if event == "PostToolUse":
+        gated = bool(files)  # only edits with named files are recorded afterwards
+    return ToolCall(agent, event, session, cwd, tool, files, command, gated)
 
 
 def _is_planfence_workspace(command: str) -> bool:

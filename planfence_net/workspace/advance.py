@@ -1,0 +1,111 @@
+"""Recording the agent's own edits in its trusted state (the PostToolUse hook).
+
+Without it, the plan's first write to a `--target` file would make that file drift, and the
+plan's next call would be blocked by the plan's own work. After a Write/Edit/apply_patch ran,
+the hook asks the owners for the current records of the touched files that the plan declares
+as targets and writes the plan record again with those versions as its parents: same
+declaration, same trust count (it is not a replan), `advanced` counted up. Evidence that ran
+against a replaced version no longer describes the files, so it leaves the plan (its record
+stays; a test run after the edit can be trusted anew). Only the touched targets move: any
+other drift still blocks the next call.
+
+`advanced` is the pure rule; `wait_advance` the thin I/O around it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from ..answers import HeadsQuery, Malformed, check_answer, verified_records, verify_record
+from ..errors import ConfigError, PlanfenceError
+from ..identity import Identity
+from ..records import Record
+from ..roster import Roster
+from .facts import plan_key
+from .machine import NO_PLAN, trusted_state
+from .wire import SyncSessions
+
+
+def advanced(plan: Record, lineage: Mapping[bytes, Record], new: Mapping[str, Record],
+             now: float) -> tuple[dict[str, Any], list[bytes]]:
+    """The body and parents of the plan record that trusts the `new` versions (declared
+    target keys only) instead of those `plan` used. Raises ValueError when a parent of
+    `plan` is not in `lineage` or a key of `new` is not a declared target."""
+    body = dict(plan.body)
+    roles = trusted_state(plan.key.removeprefix("plan/"), body).roles
+    if any("target" not in roles.get(key, ()) for key in new):
+        raise ValueError(f"not declared targets: {sorted(k for k in new if k not in roles)}")
+    declaration = dict(body["declaration"])
+    parents = []
+    for rid in plan.parents:
+        parent = lineage.get(rid)
+        if parent is None:
+            raise ValueError(f"parent {rid.hex()[:12]} of the plan is not at hand")
+        inputs = parent.body.get("inputs", []) if isinstance(parent.body, dict) else []
+        if parent.key in new:
+            parents.append(new[parent.key].id)
+        elif "evidence" in roles.get(parent.key, ()) and set(inputs) & new.keys():
+            declaration.pop(parent.key, None)  # it ran against a version that is gone
+        else:
+            parents.append(rid)
+    body.update(declaration=declaration, previous=plan.id, time=round(now, 3),
+                advanced=int(body.get("advanced", 0)) + 1)
+    return body, parents
+
+
+def wait_advance(roster: Roster, identity: Identity, plan: str, keys: list[str], *,
+                 deadline: float) -> list[str]:
+    """Record the current versions of the touched `keys` that `plan` declares as targets;
+    returns those keys ([] when none is one). Raises PlanfenceError when an owner fails or
+    refuses, ValueError for a plan that cannot be advanced."""
+    pkey = plan_key(plan)
+    sessions = SyncSessions(roster, identity)
+    try:
+        record = _heads(sessions, roster, [pkey], deadline)[pkey]
+        roles = trusted_state(plan, record.body).roles
+        targets = [k for k in dict.fromkeys(keys) if "target" in roles.get(k, ())]
+        if not targets:
+            return []
+        lineage: dict[bytes, Record] = {}
+        for owner in {roster.owner_of(k) for k in roles} - {None}:
+            answer = sessions.request(str(owner), "get", {"ids": list(record.parents)},
+                                      time.monotonic() + deadline)
+            lineage.update((r.id, r) for r in verified_records(roster, answer))
+        new = _heads(sessions, roster, targets, deadline)
+        body, parents = advanced(record, lineage, new, time.time())
+        owner = roster.owner_of(pkey)
+        if owner is None:
+            raise ConfigError(f"no agent owns {pkey!r}")
+        sessions.request(owner, "put", {"key": pkey, "kind": "plan", "parents": parents,
+                                        "body": body}, time.monotonic() + deadline)
+        return targets
+    finally:
+        sessions.close()
+
+
+def _heads(sessions: SyncSessions, roster: Roster, keys: list[str], deadline: float
+           ) -> dict[str, Record]:
+    """The current record of each key (observed now by its owner), checked and verified."""
+    by_owner: dict[str, list[str]] = {}
+    for key in keys:
+        owner = roster.owner_of(key)
+        if owner is None:
+            raise ConfigError(f"no agent owns {key!r}")
+        by_owner.setdefault(owner, []).append(key)
+    found: dict[str, Record] = {}
+    for owner, owned in by_owner.items():
+        query = HeadsQuery(tuple(owned), {k: NO_PLAN for k in owned})
+        answer = sessions.request(owner, "heads", {"keys": owned, "expect": query.expect},
+                                  time.monotonic() + deadline)
+        try:
+            heads, inline = check_answer(owner, query, answer, {},
+                                         lambda r: verify_record(roster, r))
+        except Malformed as exc:
+            raise PlanfenceError(f"owner {owner!r}: {exc}") from None
+        missing = [k for k in owned if heads[k][0] is None]
+        if missing:
+            raise PlanfenceError(f"no record for {', '.join(missing)} at {owner!r}")
+        found.update(inline)
+    return found
