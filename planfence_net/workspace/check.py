@@ -52,8 +52,20 @@ def run_check(roster: Roster, identity: Identity, plan: str, *,
     finally:
         sessions.close()
     if cache is not None and machine.record is not None and set(records) != cached:
-        save_records(cache, [machine.record, *records.values()])
+        save_records(cache, _lineage(machine.record, records))
     return verdict
+
+
+def _lineage(root: Record, records: dict[bytes, Record]) -> list[Record]:
+    """`root` and the records at hand reachable from it: what the next check needs (the
+    cache never grows past one plan's lineage)."""
+    found, todo = {root.id: root}, list(root.parents)
+    while todo:
+        record = records.get(todo.pop())
+        if record is not None and record.id not in found:
+            found[record.id] = record
+            todo.extend(record.parents)
+    return list(found.values())
 
 
 def _drive(machine: CheckMachine, roster: Roster, sessions: SyncSessions,
