@@ -53,7 +53,7 @@ def _check_heads(query: HeadsQuery, entries: list[Any], frontier: dict[str, Reco
                  ) -> dict[str, tuple[bytes | None, int]]:
     heads: dict[str, tuple[bytes | None, int]] = {}
     for index, entry in enumerate(entries):
-        key, head, seq = _check_entry(index, entry)
+        key, head, seq = _check_entry(index, entry, query.expect)
         if key not in query.keys:
             raise Malformed(f"head for key {key!r} that was not requested")
         if key in heads:
@@ -70,12 +70,19 @@ def _check_heads(query: HeadsQuery, entries: list[Any], frontier: dict[str, Reco
     return heads
 
 
-def _check_entry(index: int, entry: object) -> tuple[str, bytes | None, int]:
-    if not isinstance(entry, (list, tuple)) or len(entry) != 3:
-        raise Malformed(f"head entry {index} is not a [key, id, seq] array")
-    key, head, seq = entry
+def _check_entry(index: int, entry: object, expect: dict[str, bytes],
+                 ) -> tuple[str, bytes | None, int]:
+    """One row: [key, id | nil, seq], or [key, seq] meaning "the id you expected"."""
+    if not isinstance(entry, (list, tuple)) or len(entry) not in (2, 3):
+        raise Malformed(f"head entry {index} is not a [key, id, seq] or [key, seq] array")
+    key, head, seq = (entry[0], None, entry[1]) if len(entry) == 2 else entry
     if not isinstance(key, str):
         raise Malformed(f"head entry {index}: key is not a string")
+    if len(entry) == 2:
+        if key not in expect:
+            raise Malformed(f"head entry {index} ({key!r}): [key, seq] for a key without "
+                            f"an expected id")
+        head = expect[key]
     if head is not None and not (isinstance(head, bytes) and len(head) == ID_LEN):
         raise Malformed(f"head entry {index} ({key!r}): id is not {ID_LEN} bytes or nil")
     if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:

@@ -109,7 +109,7 @@ REQUESTS: Schema = {
     "ping": {}, "stats": {},
     "heads": {"keys": Array(MAX_KEYS, KEYS_TOO_MANY),
               "expect": Array(MAX_KEYS, ("too_large", f"at most {MAX_KEYS} expected ids"),
-                              of_pairs=True)},
+                              of_pairs=True), "short": SCALAR},
     "get": {"ids": Array(MAX_IDS, IDS_TOO_MANY)},
     "put": {"key": SCALAR, "kind": SCALAR, "body": RAW,
             "parents": Array(MAX_PARENTS, ("bad_request", f"'parents' must be an array of at "
@@ -348,6 +348,14 @@ def parse_heads(args: dict[str, Any]) -> tuple[list[str], dict[str, bytes]]:
         _check_key(key)
         _check_id(rid, f"expect[{key!r}]")
     return keys, expect
+
+
+def parse_heads_short(args: dict[str, Any]) -> bool:
+    """`heads` option "short": answer a key whose head is its expected id with [key, seq]."""
+    short = args.get("short", False)
+    if not isinstance(short, bool):
+        raise BadRequest("bad_request", "'short' must be true or false")
+    return short
 
 
 def parse_get(args: dict[str, Any]) -> list[bytes]:

@@ -450,9 +450,15 @@ MALFORMED: dict[str, tuple[Callable[[dict[str, Any], World, Record], Any], str]]
     "records-not-a-list": (lambda a, w, f: {**a, "records": {}},
         "'records' is not a list"),
     "entry-not-a-list": (lambda a, w, f: _entry(a, "req/x"),
-        'head entry 0 is not a [key, id, seq] array'),
-    "entry-too-short": (lambda a, w, f: _entry(a, ["req/x", f.id]),
-        'head entry 0 is not a [key, id, seq] array'),
+        'head entry 0 is not a [key, id, seq] or [key, seq] array'),
+    "entry-too-short": (lambda a, w, f: _entry(a, ["req/x"]),
+        'head entry 0 is not a [key, id, seq] or [key, seq] array'),
+    "entry-too-long": (lambda a, w, f: _entry(a, ["req/x", f.id, f.seq, 0]),
+        'head entry 0 is not a [key, id, seq] or [key, seq] array'),
+    "short-entry-id-for-seq": (lambda a, w, f: _entry(a, ["req/x", f.id]),
+        "head entry 0 ('req/x'): seq is not a non-negative integer"),
+    "short-entry-seq-disagrees": (lambda a, w, f: _entry(a, ["req/x", f.seq + 1]),
+        "head of 'req/x' has seq 2, its record has 1"),
     "key-not-a-string": (lambda a, w, f: _entry(a, [b"req/x", f.id, f.seq]),
         'head entry 0: key is not a string'),
     "id-wrong-length": (lambda a, w, f: _entry(a, ["req/x", f.id[:31], f.seq]),
@@ -490,6 +496,21 @@ def test_malformed_answers_block(name: str) -> None:
     d = drive(world, world.gate([plan], ["req/x"]), answer=answer).decision
     assert (d.outcome, d.reason, d.detail) == ("blocked", "malformed_response",
                                                f"owner 'reqs': {detail}")
+
+
+def test_a_short_row_means_the_expected_id() -> None:
+    """[key, seq] answers "the head is the id you expected" (an owner sends it when asked
+    with `short`); it authorizes like the full row, and only for a key with an expected id."""
+    world, fact, plan = simple()
+    short = lambda o, q: {**world.answer(o, q), "heads": [["req/x", fact.seq]]}  # noqa: E731
+    d = drive(world, world.gate([plan], ["req/x"]), answer=short).decision
+    assert (d.outcome, d.heads) == ("authorized", {"req/x": (fact.id, fact.seq)})
+    extra = lambda o, q: {**world.answer(o, q), "heads": [["req/x", fact.id, fact.seq],  # noqa: E731
+                                                           ["req/y", 0]]}
+    gate = world.gate([plan], ["req/x"], GatePolicy(query_keys=("req/y",)))
+    d = drive(world, gate, answer=extra).decision
+    assert (d.outcome, d.detail) == ("blocked", "owner 'reqs': head entry 1 ('req/y'): "
+                                                "[key, seq] for a key without an expected id")
 
 
 def drifted() -> tuple[World, Record, Record, Record]:

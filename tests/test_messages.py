@@ -22,8 +22,8 @@ from planfence_net.messages import (INVALID, MAX_IDS, MAX_KEY_LEN, MAX_KEYS, OPS
                                     RawValue, Request,
                                     Response, decode_request, decode_response, encode_error,
                                     encode_request, encode_response, pack, parse_get,
-                                    parse_heads, parse_put, parse_subscribe, request_id_of,
-                                    unpack)
+                                    parse_heads, parse_heads_short, parse_put, parse_subscribe,
+                                    request_id_of, unpack)
 
 RID = bytes(range(32))
 
@@ -199,6 +199,13 @@ def test_parse_heads() -> None:
 ])
 def test_parse_heads_errors(args: dict[str, Any], error: tuple[str, str]) -> None:
     assert bad(parse_heads, args) == error
+
+
+def test_parse_heads_short() -> None:
+    assert [parse_heads_short(a) for a in ({}, {"short": False}, {"short": True})] == [
+        False, False, True]
+    assert bad(parse_heads_short, {"short": 1}) == ("bad_request",
+                                                    "'short' must be true or false")
 
 
 def test_parse_get() -> None:

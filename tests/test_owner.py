@@ -64,6 +64,11 @@ async def test_put_heads_get_round_trip_with_verification(live_cluster: ClusterH
                                                    "expect": {"req/a": first["id"]}})
             assert stale["heads"] == [["req/a", second["id"], 2]]
             assert len(stale["records"]) == 1
+            # by expect alone, short: [key, seq] for a key at its expected id, else full
+            short = await reader.request("heads", {"expect": {"req/a": second["id"],
+                                                              "req/never": first["id"]},
+                                                   "short": True})
+            assert short == {"heads": [["req/a", 2], ["req/never", None, 0]], "records": []}
             inline = check_record(h, stale["records"][0], expected_id=second["id"])
             assert (inline.key, inline.seq, inline.parents, inline.body) == (
                 "req/a", 2, (first["id"],), {"x": 2})

@@ -144,10 +144,11 @@ class GateRunner:
 
 
 def heads_args(query: HeadsQuery) -> dict[str, Any]:
-    """A heads request's args; `expect` alone when it names every key (each key once)."""
+    """A heads request's args: `expect` alone when it names every key (each key once), and
+    `short` rows for keys still at their expected id (the gate knows those ids)."""
     if list(query.expect) == list(query.keys):
-        return {"expect": dict(query.expect)}
-    return {"keys": list(query.keys), "expect": dict(query.expect)}
+        return {"expect": dict(query.expect), "short": True}
+    return {"keys": list(query.keys), "expect": dict(query.expect), "short": True}
 
 
 def _failure(exc: PlanfenceError) -> str:

@@ -18,7 +18,7 @@ from ..errors import PlanfenceError, RecordError, RemoteProtocolError, StoreErro
 from ..identity import Identity
 from ..messages import (REQUESTS, BadRequest, RawValue, Request, Schema, decode_request,
                         encode_error, encode_response, parse_ack, parse_get, parse_heads,
-                        parse_put, parse_subscribe, parse_subscribe_every,
+                        parse_heads_short, parse_put, parse_subscribe, parse_subscribe_every,
                         parse_subscribe_group, parse_synced)
 from ..records import Record, make_record
 from ..roster import Agent, Roster
@@ -279,7 +279,8 @@ class OwnerDaemon:
         if request.op == "ping":
             return {"agent": self.agent.name, "time": time.time()}
         if request.op == "heads":
-            return await self._heads(*parse_heads(request.args))
+            return await self._heads(*parse_heads(request.args),
+                                     short=parse_heads_short(request.args))
         if request.op == "get":
             return await self._records(unique(parse_get(request.args)), room=0)
         if request.op == "put":
@@ -354,13 +355,16 @@ class OwnerDaemon:
         does nothing.
         """
 
-    async def _heads(self, keys: list[str], expect: dict[str, bytes]) -> dict[str, Any]:
+    async def _heads(self, keys: list[str], expect: dict[str, bytes], *,
+                     short: bool = False) -> dict[str, Any]:
         keys = list(dict.fromkeys(keys))  # a key asked twice is answered once
         self._check_owned(keys)
         await self.observe(keys)
         rows = self._head_rows(keys)
         changed = [row[1] for row in rows if row[0] in expect and row[1] is not None
                    and row[1] != expect[row[0]]]
+        if short:  # the client knows the ids it expected: [key, seq] says "that one"
+            rows = [[row[0], row[2]] if expect.get(row[0]) == row[1] else row for row in rows]
         result = await self._records(changed, room=rows_size(rows))
         return {"heads": rows, **result}
 
