@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 from planfence_net.cli.main import app
 from planfence_net.client import open_session
 from planfence_net.errors import RequestError
+from planfence_net.bench.torture.diskfull import fill, mount_tmpfs, unmount
 from planfence_net.owners.daemon import signer
 from planfence_net.owners.store import Store
 from planfence_net.records import record_from_wire
@@ -201,27 +202,13 @@ async def test_a_second_daemon_on_the_same_store_is_refused_with_the_pid(
 @contextmanager
 def small_disk(folder: Path, size: str = "2m") -> Iterator[None]:
     """A tmpfs of `size` mounted on `folder`; skips the test where mounting is not allowed."""
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs",
-                              str(folder)], capture_output=True, text=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    refused = mount_tmpfs(folder, size)
+    if refused is not None:
+        pytest.skip(f"cannot mount a tmpfs here: {refused}")
     try:
         yield
     finally:
-        subprocess.run(["umount", "-l", str(folder)], check=True)
-
-
-def fill(folder: Path) -> Path:
-    """Write a file in `folder` until the disk is full; returns it."""
-    filler = folder / "filler"
-    with open(filler, "wb") as f:
-        try:
-            while True:
-                f.write(b"\0" * 65536)
-                f.flush()
-        except OSError as exc:
-            assert exc.errno == 28, exc  # ENOSPC
-    return filler
+        unmount(folder)
 
 
 async def test_a_full_disk_is_reported_as_store_full_and_reads_keep_working(
@@ -229,7 +216,8 @@ async def test_a_full_disk_is_reported_as_store_full_and_reads_keep_working(
     h = cluster_dir
     with small_disk(h.cdir.db("reqs").parent), running_owner(h):
         acked = await put_many(h, 5)
-        filler = fill(h.cdir.db("reqs").parent)
+        filler = h.cdir.db("reqs").parent / "filler"
+        fill(filler)
         async with open_session(h.roster, h.identity("reqs"), "reqs") as session:
             with pytest.raises(RequestError) as full:
                 for i in range(50):  # the WAL may still hold a page or two

@@ -24,23 +24,34 @@ BODY = "x" * 4000  # a few WAL pages per put: the disk fills in a few hundred pu
 async def run(workdir: Path, *, quick: bool) -> list[FaultResult]:
     victim = Victim(workdir / "diskfull")
     data = victim.db.parent
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={SIZE}", "tmpfs", str(data)],
-                             capture_output=True, text=True)
-    if mounted.returncode != 0:
-        why = (mounted.stderr.strip().splitlines() or ["mount failed"])[-1]
-        return [FaultResult(NAME, 0, 0, 0, f"skipped: cannot mount a tmpfs here ({why})")]
+    refused = mount_tmpfs(data, SIZE)
+    if refused is not None:
+        return [FaultResult(NAME, 0, 0, 0, f"skipped: cannot mount a tmpfs here ({refused})")]
     try:
         return [await _fill_and_free(victim, data / "filler")]
     finally:
         victim.kill9()
-        subprocess.run(["umount", "-l", str(data)], check=False)
+        unmount(data)
+
+
+def mount_tmpfs(folder: Path, size: str) -> str | None:
+    """Mount a tmpfs of `size` on `folder`; None when mounted, else why not (one line)."""
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs",
+                              str(folder)], capture_output=True, text=True)
+    if mounted.returncode == 0:
+        return None
+    return (mounted.stderr.strip().splitlines() or ["mount failed"])[-1]
+
+
+def unmount(folder: Path) -> None:
+    subprocess.run(["umount", "-l", str(folder)], check=False)
 
 
 async def _fill_and_free(victim: Victim, filler: Path) -> FaultResult:
     ledger = Ledger()
     await victim.start()
     await load(victim, ledger, 20)
-    _fill(filler)
+    fill(filler)
     async with victim.session() as session:
         code = "none"
         for i in range(200):  # the WAL may still have room for a page or two
@@ -62,7 +73,7 @@ async def _fill_and_free(victim: Victim, filler: Path) -> FaultResult:
     return FaultResult(NAME, 1, len(ledger.acked), lost, outcome)
 
 
-def _fill(path: Path) -> None:
+def fill(path: Path) -> None:
     """Write `path` until the disk is full."""
     with open(path, "wb") as f:
         try:
