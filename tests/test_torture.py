@@ -10,13 +10,15 @@ from planfence_net.bench.torture.suite import groups, main, run_suite
 pytestmark = pytest.mark.anyio
 
 
-async def test_the_quick_suite_holds_every_fault() -> None:
-    rows = await run_suite(quick=True)
+async def test_the_quick_suite_holds_every_crash_damage_and_disk_fault() -> None:
+    # the resource attacks are judged by RSS and ping p99, which depend on the machine's load:
+    # they run in scripts/torture; the limits themselves are tested in test_owner_limits.py
+    rows = await run_suite(quick=True, only=("kill -9", "store damage", "disk full"))
     table = format_table(rows)
     assert table.splitlines()[0].split() == ["fault", "rounds", "acknowledged", "lost",
                                              "outcome"]
     faults = [r.fault for r in rows]
-    assert faults[:8] == ["kill -9 under concurrent puts", "store truncated to half",
+    assert faults == ["kill -9 under concurrent puts", "store truncated to half",
                           "store header overwritten", "store emptied to 0 bytes",
                           "bit flip in a stored record", "WAL deleted after kill -9",
                           "two daemons on one store", "disk full (2 MiB tmpfs)"]
@@ -29,13 +31,14 @@ async def test_the_quick_suite_holds_every_fault() -> None:
 
 def test_a_row_holds_only_when_nothing_was_lost_and_the_outcome_is_held() -> None:
     assert FaultResult("f", 1, 10, 0, "held").held
+    assert FaultResult("f", 1, 10, 0, "held (peak RSS 36 MB)").held
     assert not FaultResult("f", 1, 10, 1, "held").held
     assert not FaultResult("f", 1, 10, 0, "started on a damaged store").held
 
 
 def test_rounds_set_the_kill_rounds_and_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:
-    assert [name for name, _, _ in groups(quick=True, rounds=7)][:3] == [
-        "kill -9", "store damage", "disk full"]
+    assert [name for name, _, _ in groups(quick=True, rounds=7)] == [
+        "kill -9", "store damage", "disk full", "resource limits"]
     with pytest.raises(SystemExit) as exit_:
         main(["--rounds", "0"])
     assert exit_.value.code == 2
