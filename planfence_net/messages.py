@@ -16,6 +16,7 @@ from typing import Any
 import msgpack
 
 from .errors import RemoteProtocolError
+from .plainread import read_plain
 from .records import ID_LEN, MAX_PARENTS
 
 OPS = ("ping", "heads", "get", "put", "subscribe", "ack", "synced", "stats")
@@ -136,8 +137,12 @@ def decode_request(data: bytes, schema: Schema = REQUESTS) -> Request:
     """Read a request in one pass, decoding only the arguments `schema` names for its op.
 
     Raises BadRequest ("bad_request", "unknown_op", "too_large"), carrying the req_id once
-    the first element was read as an integer.
+    the first element was read as an integer. Small well-formed requests take the fast path
+    (`plainread`), which returns what this reader would.
     """
+    plain = read_plain(data, schema, MAX_ARGS, MAX_SCALAR)
+    if plain is not None:
+        return Request(*plain)
     reader = _RequestReader(data)
     try:
         return reader.read(schema)

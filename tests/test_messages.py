@@ -18,12 +18,13 @@ from planfence_net.records import make_record, record_from_wire
 from planfence_net.transport import prologue
 
 from planfence_net.errors import RemoteProtocolError
-from planfence_net.messages import (INVALID, MAX_IDS, MAX_KEY_LEN, MAX_KEYS, OPS, BadRequest,
-                                    RawValue, Request,
+from planfence_net.messages import (INVALID, MAX_ARGS, MAX_IDS, MAX_KEY_LEN, MAX_KEYS, OPS,
+                                    REQUESTS, BadRequest, RawValue, Request, _RequestReader,
                                     Response, decode_request, decode_response, encode_error,
                                     encode_request, encode_response, pack, parse_get,
                                     parse_heads, parse_heads_short, parse_put, parse_subscribe,
                                     request_id_of, unpack)
+from planfence_net.plainread import read_plain
 
 RID = bytes(range(32))
 
@@ -354,3 +355,37 @@ def test_parse_subscribe_every() -> None:
     message = f"'every' must be an integer from 1 to {MAX_EVERY}"
     for value in (0, -1, True, 1.5, "2", MAX_EVERY + 1):
         assert bad(parse_subscribe_every, {"every": value}) == ("bad_request", message)
+
+
+@pytest.mark.parametrize("value", [
+    [1, "heads", {"keys": ["req/a"], "expect": {"req/a": RID}, "short": True}],
+    [2, "heads", {"expect": {"req/a": RID, "req/b": RID}, "junk": "x", "n": 3}],
+    [3, "get", {"ids": [RID, RID]}],
+    [4, "ping", {}],
+    [5, "put", {"key": "req/a", "kind": "fact", "parents": [], "body": {"x": 1.5}}],
+    [6, "heads", {"keys": "req/a"}],                        # a scalar where an array belongs
+    [7, "heads", {"keys": [["nested"]]}],
+    [8, "heads", {"junk": [1, 2]}],                         # unknown argument, not a scalar
+    [9, "heads", {"keys": ["k" * (4 * MAX_KEY_LEN + 1)]}],  # over the reader's scalar cap
+    [10, "heads", {"keys": ["k"] * (MAX_KEYS + 1)}],
+    [11, "heads", {"expect": {1: RID}}],                    # a non-string map key
+    [12, "nosuchop", {}],
+    [True, "ping", {}],
+    [13, "ping", {}, "extra"],
+    [14, "heads", {"expect": {f"k{i}": RID for i in range(5000)}}],  # over PLAIN_MAX too
+])
+def test_the_fast_path_reads_what_the_careful_reader_reads(value: list[Any]) -> None:
+    """decode_request (fast path first) and the careful reader alone agree on every request,
+    in the request read or in the error (code, message, req_id)."""
+    data = pack(value)
+
+    def outcome(read: Any) -> Any:
+        try:
+            return read()
+        except BadRequest as exc:
+            return (exc.code, exc.message, exc.req_id)
+
+    careful = outcome(lambda: _RequestReader(data).read(REQUESTS))
+    assert outcome(lambda: decode_request(data)) == careful
+    assert (read_plain(data, REQUESTS, MAX_ARGS, 4 * MAX_KEY_LEN) is not None) == (
+        type(value[0]) is int and value[0] <= 4)  # well formed, no raw body: it takes them
