@@ -14,6 +14,7 @@ own start-up.
 from __future__ import annotations
 
 import functools
+import resource
 import subprocess
 import sys
 import tempfile
@@ -86,6 +87,8 @@ class Results:
     puts_owner_cpu: float = 0.0
     puts_per_commit: float = 0.0
     cli: dict[str, Spread] = field(default_factory=dict)
+    cli_cpu: dict[str, float] = field(default_factory=dict)  # median ms, user + system
+    client_cpu: dict[int, float] = field(default_factory=dict)  # us per decision
     etcd_version: str | None = None
 
 
@@ -219,6 +222,7 @@ async def _latency_rounds(cdir: ClusterDir, plans: list[_Plan], settings: Settin
             for plan in plans:
                 action = Action(f"lat{plan.d}", (plan.plan,), plan.keys)
                 pf = samples["pf"].setdefault(plan.d, [])
+                cpu = time.process_time()
                 for _ in range(settings.per_round):
                     started = time.perf_counter()
                     run = await runner.wait_decision(action)
@@ -228,6 +232,8 @@ async def _latency_rounds(cdir: ClusterDir, plans: list[_Plan], settings: Settin
                                              f"{run.decision.explain()}")
                     if keep:
                         pf.append(elapsed)
+                results.client_cpu[plan.d] = ((time.process_time() - cpu)
+                                              / settings.per_round * 1e6)
                 results.bytes_per_action[plan.d] = (run.decision.bytes_sent
                                                     + run.decision.bytes_received)
                 if etcd is not None:
@@ -269,11 +275,21 @@ def _cli_times(cdir: ClusterDir, plans: list[_Plan], settings: Settings,
                 "planfence --help": [planfence, "--help"],
                 f"planfence authorize (d={plan.d})": authorize}
     for name, argv in commands.items():
-        times = []
+        times, cpu = [], []
         for _ in range(settings.cli_runs):
+            before = _children_cpu()
             started = time.perf_counter()
             proc = subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL)
             times.append(time.perf_counter() - started)
+            cpu.append(_children_cpu() - before)
             if proc.returncode != 0:
                 raise AssertionError(f"{name} exited {proc.returncode}: {proc.stderr[-300:]!r}")
         results.cli[name] = Spread.of(times)
+        results.cli_cpu[name] = sorted(cpu)[len(cpu) // 2] * 1000
+
+
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of the children waited for so far: unlike wall time,
+    hardly moved by other processes on a busy machine."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
