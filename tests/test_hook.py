@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from planfence_net.clusterdir import ClusterDir
 from planfence_net.workspace import check as check_module
 from planfence_net.workspace.hook import main as hook_main
 from planfence_net.workspace.payload import PayloadError, ToolCall, parse_payload
@@ -183,6 +185,19 @@ def test_no_cluster_no_plan_and_owner_down_block(tmp_path: Path) -> None:
                                  f"plan 'fix': owner 'ws': owner unavailable. The call is "
                                  f"blocked because the plan cannot be checked (it fails "
                                  f"closed); report this to the user if it persists.\n")
+
+
+def test_an_owner_that_never_answers_times_out_and_blocks(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", FILES)
+    with served(repo):
+        assert run_cli("workspace", "trust", "fix", "--read", "auth.ts", cwd=repo)[0] == 0
+    port = ClusterDir(repo / ".planfence").roster().agent("ws").port
+    with socket.create_server(("127.0.0.1", port)):  # accepts connections, never answers
+        code, reason = run_hook("claude", payload("claude-edit", repo), "--timeout", "0.4")
+    assert (code, reason) == (2, f"PlanFence blocked Edit of {repo}/auth.ts: cannot validate "
+                                 f"plan 'fix': owner 'ws': timeout. The call is blocked "
+                                 f"because the plan cannot be checked (it fails closed); "
+                                 f"report this to the user if it persists.\n")
 
 
 def test_a_raise_inside_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
