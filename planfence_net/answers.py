@@ -52,17 +52,18 @@ def check_answer(owner: str, query: HeadsQuery, result: object, frontier: dict[s
 def _check_heads(query: HeadsQuery, entries: list[Any], frontier: dict[str, Record]
                  ) -> dict[str, tuple[bytes | None, int]]:
     heads: dict[str, tuple[bytes | None, int]] = {}
+    requested = frozenset(query.keys)  # d keys: a tuple scan per row would cost d^2
     for index, entry in enumerate(entries):
         key, head, seq = _check_entry(index, entry, query.expect)
-        if key not in query.keys:
+        if key not in requested:
             raise Malformed(f"head for key {key!r} that was not requested")
         if key in heads:
             raise Malformed(f"key {key!r} answered twice")
-        if head is None and key in frontier:
+        used = frontier.get(key)
+        if head is None and used is not None:
             raise Malformed(f"no head for key {key!r} although the plan used a version of it")
-        if head is not None and key in frontier and head == frontier[key].id \
-                and seq != frontier[key].seq:
-            raise Malformed(f"head of {key!r} has seq {seq}, its record has {frontier[key].seq}")
+        if used is not None and head == used.id and seq != used.seq:
+            raise Malformed(f"head of {key!r} has seq {seq}, its record has {used.seq}")
         heads[key] = (head, seq)
     absent = [key for key in query.keys if key not in heads]
     if absent:
