@@ -28,7 +28,7 @@ import anyio
 
 from ...client import open_session
 from ...cluster import ClusterDir, init_cluster
-from ...errors import PlanfenceError
+from ...errors import PlanfenceError, TransportError, collapse
 from ...framing import DEFAULT_MAX_MESSAGE
 from ...messages import encode_request
 from ...records import record_from_wire
@@ -40,6 +40,7 @@ OWNER = "reqs"
 RSS_LIMIT_MB = 300.0
 PING_P99_LIMIT_MS = 100.0
 MIB = 1024 * 1024
+RECONNECTS = 20
 Attack = Callable[["Target", bool], Awaitable[int]]  # returns the rounds it ran
 
 
@@ -103,12 +104,18 @@ async def _one(root: Path, name: str, attack: Attack, owner_args: dict[str, Any]
         error = ""
         try:
             rounds = await attack(Target(root, owner), quick)
-        except PlanfenceError as exc:  # the attacker's own failure, reported in the row
-            rounds, error = 0, f"attack failed: {exc}"
+        except Exception as exc:  # the attacker's own failure, reported in the row
+            failure = collapse(exc) if isinstance(exc, BaseExceptionGroup) else exc
+            if not isinstance(failure, PlanfenceError):
+                raise
+            rounds, error = 0, f"attack failed: {failure}"
         watch = await bystander.stop()
         alive = owner.alive
         peak = owner.peak_rss_mb() if alive else math.nan
-        lost = await _lost(root, watch.acknowledged) if alive else len(watch.acknowledged)
+        try:
+            lost = await _lost(root, watch.acknowledged) if alive else len(watch.acknowledged)
+        except PlanfenceError as exc:
+            lost, error = len(watch.acknowledged), f"could not read back: {exc}"
     problems = [error] if error else []
     if not alive:
         problems.append("owner died")
@@ -124,9 +131,20 @@ async def _one(root: Path, name: str, attack: Attack, owner_args: dict[str, Any]
 
 
 async def _lost(root: Path, ids: list[bytes]) -> int:
-    """How many of the acknowledged `ids` the owner no longer serves."""
+    """How many of the acknowledged `ids` the owner no longer serves. Connecting is retried
+    for a while: right after a connection flood the owner may still be closing the flood's
+    connections and refuse new ones over its limits."""
     if not ids:
         return 0
+    for _ in range(RECONNECTS):
+        try:
+            return await _read_back(root, ids)
+        except TransportError:
+            await anyio.sleep(0.5)
+    return await _read_back(root, ids)
+
+
+async def _read_back(root: Path, ids: list[bytes]) -> int:
     cdir = ClusterDir(root)
     found: set[bytes] = set()
     async with open_session(cdir.roster(), cdir.identity("planner"), OWNER) as reader:
@@ -234,9 +252,10 @@ async def _subscribers(target: Target, quick: bool) -> int:
     sessions = 25 if quick else 125
     commits = 100 if quick else 400
     agents = ["planner", "inventory", "ops", "audit"]
-    streams = [await target.session(agents[i % len(agents)]) for i in range(sessions)]
+    streams = []
     try:
-        for stream in streams:
+        for i in range(sessions):  # each subscribes at once: a session proves itself so
+            streams.append(stream := await target.session(agents[i % len(agents)]))
             for n in range(16):
                 await stream.send_message(encode_request(n, "subscribe", {}))
         cdir = ClusterDir(target.root)
