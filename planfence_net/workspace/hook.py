@@ -1,5 +1,6 @@
-"""`planfence hook claude|codex`: the PreToolUse hook. Exit 0 lets the call run, exit 2 blocks
-it and the agent shows stderr to the model as the reason.
+"""`planfence hook claude|codex`: the PreToolUse hook (and, after a file-changing call, the
+PostToolUse step that records the agent's own edit, `advance`). Exit 0 lets the call run,
+exit 2 blocks it and the agent shows stderr to the model as the reason.
 
 Every failure blocks: malformed stdin, no trusted plan, an unreachable owner, a timeout, a bug
 (one guard around everything, `main`). Both agents treat any exit code other than 2 as "go
@@ -14,10 +15,10 @@ import sys
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from .machine import Verdict
 from .payload import PayloadError, ToolCall, parse_payload
 
 if TYPE_CHECKING:
+    from .machine import Verdict
     from ..clusterdir import ClusterDir
     from ..identity import Identity
     from ..roster import Roster
