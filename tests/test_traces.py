@@ -375,3 +375,26 @@ def test_the_core_never_imports_anyio() -> None:
         "assert 'anyio' not in sys.modules, 'anyio imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
+
+
+def test_rephase_replays_the_trace_from_the_new_phase() -> None:
+    trace = Trace("t", (10, 20, 500, 1000))
+    link = Link(Schedule(trace), delay_ms=0)
+    link.rephase(100, 480)  # at shaper time 100 the trace is at 480: next opportunity 500
+    link.push(100, 1, b"x")
+    assert link.next_event_ms() == 120
+    assert [(r.tag, r.departure_ms) for r in link.poll(120)] == [(1, 120)]
+    link.rephase(130, 0)  # back to the trace start: 10 ms to the next opportunity
+    link.push(130, 1, b"y")
+    assert [r.departure_ms for r in link.poll(200)] == [140]
+
+
+def test_usable_phases_avoid_outages() -> None:
+    from planfence_net.bench import network
+
+    gap = Trace("gappy", tuple(range(0, 20_000, 10)) + tuple(range(30_000, 60_001, 10)))
+    draw = random.Random(1)
+    phases = [network.usable_phase([gap], draw) for _ in range(200)]
+    # the outage is 20 000..30 000 ms: no phase may see it within the next WINDOW_MS
+    assert all(not 20_000 - network.WINDOW_MS < p < 30_000 for p in phases)
+    assert min(phases) < 5_000 and max(phases) > 50_000

@@ -23,9 +23,9 @@ import functools
 import random
 from dataclasses import dataclass
 
-from anyio.abc import TaskGroup
+import anyio
+from anyio.abc import SocketAttribute, SocketListener, TaskGroup
 
-from .. import cluster as clusterlib
 from ..roster import Roster
 from ..traces.mmlink import Trace
 from ..traces.profiles import Profile, load_trace
@@ -76,18 +76,21 @@ class Network:
     async def start(self, tg: TaskGroup) -> None:
         """Start every agent's shaper in `tg` (they stop when `tg` is cancelled)."""
         agents = self.roster.agents
-        inward = {a.name: clusterlib.free_port() for a in agents}
+        inward = {a.name: await anyio.create_tcp_listener(local_host="127.0.0.1")
+                  for a in agents}  # bound now: every route to them is known before serving
+        port = {name: lst.extra(SocketAttribute.local_port) for name, lst in inward.items()}
         for agent in agents:
             shaper = Shaper(agent.host, agent.port, self.model.profile,
                             delay_ms=self.model.profile.delay_ms // 2,
                             seed=self.seed)
             peers = [a.name for a in agents if a.name != agent.name]
-            routes = [((agent.host, agent.port), True, inward[agent.name])]
-            routes += [(("127.0.0.1", inward[p]), False, 0) for p in peers]
+            routes: list[tuple[tuple[str, int], bool, SocketListener | None]] = [
+                ((agent.host, agent.port), True, inward[agent.name])]
+            routes += [(("127.0.0.1", port[p]), False, None) for p in peers]
             ports = await tg.start(shaper.serve_routes, routes)
             self.shapers[agent.name] = shaper
-            self.routes[agent.name] = {p: ("127.0.0.1", port)
-                                       for p, port in zip(peers, ports[1:])}
+            self.routes[agent.name] = {p: ("127.0.0.1", bound)
+                                       for p, bound in zip(peers, ports[1:])}
 
     def addresses_of(self, agent: str) -> Addresses:
         return self.routes[agent]

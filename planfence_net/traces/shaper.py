@@ -175,21 +175,22 @@ class Shaper:
 
     async def serve_routes(
         self,
-        routes: list[tuple[tuple[str, int], bool, int]],
+        routes: list[tuple[tuple[str, int], bool, anyio.abc.SocketListener | None]],
         *,
         task_status: anyio.abc.TaskStatus[list[int]] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
-        """One link, many relays: for each route `((host, port), inward, listen_port)` listen
-        on loopback `listen_port` (0: any free port) and relay to `host:port`; report the
-        bound ports in order, relay until cancelled. Raises ConfigError if it cannot listen. Every route shares this shaper's two directions: an outward route (this
+        """One link, many relays: for each route `((host, port), inward, listener)` accept on
+        `listener` (None: a new one on a free loopback port; a caller that must know a port
+        before serving binds it itself, so no other process can take it in between) and relay
+        to `host:port`; report the bound ports in order, relay until cancelled (closing every
+        listener). Raises ConfigError if it cannot listen. Every route shares this shaper's two directions: an outward route (this
         side connects out) sends through the uplink, an inward route (the relay in front of
         this side's server) through the downlink, so one shaper is one agent's access link.
         """
-        listeners = []
+        listeners = [listener for _, _, listener in routes if listener is not None]
         try:
-            for _, _, port in routes:
-                listeners.append(await anyio.create_tcp_listener(local_host="127.0.0.1",
-                                                                 local_port=port))
+            listeners = [listener or await anyio.create_tcp_listener(local_host="127.0.0.1")
+                         for _, _, listener in routes]
         except OSError as exc:
             for listener in listeners:
                 await listener.aclose()
