@@ -2,7 +2,8 @@
 
     DIR/cluster.toml        the roster
     DIR/keys/NAME.key       each agent's Ed25519 seed (hex, mode 0600)
-    DIR/data/NAME.sqlite    each owner's store
+    DIR/data/NAME.sqlite    each owner's store (NAME.sqlite.lock: held by the owner serving
+                            it; NAME.sqlite.seq: the highest seq it acknowledged)
     DIR/logs/NAME.jsonl     each owner's structured log
     DIR/run/NAME.pid        pid of a running owner; NAME.out its stdout and stderr
 """
