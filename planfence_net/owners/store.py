@@ -124,9 +124,8 @@ class Store:
             if mark is not None:
                 mark.close()
             lock.release()
-            if isinstance(exc, sqlite3.DatabaseError):
-                raise StoreError("store_damaged", f"store {path} is damaged ({exc}); restore "
-                                                  f"it from a backup") from None
+            if isinstance(exc, (sqlite3.Error, OSError)):
+                raise _open_error(path, exc) from None
             raise
 
     async def _load(self) -> None:
@@ -137,8 +136,9 @@ class Store:
             problems = [row[0] async for row in cursor if row[0] != "ok"]
         if problems:
             more = f" and {len(problems) - 1} more problems" if len(problems) > 1 else ""
-            raise StoreError("store_damaged", f"store {self.path} is damaged ({problems[0]}"
-                                              f"{more}); restore it from a backup")
+            first = " ".join(problems[0].split())  # SQLite's report may span lines
+            raise StoreError("store_damaged", f"store {self.path} is damaged ({first}{more}); "
+                                              f"restore it from a backup")
         await db.executescript(SCHEMA)
         await db.commit()
         async with db.execute("SELECT key, id, seq, owner FROM records ORDER BY rowid") as cur:
@@ -331,3 +331,13 @@ def _store_error(exc: Exception) -> Exception:
     if full:
         return StoreError("store_full", "the owner's disk is full; the put is not acknowledged")
     return exc
+
+
+def _open_error(path: Path, exc: sqlite3.Error | OSError) -> StoreError:
+    """Why the store at `path` cannot be opened, as one line."""
+    if isinstance(_store_error(exc), StoreError):
+        return StoreError("store_full", f"cannot open store {path}: the disk is full")
+    if isinstance(exc, OSError):
+        return StoreError("store_damaged", f"cannot open store {path}: {exc.strerror}")
+    return StoreError("store_damaged", f"store {path} is damaged ({exc}); restore it from a "
+                                       f"backup")
