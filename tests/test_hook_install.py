@@ -47,8 +47,8 @@ def test_claude_install_keeps_other_hooks_and_uninstall_removes_only_ours(
     settings.write_text(json.dumps(THEIRS_CLAUDE, indent=2))
     for _ in range(2):  # installing twice leaves one copy
         code, out, _ = run_cli("hook", "install", "claude", "--project", tmp_path)
-        assert (code, out) == (0, f"installed the PlanFence PreToolUse hook for claude in "
-                                  f"{settings}\n")
+        assert (code, out) == (0, f"installed the PlanFence hooks (PreToolUse, PostToolUse) "
+                                  f"for claude in {settings}\n")
     written = json.loads(settings.read_text())
     assert written == {**THEIRS_CLAUDE, "hooks": {
         "PreToolUse": [*THEIRS_CLAUDE["hooks"]["PreToolUse"],

@@ -58,12 +58,14 @@ def install(agent: str = AgentArg, project: Path = ProjectOpt, fmt: str = Format
                 None, "--cluster", help="Cluster folder the hook uses (default: found from "
                                         "the agent's working folder)."),
             json_out: bool = JsonOpt) -> None:
-    """Merge our PreToolUse hook into the agent's project config; other hooks stay."""
+    """Merge our PreToolUse and PostToolUse hooks into the agent's project config; other
+    hooks stay."""
     path = installer.install(_agent(agent), project, fmt=fmt, cluster=cluster)
     if json_out:
         echo_json({"agent": agent, "path": str(path), "config": installer.load(path)})
         return
-    typer.echo(f"installed the PlanFence PreToolUse hook for {agent} in {path}")
+    typer.echo(f"installed the PlanFence hooks (PreToolUse, PostToolUse) for {agent} "
+               f"in {path}")
 
 
 @hook_app.command("uninstall")
