@@ -64,3 +64,16 @@ def test_a_change_in_either_worktree_blocks_the_parents_write(
     # Both worktree owners were asked by the one hook process.
     for name in ("api", "web"):
         assert handle.events(name, "request")[-1]["op"] == "heads"
+
+
+@pytest.mark.parametrize(("option", "error"), [
+    ("api", "--workspace 'api': expected NAME=PATH (NAME: letters, digits, '_', '.', '-')"),
+    ("a/b=.", "--workspace 'a/b=.': expected NAME=PATH (NAME: letters, digits, '_', '.', "
+              "'-')"),
+    ("api=/nonexistent/x", "--workspace 'api=/nonexistent/x': /nonexistent/x is not a "
+                           "folder"),
+])
+def test_a_bad_workspace_option_is_refused(tmp_path: Path, option: str, error: str) -> None:
+    code, out, err = run_cli("cluster", "init", tmp_path / "c", "--workspace", option)
+    assert (code, out, err) == (1, "", f"error: {error}\n")
+    assert not (tmp_path / "c" / "cluster.toml").exists()
