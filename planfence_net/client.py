@@ -12,17 +12,19 @@ import asyncio
 import itertools
 import math
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator
+from typing import TYPE_CHECKING, Any, AsyncIterator
 
 import anyio
-from anyio.abc import TaskGroup
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .errors import PlanfenceError, collapse, RemoteProtocolError, RequestError, TransportError
 from .identity import Identity
 from .messages import decode_response, encode_request
 from .roster import Agent, Roster
 from .transport import NoiseStream, connect
+
+if TYPE_CHECKING:  # annotations only
+    from anyio.abc import TaskGroup
+    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 
 Outcome = dict[str, Any] | PlanfenceError
