@@ -141,3 +141,12 @@ def verified_records(roster: Roster, result: object) -> list[Record]:
             continue
         records.append(record)
     return records
+
+
+def omitted_ids(result: object, asked: list[bytes]) -> list[bytes]:
+    """The ids an owner's `get` answer lists as `omitted` (no room for them in its reply), in
+    the order asked. Only ids that were asked count: an answer cannot widen a request."""
+    listed = result.get("omitted", []) if isinstance(result, dict) else []
+    wanted = set(listed) if isinstance(listed, list) and all(
+        isinstance(i, bytes) for i in listed) else set()
+    return [rid for rid in asked if rid in wanted]

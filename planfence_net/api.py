@@ -14,7 +14,7 @@ from typing import Any, AsyncIterator, Callable
 
 import anyio
 
-from .client import Session, collapsing_task_group, open_session
+from .client import Session, collapsing_task_group, get_in_parts, open_session
 from .cluster import ClusterDir, last_error_line, process_alive, read_pid
 from .errors import ConfigError, PlanfenceError, RequestError, TransportError
 from .identity import Identity
@@ -146,7 +146,8 @@ async def get_records(roster: Roster, identity: Identity, ids: list[bytes],
     async def ask(owner: str) -> None:
         try:
             async with owner_session(roster, identity, owner, addresses, deadline) as session:
-                result = await session.request("get", {"ids": ids})
+                result = await get_in_parts(
+                    lambda args: session.request("get", args), ids)
         except TransportError:
             unreachable.append(owner)
             return

@@ -12,10 +12,12 @@ import asyncio
 import itertools
 import math
 from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
 import anyio
 
+from .answers import omitted_ids
 from .errors import PlanfenceError, collapse, RemoteProtocolError, RequestError, TransportError
 from .identity import Identity
 from .messages import decode_response, encode_request
@@ -180,6 +182,24 @@ async def start_session(task_group: TaskGroup, roster: Roster, identity: Identit
     session = Session(stream, agent)
     task_group.start_soon(session.run_reader)
     return session
+
+
+async def get_in_parts(request: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]],
+                       ids: list[bytes]) -> dict[str, Any]:
+    """A `get` of `ids` through `request(args)`, asking again for the ids the owner listed as
+    omitted (its reply had no room for them) as long as each answer makes progress; returns
+    one answer {"records": [...]} holding every part's records."""
+    wires: list[Any] = []
+    asked = list(ids)
+    while asked:
+        result = await request({"ids": asked})
+        records = result.get("records")
+        wires += records if isinstance(records, list) else []
+        more = omitted_ids(result, asked)
+        if len(more) >= len(asked):  # no progress: an owner cannot keep us asking
+            break
+        asked = more
+    return {"records": wires}
 
 
 @asynccontextmanager

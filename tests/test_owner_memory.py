@@ -9,12 +9,15 @@ needs. Owner memory is read from /proc (VmHWM, the peak resident set).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import anyio
 import msgpack
 import pytest
 
-from planfence_net.client import open_session
+from planfence_net.api import get_records
+from planfence_net.answers import omitted_ids
+from planfence_net.client import get_in_parts, open_session
 from planfence_net.framing import DEFAULT_MAX_MESSAGE
 from planfence_net.messages import REQUESTS, BadRequest
 from planfence_net.owners.daemon import _decode
@@ -69,6 +72,10 @@ async def test_repeated_ids_and_keys_collapse_and_big_replies_stop_at_the_limit(
     got = [check_record(h, w).id for w in many["records"]]
     assert got == every[:15] and many["omitted"] == every[15:]  # 15 MiB fit in 16 MiB
     assert peak_rss_mb(pid) < 300
+    # A client asks again for what was omitted: all 20 arrive, in two replies.
+    with anyio.fail_after(DEADLINE):
+        fetched = await get_records(h.roster, h.identity("planner"), every)
+    assert [r.id for r in fetched] == every
 
 
 # -- D5: every acknowledged record can be read back, as written ---------------------------------
@@ -155,3 +162,26 @@ def test_a_refused_request_keeps_nothing_of_its_bytes() -> None:
     refused = _decode(flood, REQUESTS)
     assert isinstance(refused, BadRequest) and refused.code == "too_large"
     assert refused.__traceback__ is None and refused.__context__ is None
+
+
+async def test_get_in_parts_asks_again_only_while_the_owner_makes_progress() -> None:
+    ids = [bytes([i]) * 32 for i in range(4)]
+    asked: list[list[bytes]] = []
+
+    async def honest(args: dict[str, Any]) -> dict[str, Any]:
+        asked.append(args["ids"])
+        first, *rest = args["ids"]
+        return {"records": [first], **({"omitted": rest} if rest else {})}
+
+    assert await get_in_parts(honest, ids) == {"records": ids}
+    assert asked == [ids, ids[1:], ids[2:], ids[3:]]
+
+    async def stuck(args: dict[str, Any]) -> dict[str, Any]:  # omits everything, forever
+        asked.append(args["ids"])
+        return {"records": [], "omitted": [*args["ids"], bytes(32)]}
+
+    asked.clear()
+    assert await get_in_parts(stuck, ids) == {"records": []}
+    assert asked == [ids]  # and an id it was not asked for is never asked
+    assert omitted_ids({"omitted": [ids[2], b"x" * 32, ids[0]]}, ids) == [ids[0], ids[2]]
+    assert omitted_ids({"omitted": "nope"}, ids) == []

@@ -22,7 +22,7 @@ from ..gate import (Action, Decision, FetchRecords, Gate, GatePolicy, HeadsQuery
 from ..lineage import FetchRound
 from ..records import Record
 from ..roster import Roster
-from ..client import Reply
+from ..client import Reply, get_in_parts
 from .pool import SessionPool
 from .replica import Replica
 
@@ -99,7 +99,8 @@ class GateRunner:
 
         async def ask(owner: str, scope: anyio.CancelScope) -> None:
             try:
-                result = await self.pool.request(owner, "get", {"ids": list(ids)})
+                result = await get_in_parts(
+                    lambda args: self.pool.request(owner, "get", args), list(ids))
             except PlanfenceError:
                 fetch.failed(owner)
             else:
