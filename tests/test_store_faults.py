@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -135,6 +136,22 @@ def test_cluster_up_reports_the_refused_store_and_never_calls_it_running(
         status = CliRunner().invoke(app, ["cluster", "status", str(cluster_dir.path), "--json"])
         alive = {row["name"]: row["alive"] for row in json.loads(status.stdout)}
         assert alive == dict.fromkeys(["planner", "reqs", "inventory", "ops", "audit"], False)
+
+
+async def test_a_damaged_index_column_refuses_to_start(cluster_dir: ClusterHandle) -> None:
+    """A head is loaded from the key/id/seq columns, not from the signed record: a column
+    that no longer matches its record is found at open, never served as a head."""
+    await write_records(cluster_dir, 3)
+    db = cluster_dir.cdir.db("reqs")
+    conn = sqlite3.connect(db)
+    try:  # damage one column as a flipped bit would (the insert-only trigger is bypassed)
+        conn.execute("DROP TRIGGER records_no_update")
+        conn.execute("UPDATE records SET seq = seq + 64 WHERE key = 'req/1'")
+        conn.commit()
+    finally:
+        conn.close()
+    assert one_line(serve(cluster_dir)) == (f"store {db} is damaged (the head of 'req/1' does "
+                                            f"not match its record); restore it from a backup")
 
 
 # -- D9: lost acknowledged records, damaged records ----------------------------------------------

@@ -44,6 +44,7 @@ CREATE TRIGGER IF NOT EXISTS records_no_delete BEFORE DELETE ON records
 BEGIN SELECT RAISE(ABORT, 'records are insert-only'); END;
 """
 
+HEAD_BATCH = 500  # ids per query when heads are checked at open (SQLite's variable limit)
 Signer = Callable[[str, str, list[bytes], Any, int], Record]
 
 
@@ -146,6 +147,22 @@ class Store:
                 self.heads[key] = Head(key, rid, seq)
                 self.last_seq_by_owner[record_owner] = max(
                     seq, self.last_seq_by_owner.get(record_owner, 0))
+        await self._check_heads()
+
+    async def _check_heads(self) -> None:
+        """Every head loaded from the index columns must be a stored record that hashes to
+        its id and has its key and seq: a damaged column would otherwise be served as a head.
+        Raises StoreError `store_damaged`."""
+        heads = list(self.heads.values())
+        for at in range(0, len(heads), HEAD_BATCH):
+            batch = heads[at:at + HEAD_BATCH]
+            records = {r.id: r for r in await self.get([head.id for head in batch])}
+            for head in batch:
+                record = records.get(head.id)
+                if record is None or (record.key, record.seq) != (head.key, head.seq):
+                    raise StoreError("store_damaged", f"store {self.path} is damaged (the head "
+                                                      f"of {head.key!r} does not match its "
+                                                      f"record); restore it from a backup")
 
     def _check_mark(self, accept_loss: bool) -> None:
         """Refuse a store that lost acknowledged records; bring a missing mark up to date."""
