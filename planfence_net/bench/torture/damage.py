@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ...errors import RequestError
 from . import FaultResult
-from .owner import Ledger, Refused, Victim, load
+from .owner import Ledger, Refused, Victim, load, put
 
 RECORDS, QUICK_RECORDS = 300, 60  # acknowledged before the damage
 
@@ -52,10 +52,13 @@ async def run(workdir: Path, *, quick: bool) -> list[FaultResult]:
 
 
 async def _filled(root: Path, records: int) -> tuple[Victim, Ledger]:
-    """A victim whose store holds at least `records` acknowledged records, stopped cleanly."""
+    """A victim whose store holds at least `records` acknowledged records, stopped cleanly.
+    The last one is the head of plan/w0, so the first (tagged torture-0-0) is not a head."""
     victim, ledger = Victim(root), Ledger()
     await victim.start()
     await load(victim, ledger, records)
+    async with victim.session() as session:
+        ledger.add(*await put(session, "plan/w0", {"tag": "the head of plan/w0"}))
     victim.stop()  # SIGTERM: the WAL is checkpointed into the store file
     return victim, ledger
 
@@ -85,7 +88,8 @@ async def _refused(root: Path, records: int, name: str, damage: Callable[[Path],
 
 
 async def _bit_flip(root: Path, records: int) -> FaultResult:
-    """Flip one bit inside one record's body: that record is refused, the rest served."""
+    """Flip one bit inside one record's body (not a head: a damaged head refuses to start):
+    that record is refused, the rest served."""
     victim, ledger = await _filled(root, records)
     data = bytearray(victim.db.read_bytes())
     data[data.index(b"torture-0-0")] ^= 0x01
