@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import sys
+from typing import NoReturn
 
 
 def main() -> None:
@@ -17,12 +18,26 @@ def main() -> None:
     """
     argv = sys.argv[1:]
     if len(argv) >= 2 and argv[0] == "hook" and argv[1] in ("claude", "codex"):
-        try:
-            from ..workspace.hook import main as hook_main
-        except BaseException as exc:  # a broken install must block, not let calls through
-            sys.stderr.write(f"PlanFence blocked this call: the hook cannot start ({exc!r})\n")
-            sys.exit(2)
-        sys.exit(hook_main(argv[1], argv[2:]))
+        _hook(argv[1], argv[2:])
     from .main import app
 
     app()
+
+
+def _hook(agent: str, args: list[str]) -> NoReturn:
+    """Run the hook as the short-lived process it is: no cyclic garbage collection while it
+    imports, and no interpreter teardown once it has answered (~10 ms of the budget)."""
+    import gc
+    import os
+
+    gc.disable()
+    try:
+        from ..workspace.hook import main as hook_main
+
+        code = hook_main(agent, args)
+    except BaseException as exc:  # a broken install must block, not let calls through
+        sys.stderr.write(f"PlanFence blocked this call: the hook cannot start ({exc!r})\n")
+        code = 2
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
