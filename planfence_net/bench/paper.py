@@ -89,7 +89,22 @@ def _safety(summaries: list[Any]) -> list[str]:
     order = [s.policy for s in sorted(summaries, key=lambda s: s.stall_mean)]
     notes.append("mean stall order, lowest first: " + " < ".join(order) +
                  " (paper: freshness < planfence < sync < central).")
-    return notes
+    return notes + WHY_SAFETY
+
+
+# Why the baselines cost what they cost, in requests per raced action counted from the
+# owners' logs by scripts/bench-requests (quick safety on loopback; counts do not depend on
+# the link): the reason behind a difference from the paper, not a figure of this run.
+WHY_SAFETY = [
+    "Why (requests per raced action, `scripts/bench-requests`): planfence makes two rounds "
+    "of `heads` (3.4 requests, concurrent across the owners of D(a)): detect with the changed "
+    "record inline, then validate the new plan. central makes six sequential round trips to "
+    "its one store: 3 `get` (plan, its lineage, the replanned plan), 2 `heads`, and the "
+    "replanned plan's `put`; no store-side validation request was built. sync makes "
+    "planfence's two rounds as `synced` (3.4), each answered only once every participant has "
+    "acknowledged the revision (a push over the owner's and the participant's links, the "
+    "ack back), plus a `get` of the changed record (pushes carry metadata only).",
+]
 
 
 def _rate(summaries: list[Any]) -> list[str]:
@@ -104,6 +119,13 @@ def _rate(summaries: list[Any]) -> list[str]:
         notes.append(f"rho={s.x:g}: sync {s.stall_mean:.1f} ms vs planfence "
                      f"{p.stall_mean:.1f} ms mean (sync/planfence {ratio:.2f}x{_paired(s)}), "
                      f"{lead} leads; paper: {expected} leads ({_holds(lead == expected)}).")
+    if any(s.x <= 1 and p.stall_mean < s.stall_mean for s, p in zip(sync, fence)):
+        notes.append("Why sync does not lead at low rates here: a sync that is safe by "
+                     "construction asks the owners of D(a) `synced` before acting (a round "
+                     "trip that waits for every participant's acknowledgement); acting on "
+                     "the pushed copy without it issues invalid actions when an update is "
+                     "still in flight. The paper's low-rate sync evidently has no such round "
+                     "trip.")
     band = max(p.stall_mean for p in fence) / max(1e-9, min(p.stall_mean for p in fence))
     growth = sync[-1].stall_mean / max(1e-9, sync[0].stall_mean)
     notes.append(f"planfence stall across the 64x rate range varies {band:.2f}x (narrow band: "
