@@ -230,3 +230,35 @@ def test_cli_reports_an_unknown_profile_in_one_line() -> None:
         "error: unknown profile 'nope'; known profiles: synthetic-lte, loopback, att-lte, "
         "att-lte-2016, tmobile-lte, verizon-lte\n"
     )
+
+
+async def answer_thrice(stream: SocketStream) -> None:
+    """Reply to 100 bytes with 300."""
+    async with stream:
+        await receive_exactly(stream, 100)
+        await stream.send(b"y" * 300)
+
+
+@pytest.mark.anyio
+async def test_routes_share_one_link_inward_through_the_downlink(fast_profile: Profile) -> None:
+    # One shaper is one agent's access link: the relay in front of its server (inward) and
+    # the relays its own connections take (outward) share the two directions, swapped.
+    with anyio.fail_after(10):
+        server = await anyio.create_tcp_listener(local_host=HOST, local_port=0)
+        given = await anyio.create_tcp_listener(local_host=HOST, local_port=0)
+        upstream = (HOST, server.extra(SocketAttribute.local_port))
+        async with server, anyio.create_task_group() as tg:
+            tg.start_soon(server.serve, answer_thrice)
+            shaper = Shaper(HOST, upstream[1], fast_profile, delay_ms=1)
+            ports = await tg.start(shaper.serve_routes, [(upstream, True, given),
+                                                         (upstream, False, None)])
+            assert ports[0] == given.extra(SocketAttribute.local_port)
+            seen = []
+            for port in ports:
+                async with await anyio.connect_tcp(HOST, port) as client:
+                    await client.send(b"x" * 100)
+                    assert await receive_exactly(client, 300) == b"y" * 300
+                stats = shaper.statistics()
+                seen.append((stats.uplink.bytes_in, stats.downlink.bytes_in))
+            tg.cancel_scope.cancel()
+    assert seen == [(300, 100), (400, 400)]

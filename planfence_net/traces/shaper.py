@@ -187,12 +187,12 @@ class Shaper:
         side connects out) sends through the uplink, an inward route (the relay in front of
         this side's server) through the downlink, so one shaper is one agent's access link.
         """
-        listeners = [listener for _, _, listener in routes if listener is not None]
+        listeners: list[anyio.abc.SocketListener] = []
         try:
-            listeners = [listener or await anyio.create_tcp_listener(local_host="127.0.0.1")
-                         for _, _, listener in routes]
+            for _, _, given in routes:
+                listeners.append(given or await anyio.create_tcp_listener(local_host="127.0.0.1"))
         except OSError as exc:
-            for listener in listeners:
+            for listener in listeners + [g for _, _, g in routes[len(listeners):] if g]:
                 await listener.aclose()
             raise ConfigError(f"cannot listen for a shaper route: {exc.strerror or exc}") from exc
         try:
@@ -207,8 +207,9 @@ class Shaper:
                         self._relay, upstream=upstream, there=there, back=back), tg)
                 task_status.started([lst.extra(SocketAttribute.local_port) for lst in listeners])
         finally:
-            for listener in listeners:
-                await listener.aclose()
+            with anyio.CancelScope(shield=True):  # close them all, also when cancelled
+                for listener in listeners:
+                    await listener.aclose()
 
     def rephase(self, phase_ms: int) -> None:
         """From now on, replay both traces from trace time `phase_ms` (bytes already queued
