@@ -11,7 +11,6 @@ from typing import Optional
 
 import typer
 
-from ..workspace import install as installer
 from .support import JsonOpt, echo_json, user_errors
 
 hook_app = typer.Typer(no_args_is_help=True, help="PreToolUse hooks for Codex and Claude Code.")
@@ -28,7 +27,9 @@ def register(app: typer.Typer) -> None:
 
 
 def _agent(agent: str) -> str:
-    if agent not in installer.MATCHERS:
+    from ..workspace.install import MATCHERS
+
+    if agent not in MATCHERS:
         raise typer.BadParameter(f"{agent!r}: expected claude or codex")
     return agent
 
@@ -60,6 +61,8 @@ def install(agent: str = AgentArg, project: Path = ProjectOpt, fmt: str = Format
             json_out: bool = JsonOpt) -> None:
     """Merge our PreToolUse and PostToolUse hooks into the agent's project config; other
     hooks stay."""
+    from ..workspace import install as installer
+
     path = installer.install(_agent(agent), project, fmt=fmt, cluster=cluster)
     if json_out:
         echo_json({"agent": agent, "path": str(path), "config": installer.load(path)})
@@ -73,6 +76,8 @@ def install(agent: str = AgentArg, project: Path = ProjectOpt, fmt: str = Format
 def uninstall(agent: str = AgentArg, project: Path = ProjectOpt, fmt: str = FormatOpt,
               json_out: bool = JsonOpt) -> None:
     """Remove only our hook from the agent's project config."""
+    from ..workspace import install as installer
+
     path, found = installer.uninstall(_agent(agent), project, fmt=fmt)
     if json_out:
         echo_json({"agent": agent, "path": str(path), "removed": found})

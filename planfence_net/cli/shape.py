@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 import typer
 
 from ..errors import PlanfenceError
-from ..traces.link import DEFAULT_QUEUE_BYTES
 
 if TYPE_CHECKING:
     from ..traces.shaper import Shaper
@@ -42,7 +41,7 @@ def register(app: typer.Typer) -> None:
         delay_ms: Optional[int] = typer.Option(None, "--delay-ms", min=0, help="One-way delay per direction; default: the profile's."),
         loss: float = typer.Option(0.0, "--loss", min=0.0, max=0.99, help="Chunk loss probability, emulated as a retransmission delay."),
         seed: int = typer.Option(0, "--seed", help="Seed of the loss draws."),
-        queue_bytes: int = typer.Option(DEFAULT_QUEUE_BYTES, "--queue-bytes", min=1, help="Queue limit per direction; above it the relay stops reading (backpressure)."),
+        queue_bytes: Optional[int] = typer.Option(None, "--queue-bytes", min=1, show_default=False, help="Queue limit per direction; above it the relay stops reading (backpressure). Default: 256 KiB."),
     ) -> None:
         """Run a trace shaper in the foreground until SIGTERM or SIGINT."""
         import anyio
@@ -60,7 +59,7 @@ def register(app: typer.Typer) -> None:
                 delay_ms=delay_ms,
                 loss=loss,
                 seed=seed,
-                queue_bytes=queue_bytes,
+                **({} if queue_bytes is None else {"queue_bytes": queue_bytes}),
             )
             anyio.run(_serve_until_signal, shaper, listen_host, listen_port, upstream, backend="asyncio")
         except PlanfenceError as exc:
