@@ -67,9 +67,14 @@ async def test_synced_answers_only_after_every_member_acknowledged(
             second = await to_ops.receive()
             assert (second["heads"][0][0], second["heads"][0][2], second["seq"]) == ("req/b", 2, 2)
 
-            async def wait_synced() -> None:
-                answered.append(await writer.request("synced", {"group": "w",
-                                                                "keys": ["req/a"]}))
+            with pytest.raises(RequestError) as info:  # reqs is not a member of "w"
+                await writer.request("synced", {"group": "w", "keys": ["req/a"]})
+            assert str(info.value) == "bad_request: reqs has no subscription in 'w'"
+
+            async def wait_synced() -> None:  # asked by a member, on another session
+                async with open_session(h.roster, h.identity("ops"), "reqs") as asker:
+                    answered.append(await asker.request("synced", {"group": "w",
+                                                                   "keys": ["req/a"]}))
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(wait_synced)

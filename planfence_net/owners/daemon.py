@@ -307,7 +307,7 @@ class OwnerDaemon:
             self._sync_progress()
             return {"acked": seq}
         if request.op == "synced":
-            return await self._wait_synced(*parse_synced(request.args))
+            return await self._wait_synced(connection.peer.name, *parse_synced(request.args))
         return self.statistics()
 
     def _subscriptions(self) -> list[Subscription]:
@@ -317,10 +317,15 @@ class OwnerDaemon:
         self._synced_changed.set()
         self._synced_changed = anyio.Event()
 
-    async def _wait_synced(self, group: str, keys: list[str]) -> dict[str, Any]:
+    async def _wait_synced(self, peer: str, group: str, keys: list[str]) -> dict[str, Any]:
         """Answer once every member of `group` has acknowledged every update of `keys`
-        committed before this request (owners/syncgroups.py); held-back rows go out first."""
+        committed before this request (owners/syncgroups.py); held-back rows go out first.
+        Only a member may ask: an answer for a group the asker is not in says nothing about
+        the asker's copy (and a mistyped group would be trivially synchronized)."""
         self._check_owned(keys)
+        if not any(s.group == group for c in self.connections if c.peer.name == peer
+                   for s in c.subscriptions.values()):
+            raise BadRequest("bad_request", f"{peer} has no subscription in {group!r}")
         target = max((self.store.heads[k].seq for k in keys if k in self.store.heads),
                      default=0)
         for connection in list(self.connections):
