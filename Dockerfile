@@ -1,11 +1,12 @@
 # One image for every service of docker-compose.yml: owners, shapers and the executor.
-FROM python:3.11-slim
-# Dependencies first, in their own layer: rebuilding after a code change needs no network.
+# Dependencies first, in their own stage: rebuilding after a code change needs no network.
+FROM python:3.11-slim AS deps
 WORKDIR /app
 COPY pyproject.toml /app/
 RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb')); \
 print('\n'.join(p['project']['dependencies'] + p['build-system']['requires']))" > /tmp/requirements.txt \
  && pip install --no-cache-dir -r /tmp/requirements.txt && rm /tmp/requirements.txt
+FROM deps
 COPY README.md /app/
 COPY planfence_net /app/planfence_net
 COPY owners /app/owners

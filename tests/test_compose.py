@@ -313,7 +313,12 @@ def _compose_stack(tmp_path: Path, stack: contextlib.ExitStack
     busy = [p for p in range(7411, 7416) if port_in_use(p)]
     if busy:
         pytest.skip(f"ports {busy} on 127.0.0.1 are in use (another compose stack?)")
-    # Rebuild on the cached dependency layer: the image runs this checkout, offline.
+    # Rebuild on the cached dependency stage: the image runs this checkout, offline. The
+    # stage is cached only for this pyproject.toml; a changed one needs the network once.
+    deps = run([engine, "build", "--network=none", "--target", "deps", "."])
+    if deps.returncode != 0:
+        pytest.skip(f"the image's dependency stage is not built for this pyproject.toml: "
+                    f"build it once with `{engine} build --network=host -t planfence-net:latest .`")
     built = run([engine, "build", "--network=none", "-t", "planfence-net:latest", "."])
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
     project = f"planfence-test-{os.getpid()}"
