@@ -23,7 +23,7 @@ from typing import Any
 
 from .answers import HeadsQuery, Malformed, check_answer
 from .errors import ConfigError, LocalProtocolError, RecordError
-from .lineage import MISSING_LINEAGE, Blocked, Missing, walk
+from .lineage import MISSING_LINEAGE, Blocked, Missing, WalkCache, walk
 from .records import ID_LEN, Record
 
 AUTHORIZED = "authorized"
@@ -178,12 +178,15 @@ class Gate:
     `owner_of(key)` names the owning agent (None, or ConfigError for two owners, both mean
     `unknown_owner`); `verify(record)` raises RecordError for an invalid record; `lookup(id)`
     reads the local store; `clock()` returns seconds and is read at creation and decision.
+    `walks` (shared by the gates of one local store) skips walks that reached a frontier before.
     """
 
     def __init__(self, action: Action, *, owner_of: Callable[[str], str | None],
                  verify: Callable[[Record], None], lookup: Callable[[bytes], Record | None],
-                 clock: Callable[[], float], policy: GatePolicy = GatePolicy()) -> None:
+                 clock: Callable[[], float], policy: GatePolicy = GatePolicy(),
+                 walks: WalkCache | None = None) -> None:
         self.action = action
+        self._walker = walk if walks is None else walks.walk
         self.policy = policy
         self._owner_of = owner_of
         self._verify = verify
@@ -304,8 +307,8 @@ class Gate:
         return self._fetched.get(rid) or self._lookup(rid)
 
     def _walk(self) -> Event:
-        result = walk(self._roots, self.action.deps, self._find,
-                      max_depth=self.policy.max_depth, max_nodes=self.policy.max_nodes)
+        result = self._walker(self._roots, self.action.deps, self._find,
+                              max_depth=self.policy.max_depth, max_nodes=self.policy.max_nodes)
         if isinstance(result, Blocked):
             return self._block(result.reason, result.detail)
         if isinstance(result, Missing):

@@ -129,6 +129,44 @@ def _node_limit(max_nodes: int) -> Blocked:
                    f"lineage walk hit the node limit: more than {max_nodes} records reachable")
 
 
+class WalkCache:
+    """Remembers each successful walk, so a warm gate does not walk the same lineage again.
+
+    Sound because a walk that reached a `Frontier` found every record it looked at, and a
+    record's id is the hash of its content, parents included: the lineage under given roots
+    can never change, so the same (roots, deps, limits) walk again gives the same frontier. Only
+    frontiers are kept (`Missing` and `Blocked` are walked afresh), keyed on exactly the
+    roots, deps and limits given, so new roots (a replanned action) miss. It saves the walk
+    only: the heads round that compares the frontier with the owners still runs every time.
+    Holds at most `size` entries, dropping the oldest.
+    """
+
+    def __init__(self, size: int = 1024) -> None:
+        if size < 1:
+            raise LocalProtocolError(f"walk cache size must be >= 1, got {size}")
+        self.size = size
+        self._walks: dict[tuple[tuple[bytes, ...], tuple[str, ...], int, int], Frontier] = {}
+
+    def __len__(self) -> int:
+        return len(self._walks)
+
+    def walk(self, roots: Sequence[bytes], deps: Collection[str],
+             lookup: Callable[[bytes], Record | None], *, max_depth: int = 32,
+             max_nodes: int = 4096) -> Frontier | Missing | Blocked:
+        """Like `walk`, answering a walk that reached a frontier before from memory. The
+        caller gets its own copy of `versions`, so changing it cannot change the cache."""
+        key = (tuple(roots), tuple(deps), max_depth, max_nodes)
+        found = self._walks.get(key)
+        if found is None:
+            result = walk(roots, deps, lookup, max_depth=max_depth, max_nodes=max_nodes)
+            if not isinstance(result, Frontier):
+                return result
+            if len(self._walks) >= self.size:
+                del self._walks[next(iter(self._walks))]
+            self._walks[key] = found = result
+        return Frontier(dict(found.versions), found.visited, found.depth)
+
+
 class FetchRound:
     """One round of asking owners for the ids a walk is missing, and when to stop waiting.
 

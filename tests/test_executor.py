@@ -132,6 +132,18 @@ async def test_without_replan_hook_a_drift_is_a_stale_plan(live_cluster) -> None
     assert d.drift == {"req/order": (r3, r4)}
 
 
+async def test_a_cached_walk_still_checks_the_owners_heads(live_cluster) -> None:  # type: ignore[no-untyped-def]
+    async with world(live_cluster) as w:
+        r3, _, plan = await w.plan()
+        assert (await w.decide(plan)).decision.authorized
+        assert len(w.runner.walks) == 1
+        r4 = await w.put("req/order", {"qty": 4})
+        d = (await w.decide(plan)).decision  # the walk comes from the cache
+    assert len(w.runner.walks) == 1
+    assert (d.outcome, d.reason, d.round_trips) == ("blocked", "stale_plan", 1)
+    assert d.drift == {"req/order": (r3, r4)}
+
+
 async def test_killed_owner_blocks_owner_unavailable_within_the_deadline(live_cluster) -> None:  # type: ignore[no-untyped-def]
     async with world(live_cluster) as w:
         _, _, plan = await w.plan()

@@ -17,6 +17,7 @@ from planfence_net import records
 from planfence_net.errors import ConfigError, LocalProtocolError
 from planfence_net.gate import (Action, Decision, FetchRecords, Gate, GatePolicy, HeadsQuery,
                                 QueryHeads, Replan)
+from planfence_net.lineage import Frontier, Missing, WalkCache
 from planfence_net.records import Record, make_record
 from planfence_net.roster import Agent, Roster
 
@@ -228,6 +229,90 @@ def test_replan_disabled_blocks_stale_plan_even_fail_open() -> None:
         assert (run.decision.outcome, run.decision.reason) == ("blocked", "stale_plan")
         assert run.decision.drift == {"req/x": (old.id, new.id)}
         assert run.count(Replan) == 0
+
+
+# -- the walk cache: skips the walk, never the heads check ----------------------------------
+
+def cached_gate(world: World, walks: WalkCache, looked: list[bytes],
+                roots: Sequence[Record | bytes], deps: Sequence[str],
+                policy: GatePolicy = GatePolicy()) -> Gate:
+    """world.gate with a shared walk cache and a lookup that records every id it reads."""
+    def lookup(rid: bytes) -> Record | None:
+        looked.append(rid)
+        return world.local.get(rid)
+
+    ids = tuple(r if isinstance(r, bytes) else r.id for r in roots)
+    return Gate(Action("ship", ids, tuple(deps)), owner_of=world.roster.owner_of,
+                verify=world.verify, lookup=lookup, clock=world.clock, policy=policy,
+                walks=walks)
+
+
+def test_a_cached_walk_never_authorizes_when_a_head_moved() -> None:
+    world, old, plan = simple()
+    walks, looked = WalkCache(), []
+    assert drive(world, cached_gate(world, walks, looked, [plan], ["req/x"])).decision.authorized
+    assert len(walks) == 1 and len(looked) == 3  # plan, sum, fact
+    new = world.publish("req/x")
+    stale = GatePolicy(replan=False)
+    for policy in (stale, GatePolicy(replan=False, fail_open=True)):
+        run = drive(world, cached_gate(world, walks, looked, [plan], ["req/x"], policy))
+        assert (run.decision.outcome, run.decision.reason) == ("blocked", "stale_plan")
+        assert run.decision.drift == {"req/x": (old.id, new.id)}
+        assert run.events[0].queries == {"reqs": HeadsQuery(("req/x",), {"req/x": old.id})}
+    assert len(looked) == 3  # both walks came from the cache; the heads rounds still ran
+    # with replanning: the new plan's roots miss the cache and are walked from the store
+    run = drive(world, cached_gate(world, walks, looked, [plan], ["req/x"]))
+    d = run.decision
+    assert (d.outcome, d.replanned, d.frontier) == ("authorized", True, {"req/x": new.id})
+    assert run.roots != (plan.id,) and looked[3:] == [*run.roots]  # new came inline
+    assert len(walks) == 2
+
+
+def test_a_different_root_set_or_declaration_misses_the_walk_cache() -> None:
+    world, old, plan = simple()
+    new = world.publish("req/x")
+    plan2 = world.publish("plan/q", new, kind="plan")
+    walks, looked = WalkCache(), []
+    d = drive(world, cached_gate(world, walks, looked, [plan], ["req/x"],
+                                 GatePolicy(replan=False))).decision
+    assert (d.reason, d.frontier) == ("stale_plan", {"req/x": old.id})
+    looked.clear()
+    d = drive(world, cached_gate(world, walks, looked, [plan2], ["req/x"])).decision
+    assert (d.outcome, d.replanned, d.frontier) == ("authorized", False, {"req/x": new.id})
+    assert looked == [plan2.id, new.id]
+    # both plans together: two versions of req/x, which is never cached
+    for _ in range(2):
+        d = drive(world, cached_gate(world, walks, looked, [plan, plan2], ["req/x"])).decision
+        assert (d.outcome, d.reason) == ("blocked", "ambiguous_frontier")
+    # the same roots with another declaration are walked again (sum/s is in the lineage)
+    looked.clear()
+    d = drive(world, cached_gate(world, walks, looked, [plan], ["req/x", "sum/s"],
+                                 GatePolicy(replan=False))).decision
+    assert d.frontier == {"sum/s": world.local[plan.parents[0]].id, "req/x": old.id}
+    assert looked == [plan.id, plan.parents[0], old.id]
+    # missing lineage is never cached: the next gate asks for it again
+    lost = world.publish("plan/r", world.publish("req/y", local=False), kind="plan")
+    for _ in range(2):
+        run = drive(world, cached_gate(world, walks, looked, [lost], ["req/y"]),
+                    fetch=lambda ids: [])
+        assert run.decision.reason == "missing_lineage" and run.count(FetchRecords) == 1
+    assert len(walks) == 3
+
+
+def test_the_walk_cache_is_bounded_and_hands_out_copies() -> None:
+    world, fact, plan = simple()
+    walks, nothing = WalkCache(size=2), lambda rid: None
+    first = walks.walk([plan.id], ["req/x"], world.local.get)
+    assert isinstance(first, Frontier) and first.versions == {"req/x": fact}
+    first.versions.clear()  # the caller's copy: the cache keeps its own
+    again = walks.walk([plan.id], ["req/x"], nothing)
+    assert isinstance(again, Frontier) and again.versions == {"req/x": fact}
+    walks.walk([plan.id], ["sum/s"], world.local.get)
+    walks.walk([plan.id], ["req/x"], world.local.get, max_depth=5)  # limits are in the key
+    assert len(walks) == 2
+    assert walks.walk([plan.id], ["req/x"], nothing) == Missing((plan.id,))  # the oldest went
+    with pytest.raises(LocalProtocolError):
+        WalkCache(size=0)
 
 
 def test_only_declared_keys_are_compared() -> None:

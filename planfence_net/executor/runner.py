@@ -19,7 +19,7 @@ from ..answers import verified_records as verified_records, verify_record as ver
 from ..errors import PlanfenceError, TransportError
 from ..gate import (Action, Decision, FetchRecords, Gate, GatePolicy, HeadsQuery, QueryHeads,
                     Replan)
-from ..lineage import FetchRound
+from ..lineage import FetchRound, WalkCache
 from ..records import Record
 from ..roster import Roster
 from ..client import Reply, get_in_parts
@@ -55,6 +55,7 @@ class GateRunner:
         self.roster: Roster = pool.roster
         self.clock = clock
         self.deadline = deadline
+        self.walks = WalkCache()  # the replica only grows, so its successful walks stay valid
 
     def verify(self, record: Record) -> None:
         verify_record(self.roster, record)
@@ -68,7 +69,8 @@ class GateRunner:
         if replan is None:
             policy = dataclasses.replace(policy, replan=False)
         gate = Gate(action, owner_of=self.roster.owner_of, verify=self.verify,
-                    lookup=self.replica.lookup, clock=self.clock, policy=policy)
+                    lookup=self.replica.lookup, clock=self.clock, policy=policy,
+                    walks=self.walks)
         planning = 0.0
         roots = action.roots
         mark = self.pool.traffic()
