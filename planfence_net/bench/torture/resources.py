@@ -233,12 +233,19 @@ async def _unread_replies(target: Target, quick: bool) -> int:
     keys = [f"req/{i:04d}" + "\u00e9" * 504 for i in range(4096)]
     request = encode_request(1, "heads", {"keys": keys})
     sessions = 2 if quick else 6
-    streams = [await target.session() for _ in range(sessions)]
+    streams: list[NoiseStream] = []
     try:
-        for stream in streams:
+        for _ in range(sessions):
+            # Each session sends as soon as it is open: the owner closes a session that has
+            # sent nothing for 5 s after its handshake, which is not what this attack tests.
+            stream = await target.session()
+            streams.append(stream)
             with anyio.move_on_after(1.0):  # the owner stops reading a session not reading
-                for _ in range(6):
-                    await stream.send_message(request)
+                try:
+                    for _ in range(6):
+                        await stream.send_message(request)
+                except TransportError:
+                    pass  # the owner closed the session that does not read: a defence
         await anyio.sleep(2.0 if quick else 10.0)
     finally:
         for stream in streams:
