@@ -29,6 +29,20 @@ async def test_the_quick_suite_holds_every_crash_damage_and_disk_fault() -> None
     assert all(r.acknowledged > 0 for r in rows[1:6]), table
 
 
+@pytest.mark.slow
+async def test_the_quick_resource_attacks_run_and_the_owner_holds() -> None:
+    # Judged on what does not depend on the machine's load: each attack ran its rounds, the
+    # owner survived, everything it acknowledged reads back, the bystander never failed and
+    # RSS stayed under 300 MB. The ping p99 is printed in the outcome, not judged here.
+    rows = await run_suite(quick=True, only=("resource limits",))
+    table = format_table(rows)
+    assert [r.fault for r in rows] == ["descriptors (cap)", "descriptors (EMFILE)",
+                                       "get x1024", "heads repeated", "empty arrays",
+                                       "unread replies", "subscribers"], table
+    for row in rows:
+        assert row.held and row.rounds > 0 and row.acknowledged > 0, table
+
+
 def test_a_row_holds_only_when_nothing_was_lost_and_the_outcome_is_held() -> None:
     assert FaultResult("f", 1, 10, 0, "held").held
     assert FaultResult("f", 1, 10, 0, "held (peak RSS 36 MB)").held
