@@ -140,8 +140,10 @@ def _check_point(public_key: bytes, where: str) -> None:
 
 
 def parse_address(text: str) -> tuple[str, int]:
-    """Split "HOST:PORT"; raises ConfigError with the offending text."""
+    """Split "HOST:PORT" (IPv6 as "[::1]:PORT"); raises ConfigError with the offending text."""
     host, sep, port = text.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
     if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise ConfigError(f"bad address {text!r}: expected HOST:PORT")
     return host, int(port)

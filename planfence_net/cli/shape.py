@@ -22,11 +22,13 @@ if TYPE_CHECKING:
 
 def parse_address(text: str, option: str) -> tuple[str, int]:
     """Split `HOST:PORT` (IPv6 as `[::1]:PORT`); typer.BadParameter naming `option` if invalid."""
-    host, sep, port_text = text.rpartition(":")
-    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
-        raise typer.BadParameter(f"{text!r} is not HOST:PORT (port 0-65535)", param_hint=option)
-    return host, int(port_text)
+    from ..roster import parse_address as parse
+
+    try:
+        return parse(text)
+    except PlanfenceError:
+        raise typer.BadParameter(f"{text!r} is not HOST:PORT (port 0-65535)",
+                                 param_hint=option) from None
 
 
 def register(app: typer.Typer) -> None:
