@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -30,6 +31,7 @@ from .roster import Roster, parse_address, roster_from_dict
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_AGENTS = PROJECT_ROOT / "owners" / "agents.toml"
+FREE_PORTS_FROM = 10000  # free_port() draws from here to the ephemeral range
 
 
 def default_agents(count: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -45,10 +47,27 @@ def default_agents(count: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port the OS says is free right now (for tests and --base-port 0)."""
-    with socket.socket() as s:
+    """A port free right now, for tests and --base-port 0, drawn at random from below the
+    kernel's ephemeral range. A port from bind(0) is an ephemeral one: the next outgoing
+    connection may take it as its local port before the owner binds it (seen once in the
+    test suite, as a failed `cluster up`)."""
+    below = _ephemeral_start() - 1
+    for _ in range(64):
+        port = random.randint(FREE_PORTS_FROM, below)
+        if not port_in_use(host, port):
+            return port
+    with socket.socket() as s:  # everything tried was taken: let the OS choose
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+def _ephemeral_start() -> int:
+    """The first port of the kernel's ephemeral range (Linux; IANA's 49152 elsewhere)."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 49152
+    return max(low, FREE_PORTS_FROM + 1024)
 
 
 def port_in_use(host: str, port: int) -> bool:

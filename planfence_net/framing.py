@@ -9,9 +9,9 @@ buffer grows past them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
-from .errors import LocalProtocolError, RemoteProtocolError
+from .errors import LocalProtocolError, PlanfenceError, RemoteProtocolError
 
 MAX_FRAME = 65535
 TAG_LEN = 16
@@ -88,23 +88,52 @@ def _chunks(view: memoryview) -> Iterator[bytes]:
         yield bytes([flag]) + view[start:start + CHUNK_DATA]
 
 
+# Judges a message from its first chunk's data: an error refuses the whole message.
+Screen = Callable[[bytes], PlanfenceError | None]
+
+
 class MessageAssembler:
-    """Joins decrypted chunks back into application messages, enforcing `max_message`."""
+    """Joins decrypted chunks back into application messages, enforcing `max_message`.
 
-    def __init__(self, max_message: int = DEFAULT_MAX_MESSAGE) -> None:
+    With a `screen`, the first chunk of every message longer than one chunk is shown to it
+    before more arrives. When the screen returns an error, `add` returns that error in the
+    message's place at once, and the rest of the message is dropped chunk by chunk as it
+    arrives (still counted against `max_message`): a message whose first bytes already prove
+    it bad is never held or joined whole.
+    """
+
+    def __init__(self, max_message: int = DEFAULT_MAX_MESSAGE,
+                 screen: Screen | None = None) -> None:
         self.max_message = max_message
-        self._parts: list[bytes] = []
+        self.screen = screen
+        self._parts: list[memoryview] = []
         self._size = 0
+        self._dropping = False
 
-    def add(self, chunk: bytes) -> bytes | None:
-        """Add one chunk plaintext; returns the whole message after its last chunk, else None."""
+    def add(self, chunk: bytes) -> bytes | PlanfenceError | None:
+        """Add one chunk plaintext; returns the whole message after its last chunk (or the
+        screen's error after its first), else None."""
         if not chunk or chunk[0] not in (MORE, LAST):
             raise RemoteProtocolError("chunk without a valid continuation flag")
         self._size += len(chunk) - 1
         if self._size > self.max_message:
             raise RemoteProtocolError(f"message exceeds the limit of {self.max_message} bytes")
-        self._parts.append(chunk[1:])
-        if chunk[0] == MORE:
+        last = chunk[0] == LAST
+        if self._dropping:
+            if last:
+                self._dropping, self._size = False, 0
+            return None
+        data = memoryview(chunk)[1:]
+        if not last and not self._parts and self.screen is not None:
+            refused = self.screen(bytes(data))
+            if refused is not None:
+                self._dropping = True
+                return refused
+        if last and not self._parts:
+            self._size = 0
+            return bytes(data)
+        self._parts.append(data)
+        if not last:
             return None
         message = b"".join(self._parts)
         self._parts, self._size = [], 0

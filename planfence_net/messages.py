@@ -26,6 +26,7 @@ MAX_KEY_LEN = 512
 MAX_ARGS = 64  # entries in a request's args map
 MAX_SCALAR = 4 * MAX_KEY_LEN  # bytes of the longest str or bin the reader decodes (a key)
 BAD_SHAPE = "a request is [req_id: int, op: str, args: map]"
+TRAILING = "trailing bytes after the request"
 KEYS_TOO_MANY = ("too_large", f"at most {MAX_KEYS} keys per request")
 IDS_TOO_MANY = ("too_large", f"at most {MAX_IDS} ids per request")
 
@@ -147,8 +148,25 @@ def decode_request(data: bytes, schema: Schema = REQUESTS) -> Request:
     try:
         return reader.read(schema)
     except (ValueError, msgpack.OutOfData, msgpack.StackError) as exc:  # FormatError too
-        raise BadRequest("bad_request", f"invalid msgpack: {str(exc) or type(exc).__name__}",
-                         reader.req_id) from None
+        raise reader.invalid(exc) from None
+
+
+def screen_request(prefix: bytes, schema: Schema = REQUESTS) -> BadRequest | None:
+    """Why a request that begins with `prefix` (and goes on past it) cannot be served, when
+    these first bytes already show it; None while they do not. Whatever is refused here,
+    `decode_request` refuses too, with the same code, whatever follows the prefix: an owner
+    answers a flood of 16 MiB from its first chunk instead of holding it whole."""
+    reader = _RequestReader(prefix)
+    try:
+        reader.read(schema)
+    except BadRequest as exc:
+        return exc
+    except msgpack.OutOfData:  # the prefix ends inside the request: no verdict yet
+        return None
+    except (ValueError, msgpack.StackError) as exc:
+        return reader.invalid(exc)
+    # the whole request fits in the prefix, so what follows it is trailing bytes
+    return reader.invalid(ValueError(TRAILING))
 
 
 class _RequestReader:
@@ -162,6 +180,9 @@ class _RequestReader:
 
     def fail(self, code: str, message: str) -> BadRequest:
         return BadRequest(code, message, self.req_id)
+
+    def invalid(self, exc: Exception) -> BadRequest:
+        return self.fail("bad_request", f"invalid msgpack: {str(exc) or type(exc).__name__}")
 
     def peek(self) -> int:
         """The first byte of the next value (its type), without consuming it."""
@@ -251,7 +272,7 @@ class _RequestReader:
 
     def end(self) -> None:
         if self.unpacker.tell() != len(self.data):
-            raise ValueError("trailing bytes after the request")
+            raise ValueError(TRAILING)
 
 
 def _is_array(head: int) -> bool:

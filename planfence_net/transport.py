@@ -26,11 +26,16 @@ from anyio.abc import ByteStream
 from .errors import (HandshakeError, LocalProtocolError, PlanfenceError, RemoteProtocolError,
                      TransportError)
 from .framing import (DEFAULT_MAX_MESSAGE, HANDSHAKE_FRAME_CAP, MAX_FRAME, PATTERN,
-                      PROTOCOL_VERSION, FrameDecoder, MessageAssembler, encode_frame, prologue,
-                      split_message)
+                      PROTOCOL_VERSION, FrameDecoder, MessageAssembler, Screen, encode_frame,
+                      prologue, split_message)
 from .noise import CipherState, HandshakeState
 
 READ_AHEAD = 256 * 1024  # received messages nobody has taken yet before we stop reading
+# Bytes one session reads before it lets the event loop's other callbacks run. libuv (uvloop)
+# reads a readable socket up to 32 times in one callback round, 8 MiB: decrypting that took
+# 10 ms a session, and four sessions flooding the owner held every other peer's request up
+# to 100 ms (measured, docs/FAULTS.md).
+TURN_BYTES = 256 * 1024
 
 MessageHandler = Callable[[bytes], None]
 CloseHandler = Callable[[PlanfenceError], None]
@@ -61,9 +66,15 @@ class _Wire(asyncio.Protocol):
         self.error: PlanfenceError | None = None
         self._waiter: asyncio.Future[None] | None = None
         self._writable: asyncio.Future[None] | None = None
+        self._held: set[str] = set()  # why reading is paused ("backlog", "turn")
+        self._turn = 0  # bytes read since this session last let others run
 
     def data_received(self, data: bytes) -> None:
         self.traffic.bytes_received += len(data)
+        self._turn += len(data)
+        if self._turn >= TURN_BYTES and "turn" not in self._held:
+            self.hold("turn")  # read on after the loop has run everyone else's callbacks
+            asyncio.get_running_loop().call_soon(self._next_turn)
         self.decoder.feed(data)
         try:
             while self.error is None and (frame := self.decoder.next_frame()) is not None:
@@ -74,6 +85,23 @@ class _Wire(asyncio.Protocol):
         except PlanfenceError as exc:
             self.fail(exc)
         self._wake()
+
+    def hold(self, reason: str) -> None:
+        """Stop reading until `release(reason)` (and every other hold is released)."""
+        if not self._held and not self.transport.is_closing():
+            self.transport.pause_reading()  # type: ignore[attr-defined]
+        self._held.add(reason)
+
+    def release(self, reason: str) -> None:
+        if reason not in self._held:
+            return
+        self._held.discard(reason)
+        if not self._held and not self.transport.is_closing():
+            self.transport.resume_reading()  # type: ignore[attr-defined]
+
+    def _next_turn(self) -> None:
+        self._turn = 0
+        self.release("turn")
 
     def eof_received(self) -> bool:
         self.fail(TransportError("connection closed by peer"))
@@ -159,12 +187,12 @@ class NoiseStream:
     """Whole application messages over an authenticated, encrypted TCP connection."""
 
     def __init__(self, wire: _Wire, send_cipher: CipherState, receive_cipher: CipherState,
-                 peer_key: bytes, max_message: int) -> None:
+                 peer_key: bytes, max_message: int, screen: Screen | None = None) -> None:
         self._wire = wire
         self._send_cipher = send_cipher
         self._receive_cipher = receive_cipher
-        self._assembler = MessageAssembler(max_message)
-        self._messages: deque[bytes] = deque()
+        self._assembler = MessageAssembler(max_message, screen)
+        self._messages: deque[bytes | PlanfenceError] = deque()
         self._queued = 0
         self._paused = False
         self._on_message: MessageHandler | None = None
@@ -187,14 +215,17 @@ class NoiseStream:
     async def wrap(cls, stream: ByteStream, *, initiator: bool, cluster: str,
                    static_private: bytes, remote_static: bytes | None = None,
                    accept_peer: Callable[[bytes], bool] = lambda key: True,
-                   max_message: int = DEFAULT_MAX_MESSAGE) -> NoiseStream:
+                   max_message: int = DEFAULT_MAX_MESSAGE,
+                   screen: Screen | None = None) -> NoiseStream:
         """Run the IK handshake over `stream` (an anyio TCP stream on asyncio, which the
         session takes over) and return the session.
 
         The initiator must pass `remote_static` (the owner's X25519 key from the roster).
         `accept_peer(key)` decides whether the peer's static key may connect; a refused
         peer raises HandshakeError. The caller sets the deadline (anyio.fail_after) and
-        closes `stream` on failure.
+        closes `stream` on failure. `screen` judges each message longer than one chunk from
+        its first chunk (framing.MessageAssembler): what it refuses is never held whole, and
+        `receive` returns the screen's error in its place.
         """
         decoder = FrameDecoder(HANDSHAKE_FRAME_CAP)
         wire = _take_over(stream, decoder, Traffic())
@@ -222,7 +253,7 @@ class NoiseStream:
         c1, c2 = state.split()
         send, receive = (c1, c2) if initiator else (c2, c1)
         decoder.max_frame = MAX_FRAME
-        return cls(wire, send, receive, peer_key, max_message)
+        return cls(wire, send, receive, peer_key, max_message, screen)
 
     @property
     def send_broken(self) -> bool:
@@ -264,23 +295,37 @@ class NoiseStream:
         self._on_message = on_message
         self._closed.add_done_callback(lambda done: on_close(done.result()))
         while self._messages:
-            self._deliver(self._messages.popleft())
+            message = self._messages.popleft()
+            if isinstance(message, PlanfenceError):
+                self._wire.fail(message)
+                return
+            self._deliver(message)
 
     async def receive_message(self) -> bytes:
         """Receive one whole application message.
 
         Raises TransportError when the stream ends or breaks, RemoteProtocolError when the
-        peer sends an oversize or undecryptable frame.
+        peer sends an oversize or undecryptable frame, and the screen's error in place of a
+        message it refused.
         """
+        message = await self.receive()
+        if isinstance(message, PlanfenceError):
+            raise message
+        return message
+
+    async def receive(self) -> bytes | PlanfenceError:
+        """The next whole application message, or the screen's error in place of a message
+        it refused (the session goes on). Raises as `receive_message` does otherwise."""
         while not self._messages:
             if self._wire.error is not None:
                 raise self._wire.error
             await self._wire.wait_readable()
         message = self._messages.popleft()
-        self._queued -= len(message)
+        if isinstance(message, bytes):
+            self._queued -= len(message)
         if self._paused and self._queued < READ_AHEAD // 2:
             self._paused = False
-            self._wire.transport.resume_reading()  # type: ignore[attr-defined]
+            self._wire.release("backlog")
         return message
 
     async def wait_closed(self) -> PlanfenceError:
@@ -293,13 +338,17 @@ class NoiseStream:
             return
         self.traffic.messages_received += 1
         if self._on_message is not None:
+            if isinstance(message, PlanfenceError):
+                raise message  # a receiver takes no refusals: the session ends with it
             self._deliver(message)
             return
         self._messages.append(message)
+        if isinstance(message, PlanfenceError):
+            return
         self._queued += len(message)
         if not self._paused and self._queued > READ_AHEAD:
             self._paused = True  # the reader is behind: the peer meets TCP backpressure
-            self._wire.transport.pause_reading()  # type: ignore[attr-defined]
+            self._wire.hold("backlog")
 
     def _deliver(self, message: bytes) -> None:
         assert self._on_message is not None

@@ -21,6 +21,7 @@ from nacl.signing import SigningKey
 from typer.testing import CliRunner, Result
 
 from planfence_net.cli.main import app
+from planfence_net.cluster import FREE_PORTS_FROM
 from planfence_net.framing import encode_frame
 from planfence_net.identity import Identity, load_identity
 from planfence_net.noise import HandshakeState
@@ -119,7 +120,9 @@ def test_cluster_init_json_with_free_ports_and_extra_agents(tmp_path: Path) -> N
     assert [a["name"] for a in data["agents"]] == NAMES + ["agent6", "agent7"]
     assert data["agents"][6]["owns"] == ["agent7/*"]
     ports = [int(a["address"].removeprefix("127.0.0.1:")) for a in data["agents"]]
-    assert len(set(ports)) == 7 and all(p > 0 for p in ports)
+    # Not ephemeral ports: an outgoing connection could take one before its owner starts.
+    first_ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    assert len(set(ports)) == 7 and all(FREE_PORTS_FROM <= p < first_ephemeral for p in ports)
     for agent in data["agents"]:
         assert HEX64.match(agent["public_key"])
         assert load_identity(agent["name"], path / "keys" / f"{agent['name']}.key"

@@ -135,3 +135,29 @@ def test_assembler_refuses_a_single_chunk_over_the_cap() -> None:
 def test_assembler_refuses_a_bad_or_missing_flag(chunk: bytes) -> None:
     with pytest.raises(RemoteProtocolError, match="^chunk without a valid continuation flag$"):
         MessageAssembler().add(chunk)
+
+
+def test_a_screened_message_is_refused_at_its_first_chunk_and_the_rest_dropped() -> None:
+    seen: list[bytes] = []
+
+    def screen(prefix: bytes) -> RemoteProtocolError | None:
+        seen.append(prefix)
+        return RemoteProtocolError("bad start") if prefix.startswith(b"bad") else None
+
+    assembler = MessageAssembler(max_message=3 * CHUNK_DATA, screen=screen)
+    bad = split_message(b"bad" + b"x" * (2 * CHUNK_DATA))
+    refused = assembler.add(bad[0])
+    assert isinstance(refused, RemoteProtocolError) and str(refused) == "bad start"
+    assert [assembler.add(c) for c in bad[1:]] == [None, None]  # dropped, not held
+    assert assembler._parts == []
+    good = b"good" + b"y" * CHUNK_DATA
+    assert [assembler.add(c) for c in split_message(good)] == [None, good]
+    assert assembler.add(b"\x00bad but one chunk") == b"bad but one chunk"  # not screened
+    assert seen == [b"bad" + b"x" * (CHUNK_DATA - 3), good[:CHUNK_DATA]]
+
+
+def test_a_dropped_message_still_counts_against_the_cap() -> None:
+    assembler = MessageAssembler(max_message=10, screen=lambda p: RemoteProtocolError("no"))
+    assert isinstance(assembler.add(b"\x01" + b"x" * 6), RemoteProtocolError)
+    with pytest.raises(RemoteProtocolError, match="^message exceeds the limit of 10 bytes$"):
+        assembler.add(b"\x01" + b"x" * 5)

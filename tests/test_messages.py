@@ -8,6 +8,8 @@ from typing import Any
 
 import msgpack
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from nacl.bindings import crypto_scalarmult_base, crypto_sign_ed25519_pk_to_curve25519
 from nacl.signing import SigningKey
 
@@ -23,7 +25,7 @@ from planfence_net.messages import (INVALID, MAX_ARGS, MAX_IDS, MAX_KEY_LEN, MAX
                                     Response, decode_request, decode_response, encode_error,
                                     encode_request, encode_response, pack, parse_get,
                                     parse_heads, parse_heads_short, parse_put, parse_subscribe,
-                                    request_id_of, unpack)
+                                    request_id_of, screen_request, unpack)
 from planfence_net.plainread import read_plain
 
 RID = bytes(range(32))
@@ -389,3 +391,54 @@ def test_the_fast_path_reads_what_the_careful_reader_reads(value: list[Any]) -> 
     assert outcome(lambda: decode_request(data)) == careful
     assert (read_plain(data, REQUESTS, MAX_ARGS, 4 * MAX_KEY_LEN) is not None) == (
         type(value[0]) is int and value[0] <= 4)  # well formed, no raw body: it takes them
+
+
+# -- screening a request from its first bytes ---------------------------------------------------
+
+_NAMES = st.sampled_from(["keys", "expect", "short", "ids", "key", "kind", "body", "parents",
+                          "every", "group", "seq", "junk"])
+_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-2**40, 2**40), st.floats(),
+                     st.text(max_size=8), st.binary(max_size=40))
+_VALUES = st.recursive(_SCALARS, lambda inner: st.one_of(
+    st.lists(inner, max_size=6), st.dictionaries(st.text(max_size=6), inner, max_size=4)),
+    max_leaves=20)
+_REQUESTS = st.one_of(
+    st.tuples(st.integers(0, 2**31), st.sampled_from([*OPS, "nosuchop"]),
+              st.dictionaries(_NAMES, _VALUES, max_size=5)).map(list),
+    _VALUES)
+
+
+def _outcome(read: Any) -> Any:
+    try:
+        return read()
+    except BadRequest as exc:
+        return (exc.code, exc.message, exc.req_id)
+
+
+@given(value=_REQUESTS, tail=st.binary(max_size=3), cut=st.integers(1, 400))
+@settings(max_examples=400, deadline=None)
+def test_a_request_refused_from_its_first_bytes_is_refused_whole_alike(
+        value: Any, tail: bytes, cut: int) -> None:
+    """Whatever screen_request refuses from a prefix, decode_request refuses too (same code,
+    message and req_id) once the whole has arrived; a request it would serve is never refused
+    from any prefix of it."""
+    data = pack(value) + tail
+    if cut >= len(data):
+        return
+    screened = screen_request(data[:cut])
+    whole = _outcome(lambda: decode_request(data))
+    if screened is not None:
+        assert (screened.code, screened.message, screened.req_id) == whole
+    assert isinstance(whole, tuple) or screened is None
+
+
+def test_the_empty_array_floods_are_refused_from_their_first_chunk() -> None:
+    count = 16 * 1024 * 1024 - 100
+    flood = b"\xdd" + count.to_bytes(4, "big") + b"\x90" * 65000
+    junk = screen_request(b"\x93\x01\xa5heads\x82\xa4keys\x91\xa5req/a\xa4junk" + flood)
+    keys = screen_request(b"\x93\x02\xa5heads\x81\xa4keys" + flood)
+    body = screen_request(b"\x93\x03\xa3put\x82\xa3key\xa5req/a\xa4body" + flood)
+    assert junk is not None and (junk.code, junk.req_id) == ("bad_request", 1)
+    assert keys is not None and (keys.code, keys.message, keys.req_id) == (
+        "too_large", f"at most {MAX_KEYS} keys per request", 2)
+    assert body is None  # a put's body may be long: only the whole decides

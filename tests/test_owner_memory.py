@@ -18,7 +18,7 @@ import pytest
 from planfence_net.api import get_records
 from planfence_net.answers import omitted_ids
 from planfence_net.client import get_in_parts, open_session
-from planfence_net.framing import DEFAULT_MAX_MESSAGE
+from planfence_net.framing import DEFAULT_MAX_MESSAGE, split_message
 from planfence_net.messages import REQUESTS, BadRequest
 from planfence_net.owners.daemon import _decode
 from planfence_net.owners.replies import ONE_RECORD
@@ -133,6 +133,27 @@ async def test_a_request_full_of_empty_arrays_costs_the_owner_nothing(
                                       "message": "at most 4096 keys per request"}]
         await client.aclose()
     assert peak_rss_mb(pid) < 300
+
+
+async def test_a_request_bad_from_its_first_chunk_is_answered_before_the_rest_arrives(
+        live_cluster: ClusterHandle) -> None:
+    """The owner answers a 16 MiB flood from its first chunk and drops the rest as it comes,
+    so it never holds the message whole (four such floods at once had held every other
+    peer's ping for up to 118 ms); the session goes on after the dropped message."""
+    h = live_cluster
+    count = DEFAULT_MAX_MESSAGE - 100
+    flood = b"\x93\x07\xa5heads\x81\xa4keys\xdd" + count.to_bytes(4, "big") + b"\x90" * count
+    chunks = split_message(flood)
+    with anyio.fail_after(DEADLINE):
+        client = await RawClient.session(h)
+        await client.send_chunks(chunks[:1])  # the rest is not sent yet
+        early = await client.receive_message()
+        assert early is not None and msgpack.unpackb(early) == [
+            7, False, {"code": "too_large", "message": "at most 4096 keys per request"}]
+        await client.send_chunks(chunks[1:])
+        pong = await client.call(msgpack.packb([8, "ping", {}]))
+        assert pong[:2] == [8, True] and pong[2]["agent"] == "reqs"
+        await client.aclose()
 
 
 # -- D10: a malformed request is answered with its own req_id -----------------------------------

@@ -16,8 +16,9 @@ import pytest
 from nacl.bindings import crypto_scalarmult_base
 
 from planfence_net.errors import PlanfenceError, RemoteProtocolError, TransportError
-from planfence_net.framing import CHUNK_DATA
-from planfence_net.transport import READ_AHEAD, NoiseStream, connect
+from planfence_net.framing import CHUNK_DATA, MAX_FRAME, FrameDecoder, encode_frame
+from planfence_net.transport import (READ_AHEAD, TURN_BYTES, NoiseStream, Traffic, _Wire,
+                                     connect)
 
 pytestmark = pytest.mark.anyio
 CLIENT_KEY, OWNER_KEY = bytes(range(1, 33)), bytes(range(33, 65))
@@ -109,3 +110,41 @@ async def test_a_peer_gone_is_a_transport_error() -> None:
             await client.receive_message()
         with pytest.raises(TransportError):
             await client.send_message(b"x")
+
+
+class _Socket:
+    """Stands for an asyncio transport: records whether it is reading."""
+
+    def __init__(self) -> None:
+        self.reading = True
+
+    def pause_reading(self) -> None:
+        assert self.reading
+        self.reading = False
+
+    def resume_reading(self) -> None:
+        assert not self.reading
+        self.reading = True
+
+    def is_closing(self) -> bool:
+        return False
+
+
+async def test_a_session_that_reads_a_lot_lets_the_loop_run_the_others_first() -> None:
+    """After TURN_BYTES a session stops reading until the event loop has run everyone else's
+    callbacks (libuv would read on up to 8 MiB in one go: four flooding sessions held other
+    peers' pings up to 118 ms); a hold for the reader's backlog outlasts the turn."""
+    socket = _Socket()
+    wire = _Wire(socket, FrameDecoder(), Traffic())  # type: ignore[arg-type]
+    frame = encode_frame(bytes(MAX_FRAME))
+    under = TURN_BYTES // len(frame)
+    wire.data_received(frame * under)
+    assert socket.reading
+    wire.data_received(frame)
+    assert not socket.reading
+    wire.hold("backlog")
+    await anyio.sleep(0)  # one loop turn: the turn is over, the backlog is not
+    assert not socket.reading
+    wire.release("backlog")
+    assert socket.reading
+    assert len(wire.frames) == under + 1

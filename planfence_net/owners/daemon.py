@@ -19,7 +19,7 @@ from ..identity import Identity
 from ..messages import (REQUESTS, BadRequest, RawValue, Request, Schema, decode_request,
                         encode_error, encode_response, parse_ack, parse_get, parse_heads,
                         parse_heads_short, parse_put, parse_subscribe, parse_subscribe_every,
-                        parse_subscribe_group, parse_synced)
+                        parse_subscribe_group, parse_synced, screen_request)
 from ..records import Record, make_record
 from ..roster import Agent, Roster
 from ..transport import NoiseStream
@@ -75,7 +75,8 @@ class OwnerDaemon:
         self.requests_served = 0
         self.listen = listen
         self.limits = limits.for_descriptors()
-        self.door = Door(roster, identity, log, self.limits, max_message, self._serve_peer)
+        self.door = Door(roster, identity, log, self.limits, max_message, self._serve_peer,
+                         lambda prefix: screen_request(prefix, self.schema))
         self.sessions_by_peer: dict[str, int] = {}
         self.dropped_subscribers = 0
         self.replies = ByteBudget(self.limits.reply_budget)
@@ -124,7 +125,7 @@ class OwnerDaemon:
                 return
 
     async def _serve_peer(self, stream: NoiseStream, remote: str,
-                          first: list[bytes | None]) -> None:
+                          first: list[bytes | PlanfenceError | None]) -> None:
         peer = self.roster.agent_by_noise_key(stream.peer_key)
         assert peer is not None
         if self.sessions_by_peer.get(peer.name, 0) >= self.limits.sessions_per_peer:
@@ -146,7 +147,8 @@ class OwnerDaemon:
             self.log.write("disconnected", remote=remote, peer=peer.name,
                            **stream.statistics())
 
-    async def _serve_session(self, connection: Connection, first: list[bytes | None]) -> None:
+    async def _serve_session(self, connection: Connection,
+                             first: list[bytes | PlanfenceError | None]) -> None:
         """Answer the session's requests, starting with `first` (a one-item list, emptied
         here: no frame keeps a message alive once its answer no longer needs it).
 
@@ -161,8 +163,7 @@ class OwnerDaemon:
             try:
                 data = first.pop()
                 while data is not None:
-                    size = len(data)
-                    request = _decode(data, self.schema)
+                    request, size = _request_of(data, self.schema)
                     data = None
                     if isinstance(request, Request) and request.op not in INLINE:
                         await limiter.acquire()  # at the cap, stop reading: the peer waits
@@ -174,7 +175,7 @@ class OwnerDaemon:
                     else:
                         self._begin()
                         await self._answer(connection, request, None, 0)
-                    data = await connection.stream.receive_message()
+                    data = await connection.stream.receive()
             except PlanfenceError as exc:
                 if isinstance(exc, RemoteProtocolError):
                     self.log.write("error", peer=connection.peer.name,
@@ -440,6 +441,18 @@ class OwnerDaemon:
                 "unread_replies": self.unread_replies, "reply_bytes_held": self.replies.used,
                 "request_bytes_held": self.requests.used,
                 **self.log.statistics(), **self.store.statistics()}
+
+
+def _request_of(message: bytes | PlanfenceError,
+                schema: Schema) -> tuple[Request | BadRequest, int]:
+    """The request in a received message, or why it cannot be served, and the message's
+    size. A message the screen refused from its first chunk comes as that BadRequest (size 0:
+    nothing of it is held); any other error ends the session."""
+    if isinstance(message, BadRequest):
+        return message, 0
+    if isinstance(message, PlanfenceError):
+        raise message
+    return _decode(message, schema), len(message)
 
 
 def _decode(data: bytes, schema: Schema) -> Request | BadRequest:

@@ -20,6 +20,7 @@ from anyio.abc import SocketStream, TaskGroup
 from ..errors import PlanfenceError
 from ..identity import Identity
 from ..roster import Roster
+from ..framing import Screen
 from ..transport import NoiseStream, pause_reading_until_receive
 from .limits import Limits, RateLimit
 from .logs import EventLog
@@ -29,9 +30,10 @@ ACCEPT_BACKOFF = (0.05, 1.0)  # first and longest pause after accept() fails
 # accept() errors that mean "out of descriptors or memory": wait for some to be freed.
 EXHAUSTED = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 
-# Called with a proven session: its stream, the remote address and its first message (in
-# a one-item list the callee empties, so that no frame here keeps the message alive).
-Admit = Callable[[NoiseStream, str, list["bytes | None"]], Awaitable[None]]
+# Called with a proven session: its stream, the remote address and its first message, or
+# the screen's refusal of it (in a one-item list the callee empties, so that no frame here
+# keeps the message alive).
+Admit = Callable[[NoiseStream, str, list["bytes | PlanfenceError | None"]], Awaitable[None]]
 
 
 def fingerprint(key: bytes) -> str:
@@ -43,13 +45,14 @@ class Door:
     """Accepts, authenticates and admits an owner's connections (module docstring)."""
 
     def __init__(self, roster: Roster, identity: Identity, log: EventLog, limits: Limits,
-                 max_message: int, admit: Admit) -> None:
+                 max_message: int, admit: Admit, screen: Screen | None = None) -> None:
         self.roster = roster
         self.identity = identity
         self.log = log
         self.limits = limits
         self.max_message = max_message
         self._admit = admit
+        self._screen = screen
         self.open_connections = 0  # accepted and not yet closed
         self.unproven = 0  # of those, not yet proven by a valid transport message
         self.refused_connections = 0
@@ -146,7 +149,8 @@ class Door:
                 return await NoiseStream.wrap(raw, initiator=False, cluster=self.roster.cluster,
                                               static_private=self.identity.noise_private,
                                               accept_peer=accept_peer,
-                                              max_message=self.max_message)
+                                              max_message=self.max_message,
+                                              screen=self._screen)
         except (PlanfenceError, TimeoutError) as exc:
             if refused:
                 self.refused_peers += 1
@@ -160,15 +164,16 @@ class Door:
                 await raw.aclose()
             return None
 
-    async def _wait_first_message(self, stream: NoiseStream, remote: str) -> bytes | None:
-        """The session's first application message, or None when none arrives within
-        `first_message_deadline`. IK's first handshake message can be replayed by anyone who
+    async def _wait_first_message(self, stream: NoiseStream,
+                                  remote: str) -> bytes | PlanfenceError | None:
+        """The session's first application message (or the screen's refusal of it: its
+        first chunk was valid), or None when none arrives within `first_message_deadline`. IK's first handshake message can be replayed by anyone who
         captured it; only a peer holding the session keys can send a valid transport
         message, so until one arrives the session is nobody's (logged as a stranger)."""
         claimed = fingerprint(stream.peer_key)
         try:
             with anyio.fail_after(self.limits.first_message_deadline):
-                return await stream.receive_message()
+                return await stream.receive()
         except TimeoutError:
             reason = (f"no valid message within {self.limits.first_message_deadline:g} s "
                       f"of the handshake")

@@ -80,7 +80,7 @@ class SyncSession:
         while True:
             message = self._assembler.add(self._receive.decrypt_with_ad(b"",
                                                                         self._frame(deadline)))
-            if message is not None:
+            if isinstance(message, bytes):  # no screen here: never an error
                 break
         response = decode_response(message)
         if response.req_id != req_id:
