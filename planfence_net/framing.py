@@ -110,6 +110,11 @@ class MessageAssembler:
         self._size = 0
         self._dropping = False
 
+    @property
+    def assembling(self) -> bool:
+        """True while the chunks of an unfinished message are held."""
+        return bool(self._parts)
+
     def add(self, chunk: bytes) -> bytes | PlanfenceError | None:
         """Add one chunk plaintext; returns the whole message after its last chunk (or the
         screen's error after its first), else None."""

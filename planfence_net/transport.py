@@ -29,6 +29,7 @@ from .framing import (DEFAULT_MAX_MESSAGE, HANDSHAKE_FRAME_CAP, MAX_FRAME, PATTE
                       PROTOCOL_VERSION, FrameDecoder, MessageAssembler, Screen, encode_frame,
                       prologue, split_message)
 from .noise import CipherState, HandshakeState
+from .slots import MessageSlots
 
 READ_AHEAD = 256 * 1024  # received messages nobody has taken yet before we stop reading
 # Bytes one session reads before it lets the event loop's other callbacks run. libuv (uvloop)
@@ -187,8 +188,11 @@ class NoiseStream:
     """Whole application messages over an authenticated, encrypted TCP connection."""
 
     def __init__(self, wire: _Wire, send_cipher: CipherState, receive_cipher: CipherState,
-                 peer_key: bytes, max_message: int, screen: Screen | None = None) -> None:
+                 peer_key: bytes, max_message: int, screen: Screen | None = None,
+                 slots: MessageSlots | None = None) -> None:
         self._wire = wire
+        self._slots = slots
+        self._loop = asyncio.get_running_loop()
         self._send_cipher = send_cipher
         self._receive_cipher = receive_cipher
         self._assembler = MessageAssembler(max_message, screen)
@@ -215,8 +219,8 @@ class NoiseStream:
     async def wrap(cls, stream: ByteStream, *, initiator: bool, cluster: str,
                    static_private: bytes, remote_static: bytes | None = None,
                    accept_peer: Callable[[bytes], bool] = lambda key: True,
-                   max_message: int = DEFAULT_MAX_MESSAGE,
-                   screen: Screen | None = None) -> NoiseStream:
+                   max_message: int = DEFAULT_MAX_MESSAGE, screen: Screen | None = None,
+                   slots: MessageSlots | None = None) -> NoiseStream:
         """Run the IK handshake over `stream` (an anyio TCP stream on asyncio, which the
         session takes over) and return the session.
 
@@ -225,7 +229,8 @@ class NoiseStream:
         peer raises HandshakeError. The caller sets the deadline (anyio.fail_after) and
         closes `stream` on failure. `screen` judges each message longer than one chunk from
         its first chunk (framing.MessageAssembler): what it refuses is never held whole, and
-        `receive` returns the screen's error in its place.
+        `receive` returns the screen's error in its place. A message longer than one chunk
+        is received only while it holds one of `slots` (shared by an owner's sessions).
         """
         decoder = FrameDecoder(HANDSHAKE_FRAME_CAP)
         wire = _take_over(stream, decoder, Traffic())
@@ -253,7 +258,7 @@ class NoiseStream:
         c1, c2 = state.split()
         send, receive = (c1, c2) if initiator else (c2, c1)
         decoder.max_frame = MAX_FRAME
-        return cls(wire, send, receive, peer_key, max_message, screen)
+        return cls(wire, send, receive, peer_key, max_message, screen, slots)
 
     @property
     def send_broken(self) -> bool:
@@ -333,7 +338,10 @@ class NoiseStream:
         return await asyncio.shield(self._closed)
 
     def _on_frame(self, frame: bytes) -> None:
+        held = self._assembler.assembling
         message = self._assembler.add(self._receive_cipher.decrypt_with_ad(b"", frame))
+        if self._slots is not None:
+            self._count_slot(held, self._assembler.assembling)
         if message is None:
             return
         self.traffic.messages_received += 1
@@ -350,6 +358,40 @@ class NoiseStream:
             self._paused = True  # the reader is behind: the peer meets TCP backpressure
             self._wire.hold("backlog")
 
+    def _count_slot(self, held: bool, holds: bool) -> None:
+        """Take a slot when a large message starts (or stop reading until one is given),
+        give it back when the message is whole."""
+        assert self._slots is not None
+        now = self._loop.time()
+        if holds and not held:
+            if not self._slots.take(self, now, self._slot_granted):
+                self._wire.hold("slot")
+                self._loop.call_later(self._slots.stall, self._close_stalled)
+        elif held and not holds:
+            self._slots.give_back(self, now)
+            self._wire.release("slot")
+        elif holds:
+            self._slots.touch(self, now)
+
+    def _slot_granted(self) -> None:
+        self._wire.release("slot")
+
+    def _close_stalled(self) -> None:
+        """While this session waits for a slot, close the holders that stalled."""
+        assert self._slots is not None
+        if self._wire.error is not None or not self._slots.waiting(self):
+            return
+        for holder in self._slots.stalled(self._loop.time()):
+            assert isinstance(holder, NoiseStream)
+            if holder._wire._held:  # not read by us (backlog, its turn): not its peer's stall
+                continue
+            self._slots.evicted += 1
+            holder._wire.fail(RemoteProtocolError(
+                f"no chunk for {self._slots.stall:g} s in the middle of a message while "
+                f"other sessions waited to send theirs"))
+        if self._slots.waiting(self):
+            self._loop.call_later(self._slots.stall, self._close_stalled)
+
     def _deliver(self, message: bytes) -> None:
         assert self._on_message is not None
         try:
@@ -358,6 +400,8 @@ class NoiseStream:
             self._wire.fail(exc)
 
     def _wire_closed(self, exc: PlanfenceError) -> None:
+        if self._slots is not None:
+            self._slots.give_back(self, self._loop.time())
         if not self._closed.done():
             self._closed.set_result(exc)
 

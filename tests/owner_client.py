@@ -24,7 +24,7 @@ from conftest import ClusterHandle
 DEADLINE = 20.0
 STATS_KEYS = {"agent", "sessions", "in_flight", "requests_served", "refused_peers", "keys",
               "connections", "refused_connections", "accept_errors", "dropped_subscribers",
-              "log_suppressed", "log_failed_writes", "unread_replies", "reply_bytes_held", "request_bytes_held",
+              "log_suppressed", "log_failed_writes", "large_message_waits", "stalled_senders", "unread_replies", "reply_bytes_held", "request_bytes_held",
               "last_seq_by_owner",
               "last_seq", "commits", "records_written"}
 BAD_SHAPE = "a request is [req_id: int, op: str, args: map]"

@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 from planfence_net.cli.main import app
 from planfence_net.client import open_session
 from planfence_net.errors import RequestError, TransportError
-from planfence_net.framing import encode_frame
+from planfence_net.framing import encode_frame, split_message
 from planfence_net.noise import HandshakeState
 from planfence_net.owners.limits import RateLimit
 
@@ -204,6 +204,45 @@ async def test_handshakes_in_progress_and_sessions_per_peer_are_bounded(
     refused = h.events("reqs", "session_refused")
     assert [(e["peer"], e["reason"]) for e in refused] == [("planner", "2 sessions of planner open")]
     assert h.events("reqs", "connection_refused")[0]["reason"] == "2 handshakes in progress"
+
+
+# -- large messages being received ---------------------------------------------------------------
+
+
+async def test_a_large_message_waits_for_a_slot_and_a_stalled_sender_loses_it(
+        cluster_dir: ClusterHandle) -> None:
+    """With one slot for large messages: a session that sends the first chunk of a large
+    request and stops holds the slot; another session's large request waits (the owner stops
+    reading it) until the first has been silent for `message_stall`. Then that session is
+    closed and the waiting request answered. Small requests never wait."""
+    h = cluster_dir
+    # Longer than one read (256 KiB): what arrives in the read that started it is taken.
+    big = msgpack.packb([1, "heads", {"keys": [f"req/{i:04d}" + "k" * 490 for i in range(1000)]}])
+    chunks = split_message(big)
+    assert len(chunks) == 8
+    with serve_owner(h, limits=("large_messages=1", "message_stall=1")), \
+            anyio.fail_after(DEADLINE):
+        async with open_session(h.roster, h.identity("inventory"), "reqs") as small:
+            stalled = await RawClient.session(h)
+            assert (await stalled.call(msgpack.packb([0, "ping", {}])))[:2] == [0, True]
+            await stalled.send_chunks(chunks[:1])
+            assert (await small.request("ping"))["agent"] == "reqs"  # the chunk was read
+            waiting = await RawClient.session(h, as_agent="ops")
+            await waiting.send_message(big)
+            assert (await small.request("ping"))["agent"] == "reqs"
+            started = time.monotonic()
+            reply = await waiting.receive_message()
+            waited = time.monotonic() - started
+            await stalled.wait_closed()
+            figures = await small.request("stats")
+        await stalled.aclose()
+        await waiting.aclose()
+    assert reply is not None and msgpack.unpackb(reply)[:2] == [1, True]
+    assert 0.5 < waited < DEADLINE
+    assert (figures["large_message_waits"], figures["stalled_senders"]) == (1, 1)
+    closed = [(e["peer"], e["reason"]) for e in h.events("reqs", "error")]
+    assert closed == [("planner", "session closed: no chunk for 1 s in the middle of a message "
+                                  "while other sessions waited to send theirs")]
 
 
 # -- D7: subscriptions --------------------------------------------------------------------------

@@ -156,6 +156,40 @@ async def test_a_request_bad_from_its_first_chunk_is_answered_before_the_rest_ar
         await client.aclose()
 
 
+async def test_large_messages_being_received_are_bounded_across_sessions(
+        live_cluster: ClusterHandle) -> None:
+    """Twenty sessions each send all but the last chunk of a 16 MiB put (not this peer's to
+    write, but only the whole message could show it): the owner receives four such messages
+    at a time and stops reading the other sessions, so its peak RSS stays under 300 MB (it
+    used to hold 16 MiB for every session). The owner serves small requests meanwhile."""
+    h = live_cluster
+    pid = h.owner_pid("reqs")
+    size = DEFAULT_MAX_MESSAGE - 100
+    put = (b"\x93\x01\xa3put\x82\xa3key\xa5req/a\xa4body\xc6" + size.to_bytes(4, "big")
+           + bytes(size))
+    chunks = split_message(put)[:-1]
+
+    async def send_all_but_last(client: RawClient) -> None:
+        for chunk in chunks:  # one at a time: the test holds no 16 MiB per session either
+            await client.send_chunks([chunk])
+
+    with anyio.fail_after(DEADLINE):
+        clients = [await RawClient.session(h) for _ in range(20)]
+        async with open_session(h.roster, h.identity("ops"), "reqs") as watcher:
+            async with anyio.create_task_group() as tg:
+                for client in clients:
+                    tg.start_soon(send_all_but_last, client)
+                while (await watcher.request("stats"))["large_message_waits"] < 16:
+                    await anyio.sleep(0.05)  # the owner's own count is the only witness
+                assert (await watcher.request("ping"))["agent"] == "reqs"
+                held_mb = peak_rss_mb(pid)
+                tg.cancel_scope.cancel()
+            for client in clients:
+                await client.aclose()
+            assert (await watcher.request("ping"))["agent"] == "reqs"
+    assert held_mb < 300
+
+
 # -- D10: a malformed request is answered with its own req_id -----------------------------------
 
 

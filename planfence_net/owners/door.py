@@ -20,6 +20,7 @@ from anyio.abc import SocketStream, TaskGroup
 from ..errors import PlanfenceError
 from ..identity import Identity
 from ..roster import Roster
+from ..slots import MessageSlots
 from ..framing import Screen
 from ..transport import NoiseStream, pause_reading_until_receive
 from .limits import Limits, RateLimit
@@ -53,6 +54,7 @@ class Door:
         self.max_message = max_message
         self._admit = admit
         self._screen = screen
+        self.slots = MessageSlots(limits.large_messages, limits.message_stall)
         self.open_connections = 0  # accepted and not yet closed
         self.unproven = 0  # of those, not yet proven by a valid transport message
         self.refused_connections = 0
@@ -150,7 +152,7 @@ class Door:
                                               static_private=self.identity.noise_private,
                                               accept_peer=accept_peer,
                                               max_message=self.max_message,
-                                              screen=self._screen)
+                                              screen=self._screen, slots=self.slots)
         except (PlanfenceError, TimeoutError) as exc:
             if refused:
                 self.refused_peers += 1
@@ -187,6 +189,7 @@ class Door:
         return {"refused_peers": self.refused_peers, "connections": self.open_connections,
                 "refused_connections": self.refused_connections,
                 "accept_errors": self.accept_errors,
+                "large_message_waits": self.slots.waits, "stalled_senders": self.slots.evicted,
                 "log_suppressed": self._strangers.suppressed_total}
 
 

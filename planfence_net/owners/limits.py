@@ -36,6 +36,8 @@ class Limits:
     queued_push_bytes: int = 1024 * 1024  # unsent pushes of one session before it is dropped
     reply_budget: int = 128 * 1024 * 1024  # bytes of large replies held at once, all sessions
     request_budget: int = 64 * 1024 * 1024  # bytes of large requests held at once
+    large_messages: int = 4  # messages over one chunk being received at once, all sessions
+    message_stall: float = 10.0  # seconds a large message may pause while others wait
     send_deadline: float = 60.0  # seconds one reply may wait for the peer to read it
     stranger_burst: int = 50  # log events strangers can cause: burst, then `stranger_rate`/s
     stranger_rate: float = 10.0

@@ -13,6 +13,7 @@ reported, not a promise the row is judged by.
     get x1024            `get` naming one 1 MiB record 1024 times, from 8 sessions
     heads repeated       `heads` naming one key 4096 times with `expect`, from 8 sessions
     empty arrays         16 MiB requests of empty arrays (known and unknown arguments)
+    unfinished messages  all but the last chunk of a 16 MiB put, from 24 sessions, held
     unread replies       4.2 MB `heads` requests whose replies are never read
     subscribers          2,000 subscriptions that never read, over 400 commits
 """
@@ -29,7 +30,7 @@ import anyio
 from ...client import open_session
 from ...cluster import ClusterDir, init_cluster
 from ...errors import PlanfenceError, TransportError, collapse
-from ...framing import DEFAULT_MAX_MESSAGE
+from ...framing import DEFAULT_MAX_MESSAGE, encode_frame, split_message
 from ...messages import encode_request
 from ...records import record_from_wire
 from ...transport import NoiseStream, connect
@@ -81,6 +82,7 @@ def _attacks(big_id: bytes) -> list[tuple[str, Attack, dict[str, Any]]]:
         ("get x1024", lambda t, q: _amplify(t, q, _get_request(big_id)), {}),
         ("heads repeated", lambda t, q: _amplify(t, q, _heads_request()), {}),
         ("empty arrays", _empty_arrays, {}),
+        ("unfinished messages", _unfinished_messages, {}),
         ("unread replies", _unread_replies, {}),
         ("subscribers", _subscribers, {}),
     ]
@@ -225,6 +227,41 @@ async def _empty_arrays(target: Target, quick: bool) -> int:
         for _ in range(2 if quick else 4):
             tg.start_soon(attacker)
     return rounds
+
+
+async def _unfinished_messages(target: Target, quick: bool) -> int:
+    """Sessions (8, 24 in the long run) each send all but the last chunk of a 16 MiB put
+    (a body only the whole message could show is not theirs to write) and hold it there."""
+    size = DEFAULT_MAX_MESSAGE - 100
+    put = encode_request(1, "put", {"key": "req/unfinished", "body": bytes(size)})
+    chunks = split_message(put)[:-1]
+    sessions = 8 if quick else 24
+    streams: list[NoiseStream] = []
+
+    async def send_all_but_last(stream: NoiseStream) -> None:
+        with anyio.move_on_after(2.0 if quick else 5.0):  # the owner may stop reading
+            for chunk in chunks:
+                _write_chunk(stream, chunk)
+                await stream.wait_writable()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for _ in range(sessions):
+                stream = await target.session()
+                await stream.send_message(encode_request(0, "ping", {}))  # proven
+                await stream.receive_message()
+                streams.append(stream)
+                tg.start_soon(send_all_but_last, stream)
+    finally:
+        for stream in streams:
+            await stream.aclose()
+    return sessions
+
+
+def _write_chunk(stream: NoiseStream, chunk: bytes) -> None:
+    """Send one chunk plaintext as it is: the session's own API sends only whole messages,
+    so this attack reaches into it."""
+    stream._wire.write(encode_frame(stream._send_cipher.encrypt_with_ad(b"", chunk)))
 
 
 async def _unread_replies(target: Target, quick: bool) -> int:
