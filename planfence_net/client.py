@@ -30,21 +30,31 @@ if TYPE_CHECKING:  # annotations only
 
 
 Outcome = dict[str, Any] | PlanfenceError
+# Requests a session's waiters gave up on (a deadline) whose answers have not come: beyond
+# this many, the owner is not answering and the session is closed.
+MAX_ABANDONED = 1024
 
 
 class Reply:
     """A request on the wire; `await reply.wait()` for its result."""
 
-    __slots__ = ("req_id", "_future")
+    __slots__ = ("req_id", "_future", "_abandon")
 
-    def __init__(self, req_id: int, future: asyncio.Future[Outcome]) -> None:
+    def __init__(self, req_id: int, future: asyncio.Future[Outcome],
+                 abandon: Callable[[int], None]) -> None:
         self.req_id = req_id
         self._future = future
+        self._abandon = abandon
 
     async def wait(self) -> dict[str, Any]:
         """The result. Raises RequestError for a typed error from the owner, TransportError
-        when the session is lost, RemoteProtocolError for a malformed response."""
-        outcome = await asyncio.shield(self._future)
+        when the session is lost, RemoteProtocolError for a malformed response. A waiter
+        cancelled here gives the request up: its answer, if it comes, is dropped."""
+        try:
+            outcome = await asyncio.shield(self._future)
+        except asyncio.CancelledError:
+            self._abandon(self.req_id)
+            raise
         if isinstance(outcome, PlanfenceError):
             raise outcome
         return outcome
@@ -64,6 +74,7 @@ class Session:
         # outcomes are results, never future exceptions: an answer that arrives after its
         # waiter gave up (a deadline) is then dropped silently
         self._pending: dict[int, asyncio.Future[Outcome]] = {}
+        self._abandoned: set[int] = set()  # given up by their waiters, not yet answered
         self._subscriptions: dict[int, MemoryObjectSendStream[dict[str, Any]]] = {}
         self._failure: PlanfenceError | None = None
         stream.set_receiver(self._on_message, self._fail)
@@ -91,7 +102,7 @@ class Session:
         except BaseException:
             self._pending.pop(req_id, None)
             raise
-        return Reply(req_id, future)
+        return Reply(req_id, future, self._abandon)
 
     async def subscribe(self, keys: list[str] | None = None, every: int = 1,
                         group: str | None = None,
@@ -117,6 +128,18 @@ class Session:
             receive.close()
             raise
         return receive
+
+    def _abandon(self, req_id: int) -> None:
+        """Forget a request whose waiter gave up, remembering only its id (so that a late
+        answer is dropped, not taken for a protocol error). An owner that leaves more than
+        MAX_ABANDONED such requests unanswered loses the session."""
+        if self._pending.pop(req_id, None) is None:
+            return  # answered already, or the session failed
+        self._abandoned.add(req_id)
+        if len(self._abandoned) > MAX_ABANDONED:
+            self._fail(TransportError(f"{self.agent.name} left {MAX_ABANDONED} requests "
+                                      f"unanswered past their deadlines"))
+            self.stream.close()
 
     def _register(self) -> tuple[int, asyncio.Future[Outcome]]:
         if self._failure is not None:
@@ -145,9 +168,10 @@ class Session:
             subscription.send_nowait(result)
             return
         if future is None:
+            if req_id in self._abandoned:  # late: its waiter gave up
+                self._abandoned.discard(req_id)
+                return
             raise RemoteProtocolError(f"response to unknown request id {req_id}")
-        if future.done():  # its waiter was cancelled
-            return
         if ok:
             future.set_result(result)
         else:
@@ -163,6 +187,7 @@ class Session:
             if not future.done():
                 future.set_result(self._failure)
         self._pending.clear()
+        self._abandoned.clear()
         for subscription in self._subscriptions.values():
             subscription.close()
         self._subscriptions.clear()

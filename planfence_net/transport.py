@@ -407,6 +407,10 @@ class NoiseStream:
 
     async def aclose(self) -> None:
         """Close the connection (unsent data is dropped, like an abort)."""
+        self.close()
+
+    def close(self) -> None:
+        """`aclose` without waiting (it never waits): for callbacks that cannot await."""
         self._wire.fail(TransportError("session closed"))
 
     def statistics(self) -> dict[str, Any]:
