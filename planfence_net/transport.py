@@ -18,7 +18,7 @@ import asyncio
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from anyio.abc import ByteStream
@@ -90,7 +90,7 @@ class _Wire(asyncio.Protocol):
     def hold(self, reason: str) -> None:
         """Stop reading until `release(reason)` (and every other hold is released)."""
         if not self._held and not self.transport.is_closing():
-            self.transport.pause_reading()  # type: ignore[attr-defined]
+            self.transport.pause_reading()
         self._held.add(reason)
 
     def release(self, reason: str) -> None:
@@ -98,7 +98,7 @@ class _Wire(asyncio.Protocol):
             return
         self._held.discard(reason)
         if not self._held and not self.transport.is_closing():
-            self.transport.resume_reading()  # type: ignore[attr-defined]
+            self.transport.resume_reading()
 
     def _next_turn(self) -> None:
         self._turn = 0
@@ -167,11 +167,15 @@ class _Wire(asyncio.Protocol):
 def _take_over(stream: ByteStream, decoder: FrameDecoder, traffic: Traffic) -> _Wire:
     """Move an anyio asyncio socket stream's transport (and any bytes it already read) to a
     `_Wire`. The anyio stream must not be used afterwards except for `aclose()`."""
-    transport = getattr(stream, "_transport", None)
+    # anyio keeps both in private attributes (hence getattr); its protocol's read_queue,
+    # exception and is_at_eof are read below. uvloop's transport does not subclass
+    # asyncio.Transport but has its methods, so it is checked by duck typing and cast.
+    found = getattr(stream, "_transport", None)
     old = getattr(stream, "_protocol", None)
-    if not hasattr(transport, "set_protocol") or old is None:  # uvloop's: no subclass
+    if found is None or not hasattr(found, "set_protocol") or old is None:
         raise LocalProtocolError("a Noise session needs a TCP stream on asyncio")
-    wire = _Wire(transport, decoder, traffic)  # type: ignore[arg-type]
+    transport = cast(asyncio.Transport, found)
+    wire = _Wire(transport, decoder, traffic)
     transport.set_protocol(wire)
     pending = b"".join(old.read_queue)
     old.read_queue.clear()
@@ -180,7 +184,7 @@ def _take_over(stream: ByteStream, decoder: FrameDecoder, traffic: Traffic) -> _
     if old.exception is not None or old.is_at_eof or transport.is_closing():
         wire.fail(TransportError("connection closed by peer"))
     else:
-        transport.resume_reading()  # type: ignore[attr-defined]
+        transport.resume_reading()
     return wire
 
 

@@ -136,6 +136,18 @@ def status(h: ClusterHandle) -> list[dict[str, object]]:
     return json.loads(ok("cluster", "status", h.path, "--json"))
 
 
+def test_cluster_status_table_shows_pid_liveness_and_shaper(cluster_dir: ClusterHandle) -> None:
+    h = cluster_dir
+    (h.path / "links.toml").write_text('[links]\nreqs = "127.0.0.1:7001"\n')
+    (h.path / "run").mkdir(exist_ok=True)
+    (h.path / "run" / "links.toml").write_text('profile = "verizon-lte"\n')
+    rows = [line.split() for line in ok("cluster", "status", h.path).splitlines()]
+    assert rows == [["agent", "address", "pid", "alive", "owns", "shaper"]] + [
+        [a.name, a.address, "-", "no", *a.owns,
+         *(["127.0.0.1:7001", "(verizon-lte)"] if a.name == "reqs" else ["-"])]
+        for a in h.roster.agents]
+
+
 def test_cluster_lifecycle_up_idempotent_restart_crashed_down(cluster_dir: ClusterHandle) -> None:
     h = cluster_dir
     assert status(h) == [{"name": a.name, "address": a.address, "pid": None, "alive": False,

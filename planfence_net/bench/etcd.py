@@ -109,7 +109,7 @@ class EtcdClient:
         return answer
 
     async def _read_chunked(self) -> bytes:
-        parts = []
+        parts: list[bytes] = []
         while True:
             size = int((await self._reader.readuntil(b"\r\n")).strip(), 16)
             chunk = await self._reader.readexactly(size + 2)

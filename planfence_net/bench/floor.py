@@ -12,7 +12,6 @@ prints it beside the real thing.
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from typing import Any
 
@@ -112,4 +111,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

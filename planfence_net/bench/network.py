@@ -24,12 +24,12 @@ import random
 from dataclasses import dataclass
 
 import anyio
-from anyio.abc import SocketAttribute, SocketListener, TaskGroup
+from anyio.abc import SocketAttribute, TaskGroup
 
 from ..roster import Roster
 from ..traces.mmlink import Trace
 from ..traces.profiles import Profile, load_trace
-from ..traces.shaper import Shaper
+from ..traces.shaper import Route, Shaper
 from .policy import Addresses
 
 PHASES = ("paired", "independent")
@@ -84,7 +84,7 @@ class Network:
                             delay_ms=self.model.profile.delay_ms // 2,
                             seed=self.seed)
             peers = [a.name for a in agents if a.name != agent.name]
-            routes: list[tuple[tuple[str, int], bool, SocketListener | None]] = [
+            routes: list[Route] = [
                 ((agent.host, agent.port), True, inward[agent.name])]
             routes += [(("127.0.0.1", port[p]), False, None) for p in peers]
             ports = await tg.start(shaper.serve_routes, routes)

@@ -210,9 +210,9 @@ def plot(out: Path, experiment: str, profile: str, summaries: list[Summary]) -> 
             ys = [e.value for e in estimates]
             err = [[max(0.0, e.value - e.low) for e in estimates],
                    [max(0.0, e.high - e.value) for e in estimates]]
-            n = sorted({s.actions for s in mine})
+            sizes = sorted({s.actions for s in mine})
             ax.errorbar([s.x for s in mine], ys, yerr=err, marker="o", capsize=3,
-                        label=f"{policy} (n={'/'.join(map(str, n))} per point)")
+                        label=f"{policy} (n={'/'.join(map(str, sizes))} per point)")
         if logx:
             ax.set_xscale("log", base=2)
         ax.set_xlabel(xlabel)

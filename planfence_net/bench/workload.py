@@ -19,6 +19,7 @@ import random
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 from ..cluster import PROJECT_ROOT
 from ..errors import ConfigError
@@ -63,7 +64,16 @@ def load_templates(path: Path = TEMPLATES) -> list[Template]:
         raise ConfigError(f"{path}: bad template entry: {exc}") from None
 
 
-def vary(template: Template, **changes: int) -> Template:
+class Sizes(TypedDict, total=False):
+    """The sizes of a template that `vary` may change."""
+
+    agents: int
+    units: int
+    keys: int
+    d: int
+
+
+def vary(template: Template, **changes: Unpack[Sizes]) -> Template:
     """A copy of `template` with new sizes, named after them (e.g. `res-00-k128-d4`)."""
     suffix = "-".join(f"{k[0]}{v}" for k, v in changes.items())
     return dataclasses.replace(template, name=f"{template.name}-{suffix}", **changes)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -139,24 +139,26 @@ def cluster_status(path: Path = DirArg, json_out: bool = JsonOpt) -> None:
     cdir = cluster_dir(path)
     links = clusterlib.link_addresses(cdir)
     profile = clusterlib.read_links(cdir).get("profile")
-    rows = []
+    rows: list[dict[str, Any]] = []
+    cells: list[list[Any]] = []
     for agent in cdir.roster().agents:
         pid = clusterlib.running_pid(cdir, agent.name, clusterlib.owner_marker(cdir, agent.name))
+        known_pid = pid or clusterlib.read_pid(cdir, agent.name)
         link = links.get(agent.name)
+        shaper = f"{link[0]}:{link[1]}" if link else None
         rows.append({"name": agent.name, "address": agent.address,
-                     "pid": pid or clusterlib.read_pid(cdir, agent.name), "alive": pid is not None,
+                     "pid": known_pid, "alive": pid is not None,
                      "owns": list(agent.owns),
-                     "shaper": {"address": f"{link[0]}:{link[1]}", "profile": profile,
+                     "shaper": {"address": shaper, "profile": profile,
                                 "pid": clusterlib.read_pid(cdir, clusterlib.shaper_name(
-                                    agent.name))} if link else None})
+                                    agent.name))} if shaper else None})
+        cells.append([agent.name, agent.address, known_pid or "-",
+                      "yes" if pid is not None else "no", " ".join(agent.owns),
+                      f"{shaper} ({profile})" if shaper else "-"])
     if json_out:
         echo_json(rows)
         return
-    print_table(["agent", "address", "pid", "alive", "owns", "shaper"],
-                [[r["name"], r["address"], r["pid"] or "-", "yes" if r["alive"] else "no",
-                  " ".join(r["owns"]),
-                  f"{r['shaper']['address']} ({profile})" if r["shaper"] else "-"]
-                 for r in rows])
+    print_table(["agent", "address", "pid", "alive", "owns", "shaper"], cells)
 
 
 @cluster_app.command("down")

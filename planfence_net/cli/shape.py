@@ -48,6 +48,7 @@ def register(app: typer.Typer) -> None:
         """Run a trace shaper in the foreground until SIGTERM or SIGINT."""
         import anyio
 
+        from ..traces.link import DEFAULT_QUEUE_BYTES
         from ..traces.shaper import Shaper
 
         listen_host, listen_port = parse_address(listen, "--listen")
@@ -61,7 +62,7 @@ def register(app: typer.Typer) -> None:
                 delay_ms=delay_ms,
                 loss=loss,
                 seed=seed,
-                **({} if queue_bytes is None else {"queue_bytes": queue_bytes}),
+                queue_bytes=DEFAULT_QUEUE_BYTES if queue_bytes is None else queue_bytes,
             )
             anyio.run(_serve_until_signal, shaper, listen_host, listen_port, upstream, backend="asyncio")
         except PlanfenceError as exc:

@@ -15,10 +15,10 @@ from typing import Any
 
 import anyio
 
+from ..answers import HeadsQuery
 from ..answers import verified_records as verified_records, verify_record as verify_record
 from ..errors import PlanfenceError, TransportError
-from ..gate import (Action, Decision, FetchRecords, Gate, GatePolicy, HeadsQuery, QueryHeads,
-                    Replan)
+from ..gate import Action, Decision, FetchRecords, Gate, GatePolicy, QueryHeads, Replan
 from ..lineage import FetchRound, WalkCache
 from ..records import Record
 from ..roster import Roster

@@ -39,6 +39,9 @@ OUTBOX_BYTES = 4 * 1024 * 1024
 CONNECT_TIMEOUT_S = 10.0
 READ_BYTES = 65536
 _CONNECTION_ERRORS = (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
+# A relay of `Shaper.serve_routes`: upstream address, inward?, and the listener to accept on
+# (None: bind a new one). anyio's create_tcp_listener returns a MultiListener, hence Listener.
+Route = tuple[tuple[str, int], bool, anyio.abc.Listener[SocketStream] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +178,7 @@ class Shaper:
 
     async def serve_routes(
         self,
-        routes: list[tuple[tuple[str, int], bool, anyio.abc.SocketListener | None]],
+        routes: list[Route],
         *,
         task_status: anyio.abc.TaskStatus[list[int]] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
@@ -187,7 +190,7 @@ class Shaper:
         side connects out) sends through the uplink, an inward route (the relay in front of
         this side's server) through the downlink, so one shaper is one agent's access link.
         """
-        listeners: list[anyio.abc.SocketListener] = []
+        listeners: list[anyio.abc.Listener[SocketStream]] = []
         try:
             for _, _, given in routes:
                 listeners.append(given or await anyio.create_tcp_listener(local_host="127.0.0.1"))
@@ -249,7 +252,7 @@ class Shaper:
         async with client:
             try:
                 with anyio.fail_after(CONNECT_TIMEOUT_S):
-                    upstream = await anyio.connect_tcp(*upstream)
+                    server = await anyio.connect_tcp(*upstream)
             except (OSError, TimeoutError):
                 self._connect_failures += 1
                 return
@@ -258,10 +261,10 @@ class Shaper:
             there.outboxes[tag] = boxes[0]
             back.outboxes[tag] = boxes[1]
             try:
-                async with upstream, anyio.create_task_group() as tg:
+                async with server, anyio.create_task_group() as tg:
                     tg.start_soon(self._guard, tg, self._read, client, there, tag, boxes[0])
-                    tg.start_soon(self._guard, tg, self._write, upstream, there, boxes[0])
-                    tg.start_soon(self._guard, tg, self._read, upstream, back, tag, boxes[1])
+                    tg.start_soon(self._guard, tg, self._write, server, there, boxes[0])
+                    tg.start_soon(self._guard, tg, self._read, server, back, tag, boxes[1])
                     tg.start_soon(self._guard, tg, self._write, client, back, boxes[1])
             finally:
                 self._open -= 1
