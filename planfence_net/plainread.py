@@ -1,6 +1,6 @@
 """The fast path of the request reader, sans-IO: small, well-formed requests in one C call.
 
-`messages.decode_request` reads a request value by value, so that no request can make the
+`requestread.decode_request` reads a request value by value, so that no request can make the
 owner build more than its op's limits allow; that costs about 10 us per element in Python (a
 heads request for 64 keys took 670 us). Most requests are small and well formed, so this
 module first decodes them with msgpack in one call, with the same caps, and checks the

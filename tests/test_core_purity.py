@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "planfence_net"
-CORE = ["records", "lineage", "gate", "answers", "noise", "framing", "messages", "plainread",
-        "roster", "errors",
-        "identity"]
+CORE = ["records", "lineage", "gate", "answers", "noise", "framing", "messages", "requestread",
+        "plainread", "roster", "errors", "identity"]
 IO_MODULES = {"anyio", "asyncio", "socket", "trio", "aiosqlite", "subprocess", "time",
               "datetime"}
 

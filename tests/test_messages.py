@@ -20,13 +20,14 @@ from planfence_net.records import make_record, record_from_wire
 from planfence_net.transport import prologue
 
 from planfence_net.errors import RemoteProtocolError
-from planfence_net.messages import (INVALID, MAX_ARGS, MAX_IDS, MAX_KEY_LEN, MAX_KEYS, OPS,
-                                    REQUESTS, BadRequest, RawValue, Request, _RequestReader,
-                                    Response, decode_request, decode_response, encode_error,
+from planfence_net.messages import (MAX_IDS, MAX_KEY_LEN, MAX_KEYS, OPS, BadRequest, RawValue,
+                                    Request, Response, decode_response, encode_error,
                                     encode_request, encode_response, pack, parse_get,
                                     parse_heads, parse_heads_short, parse_put, parse_subscribe,
-                                    request_id_of, screen_request, unpack)
+                                    unpack)
 from planfence_net.plainread import read_plain
+from planfence_net.requestread import (INVALID, MAX_ARGS, REQUESTS, _RequestReader,
+                                       decode_request, request_id_of, screen_request)
 
 RID = bytes(range(32))
 

@@ -19,10 +19,11 @@ from planfence_net.api import get_records
 from planfence_net.answers import omitted_ids
 from planfence_net.client import get_in_parts, open_session
 from planfence_net.framing import DEFAULT_MAX_MESSAGE, split_message
-from planfence_net.messages import REQUESTS, BadRequest
+from planfence_net.messages import BadRequest
 from planfence_net.owners.daemon import _decode
 from planfence_net.owners.replies import ONE_RECORD
 from planfence_net.records import wire_size_bound
+from planfence_net.requestread import REQUESTS
 
 from conftest import ClusterHandle
 from owner_client import BAD_SHAPE, DEADLINE, RawClient, check_record

@@ -1,4 +1,10 @@
-"""The owner daemon: serves one agent's records over Noise sessions (docs/ARCHITECTURE.md)."""
+"""The owner daemon: serves one agent's records over Noise sessions (docs/ARCHITECTURE.md).
+
+This module runs the sessions: start-up (`run_owner`, `serve`), the hand-off from the door,
+each session's request loop (cheap ops answered inline, the others in tasks under a cap),
+replies and the budgets they hold, pushes to subscribers, and shutdown once idle. What each
+op does is `OwnerOps` (ops.py), which `OwnerDaemon` inherits.
+"""
 
 from __future__ import annotations
 
@@ -14,23 +20,20 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 
-from ..errors import PlanfenceError, RecordError, RemoteProtocolError, StoreError
+from ..errors import PlanfenceError, RemoteProtocolError, StoreError
 from ..identity import Identity
-from ..messages import (REQUESTS, BadRequest, RawValue, Request, Schema, decode_request,
-                        encode_error, encode_response, parse_ack, parse_get, parse_heads,
-                        parse_heads_short, parse_put, parse_subscribe, parse_subscribe_every,
-                        parse_subscribe_group, parse_synced, screen_request)
+from ..messages import BadRequest, RawValue, Request, encode_error, encode_response
 from ..records import Record, make_record
+from ..requestread import REQUESTS, Schema, decode_request, screen_request
 from ..roster import Agent, Roster
 from ..transport import NoiseStream
-from . import syncgroups
 from .door import Door
 from .limits import Limits
-from .syncgroups import Subscription
 from .logs import EventLog
-from .replies import (ENVELOPE, ID_ENTRY, ByteBudget, check_readable, fit_records, rows_size,
-                      unique)
+from .ops import OwnerOps, keys_of
+from .replies import ByteBudget
 from .store import Signer, Store
+from .syncgroups import Subscription
 
 SHUTDOWN_GRACE = 10.0
 # Ops a session's loop answers itself, without a task: they never wait for a commit or for
@@ -53,7 +56,7 @@ class Connection:
         self.scope = anyio.CancelScope()  # cancelled to drop the session
 
 
-class OwnerDaemon:
+class OwnerDaemon(OwnerOps):
     """Serves `identity`'s records. `run_owner` builds one and runs `serve`.
 
     `listen` overrides the roster address to bind (e.g. 0.0.0.0 inside a container).
@@ -238,7 +241,7 @@ class OwnerDaemon:
         try:
             if isinstance(request, BadRequest):
                 raise request
-            op, req_id, keys = request.op, request.req_id, _keys_of(request)
+            op, req_id, keys = request.op, request.req_id, keys_of(request)
             result = await self._dispatch(connection, request)
             return encode_response(request.req_id, True, result), op, keys, "ok"
         except BadRequest as exc:
@@ -276,138 +279,6 @@ class OwnerDaemon:
         (released once the reply has been sent)."""
         _RESERVED.get().append(await self.replies.wait_reserve(2 * size))
 
-    async def _dispatch(self, connection: Connection, request: Request) -> dict[str, Any]:
-        if request.op == "ping":
-            return {"agent": self.agent.name, "time": time.time()}
-        if request.op == "heads":
-            return await self._heads(*parse_heads(request.args),
-                                     short=parse_heads_short(request.args))
-        if request.op == "get":
-            return await self._records(unique(parse_get(request.args)), room=0)
-        if request.op == "put":
-            return await self._put(connection.peer, *parse_put(request.args))
-        if request.op == "subscribe":
-            keys = parse_subscribe(request.args)
-            every = parse_subscribe_every(request.args)
-            if keys is not None:
-                self._check_owned(keys)
-            if len(connection.subscriptions) >= self.limits.subscriptions_per_session:
-                raise BadRequest("limit_exceeded", f"at most "
-                                 f"{self.limits.subscriptions_per_session} subscriptions "
-                                 f"per session")
-            group = parse_subscribe_group(request.args)
-            await self._reserve_reply(rows_size(self._head_rows(keys or list(self.store.heads))))
-            connection.subscriptions[request.req_id] = Subscription(
-                set(keys) if keys else None, every, group)
-            # the current heads, read after the last wait: no commit falls in between
-            return {"subscribed": True, "heads": self._head_rows(keys or list(self.store.heads))}
-        if request.op == "ack":
-            group, seq = parse_ack(request.args)
-            if not syncgroups.acknowledge(connection.subscriptions.values(), group, seq):
-                raise BadRequest("bad_request", f"this session has no subscription in {group!r}")
-            self._sync_progress()
-            return {"acked": seq}
-        if request.op == "synced":
-            return await self._wait_synced(connection.peer.name, *parse_synced(request.args))
-        return self.statistics()
-
-    def _subscriptions(self) -> list[Subscription]:
-        return [s for c in self.connections for s in c.subscriptions.values()]
-
-    def _sync_progress(self) -> None:
-        self._synced_changed.set()
-        self._synced_changed = anyio.Event()
-
-    async def _wait_synced(self, peer: str, group: str, keys: list[str]) -> dict[str, Any]:
-        """Answer once every member of `group` has acknowledged every update of `keys`
-        committed before this request (owners/syncgroups.py); held-back rows go out first.
-        Only a member may ask: an answer for a group the asker is not in says nothing about
-        the asker's copy (and a mistyped group would be trivially synchronized)."""
-        self._check_owned(keys)
-        if not any(s.group == group for c in self.connections if c.peer.name == peer
-                   for s in c.subscriptions.values()):
-            raise BadRequest("bad_request", f"{peer} has no subscription in {group!r}")
-        target = max((self.store.heads[k].seq for k in keys if k in self.store.heads),
-                     default=0)
-        for connection in list(self.connections):
-            for req_id, subscription in connection.subscriptions.items():
-                rows = subscription.flush() if subscription.group == group else None
-                if rows and connection.pushes is not None:
-                    self._queue_push(connection, subscription.push(req_id, rows))
-        while not syncgroups.is_synchronized(self._subscriptions(), group, target):
-            await self._synced_changed.wait()
-        return {"synced": target}
-
-    def _check_owned(self, keys: list[str]) -> None:
-        for key in keys:
-            owner = self.roster.owner_of(key)
-            if owner != self.agent.name:
-                raise BadRequest("not_owner", f"{self.agent.name} does not own {key!r} "
-                                              f"(owner: {owner or 'nobody'})")
-
-    def _head_rows(self, keys: list[str]) -> list[list[Any]]:
-        rows = []
-        for key in keys:
-            head = self.store.heads.get(key)
-            rows.append([key, head.id, head.seq] if head else [key, None, 0])
-        return rows
-
-    async def observe(self, keys: list[str]) -> None:
-        """Extension point, awaited before `heads` reads the store for `keys` (all owned).
-
-        An owner whose facts live outside its store (a workspace owner: files, branch, HEAD)
-        brings them up to date here by writing new records, so the answer that follows is
-        current. Raising BadRequest answers the request with that typed error. The default
-        does nothing.
-        """
-
-    async def _heads(self, keys: list[str], expect: dict[str, bytes], *,
-                     short: bool = False) -> dict[str, Any]:
-        keys = list(dict.fromkeys(keys))  # a key asked twice is answered once
-        self._check_owned(keys)
-        await self.observe(keys)
-        rows = self._head_rows(keys)
-        changed = [row[1] for row in rows if row[0] in expect and row[1] is not None
-                   and row[1] != expect[row[0]]]
-        if short:  # the client knows the ids it expected: [key, seq] says "that one"
-            rows = [[row[0], row[2]] if expect.get(row[0]) == row[1] else row for row in rows]
-        result = await self._records(changed, room=rows_size(rows))
-        return {"heads": rows, **result}
-
-    async def _records(self, ids: list[bytes], room: int) -> dict[str, Any]:
-        """{"records": [...]} for the stored records among `ids` (no repeats), as many as
-        fit in one reply next to `room` bytes of other content, and {"omitted": [...]} for
-        the ids of those that did not. Sizes are read first; only chosen records load."""
-        if not ids:
-            await self._reserve_reply(room)
-            return {"records": []}
-        sizes = await self.store.sizes(ids)
-        stored = [(rid, sizes[rid]) for rid in ids if rid in sizes]
-        limit = min(self.max_message, self.limits.reply_budget) - ENVELOPE - room
-        chosen, omitted = fit_records(stored, limit)
-        await self._reserve_reply(room + sum(sizes[rid] for rid in chosen)
-                                  + ID_ENTRY * len(omitted))
-        records = await self.store.get(chosen) if chosen else []
-        result: dict[str, Any] = {"records": [r.to_wire() for r in records]}
-        if omitted:
-            result["omitted"] = omitted
-        return result
-
-    async def _put(self, peer: Agent, key: str, kind: str, parents: list[bytes],
-                   body: Any) -> dict[str, Any]:
-        self._check_owned([key])
-        if peer.name != self.agent.name:
-            raise BadRequest("forbidden", f"only {self.agent.name} may write {key!r}; "
-                                          f"this session is {peer.name}")
-        check_readable(key, self.agent.name, kind, parents, body, self.max_message)
-        try:
-            record = await self.store.wait_put(key, kind, parents, body)
-        except RecordError as exc:
-            raise BadRequest("bad_request", str(exc)) from None
-        self.log.write("put", key=key, id=record.id, seq=record.seq, kind=kind,
-                       parents=list(record.parents))
-        return {"id": record.id, "seq": record.seq}
-
     def _push_heads(self, records: list[Record]) -> None:
         for connection in list(self.connections):
             for req_id, subscription in connection.subscriptions.items():
@@ -435,6 +306,7 @@ class OwnerDaemon:
         connection.queued_bytes += len(message)
 
     def statistics(self) -> dict[str, Any]:
+        """The daemon's counters, its door's, log's and store's: what `stats` answers."""
         return {"agent": self.agent.name, "sessions": len(self.connections),
                 "in_flight": self.in_flight, "requests_served": self.requests_served,
                 **self.door.statistics(), "dropped_subscribers": self.dropped_subscribers,
@@ -464,19 +336,6 @@ def _decode(data: bytes, schema: Schema) -> Request | BadRequest:
         # bytes and the reader's copy of them (32 MiB for a 16 MiB request).
         exc.__context__ = None
         return exc.with_traceback(None)
-
-
-def _keys_of(request: Request) -> list[str]:
-    args = request.args
-    keys = args.get("keys")
-    if not isinstance(keys, list) and request.op == "heads" and isinstance(args.get("expect"),
-                                                                          dict):
-        keys = list(args["expect"])  # heads by `expect` alone
-    if isinstance(keys, list):
-        return [k for k in keys if isinstance(k, str)]
-    if isinstance(args.get("key"), str):
-        return [args["key"]]
-    return []
 
 
 def signer(identity: Identity) -> Signer:
