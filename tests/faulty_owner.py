@@ -39,11 +39,11 @@ def main() -> None:
     assert fault in FAULTS, fault
     honest = OwnerDaemon._heads
 
-    async def faulty_heads(self: OwnerDaemon, keys: list[str],
-                           expect: dict[str, bytes]) -> dict[str, Any]:
-        return corrupt(fault, await honest(self, keys, expect))
+    async def faulty_heads(self: OwnerDaemon, keys: list[str], expect: dict[str, bytes], *,
+                           short: bool = False) -> dict[str, Any]:
+        return corrupt(fault, await honest(self, keys, expect, short=short))
 
-    OwnerDaemon._heads = faulty_heads  # type: ignore[method-assign]
+    OwnerDaemon._heads = faulty_heads  # type: ignore[method-assign, assignment]
     cdir = ClusterDir(path)
     anyio.run(lambda: run_owner(cdir.roster(), cdir.identity(agent), cdir.db(agent),
                                 cdir.log(agent)), backend="asyncio")

@@ -246,8 +246,12 @@ def faulty(live_cluster) -> Iterator:  # type: ignore[no-untyped-def]
             proc.wait(timeout=10)
 
 
-@pytest.mark.parametrize("fault", ["wrong_key", "missing_key", "garbage_id", "duplicate_key"])
-def test_faulty_owner_answers_block_malformed_response(live_cluster, faulty, fault) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(("fault", "found"), [
+    ("wrong_key", "('inv/stock-not-asked')"), ("missing_key", "keys not answered: inv/stock"),
+    ("garbage_id", "head entry 0 ('inv/stock')"), ("duplicate_key", "'inv/stock' answered twice")])
+def test_faulty_owner_answers_block_malformed_response(live_cluster, faulty, fault, found) -> None:  # type: ignore[no-untyped-def]
+    """Each fault reaches the answer check (not the owner's internal error, which the faulty
+    owner sent for every fault while its `heads` did not take `short`)."""
     faulty(fault)
 
     async def scenario() -> GateRun:
@@ -257,4 +261,4 @@ def test_faulty_owner_answers_block_malformed_response(live_cluster, faulty, fau
 
     d = anyio.run(scenario).decision
     assert (d.outcome, d.reason) == ("blocked", "malformed_response")
-    assert "inventory" in d.detail
+    assert "inventory" in d.detail and found in d.detail
