@@ -17,8 +17,8 @@ from nacl.bindings import crypto_scalarmult_base
 
 from planfence_net.errors import PlanfenceError, RemoteProtocolError, TransportError
 from planfence_net.framing import CHUNK_DATA, MAX_FRAME, FrameDecoder, encode_frame
-from planfence_net.transport import (READ_AHEAD, TURN_BYTES, NoiseStream, Traffic, _Wire,
-                                     connect)
+from planfence_net.socketwire import TURN_BYTES, Traffic, Wire
+from planfence_net.transport import READ_AHEAD, NoiseStream, connect
 
 pytestmark = pytest.mark.anyio
 CLIENT_KEY, OWNER_KEY = bytes(range(1, 33)), bytes(range(33, 65))
@@ -135,7 +135,7 @@ async def test_a_session_that_reads_a_lot_lets_the_loop_run_the_others_first() -
     callbacks (libuv would read on up to 8 MiB in one go: four flooding sessions held other
     peers' pings up to 118 ms); a hold for the reader's backlog outlasts the turn."""
     socket = _Socket()
-    wire = _Wire(socket, FrameDecoder(), Traffic())  # type: ignore[arg-type]
+    wire = Wire(socket, FrameDecoder(), Traffic())  # type: ignore[arg-type]
     frame = encode_frame(bytes(MAX_FRAME))
     under = TURN_BYTES // len(frame)
     wire.data_received(frame * under)

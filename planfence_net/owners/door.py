@@ -22,7 +22,8 @@ from ..identity import Identity
 from ..roster import Roster
 from ..slots import MessageSlots
 from ..framing import Screen
-from ..transport import NoiseStream, pause_reading_until_receive
+from ..socketwire import pause_reading_until_receive
+from ..transport import NoiseStream
 from .limits import Limits, RateLimit
 from .logs import EventLog
 

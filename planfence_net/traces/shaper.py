@@ -33,7 +33,7 @@ from planfence_net.errors import ConfigError
 from planfence_net.traces.link import DEFAULT_QUEUE_BYTES, Link, LinkStatistics
 from planfence_net.traces.mmlink import Schedule
 from planfence_net.traces.profiles import Profile, load_profile, load_trace
-from planfence_net.transport import pause_reading_until_receive
+from planfence_net.socketwire import pause_reading_until_receive
 
 OUTBOX_BYTES = 4 * 1024 * 1024
 CONNECT_TIMEOUT_S = 10.0
