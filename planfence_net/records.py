@@ -123,6 +123,45 @@ def _check_shape(key: Any, owner: Any, seq: Any, parents: Any, kind: Any) -> Non
             raise RecordError("format", "every parent must be a 32-byte record id")
 
 
+PARENTS_FIELD = 4  # the one field of a record's wire array that is itself an array
+
+
+def wire_from_bytes(data: bytes) -> list[Any]:
+    """The wire array of one record encoded as msgpack in `data`, read field by field so
+    that nothing a record cannot hold is built (16 MiB of nested empty arrays would be a
+    million lists): 9 fields, each a scalar except `parents`, an array of at most
+    MAX_PARENTS scalars. Raises RecordError("format") for anything else; `record_from_wire`
+    checks the fields themselves."""
+    unpacker = msgpack.Unpacker(raw=False, max_buffer_size=max(len(data), 1))
+    unpacker.feed(data)
+    try:
+        if unpacker.read_array_header() != 9:
+            raise RecordError("format", "a record must be an array of 9 fields")
+        fields: list[Any] = []
+        for index in range(9):
+            if index != PARENTS_FIELD:
+                fields.append(_scalar(unpacker, data))
+                continue
+            count = unpacker.read_array_header()
+            if count > MAX_PARENTS:
+                raise RecordError("format", f"a record has at most {MAX_PARENTS} parents")
+            fields.append([_scalar(unpacker, data) for _ in range(count)])
+    except (ValueError, msgpack.OutOfData, msgpack.StackError) as exc:
+        raise RecordError("format", f"not a record: {str(exc) or type(exc).__name__}") from None
+    if unpacker.tell() != len(data):
+        raise RecordError("format", "trailing bytes after the record")
+    return fields
+
+
+def _scalar(unpacker: msgpack.Unpacker, data: bytes) -> Any:
+    """The next value, refused from its first byte when it is an array or map."""
+    position = unpacker.tell()
+    if position < len(data) and (0x80 <= data[position] <= 0x9F
+                                 or data[position] in (0xDC, 0xDD, 0xDE, 0xDF)):
+        raise RecordError("format", "an array or map where a record field belongs")
+    return unpacker.unpack()
+
+
 def record_from_wire(value: Any) -> Record:
     """Parse a wire array into a Record, recomputing its id.
 

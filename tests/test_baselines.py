@@ -5,8 +5,10 @@ from __future__ import annotations
 import functools
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import anyio
+import msgpack
 import pytest
 
 from planfence_net.cluster import ClusterDir
@@ -23,6 +25,7 @@ from planfence_net.gate import Action
 from planfence_net.records import Record
 from planfence_net.client import open_session
 from planfence_net.records import make_record
+from planfence_net.transport import connect
 
 from conftest import PLANFENCE
 
@@ -82,6 +85,37 @@ def test_central_store_refuses_a_record_sent_by_someone_other_than_its_owner(
 
     with pytest.raises(RequestError, match="a record of reqs sent by ops"):
         anyio.run(send, backend="asyncio")
+
+
+def test_central_store_reads_a_record_without_building_what_no_record_holds(
+        bench_cdir: ClusterDir) -> None:
+    """Any roster member writes to the central store; a `record` of 12 MiB of nested empty
+    arrays used to be decoded whole (12 million lists, about 700 MB); now it is refused
+    from its first field."""
+    roster = bench_cdir.roster()
+    central = roster.agent("central")
+    count = 12 * 1024 * 1024
+    record = (b"\x99\xdd" + count.to_bytes(4, "big") + b"\x90" * count  # its first field
+              + b"\x01" * 3 + b"\x90" + b"\x01" * 4)  # and the other eight
+
+    async def send() -> list[object]:
+        stream = await connect(central.host, central.port, cluster=roster.cluster,
+                               static_private=bench_cdir.identity("ops").noise_private,
+                               remote_static=central.noise_key)
+        try:
+            await stream.send_message(b"\x93\x07\xa3put\x81\xa6record" + record)
+            reply: list[object] = msgpack.unpackb(await stream.receive_message())
+        finally:
+            await stream.aclose()
+        return reply
+
+    assert anyio.run(send, backend="asyncio") == [7, False, {
+        "code": "bad_request",
+        "message": "record rejected: an array or map where a record field belongs"}]
+    status = Path(f"/proc/{int(bench_cdir.pid_file('central').read_text())}/status")
+    peak_kb = next(int(line.split()[1]) for line in status.read_text().splitlines()
+                   if line.startswith("VmHWM:"))
+    assert peak_kb < 300 * 1024
 
 
 async def _sync_against_an_outside_put(cdir: ClusterDir, k: int) -> tuple[bool, bool, bool]:

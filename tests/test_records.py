@@ -17,7 +17,7 @@ from nacl.signing import SigningKey
 from planfence_net.errors import ConfigError, RecordError
 from planfence_net.identity import generate_key_file, load_identity
 from planfence_net.records import (Record, encode_body, make_record, record_from_wire,
-                                   record_id, verify)
+                                   record_id, verify, wire_from_bytes)
 from planfence_net.roster import roster_from_dict
 
 SEED = bytes(range(32))
@@ -284,3 +284,29 @@ def test_missing_and_malformed_key_files(tmp_path: Path) -> None:
         with pytest.raises(ConfigError) as info:
             load_identity("reqs", path)
         assert str(info.value) == f"key file {path} must hold a 32-byte seed as hex"
+
+
+# -- reading a record's wire array from bytes -----------------------------------------------------
+
+
+def test_wire_from_bytes_reads_what_to_wire_wrote() -> None:
+    record = sample(parents=[bytes(32), bytes(range(32))])
+    assert wire_from_bytes(msgpack.packb(record.to_wire())) == record.to_wire()
+    assert wire_from_bytes(bytes.fromhex(GOLDEN_WIRE)) == msgpack.unpackb(
+        bytes.fromhex(GOLDEN_WIRE))
+
+
+@pytest.mark.parametrize("wire, message", [
+    (b"\x93\x01\x02\x03", "a record must be an array of 9 fields"),
+    (b"\x81\xa1a\x01", "not a record: Unexpected type header on stream"),
+    (b"\x99\xa3pf1\xdd\x00\x10\x00\x00" + b"\x90" * 8, "an array or map where a record field belongs"),
+    (b"\x99" + b"\x01" * 4 + b"\xdc\x01\x01" + b"\xc4\x00" * 257, "a record has at most 256 parents"),
+    (b"\x99" + b"\x01" * 4 + b"\x91\x90" + b"\x01" * 4, "an array or map where a record field belongs"),
+    (b"\x99" + b"\x01" * 4 + b"\x90" + b"\x01" * 4 + b"\x01", "trailing bytes after the record"),
+    (b"\x99\x01", "not a record: No more data to unpack."),
+])
+def test_wire_from_bytes_refuses_what_no_record_holds_before_building_it(
+        wire: bytes, message: str) -> None:
+    with pytest.raises(RecordError) as info:
+        wire_from_bytes(wire)
+    assert (info.value.what, str(info.value)) == ("format", message)

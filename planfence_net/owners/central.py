@@ -25,9 +25,8 @@ import anyio
 
 from ..cluster import ClusterDir
 from ..errors import RecordError
-from ..errors import PlanfenceError
-from ..messages import BadRequest, RawValue, Request, unpack
-from ..records import record_from_wire, verify
+from ..messages import BadRequest, RawValue, Request
+from ..records import record_from_wire, verify, wire_from_bytes
 from ..requestread import RAW, REQUESTS
 from ..roster import Agent
 from .daemon import OwnerDaemon, Connection
@@ -51,8 +50,8 @@ class CentralDaemon(OwnerDaemon):
         if request.op == "put":
             record = request.args.get("record")
             try:
-                wire = unpack(record.data) if isinstance(record, RawValue) else None
-            except PlanfenceError as exc:
+                wire = wire_from_bytes(record.data) if isinstance(record, RawValue) else None
+            except RecordError as exc:
                 raise BadRequest("bad_request", f"record rejected: {exc}") from None
             return await self._put_record(connection.peer, wire)
         return await super()._dispatch(connection, request)
