@@ -25,6 +25,8 @@ OPS = ("ping", "heads", "get", "put", "subscribe", "ack", "synced", "stats")
 MAX_KEYS = 4096
 MAX_IDS = 4096
 MAX_KEY_LEN = 512
+KEYS_TOO_MANY = ("too_large", f"at most {MAX_KEYS} keys per request")
+IDS_TOO_MANY = ("too_large", f"at most {MAX_IDS} ids per request")
 
 
 class BadRequest(RemoteProtocolError):
@@ -106,7 +108,7 @@ def _key_list(args: dict[str, Any], name: str = "keys") -> list[str]:
     if not isinstance(keys, list) or not keys:
         raise BadRequest("bad_request", f"'{name}' must be a non-empty array of strings")
     if len(keys) > MAX_KEYS:
-        raise BadRequest("too_large", f"at most {MAX_KEYS} keys per request")
+        raise BadRequest(*KEYS_TOO_MANY)
     for key in keys:
         _check_key(key)
     return keys
@@ -133,7 +135,7 @@ def parse_heads(args: dict[str, Any]) -> tuple[list[str], dict[str, bytes]]:
         raise BadRequest("bad_request", "'expect' must be a map of key to id")
     keys = _key_list(args) if "keys" in args or not expect else list(expect)
     if len(keys) > MAX_KEYS:
-        raise BadRequest("too_large", f"at most {MAX_KEYS} keys per request")
+        raise BadRequest(*KEYS_TOO_MANY)
     for key, rid in expect.items():
         _check_key(key)
         _check_id(rid, f"expect[{key!r}]")
@@ -154,7 +156,7 @@ def parse_get(args: dict[str, Any]) -> list[bytes]:
     if not isinstance(ids, list) or not ids:
         raise BadRequest("bad_request", "'ids' must be a non-empty array of ids")
     if len(ids) > MAX_IDS:
-        raise BadRequest("too_large", f"at most {MAX_IDS} ids per request")
+        raise BadRequest(*IDS_TOO_MANY)
     return [_check_id(rid) for rid in ids]
 
 

@@ -20,7 +20,8 @@ from typing import Any
 
 import msgpack
 
-from .messages import MAX_IDS, MAX_KEY_LEN, MAX_KEYS, BadRequest, RawValue, Request
+from .messages import (IDS_TOO_MANY, KEYS_TOO_MANY, MAX_IDS, MAX_KEY_LEN, MAX_KEYS, BadRequest,
+                       RawValue, Request)
 from .plainread import read_plain
 from .records import MAX_PARENTS
 
@@ -28,8 +29,6 @@ MAX_ARGS = 64  # entries in a request's args map
 MAX_SCALAR = 4 * MAX_KEY_LEN  # bytes of the longest str or bin the reader decodes (a key)
 BAD_SHAPE = "a request is [req_id: int, op: str, args: map]"
 TRAILING = "trailing bytes after the request"
-KEYS_TOO_MANY = ("too_large", f"at most {MAX_KEYS} keys per request")
-IDS_TOO_MANY = ("too_large", f"at most {MAX_IDS} ids per request")
 
 
 @dataclass(frozen=True, slots=True)
