@@ -27,8 +27,8 @@ def corrupt(fault: str, answer: dict[str, Any]) -> dict[str, Any]:
         heads[0][0] = heads[0][0] + "-not-asked"
     elif fault == "missing_key":
         heads = heads[1:]
-    elif fault == "garbage_id":
-        heads[0][1] = b"\x00garb"
+    elif fault == "garbage_id":  # a 5-byte id, also in a short row (which has none)
+        heads[0] = [heads[0][0], b"\x00garb", heads[0][-1]]
     elif fault == "duplicate_key":
         heads.append(heads[0])
     return {**answer, "heads": heads}

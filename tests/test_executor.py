@@ -248,7 +248,8 @@ def faulty(live_cluster) -> Iterator:  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize(("fault", "found"), [
     ("wrong_key", "('inv/stock-not-asked')"), ("missing_key", "keys not answered: inv/stock"),
-    ("garbage_id", "head entry 0 ('inv/stock')"), ("duplicate_key", "'inv/stock' answered twice")])
+    ("garbage_id", "head entry 0 ('inv/stock'): id is not 32 bytes or nil"),
+    ("duplicate_key", "'inv/stock' answered twice")])
 def test_faulty_owner_answers_block_malformed_response(live_cluster, faulty, fault, found) -> None:  # type: ignore[no-untyped-def]
     """Each fault reaches the answer check (not the owner's internal error, which the faulty
     owner sent for every fault while its `heads` did not take `short`)."""
