@@ -55,7 +55,7 @@ class Wire(asyncio.Protocol):
         self.error: PlanfenceError | None = None
         self._waiter: asyncio.Future[None] | None = None
         self._writable: asyncio.Future[None] | None = None
-        self._held: set[str] = set()  # why reading is paused ("backlog", "turn")
+        self._held: set[str] = set()  # why reading is paused ("backlog", "turn", "slot")
         self._turn = 0  # bytes read since this session last let others run
 
     def data_received(self, data: bytes) -> None:
@@ -80,6 +80,11 @@ class Wire(asyncio.Protocol):
         if not self._held and not self.transport.is_closing():
             self.transport.pause_reading()
         self._held.add(reason)
+
+    @property
+    def reading(self) -> bool:
+        """False while any hold pauses reading."""
+        return not self._held
 
     def release(self, reason: str) -> None:
         if reason not in self._held:

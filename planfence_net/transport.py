@@ -191,8 +191,8 @@ class NoiseStream:
     def _on_frame(self, frame: bytes) -> None:
         held = self._assembler.assembling
         message = self._assembler.add(self._receive_cipher.decrypt_with_ad(b"", frame))
-        if self._slots is not None:
-            self._count_slot(held, self._assembler.assembling)
+        if self._slots is not None and (held or self._assembler.assembling):
+            self._count_slot(held, self._assembler.assembling)  # a large message only
         if message is None:
             return
         self.traffic.messages_received += 1
@@ -234,7 +234,7 @@ class NoiseStream:
             return
         for holder in self._slots.stalled(self._loop.time()):
             assert isinstance(holder, NoiseStream)
-            if holder._wire._held:  # not read by us (backlog, its turn): not its peer's stall
+            if not holder._wire.reading:  # we paused it (backlog, turn): not its peer's stall
                 continue
             self._slots.evicted += 1
             holder._wire.fail(RemoteProtocolError(
