@@ -30,17 +30,16 @@ import jsonschema
 import pytest
 import typer.main
 import yaml
-from typer.testing import CliRunner
 from typer._click.exceptions import UsageError  # Typer bundles its own Click
+from typer.testing import CliRunner
 
-from planfence_net import cluster as clusterlib
 from planfence_net.bench.demo import verdict
 from planfence_net.bench.scenario import Outcome
 from planfence_net.cli.main import app
-from planfence_net.errors import ConfigError
-from planfence_net.identity import load_identity
+from planfence_net.cluster import processes as clusterlib
+from planfence_net.core.identity import load_identity
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[1]  # the project
 SCHEMA = ROOT / "tests" / "data" / "compose" / "compose-spec.json"
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "planfence_net"
-CORE = ["records", "lineage", "gate", "answers", "noise", "framing", "messages", "requestread",
-        "plainread", "roster", "errors", "identity"]
+CORE = sorted(str(path.relative_to(PACKAGE).with_suffix("")) for layer in ("core", "protocol")
+              for path in (PACKAGE / layer).glob("*.py") if path.name != "__init__.py")
 IO_MODULES = {"anyio", "asyncio", "socket", "trio", "aiosqlite", "subprocess", "time",
               "datetime"}
 

@@ -22,11 +22,11 @@ from typing import Any
 
 import anyio
 
-from ..api import group_by_owner
-from ..errors import ConfigError, PlanfenceError, TransportError
-from ..gate import Action, Decision, Gate, GatePolicy, QueryHeads
-from ..lineage import FetchRound
+from ..core.errors import ConfigError, PlanfenceError, TransportError
+from ..core.gate import Action, Gate, GatePolicy, QueryHeads
+from ..core.lineage import FetchRound
 from ..executor.runner import GateRunner, ReplanHook, verified_records
+from ..net.api import group_by_owner
 from .policy import Baseline, Parts, PolicyBase, Verdict
 from .sync import Sync
 from .writers import CENTRAL

@@ -9,10 +9,10 @@ from typing import Any, Callable
 
 import anyio
 
-from ..cluster import ClusterDir
+from ..cluster.folder import ClusterDir
 from .baselines import POLICIES, make_baseline
-from .policy import Addresses, Parts
 from .oracle import Oracle
+from .policy import Addresses, Parts
 from .scenario import Outcome, load_families, run_family
 from .workload import EXECUTOR
 from .writers import CENTRAL, CentralWriter, OwnerWriter, Writer

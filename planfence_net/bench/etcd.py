@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..cluster import free_port
+from ..cluster.processes import free_port
 
 START_TIMEOUT = 20.0
 

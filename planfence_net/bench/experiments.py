@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import ConfigError
+from ..core.errors import ConfigError
 from . import EXPERIMENTS
 from .workload import FAMILIES, ScheduleParams, Template, load_templates, vary
 
@@ -93,7 +93,7 @@ def ablation_cases(base: list[Template], quick: bool) -> tuple[Case, ...]:
     omit_n = 10 if quick else 40
     cases += [Case(f"omission={p:g}", "omission", p, small,
                    ScheduleParams(omit_n, omission=p), ("planfence",)) for p in OMISSIONS]
-    cases += [Case(f"fault={fault}", "fault", i, small[:1], ScheduleParams(1), 
+    cases += [Case(f"fault={fault}", "fault", i, small[:1], ScheduleParams(1),
                    ("planfence", "planfence-failopen"), fault)
               for i, fault in enumerate(FAULTS)]
     return tuple(cases)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..client import Reply
 from ..executor.pool import SessionPool
+from ..net.client import Reply
 
 
 class _DroppedRow(Reply):

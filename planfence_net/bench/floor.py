@@ -16,8 +16,8 @@ import time
 from typing import Any
 
 import msgpack
-from nacl.bindings import (crypto_aead_chacha20poly1305_ietf_decrypt as _decrypt,
-                           crypto_aead_chacha20poly1305_ietf_encrypt as _encrypt)
+from nacl.bindings import crypto_aead_chacha20poly1305_ietf_decrypt as _decrypt
+from nacl.bindings import crypto_aead_chacha20poly1305_ietf_encrypt as _encrypt
 
 KEY_UP, KEY_DOWN = bytes(range(32)), bytes(range(32, 64))
 REQUEST = [0, "heads", {"keys": ["req/floor"], "expect": {"req/floor": bytes(32)}}]

@@ -24,6 +24,7 @@ import functools
 import hashlib
 import sys
 import time
+import tomllib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,14 +32,13 @@ from typing import Any
 
 import anyio
 import tomli_w
-import tomllib
 
-from .. import cluster as clusterlib
-from ..api import wait_cluster_ready
-from ..cluster import ClusterDir
-from ..gate import Action
-from ..identity import generate_key_file
-from ..records import Record
+from ..cluster import processes as clusterlib
+from ..cluster.folder import ClusterDir
+from ..cluster.ready import wait_cluster_ready
+from ..core.gate import Action
+from ..core.identity import generate_key_file
+from ..core.records import Record
 from ..executor.pool import SessionPool
 from .baselines import make_baseline
 from .experiments import Case, Experiment
@@ -46,8 +46,16 @@ from .faults import CorruptingPool
 from .network import LinkModel, Network
 from .oracle import Oracle
 from .policy import Addresses, Baseline, Parts, Workflow
-from .workload import (CLUSTER_AGENTS, EXECUTOR, PLANNER, ActionSpec, KeySpace, fact_owners,
-                       make_schedule, work_units)
+from .workload import (
+    CLUSTER_AGENTS,
+    EXECUTOR,
+    PLANNER,
+    ActionSpec,
+    KeySpace,
+    fact_owners,
+    make_schedule,
+    work_units,
+)
 from .writers import CENTRAL, CentralWriter, OwnerWriter, Writer
 
 Row = dict[str, Any]
@@ -59,7 +67,7 @@ Clock = Callable[[], float]
 
 def central_argv(cdir: ClusterDir) -> list[str]:
     # "--agent central" doubles as the marker `cluster.stop_owners` looks for.
-    return [sys.executable, "-m", "planfence_net.owners.central", str(cdir.root.resolve()),
+    return [sys.executable, "-m", "planfence_net.bench.central", str(cdir.root.resolve()),
             "--agent", CENTRAL]
 
 

@@ -27,15 +27,16 @@ from typing import Any
 
 import anyio
 
-from .. import cluster as clusterlib
-from ..api import get_records, wait_cluster_ready
-from ..client import open_session
-from ..cluster import ClusterDir
+from ..cluster import processes as clusterlib
+from ..cluster.folder import ClusterDir
+from ..cluster.ready import wait_cluster_ready
+from ..core.gate import Action
+from ..core.roster import Roster
 from ..executor.pool import SessionPool
 from ..executor.replica import Replica
 from ..executor.runner import GateRunner
-from ..gate import Action
-from ..roster import Roster
+from ..net.api import get_records
+from ..net.client import open_session
 from . import etcd as etcdlib
 from .floor import connect_floor
 from .load import owner_load

@@ -21,11 +21,11 @@ from typing import Any
 
 import anyio
 
-from .. import cluster as clusterlib
-from ..client import open_session, start_session
-from ..cluster import ClusterDir
-from ..messages import decode_response, encode_request
-from ..transport import NoiseStream, connect
+from ..cluster import processes as clusterlib
+from ..cluster.folder import ClusterDir
+from ..net.client import open_session, start_session
+from ..net.transport import NoiseStream, connect
+from ..protocol.messages import decode_response, encode_request
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import anyio
 from anyio.abc import SocketAttribute, TaskGroup
 
-from ..roster import Roster
+from ..core.roster import Roster
 from ..traces.mmlink import Trace
 from ..traces.profiles import Profile, load_trace
 from ..traces.shaper import Route, Shaper

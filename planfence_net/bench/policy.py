@@ -12,13 +12,13 @@ from typing import Any, Protocol
 
 from anyio.abc import TaskGroup
 
-from ..api import group_by_owner
-from ..errors import PlanfenceError
-from ..gate import Action, Decision
-from ..roster import Roster
+from ..core.errors import PlanfenceError
+from ..core.gate import Action, Decision
+from ..core.roster import Roster
 from ..executor.pool import SessionPool
 from ..executor.replica import Replica
 from ..executor.runner import DEFAULT_DEADLINE, ReplanHook
+from ..net.api import group_by_owner
 from .writers import Writer
 
 Addresses = dict[str, tuple[str, int]]

@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..cluster import PROJECT_ROOT
-from ..gate import Action, Decision
-from ..records import Record
+from ..core.gate import Action, Decision
+from ..core.records import Record
+from ..defaults import data_dir
 from .policy import Baseline
 from .writers import Writer
 
-WORKFLOWS = PROJECT_ROOT / "executor" / "workflows.toml"
+WORKFLOWS = data_dir("executor") / "workflows.toml"
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,13 +29,13 @@ from typing import Any
 
 import anyio
 
-from ..api import group_by_owner
-from ..errors import PlanfenceError
-from ..gate import Action
-from ..lineage import Blocked, Missing, walk
-from ..records import Record
+from ..core.errors import PlanfenceError
+from ..core.gate import Action
+from ..core.lineage import Blocked, Missing, walk
+from ..core.records import Record
 from ..executor.pool import SessionPool
 from ..executor.runner import ReplanHook, verified_records
+from ..net.api import group_by_owner
 from .policy import Parts, PolicyBase, Verdict, Workflow
 
 

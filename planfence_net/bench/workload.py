@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict, Unpack
 
-from ..cluster import PROJECT_ROOT
-from ..errors import ConfigError
-from ..roster import Roster
+from ..core.errors import ConfigError
+from ..core.roster import Roster
+from ..defaults import data_dir
 
-TEMPLATES = PROJECT_ROOT / "executor" / "templates.toml"
+TEMPLATES = data_dir("executor") / "templates.toml"
 FAMILIES = ("reservation", "fulfilment", "deployment")
 EXECUTOR = "ops"
 PLANNER = "planner"

@@ -16,10 +16,10 @@ from typing import Any, Protocol
 import anyio
 from anyio.abc import TaskGroup
 
-from ..errors import ConfigError
-from ..identity import Identity
-from ..records import Record, make_record, record_from_wire
-from ..roster import Roster
+from ..core.errors import ConfigError
+from ..core.identity import Identity
+from ..core.records import Record, make_record, record_from_wire
+from ..core.roster import Roster
 from ..executor.pool import SessionPool
 
 CENTRAL = "central"

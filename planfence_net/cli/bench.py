@@ -15,14 +15,12 @@ import shlex
 import tempfile
 import time
 from pathlib import Path
-from typing import Optional
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
 from ..bench import EXPERIMENTS
-from ..errors import ConfigError, PlanfenceError
+from ..core.errors import ConfigError, PlanfenceError
 
 if TYPE_CHECKING:  # imported where used: `planfence --help` never loads the harness
     from ..bench.experiments import Experiment
@@ -101,8 +99,7 @@ def _run(plan: Experiment, profile: str, seed: int,
          links: LinkModel | None, sync_k: int = 1) -> list[dict[str, object]]:
     import anyio
     from rich.console import Console
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                               TimeElapsedColumn)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from ..bench.harness import bench_cluster, run_experiment
 

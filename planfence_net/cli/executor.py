@@ -4,19 +4,28 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any, Optional
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
 from .group import EXIT_BLOCKED, EXIT_OK, EXIT_STALE
-from .support import (AsOpt, DirArg, JsonOpt, cluster_dir, echo_json, identity_for, resolve_ids,
-                      print_table, run_async, user_errors, write_record)
+from .support import (
+    AsOpt,
+    DirArg,
+    JsonOpt,
+    cluster_dir,
+    echo_json,
+    identity_for,
+    print_table,
+    resolve_ids,
+    run_async,
+    user_errors,
+    write_record,
+)
 
 if TYPE_CHECKING:  # each command imports what it uses: authorize never loads the bench lab
     from ..bench.scenario import Outcome
-    from ..gate import Decision
+    from ..core.gate import Decision
 
 
 def register(app: typer.Typer) -> None:
@@ -51,11 +60,11 @@ def authorize(path: Path = DirArg,
     """
     import anyio
 
-    from ..cluster import link_addresses
+    from ..cluster.processes import link_addresses
+    from ..core.gate import Action
     from ..executor.pool import SessionPool
     from ..executor.replica import Replica
     from ..executor.runner import GateRunner
-    from ..gate import Action
 
     cdir = cluster_dir(path)
     roster = cdir.roster()
@@ -98,10 +107,10 @@ def demo(keep: Optional[Path] = typer.Option(
 
     from rich.console import Console
 
-    from .. import cluster as clusterlib
-    from ..api import wait_cluster_ready
     from ..bench.demo import run_demo
     from ..bench.harness import bench_cluster
+    from ..cluster import processes as clusterlib
+    from ..cluster.ready import wait_cluster_ready
     from ..traces import require_traces
 
     require_traces(profile)  # fail before starting anything
@@ -139,11 +148,12 @@ def scenario(path: Path = DirArg, json_out: bool = JsonOpt,
     scenario came out as claimed (freshness issued an invalid action, every other policy
     issued every action and none invalid); 1 with one line saying what did not.
     """
-    from ..api import ping_owners, wait_owners_reachable
     from ..bench.demo import available_policies, run_demo, verdict
-    from ..cluster import link_addresses
-    from ..errors import PlanfenceError
-    from ..gate import plural
+    from ..cluster.processes import link_addresses
+    from ..cluster.ready import wait_owners_reachable
+    from ..core.errors import PlanfenceError
+    from ..core.gate import plural
+    from ..net.api import ping_owners
 
     cdir = cluster_dir(path)
     links = link_addresses(cdir)

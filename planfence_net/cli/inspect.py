@@ -14,15 +14,26 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from ..errors import ConfigError, PlanfenceError
-from .support import (AsOpt, DeadlineOpt, DirArg, JsonOpt, cluster_dir, echo_json,
-                      identity_for, print_table, resolve_ids, run_async, user_errors)
+from ..core.errors import ConfigError, PlanfenceError
+from .support import (
+    AsOpt,
+    DeadlineOpt,
+    DirArg,
+    JsonOpt,
+    cluster_dir,
+    echo_json,
+    identity_for,
+    print_table,
+    resolve_ids,
+    run_async,
+    user_errors,
+)
 
 if TYPE_CHECKING:  # imported where used: `planfence --help` loads no library
-    from ..cluster import ClusterDir
-    from ..identity import Identity
+    from ..cluster.folder import ClusterDir
+    from ..core.identity import Identity
+    from ..core.records import Record
     from ..owners.reader import StoreReader
-    from ..records import Record
 
 AgentArg = typer.Argument(..., help="Agent name (see `planfence cluster status`).")
 MAX_LINEAGE = 1000  # records a lineage walk fetches before it stops
@@ -123,8 +134,8 @@ async def _walk(cdir: ClusterDir, identity: Identity, start: list[bytes], depth:
                 deadline: float) -> list[tuple[int, Record]]:
     """(depth, record) for the records reachable from `start` within `depth` parent levels,
     breadth first, each once; every record verified against the roster."""
-    from ..api import get_records
-    from ..cluster import link_addresses
+    from ..cluster.processes import link_addresses
+    from ..net.api import get_records
 
     roster, addresses = cdir.roster(), link_addresses(cdir)
     seen: set[bytes] = set(start)
@@ -146,8 +157,8 @@ def restart(path: Path = DirArg, agent: str = AgentArg,
             json_out: bool = JsonOpt) -> None:
     """Stop AGENT's owner (SIGTERM, SIGKILL after 10 s) and start it again; returns once it
     accepts sessions."""
-    from .. import cluster as clusterlib
-    from ..api import wait_cluster_ready
+    from ..cluster import processes as clusterlib
+    from ..cluster.ready import wait_cluster_ready
 
     cdir = cluster_dir(path)
     cdir.roster().agent(agent)

@@ -9,13 +9,30 @@ from typing import Any, Optional
 
 import typer
 
-from . import bench as cli_bench, executor as cli_executor, shape as cli_shape
-from . import inspect as cli_inspect, ping as cli_ping, traces as cli_traces
+from . import bench as cli_bench
+from . import executor as cli_executor
+from . import hook as cli_hook
+from . import inspect as cli_inspect
+from . import ping as cli_ping
+from . import shape as cli_shape
+from . import traces as cli_traces
+from . import workspace as cli_workspace
 from .group import EXIT_CODES_HELP, PlanfenceGroup
-from .support import (AsOpt, DeadlineOpt, DirArg, JsonOpt, cluster_dir, echo_json, identity_for,
-                      print_table, resolve_ids, run_async, to_jsonable, user_errors,
-                      write_record)
-from . import hook as cli_hook, workspace as cli_workspace
+from .support import (
+    AsOpt,
+    DeadlineOpt,
+    DirArg,
+    JsonOpt,
+    cluster_dir,
+    echo_json,
+    identity_for,
+    print_table,
+    resolve_ids,
+    run_async,
+    to_jsonable,
+    user_errors,
+    write_record,
+)
 
 # Every command imports the library it uses in its body: `planfence --help` and one-shot
 # commands start without the owner daemon, the bench harness or plotting (see
@@ -73,7 +90,7 @@ def cluster_init(path: Path = DirArg,
 
     Refuses ports another program holds (naming it); --base-port 0 picks free ones.
     """
-    from .. import cluster as clusterlib
+    from ..cluster import processes as clusterlib
     from ..workspace.config import parse_workspace_option
 
     roster = clusterlib.init_cluster(path, agents=agents, base_port=base_port, compose=compose,
@@ -81,7 +98,7 @@ def cluster_init(path: Path = DirArg,
     if json_out:
         echo_json({"cluster": roster.cluster, "agents": [a.to_json() for a in roster.agents]})
         return
-    from ..gate import plural
+    from ..core.gate import plural
 
     typer.echo(f"cluster {roster.cluster!r} with {plural(len(roster.agents), 'agent')} in {path}")
     print_table(["agent", "address", "owns"],
@@ -100,9 +117,9 @@ def cluster_up(path: Path = DirArg, json_out: bool = JsonOpt,
                                           help="Loss probability on every link."),
                timeout: float = typer.Option(20.0, help="Seconds to wait for owners.")) -> None:
     """Start every owner (and shaper) that is not running; return once each accepts sessions."""
-    from .. import cluster as clusterlib
-    from ..api import wait_cluster_ready
-    from ..errors import PlanfenceError
+    from ..cluster import processes as clusterlib
+    from ..cluster.ready import wait_cluster_ready
+    from ..core.errors import PlanfenceError
     from ..traces import require_traces
 
     cdir = cluster_dir(path)
@@ -134,7 +151,7 @@ def cluster_up(path: Path = DirArg, json_out: bool = JsonOpt,
 @user_errors
 def cluster_status(path: Path = DirArg, json_out: bool = JsonOpt) -> None:
     """Per agent: name, address, pid, alive, owned patterns, and the shaper in front of it."""
-    from .. import cluster as clusterlib
+    from ..cluster import processes as clusterlib
 
     cdir = cluster_dir(path)
     links = clusterlib.link_addresses(cdir)
@@ -165,7 +182,7 @@ def cluster_status(path: Path = DirArg, json_out: bool = JsonOpt) -> None:
 @user_errors
 def cluster_down(path: Path = DirArg, json_out: bool = JsonOpt) -> None:
     """Stop every process of the cluster (SIGTERM, then SIGKILL after 10 s)."""
-    from .. import cluster as clusterlib
+    from ..cluster import processes as clusterlib
 
     cdir = cluster_dir(path)
     shapers = clusterlib.stop_shapers(cdir)
@@ -195,13 +212,12 @@ def owner_serve(path: Path = DirArg,
                                                  "seq ever acknowledged (docs/FAULTS.md)."),
                 ) -> None:
     """Run one owner daemon in the foreground until SIGTERM or Ctrl-C."""
-    import anyio
 
-    from .. import cluster as clusterlib
-    from ..client import collapsing_task_group
-    from ..errors import ConfigError
+    from ..cluster import processes as clusterlib
+    from ..core.errors import ConfigError
+    from ..core.roster import parse_address
+    from ..net.client import collapsing_task_group
     from ..owners.limits import Limits
-    from ..roster import parse_address
     from ..workspace.owner import owner_runner
 
     cdir = cluster_dir(path)
@@ -254,8 +270,8 @@ def heads(path: Path = DirArg, keys: list[str] = typer.Argument(..., help="Keys.
           as_agent: Optional[str] = AsOpt, json_out: bool = JsonOpt,
           deadline: float = DeadlineOpt) -> None:
     """Current head of each KEY, asked from its owner."""
-    from ..api import query_heads
-    from ..cluster import link_addresses
+    from ..cluster.processes import link_addresses
+    from ..net.api import query_heads
 
     cdir = cluster_dir(path)
     rows = run_async(query_heads, cdir.roster(), identity_for(cdir, as_agent), keys,
@@ -274,8 +290,8 @@ def get(path: Path = DirArg, ids: list[str] = typer.Argument(..., help="Record i
         as_agent: Optional[str] = AsOpt, json_out: bool = JsonOpt,
         deadline: float = DeadlineOpt) -> None:
     """Fetch records by id (or unique prefixes of 8+ hex) from the owners; verify them."""
-    from ..api import get_records
-    from ..cluster import link_addresses
+    from ..cluster.processes import link_addresses
+    from ..net.api import get_records
 
     cdir = cluster_dir(path)
     wanted = resolve_ids(cdir, ids)
@@ -300,8 +316,8 @@ def logs(path: Path = DirArg, agent: str = typer.Argument(..., help="Agent name.
          json_out: bool = JsonOpt) -> None:
     """Print an owner's structured log (connections, handshakes, requests, puts, errors), or
     with --shaper the output of the shaper in front of it."""
-    from ..cluster import shaper_name
-    from ..errors import PlanfenceError
+    from ..cluster.processes import shaper_name
+    from ..core.errors import PlanfenceError
     from ..owners.logs import EVENTS, format_event, read_events, read_lines
 
     cdir = cluster_dir(path)

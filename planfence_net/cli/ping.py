@@ -36,10 +36,10 @@ def ping(path: Path = DirArg,
     """Open one authenticated session to AGENT's owner and ping it; exit 0 if it answered."""
     import anyio
 
-    from ..client import open_session
-    from ..cluster import link_addresses
-    from ..errors import TransportError
-    from ..roster import parse_address
+    from ..cluster.processes import link_addresses
+    from ..core.errors import TransportError
+    from ..core.roster import parse_address
+    from ..net.client import open_session
 
     cdir = cluster_dir(path)
     roster = cdir.roster()

@@ -8,13 +8,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import signal
-from typing import Optional
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from ..errors import PlanfenceError
+from ..core.errors import PlanfenceError
 
 if TYPE_CHECKING:
     from ..traces.shaper import Shaper
@@ -22,7 +20,7 @@ if TYPE_CHECKING:
 
 def parse_address(text: str, option: str) -> tuple[str, int]:
     """Split `HOST:PORT` (IPv6 as `[::1]:PORT`); typer.BadParameter naming `option` if invalid."""
-    from ..roster import parse_address as parse
+    from ..core.roster import parse_address as parse
 
     try:
         return parse(text)

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import typer
 
-from ..errors import PlanfenceError
+from ..core.errors import PlanfenceError
 
 if TYPE_CHECKING:  # imported where used: a command imports only what it needs
-    from ..cluster import ClusterDir
-    from ..identity import Identity
+    from ..cluster.folder import ClusterDir
+    from ..core.identity import Identity
 
 F = TypeVar("F", bound=Callable[..., Any])
 DirArg = typer.Argument(..., help="Cluster folder (made by `planfence cluster init`).")
@@ -30,7 +30,7 @@ def run_async(fn: Callable[..., Any], *args: Any) -> Any:
     that stands for one PlanfenceError is raised as that error."""
     import anyio
 
-    from ..errors import collapse
+    from ..core.errors import collapse
 
     options = {"use_uvloop": True} if importlib.util.find_spec("uvloop") else {}
     try:
@@ -135,7 +135,7 @@ DeadlineOpt = typer.Option(DEFAULT_DEADLINE, "--deadline", min=0.01, metavar="SE
 
 def cluster_dir(path: Path) -> ClusterDir:
     """The cluster folder at `path` (nothing is read yet)."""
-    from ..cluster import ClusterDir
+    from ..cluster.folder import ClusterDir
 
     return ClusterDir(path)
 
@@ -153,9 +153,9 @@ def write_record(path: Path, key: str, body: str, parent: list[str], kind: str, 
     Parents may be id prefixes; each must exist at some owner (PlanfenceError otherwise),
     so a plan never names a parent the gate could not fetch.
     """
-    from ..api import get_records, put_record
-    from ..cluster import link_addresses
-    from ..errors import RequestError
+    from ..cluster.processes import link_addresses
+    from ..core.errors import RequestError
+    from ..net.api import get_records, put_record
 
     cdir = cluster_dir(path)
     roster = cdir.roster()

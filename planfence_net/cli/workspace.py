@@ -38,7 +38,7 @@ def serve(path: Path = typer.Argument(..., help="The worktree (a git worktree or
     """
     import anyio
 
-    from ..roster import parse_address
+    from ..core.roster import parse_address
     from ..workspace.config import ensure_local_cluster, workspaces
     from ..workspace.owner import run_workspace_owner
 
@@ -80,7 +80,7 @@ def trust(plan: str = typer.Argument(..., help="Plan name (its record is plan/PL
     Files are paths (relative to here) inside a served worktree, or NAME:PATH. Trusting a
     plan again is its one replan: if it drifts after that, checks say "changed again".
     """
-    from ..cluster import link_addresses
+    from ..cluster.processes import link_addresses
     from ..workspace.config import find_cluster, remember_plan, workspaces
     from ..workspace.trust import Evidence, TrustSpec, auto_lockfiles, run_evidence, wait_trust
 
@@ -121,8 +121,8 @@ def check(plan: Optional[str] = typer.Argument(None, help="Plan name (default: t
     Exit 0: none or informational. Exit 2: relevant or critical. Exit 3: cannot decide (an
     owner unreachable, the worktree gone, no trusted state): fail closed.
     """
-    from ..cluster import link_addresses
-    from ..errors import ConfigError, PlanfenceError
+    from ..cluster.processes import link_addresses
+    from ..core.errors import ConfigError, PlanfenceError
     from ..workspace.check import run_check
     from ..workspace.config import find_cluster, select_plan
     from ..workspace.facts import plan_key
@@ -156,7 +156,7 @@ def _keys(spaces: Spaces, cwd: Path, files: list[str]) -> list[str]:
 def _evidence_place(spaces: Spaces, cwd: Path, keys: list[str]) -> tuple[str, Path]:
     """Which worktree evidence commands run in: the one holding the current folder, else the
     one of the first declared file, else the only one."""
-    from ..errors import ConfigError
+    from ..core.errors import ConfigError
     from ..workspace.config import locate
 
     here = locate(spaces, cwd / "x")

@@ -8,10 +8,10 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from ..client import Reply, Session, start_session
-from ..errors import PlanfenceError, TransportError
-from ..identity import Identity
-from ..roster import Roster
+from ..core.errors import PlanfenceError, TransportError
+from ..core.identity import Identity
+from ..core.roster import Roster
+from ..net.client import Reply, Session, start_session
 
 
 class SessionPool:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
-from ..messages import pack, unpack
-from ..records import Record, record_from_wire
+from ..core.records import Record, record_from_wire
+from ..protocol.messages import pack, unpack
 
 if TYPE_CHECKING:  # a memory-only replica (a one-shot authorize) never loads SQLite
     import aiosqlite

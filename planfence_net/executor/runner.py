@@ -15,14 +15,15 @@ from typing import Any
 
 import anyio
 
-from ..answers import HeadsQuery
-from ..answers import verified_records as verified_records, verify_record as verify_record
-from ..errors import PlanfenceError, TransportError
-from ..gate import Action, Decision, FetchRecords, Gate, GatePolicy, QueryHeads, Replan
-from ..lineage import FetchRound, WalkCache
-from ..records import Record
-from ..roster import Roster
-from ..client import Reply, get_in_parts
+from ..core.answers import HeadsQuery
+from ..core.answers import verified_records as verified_records
+from ..core.answers import verify_record as verify_record
+from ..core.errors import PlanfenceError, TransportError
+from ..core.gate import Action, Decision, FetchRecords, Gate, GatePolicy, QueryHeads, Replan
+from ..core.lineage import FetchRound, WalkCache
+from ..core.records import Record
+from ..core.roster import Roster
+from ..net.client import Reply, get_in_parts
 from .pool import SessionPool
 from .replica import Replica
 

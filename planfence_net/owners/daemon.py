@@ -20,13 +20,13 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 
-from ..errors import PlanfenceError, RemoteProtocolError, StoreError
-from ..identity import Identity
-from ..messages import BadRequest, RawValue, Request, encode_error, encode_response
-from ..records import Record, make_record
-from ..requestread import REQUESTS, Schema, decode_request, screen_request
-from ..roster import Agent, Roster
-from ..transport import NoiseStream
+from ..core.errors import PlanfenceError, RemoteProtocolError, StoreError
+from ..core.identity import Identity
+from ..core.records import Record, make_record
+from ..core.roster import Agent, Roster
+from ..net.transport import NoiseStream
+from ..protocol.messages import BadRequest, RawValue, Request, encode_error, encode_response
+from ..protocol.requestread import REQUESTS, Schema, decode_request, screen_request
 from .door import Door
 from .limits import Limits
 from .logs import EventLog

@@ -17,13 +17,13 @@ from typing import Any, Awaitable, Callable
 import anyio
 from anyio.abc import SocketStream, TaskGroup
 
-from ..errors import PlanfenceError
-from ..identity import Identity
-from ..roster import Roster
-from ..slots import MessageSlots
-from ..framing import Screen
-from ..socketwire import pause_reading_until_receive
-from ..transport import NoiseStream
+from ..core.errors import PlanfenceError
+from ..core.identity import Identity
+from ..core.roster import Roster
+from ..net.slots import MessageSlots
+from ..net.socketwire import pause_reading_until_receive
+from ..net.transport import NoiseStream
+from ..protocol.framing import Screen
 from .limits import Limits, RateLimit
 from .logs import EventLog
 

@@ -17,7 +17,7 @@ import os
 import re
 from pathlib import Path
 
-from ..errors import StoreError
+from ..core.errors import StoreError
 
 _MARK_FORMAT = re.compile(rb"\A\d{20}\n\Z")
 

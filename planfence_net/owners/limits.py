@@ -13,7 +13,7 @@ import resource
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from ..errors import ConfigError
+from ..core.errors import ConfigError
 
 # File descriptors kept free for the store (SQLite database, WAL, shared memory), the log
 # and the listener, whatever the connection limit says.

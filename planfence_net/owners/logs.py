@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-
 # Every event an owner writes (`planfence logs --event` checks its argument against these).
 EVENTS = ("listening", "connection", "connection_refused", "accept_failed", "handshake",
           "handshake_refused", "handshake_failed", "session_refused", "request", "put",

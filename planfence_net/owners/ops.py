@@ -19,11 +19,21 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ..errors import RecordError
-from ..messages import (BadRequest, Request, parse_ack, parse_get, parse_heads,
-                        parse_heads_short, parse_put, parse_subscribe, parse_subscribe_every,
-                        parse_subscribe_group, parse_synced)
-from ..roster import Agent, Roster
+from ..core.errors import RecordError
+from ..core.roster import Agent, Roster
+from ..protocol.messages import (
+    BadRequest,
+    Request,
+    parse_ack,
+    parse_get,
+    parse_heads,
+    parse_heads_short,
+    parse_put,
+    parse_subscribe,
+    parse_subscribe_every,
+    parse_subscribe_group,
+    parse_synced,
+)
 from . import syncgroups
 from .limits import Limits
 from .logs import EventLog

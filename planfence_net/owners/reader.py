@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
-from ..messages import unpack
-from ..records import Record, record_from_wire
+from ..core.errors import ConfigError
+from ..core.records import Record, record_from_wire
+from ..protocol.messages import unpack
 
 
 @dataclass(frozen=True, slots=True)

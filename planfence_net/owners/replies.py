@@ -14,9 +14,9 @@ from typing import Any
 
 import anyio
 
-from ..errors import PlanfenceError
-from ..messages import BadRequest, RawValue, pack, unpack
-from ..records import wire_size_bound
+from ..core.errors import PlanfenceError
+from ..core.records import wire_size_bound
+from ..protocol.messages import BadRequest, RawValue, pack, unpack
 
 ID_ENTRY = 2 + 32  # an id in a reply: bin 8 header and 32 bytes
 # Room for everything in a reply but its records and omitted ids: the array, req_id, ok,

@@ -23,9 +23,9 @@ import aiosqlite
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ..errors import PlanfenceError, StoreError
-from ..records import Record, record_from_wire
-from ..messages import pack, unpack
+from ..core.errors import PlanfenceError, StoreError
+from ..core.records import Record, record_from_wire
+from ..protocol.messages import pack, unpack
 from .guards import SeqMark, StoreLock
 
 SCHEMA = """

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-from ..messages import encode_response
-from ..records import Record
+from ..core.records import Record
+from ..protocol.messages import encode_response
 
 
 class Subscription:

@@ -11,8 +11,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from planfence_net.traces.mmlink import Schedule, Trace, parse_trace, read_trace
-from planfence_net.traces.profiles import (Profile, find_trace, list_profiles, load_profile,
-                                           load_trace, require_traces, trace_dirs)
+from planfence_net.traces.profiles import (
+    Profile,
+    find_trace,
+    list_profiles,
+    load_profile,
+    load_trace,
+    require_traces,
+    trace_dirs,
+)
 
 if TYPE_CHECKING:
     from planfence_net.traces.shaper import Shaper, ShaperStatistics, serve_shaper

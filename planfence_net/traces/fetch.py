@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from planfence_net.errors import ConfigError, TransportError
+from planfence_net.core.errors import ConfigError, TransportError
 from planfence_net.traces.profiles import MAHIMAHI_URL
 
 # The `traces/` folder of the Mahimahi repository (github.com/ravinet/mahimahi), raw files.

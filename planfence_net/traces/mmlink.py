@@ -17,7 +17,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
 
-from planfence_net.errors import ConfigError
+from planfence_net.core.errors import ConfigError
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,14 +18,14 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-import planfence_net
-from planfence_net.errors import ConfigError
+from planfence_net.core.errors import ConfigError
+from planfence_net.defaults import data_dir
 from planfence_net.traces.mmlink import Trace, read_trace
 
 TRACES_ENV = "PLANFENCE_TRACES"
 # where `planfence traces fetch` gets the traces (here: its --help names it without urllib)
 MAHIMAHI_URL = "https://raw.githubusercontent.com/ravinet/mahimahi/master/traces/"
-PROJECT_TRACES = Path(planfence_net.__file__).resolve().parents[1] / "traces"
+PROJECT_TRACES = data_dir("traces")  # the project's traces/, carried in the wheel
 PROFILES_FILE = PROJECT_TRACES / "profiles.toml"
 _PROFILE_KEYS = {"description", "up", "down", "delay_ms"}
 

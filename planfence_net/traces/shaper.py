@@ -29,11 +29,11 @@ import anyio
 import anyio.abc
 from anyio.abc import SocketAttribute, SocketStream
 
-from planfence_net.errors import ConfigError
+from planfence_net.core.errors import ConfigError
+from planfence_net.net.socketwire import pause_reading_until_receive
 from planfence_net.traces.link import DEFAULT_QUEUE_BYTES, Link, LinkStatistics
 from planfence_net.traces.mmlink import Schedule
 from planfence_net.traces.profiles import Profile, load_profile, load_trace
-from planfence_net.socketwire import pause_reading_until_receive
 
 OUTBOX_BYTES = 4 * 1024 * 1024
 CONNECT_TIMEOUT_S = 10.0

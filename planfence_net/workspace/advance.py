@@ -18,11 +18,11 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..answers import HeadsQuery, Malformed, check_answer, verified_records, verify_record
-from ..errors import ConfigError, PlanfenceError
-from ..identity import Identity
-from ..records import Record
-from ..roster import Roster
+from ..core.answers import HeadsQuery, Malformed, check_answer, verified_records, verify_record
+from ..core.errors import ConfigError, PlanfenceError
+from ..core.identity import Identity
+from ..core.records import Record
+from ..core.roster import Roster
 from .facts import plan_key
 from .machine import NO_PLAN, trusted_state
 from .wire import SyncSessions

@@ -13,14 +13,14 @@ import os
 import time
 from pathlib import Path
 
-from ..answers import verified_records, verify_record
-from ..errors import ConfigError, PlanfenceError, RecordError, RequestError, TransportError
-from ..gate import Action, Decision, FetchRecords, Gate, GatePolicy, QueryHeads, Replan
-from ..identity import Identity
-from ..lineage import FetchRound
-from ..messages import pack, unpack
-from ..records import Record, record_from_wire
-from ..roster import Roster
+from ..core.answers import verified_records, verify_record
+from ..core.errors import ConfigError, PlanfenceError, RecordError, RequestError, TransportError
+from ..core.gate import Action, Decision, FetchRecords, Gate, GatePolicy, QueryHeads, Replan
+from ..core.identity import Identity
+from ..core.lineage import FetchRound
+from ..core.records import Record, record_from_wire
+from ..core.roster import Roster
+from ..protocol.messages import pack, unpack
 from .facts import plan_key
 from .machine import UNDECIDED, AskPlan, CheckMachine, RunGate, Verdict
 from .wire import Outcome, SyncSessions

@@ -15,8 +15,8 @@ import re
 import tomllib
 from pathlib import Path
 
-from ..clusterdir import ClusterDir
-from ..errors import ConfigError
+from ..cluster.folder import ClusterDir
+from ..core.errors import ConfigError
 from .facts import file_key
 
 FOLDER = ".planfence"
@@ -121,7 +121,7 @@ def parse_workspace_option(text: str) -> tuple[str, Path]:
 def ensure_local_cluster(path: Path, name: str) -> tuple[ClusterDir, bool]:
     """The single-worktree cluster of PATH (PATH/.planfence), created when missing; returns
     it and whether it was created."""
-    from ..cluster import init_cluster  # only serve creates folders
+    from ..cluster.processes import init_cluster  # only serve creates folders
 
     cdir = ClusterDir(path.resolve() / FOLDER)
     if cdir.roster_path.exists():

@@ -18,10 +18,10 @@ from typing import IO, TYPE_CHECKING
 from .payload import PayloadError, ToolCall, parse_payload
 
 if TYPE_CHECKING:
+    from ..cluster.folder import ClusterDir
+    from ..core.identity import Identity
+    from ..core.roster import Roster
     from .machine import Verdict
-    from ..clusterdir import ClusterDir
-    from ..identity import Identity
-    from ..roster import Roster
 
 ALLOW, BLOCK = 0, 2
 DEFAULT_TIMEOUT = 10.0
@@ -56,7 +56,7 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str]:
         return BLOCK, f"PlanFence blocked this call: unreadable hook input ({exc})"
     if not call.gated:
         return ALLOW, ""
-    from ..errors import PlanfenceError
+    from ..core.errors import PlanfenceError
     from .check import run_check
 
     try:
@@ -97,8 +97,8 @@ def _record_edit(call: ToolCall, root: Path, plan: str, roster: Roster, identity
                  step: float) -> tuple[int, str]:
     """PostToolUse: move the plan's trusted versions of the touched targets to what the
     agent just wrote (see `advance`). Exit 2 only shows the reason: the call already ran."""
-    from ..clusterdir import ClusterDir
-    from ..errors import PlanfenceError
+    from ..cluster.folder import ClusterDir
+    from ..core.errors import PlanfenceError
     from .advance import wait_advance
     from .config import locate, workspaces
     from .facts import file_key

@@ -29,7 +29,7 @@ from typing import Any
 
 import tomli_w
 
-from ..errors import ConfigError
+from ..core.errors import ConfigError
 
 EVENTS = ("PreToolUse", "PostToolUse")  # check before a call; record the agent's own edit
 MATCHERS = {"claude": {"PreToolUse": "Write|Edit|MultiEdit|NotebookEdit|Bash",

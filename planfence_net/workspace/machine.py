@@ -1,4 +1,4 @@
-"""The workspace check as a sans-IO machine, driven like the gate (`planfence_net.gate`).
+"""The workspace check as a sans-IO machine, driven like the gate (`planfence_net.core.gate`).
 
     AskPlan   ask the plan key's owner for its head, with the record inline; then
               `plan_answered(result)` or `plan_failed(reason)`
@@ -24,11 +24,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..answers import HeadsQuery, Malformed, check_answer
-from ..errors import LocalProtocolError
-from ..gate import Action, Decision
-from ..records import ID_LEN, Record
-from .classify import (CRITICAL, NONE, DriftReport, TrustedState, classify, summary)
+from ..core.answers import HeadsQuery, Malformed, check_answer
+from ..core.errors import LocalProtocolError
+from ..core.gate import Action, Decision
+from ..core.records import ID_LEN, Record
+from .classify import CRITICAL, NONE, DriftReport, TrustedState, classify, summary
 from .facts import ROLES, plan_key
 
 UNDECIDED = "undecided"

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
+from ..core.errors import ConfigError
 from .facts import BRANCH, FILE_PREFIX, HEAD, REPO, STATUS
 
 RACY_NS = 2_000_000_000  # a file modified this recently is always re-hashed

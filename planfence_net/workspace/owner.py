@@ -17,15 +17,15 @@ from typing import Any
 import anyio
 from anyio.abc import TaskStatus
 
-from ..errors import ConfigError
-from ..identity import Identity
-from ..messages import BadRequest, pack
-from ..clusterdir import ClusterDir
+from ..cluster.folder import ClusterDir
+from ..core.errors import ConfigError
+from ..core.identity import Identity
+from ..core.roster import Agent, Roster
 from ..owners.daemon import OwnerDaemon, run_owner, signer
 from ..owners.limits import Limits
 from ..owners.logs import EventLog
 from ..owners.store import Store
-from ..roster import Agent, Roster
+from ..protocol.messages import BadRequest, pack
 from .config import workspaces
 from .facts import is_observed, split_key
 from .observe import Observer

@@ -15,12 +15,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..api import get_records, put_record, query_heads
-from ..clusterdir import ClusterDir
-from ..errors import ConfigError
-from ..roster import Roster
-from .facts import (BRANCH, HEAD, LOCKFILES, REPO, STATUS, evidence_key, fact_key, file_key,
-                    file_of, plan_key, split_key)
+from ..cluster.folder import ClusterDir
+from ..core.errors import ConfigError
+from ..core.roster import Roster
+from ..net.api import get_records, put_record, query_heads
+from .facts import (
+    BRANCH,
+    HEAD,
+    LOCKFILES,
+    REPO,
+    STATUS,
+    evidence_key,
+    fact_key,
+    file_key,
+    file_of,
+    plan_key,
+    split_key,
+)
 
 EVIDENCE_TIMEOUT = 600.0
 

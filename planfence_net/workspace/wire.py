@@ -2,7 +2,7 @@
 
 The hook is a fresh process before every tool call, and importing anyio with asyncio costs
 more than its whole time budget. The protocol core is sans-IO, so this module drives the same
-core as `planfence_net.transport` (HandshakeState, framing, messages) over blocking sockets:
+core as `planfence_net.net.transport` (HandshakeState, framing, messages) over blocking sockets:
 one session per owner, and a round of requests to several owners runs one thread per owner,
 all under one deadline. Errors are the project's: TransportError (cannot connect, connection
 lost, deadline passed), HandshakeError, RemoteProtocolError, RequestError.
@@ -15,14 +15,28 @@ import socket
 import time
 from typing import Any
 
-from ..errors import (HandshakeError, PlanfenceError, RemoteProtocolError, RequestError,
-                      TransportError)
-from ..framing import (DEFAULT_MAX_MESSAGE, HANDSHAKE_FRAME_CAP, MAX_FRAME, PATTERN,
-                       FrameDecoder, MessageAssembler, encode_frame, prologue, split_message)
-from ..identity import Identity
-from ..messages import decode_response, encode_request
-from ..noise import CipherState, HandshakeState
-from ..roster import Agent, Roster
+from ..core.errors import (
+    HandshakeError,
+    PlanfenceError,
+    RemoteProtocolError,
+    RequestError,
+    TransportError,
+)
+from ..core.identity import Identity
+from ..core.roster import Agent, Roster
+from ..protocol.framing import (
+    DEFAULT_MAX_MESSAGE,
+    HANDSHAKE_FRAME_CAP,
+    MAX_FRAME,
+    PATTERN,
+    FrameDecoder,
+    MessageAssembler,
+    encode_frame,
+    prologue,
+    split_message,
+)
+from ..protocol.messages import decode_response, encode_request
+from ..protocol.noise import CipherState, HandshakeState
 
 Outcome = dict[str, Any] | PlanfenceError  # a result, or the error the request failed with
 

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from ...errors import RequestError
+from ...core.errors import RequestError
 from . import FaultResult
 from .owner import Ledger, Refused, Victim, load, put
 

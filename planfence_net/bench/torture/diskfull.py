@@ -12,7 +12,7 @@ import errno
 import subprocess
 from pathlib import Path
 
-from ...errors import RequestError
+from ...core.errors import RequestError
 from . import FaultResult
 from .owner import Ledger, Victim, load, put
 

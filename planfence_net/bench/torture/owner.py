@@ -20,10 +20,10 @@ from typing import Any
 
 import anyio
 
-from ...client import Session, open_session
-from ...cluster import ClusterDir, init_cluster
-from ...errors import PlanfenceError, RequestError
-from ...records import Record, record_from_wire, verify
+from ...cluster.processes import ClusterDir, init_cluster
+from ...core.errors import PlanfenceError, RequestError
+from ...core.records import Record, record_from_wire, verify
+from ...net.client import Session, open_session
 
 AGENT = "planner"
 WRITERS, IN_FLIGHT = 8, 2  # sessions, and puts each keeps in flight

@@ -23,9 +23,9 @@ from typing import Any
 
 import anyio
 
-from ...client import open_session
-from ...cluster import ClusterDir
-from ...errors import PlanfenceError
+from ...cluster.folder import ClusterDir
+from ...core.errors import PlanfenceError
+from ...net.client import open_session
 
 PING_EVERY = 0.01
 PUT_EVERY = 0.05

@@ -27,13 +27,13 @@ from typing import Any
 
 import anyio
 
-from ...client import open_session
-from ...cluster import ClusterDir, init_cluster
-from ...errors import PlanfenceError, TransportError, collapse
-from ...framing import DEFAULT_MAX_MESSAGE, encode_frame, split_message
-from ...messages import encode_request
-from ...records import record_from_wire
-from ...transport import NoiseStream, connect
+from ...cluster.processes import ClusterDir, init_cluster
+from ...core.errors import PlanfenceError, TransportError, collapse
+from ...core.records import record_from_wire
+from ...net.client import open_session
+from ...net.transport import NoiseStream, connect
+from ...protocol.framing import DEFAULT_MAX_MESSAGE, encode_frame, split_message
+from ...protocol.messages import encode_request
 from . import FaultResult
 from .probe import Bystander, OwnerProcess
 

@@ -1,0 +1,403 @@
+"""A cluster folder and the owner processes running from it.
+
+    DIR/cluster.toml        the roster
+    DIR/keys/NAME.key       each agent's Ed25519 seed (hex, mode 0600)
+    DIR/data/NAME.sqlite    each owner's store (NAME.sqlite.lock: held by the owner serving
+                            it; NAME.sqlite.seq: the highest seq it acknowledged)
+    DIR/logs/NAME.jsonl     each owner's structured log
+    DIR/run/NAME.pid        pid of a running owner; NAME.out its stdout and stderr
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from .folder import ClusterDir as ClusterDir  # where it lives: lean, for the hook
+from ..core.errors import ConfigError, PlanfenceError
+from ..core.identity import generate_key_file
+from ..core.roster import Roster, parse_address, roster_from_dict
+from ..defaults import data_dir
+
+DEFAULT_AGENTS = data_dir("owners") / "agents.toml"
+FREE_PORTS_FROM = 10000  # free_port() draws from here to the ephemeral range
+
+
+def default_agents(count: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The cluster defaults and the first `count` agent templates from owners/agents.toml."""
+    try:
+        data = tomllib.loads(DEFAULT_AGENTS.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"default agents file missing: {DEFAULT_AGENTS}") from None
+    templates = list(data["agents"])
+    for i in range(len(templates) + 1, count + 1):
+        templates.append({"name": f"agent{i}", "owns": [f"agent{i}/*"]})
+    return data, templates[:count]
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port free right now, for tests and --base-port 0, drawn at random from below the
+    kernel's ephemeral range. A port from bind(0) is an ephemeral one: the next outgoing
+    connection may take it as its local port before the owner binds it (seen once in the
+    test suite, as a failed `cluster up`)."""
+    below = _ephemeral_start() - 1
+    for _ in range(64):
+        port = random.randint(FREE_PORTS_FROM, below)
+        if not port_in_use(host, port):
+            return port
+    with socket.socket() as s:  # everything tried was taken: let the OS choose
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def _ephemeral_start() -> int:
+    """The first port of the kernel's ephemeral range (Linux; IANA's 49152 elsewhere)."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 49152
+    return max(low, FREE_PORTS_FROM + 1024)
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """True when another socket listens on (or holds) host:port, so an owner cannot bind it.
+
+    Binds the way the owner's listener does (SO_REUSEADDR), so a port that only lingers in
+    TIME_WAIT counts as free.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return True
+            raise ConfigError(f"cannot use {host}:{port}: {exc.strerror or exc}") from None
+    return False
+
+
+def address_in_use(exc: BaseException) -> bool:
+    """True when `exc` (or every leaf of an exception group) is "address already in use"."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(address_in_use(e) for e in exc.exceptions)
+    return isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE
+
+
+def port_holder(address: str) -> tuple[str, Path | None]:
+    """Who holds `address`: ("owner NAME of the cluster in DIR (pid N)", DIR) when it is a
+    planfence owner started from a cluster folder, else ("another program", None)."""
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+            root = Path(argv[argv.index("serve") + 1])
+            agent = argv[argv.index("--agent") + 1]
+            if "owner" in argv and ClusterDir(root).roster().agent(agent).address == address:
+                return f"owner {agent} of the cluster in {root} (pid {entry.name})", root
+        except (OSError, ValueError, IndexError, PlanfenceError):
+            continue
+    return "another program", None
+
+
+def check_port(name: str, host: str, port: int, remedy: str) -> None:
+    """Raise ConfigError when agent `name`'s port is taken, naming who holds it and what to
+    do: stop the holder, or `remedy` (how to give this cluster other ports)."""
+    if not port_in_use(host, port):
+        return
+    holder, other = port_holder(f"{host}:{port}")
+    stop = f"stop it (`planfence cluster down {other}`)" if other else "stop that program"
+    raise ConfigError(f"port {port} of {name} ({host}:{port}) is already in use by {holder}; "
+                      f"{stop}, or {remedy}")
+
+
+# docker-compose.yml: every owner listens on 7401 in its container, its shaper on 7402, and
+# the owners' ports are published on the host's 127.0.0.1 from 7411 on.
+COMPOSE_OWNER_PORT, COMPOSE_SHAPER_PORT, COMPOSE_HOST_BASE_PORT = 7401, 7402, 7411
+
+
+def init_cluster(root: Path, *, agents: int = 5, base_port: int | None = None,
+                 host: str | None = None, name: str | None = None,
+                 compose: bool = False,
+                 workspaces: tuple[tuple[str, Path], ...] = ()) -> Roster:
+    """Create a cluster folder with keys and a roster. Refuses to overwrite an existing one.
+
+    `workspaces` adds a workspace owner per (NAME, PATH): it owns `NAME:*` and its roster
+    entry records `workspace = PATH` (absolute). With `agents=0` the first one also owns
+    `plan/*`, so a single worktree needs no other agent.
+
+    `base_port` 0 picks a free port per agent; None takes the default from owners/agents.toml
+    (7411 with `compose`). `compose` also lays the cluster out for docker-compose.yml:
+    `compose/cluster.toml` is the roster as the containers see it (agent NAME at
+    owner-NAME:7401) and `compose/links.toml` sends their sessions through shaper-NAME:7402;
+    the containers mount both over the folder's own, whose addresses are the ports
+    docker-compose.yml publishes on the host.
+    """
+    if agents < 1 and not workspaces:
+        raise ConfigError("a cluster needs at least one agent")
+    cdir = ClusterDir(root)
+    if cdir.roster_path.exists():
+        raise ConfigError(f"{cdir.roster_path} already exists; remove the folder or use another")
+    defaults, templates = default_agents(agents)
+    templates = templates + [
+        {"name": ws, "owns": [f"{ws}:*"] + (["plan/*"] if agents < 1 and i == 0 else []),
+         "workspace": str(path.resolve())} for i, (ws, path) in enumerate(workspaces)]
+    existing = [str(cdir.key(t["name"])) for t in templates if cdir.key(t["name"]).exists()]
+    if existing:
+        raise ConfigError(f"key files already exist: {', '.join(existing)}; "
+                          f"remove them or use another folder")
+    host = host or defaults.get("host", "127.0.0.1")
+    default_base = COMPOSE_HOST_BASE_PORT if compose else defaults.get("base_port", 7401)
+    base = default_base if base_port is None else base_port
+    if base != 0 and not compose:  # refuse taken ports before writing anything
+        for i, template in enumerate(templates):
+            check_port(template["name"], host, base + i,
+                       "choose other ports with --base-port N (0 picks free ports)")
+    for sub in ("keys", "data", "logs", "run"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    os.chmod(root / "keys", 0o700)
+    rows = []
+    for i, template in enumerate(templates):
+        key = generate_key_file(cdir.key(template["name"]))
+        port = free_port(host) if base == 0 else base + i
+        rows.append({"name": template["name"], "address": f"{host}:{port}",
+                     "public_key": bytes(key.verify_key).hex(), "owns": template["owns"],
+                     **({"workspace": template["workspace"]} if "workspace" in template
+                        else {})})
+    data = {"cluster": name or defaults.get("cluster", "planfence"), "agents": rows}
+    roster = roster_from_dict(data)
+    cdir.roster_path.write_text(tomli_w.dumps(data))
+    if compose:
+        _write_compose_view(cdir, data)
+    return roster
+
+
+def _write_compose_view(cdir: ClusterDir, data: dict[str, Any]) -> None:
+    """The roster and links as the containers of docker-compose.yml see them."""
+    folder = cdir.root / "compose"
+    folder.mkdir(exist_ok=True)
+    agents = [row["name"] for row in data["agents"]]
+    inside = {**data, "agents": [{**row, "address": f"owner-{row['name']}:{COMPOSE_OWNER_PORT}"}
+                                 for row in data["agents"]]}
+    (folder / "cluster.toml").write_text(tomli_w.dumps(inside))
+    (folder / "links.toml").write_text(tomli_w.dumps({"links": {
+        agent: f"shaper-{agent}:{COMPOSE_SHAPER_PORT}" for agent in agents}}))
+
+
+def read_pid(cdir: ClusterDir, name: str) -> int | None:
+    try:
+        return int(cdir.pid_file(name).read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def process_alive(pid: int, marker: str) -> bool:
+    """True when `pid` runs and its command line contains `marker` (guards pid reuse).
+
+    A process this one spawned is asked through its Popen (which also reaps it).
+    """
+    child = _CHILDREN.get(pid)
+    if child is not None:
+        _reap(pid)
+        return child.returncode is None
+    _reap(pid)
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state != "Z" and marker in cmdline
+
+
+# Popen handles of the owners this process spawned: dropping a running Popen emits a
+# ResourceWarning, and polling through the handle reaps the child and sets its returncode.
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
+
+def _reap(pid: int) -> None:
+    child = _CHILDREN.get(pid)
+    if child is not None:
+        if child.poll() is not None:
+            del _CHILDREN[pid]
+        return
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def running_pid(cdir: ClusterDir, name: str, marker: str) -> int | None:
+    pid = read_pid(cdir, name)
+    return pid if pid is not None and process_alive(pid, marker) else None
+
+
+def owner_marker(cdir: ClusterDir, agent: str) -> str:
+    return f"--agent {agent}"
+
+
+def spawn(cdir: ClusterDir, name: str, argv: list[str]) -> int:
+    """Start a detached background process logging to run/NAME.out (this run's output only:
+    the file is truncated, so errors never show fragments of an earlier run); records its pid."""
+    with open(cdir.out(name), "wb") as out:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                start_new_session=True, cwd=cdir.root)
+    _CHILDREN[proc.pid] = proc
+    cdir.pid_file(name).write_text(f"{proc.pid}\n")
+    return proc.pid
+
+
+def owner_argv(cdir: ClusterDir, agent: str) -> list[str]:
+    return [sys.executable, "-m", "planfence_net", "owner", "serve", str(cdir.root.resolve()),
+            "--agent", agent]
+
+
+def stop_process(cdir: ClusterDir, name: str, marker: str, grace: float = 10.0) -> bool:
+    """SIGTERM a recorded process, SIGKILL it after `grace` s; True if one was running."""
+    pid = running_pid(cdir, name, marker)
+    if pid is None:
+        cdir.pid_file(name).unlink(missing_ok=True)
+        return False
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while process_alive(pid, marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if process_alive(pid, marker):
+        os.kill(pid, signal.SIGKILL)
+        while process_alive(pid, marker):
+            time.sleep(0.02)
+    cdir.pid_file(name).unlink(missing_ok=True)
+    return True
+
+
+def last_error_line(path: Path) -> str:
+    """The last `error: ...` line a process wrote to its output file (its one-line reason for
+    exiting), else its last line; "" when it wrote nothing."""
+    try:
+        lines = [line.strip() for line in path.read_text(errors="replace").splitlines()
+                 if line.strip()]
+    except FileNotFoundError:
+        return ""
+    errors = [line for line in lines if line.startswith("error: ")]
+    return errors[-1][len("error: "):] if errors else (lines[-1] if lines else "")
+
+
+def start_owners(cdir: ClusterDir, only: list[str] | None = None) -> list[str]:
+    """Start every owner of the roster (or of `only`) that is not running; returns the names
+    started. Raises ConfigError, starting none, when the port of an owner to start is in use.
+    """
+    roster = cdir.roster()
+    to_start = [agent.name for agent in roster.agents
+                if (only is None or agent.name in only)
+                and running_pid(cdir, agent.name, owner_marker(cdir, agent.name)) is None]
+    for name in to_start:
+        agent = roster.agent(name)
+        check_port(name, agent.host, agent.port,
+                   f"give this cluster other ports: edit {cdir.roster_path}, or make a new "
+                   f"cluster with `planfence cluster init NEWDIR --base-port 0` (free ports)")
+    for name in to_start:
+        spawn(cdir, name, owner_argv(cdir, name))
+    return to_start
+
+
+def stop_owners(cdir: ClusterDir) -> list[str]:
+    """Stop every running owner; returns the names stopped."""
+    return [agent.name for agent in cdir.roster().agents
+            if stop_process(cdir, agent.name, owner_marker(cdir, agent.name))]
+
+
+# ---- shapers: one trace-replaying relay in front of each owner --------------------------------
+
+def shaper_name(agent: str) -> str:
+    return f"shaper-{agent}"
+
+
+def shaper_marker(upstream: str) -> str:
+    return f"--upstream {upstream}"
+
+
+def links_path(cdir: ClusterDir) -> Path:
+    return cdir.root / "run" / "links.toml"
+
+
+def read_links(cdir: ClusterDir) -> dict[str, Any]:
+    """The recorded shaper links: {"profile": ..., "links": {agent: "host:port"}} or {}."""
+    try:
+        return tomllib.loads(links_path(cdir).read_text())
+    except FileNotFoundError:
+        return {}
+
+
+def static_links_path(cdir: ClusterDir) -> Path:
+    return cdir.root / "links.toml"
+
+
+def link_addresses(cdir: ClusterDir) -> dict[str, tuple[str, int]]:
+    """Where executors reach each owner: the static links.toml of the folder if it has one
+    (shapers run elsewhere: docker-compose.yml mounts compose/links.toml there in its
+    containers), else its running local shapers."""
+    try:
+        static = tomllib.loads(static_links_path(cdir).read_text())["links"]
+        return {agent: parse_address(address) for agent, address in static.items()}
+    except FileNotFoundError:
+        pass
+    links = read_links(cdir).get("links", {})
+    addresses = {}
+    for agent in cdir.roster().agents:
+        if agent.name in links and running_pid(cdir, shaper_name(agent.name),
+                                               shaper_marker(agent.address)):
+            host, port = parse_address(links[agent.name])
+            addresses[agent.name] = (host, port)
+    return addresses
+
+
+def start_shapers(cdir: ClusterDir, profile: str, *, delay_ms: int | None = None,
+                  loss: float = 0.0, seed: int = 0) -> dict[str, tuple[str, int]]:
+    """Put a shaper replaying `profile` in front of every owner; returns agent -> address.
+
+    Running shapers of the same profile are kept; a different profile replaces them.
+    `loopback` means no shaping: every shaper is stopped and {} returned.
+    """
+    previous = read_links(cdir)
+    if previous.get("profile") != profile or previous.get("delay_ms") != delay_ms \
+            or previous.get("loss") != loss:
+        stop_shapers(cdir)
+        previous = {}
+    if profile == "loopback":
+        return {}
+    links: dict[str, str] = dict(previous.get("links", {}))
+    for i, agent in enumerate(cdir.roster().agents):
+        name, marker = shaper_name(agent.name), shaper_marker(agent.address)
+        if agent.name in links and running_pid(cdir, name, marker):
+            continue
+        listen = f"{agent.host}:{free_port(agent.host)}"
+        argv = [sys.executable, "-m", "planfence_net", "shape", "--listen", listen,
+                "--upstream", agent.address, "--profile", profile, "--seed", str(seed + i)]
+        if delay_ms is not None:
+            argv += ["--delay-ms", str(delay_ms)]
+        if loss:
+            argv += ["--loss", str(loss)]
+        spawn(cdir, name, argv)
+        links[agent.name] = listen
+    record: dict[str, Any] = {"profile": profile, "loss": loss, "links": links}
+    if delay_ms is not None:
+        record["delay_ms"] = delay_ms
+    links_path(cdir).write_text(tomli_w.dumps(record))
+    return {agent: parse_address(address) for agent, address in links.items()}
+
+
+def stop_shapers(cdir: ClusterDir) -> list[str]:
+    """Stop every recorded shaper; returns the agents whose shaper was running."""
+    stopped = [agent.name for agent in cdir.roster().agents
+               if stop_process(cdir, shaper_name(agent.name), shaper_marker(agent.address))]
+    links_path(cdir).unlink(missing_ok=True)
+    return stopped

@@ -1,0 +1,1 @@
+"""The asyncio edge of the library: sockets, the Noise session over TCP, clients."""

@@ -1,0 +1,173 @@
+"""Client operations on a running cluster: the library the CLI and scripts call.
+
+Each function opens sessions as one roster member (`identity`), does one job and closes
+them. Long-running executors use the executor's session pool instead.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator, Callable
+
+import anyio
+
+from ..core.errors import ConfigError, PlanfenceError, RequestError, TransportError
+from ..core.identity import Identity
+from ..core.records import Record, record_from_wire, verify
+from ..core.roster import Roster
+from .client import Session, collapsing_task_group, get_in_parts, open_session
+
+Addresses = dict[str, tuple[str, int]]
+
+DEFAULT_DEADLINE = 5.0  # seconds for one owner to connect, handshake and answer
+
+
+@asynccontextmanager
+async def owner_session(roster: Roster, identity: Identity, owner: str,
+                        addresses: Addresses | None = None,
+                        deadline: float = DEFAULT_DEADLINE) -> AsyncIterator[Session]:
+    """A session to `owner` whose whole use (connect, handshake, requests) must end within
+    `deadline` seconds; raises TransportError naming the owner and its address otherwise.
+
+    A program other than the owner on the roster port accepts the connection and then never
+    answers the handshake: without the deadline the caller would wait forever.
+    """
+    where = _address(addresses, owner)
+    address = (f"{where['host']}:{where['port']}" if where else roster.agent(owner).address)
+    try:
+        with anyio.fail_after(deadline):
+            async with open_session(roster, identity, owner, **where) as session:
+                yield session
+    except TimeoutError:
+        raise TransportError(f"owner {owner} at {address} did not answer within {deadline:g} s "
+                             f"(is it running? is another program on that port?)") from None
+
+
+async def wait_owner_ready(roster: Roster, identity: Identity, owner: str, deadline: float,
+                           alive: Callable[[], bool] = lambda: True,
+                           addresses: Addresses | None = None) -> None:
+    """Retry until `owner` accepts an authenticated session and answers a ping.
+
+    Raises TransportError when `deadline` (a time.monotonic() value) passes first or
+    `alive()` says the owner's process has exited.
+    """
+    last: Exception | None = None
+    while time.monotonic() < deadline and alive():
+        try:
+            async with owner_session(roster, identity, owner, addresses,
+                                     max(deadline - time.monotonic(), 0.001)) as session:
+                await session.request("ping")
+                return
+        except PlanfenceError as exc:
+            last = exc
+        await anyio.sleep(0.05)  # polling a process that is still starting: nothing to await
+    raise TransportError(f"owner {owner} did not accept a session in time: {last}")
+
+
+async def put_record(roster: Roster, identity: Identity, key: str, *, body: Any,
+                     parents: list[bytes] | None = None, kind: str = "fact",
+                     addresses: Addresses | None = None,
+                     deadline: float = DEFAULT_DEADLINE) -> dict[str, Any]:
+    """Write a record as `identity` to the owner of `key`; returns {"id", "seq", "owner"}."""
+    owner = roster.owner_of(key)
+    if owner is None:
+        raise ConfigError(f"no agent owns {key!r} in the roster")
+    async with owner_session(roster, identity, owner, addresses, deadline) as session:
+        result = await session.request("put", {"key": key, "kind": kind,
+                                               "parents": parents or [], "body": body})
+    return {"key": key, "owner": owner, "id": result["id"], "seq": result["seq"]}
+
+
+async def ping_owners(roster: Roster, identity: Identity, names: list[str],
+                      addresses: Addresses | None = None,
+                      deadline: float = DEFAULT_DEADLINE) -> None:
+    """Return once every owner in `names` answered a ping, all concurrently; raises
+    TransportError naming the first owner that could not be reached within `deadline`."""
+
+    async def ping(owner: str) -> None:
+        try:
+            async with owner_session(roster, identity, owner, addresses, deadline) as session:
+                await session.request("ping")
+        except TransportError as exc:
+            message = str(exc)
+            raise TransportError(message if message.startswith(f"owner {owner} ")
+                                 else f"owner {owner}: {message}") from None
+
+    async with collapsing_task_group() as tg:
+        for name in names:
+            tg.start_soon(ping, name)
+
+
+def group_by_owner(roster: Roster, keys: list[str]) -> dict[str, list[str]]:
+    """Keys grouped by owning agent; raises ConfigError for a key nobody owns."""
+    groups: dict[str, list[str]] = defaultdict(list)
+    for key in keys:
+        owner = roster.owner_of(key)
+        if owner is None:
+            raise ConfigError(f"no agent owns {key!r} in the roster")
+        groups[owner].append(key)
+    return dict(groups)
+
+
+async def query_heads(roster: Roster, identity: Identity, keys: list[str],
+                      addresses: Addresses | None = None,
+                      deadline: float = DEFAULT_DEADLINE) -> list[dict[str, Any]]:
+    """Current heads of `keys`, one batched request per owner, all owners concurrently."""
+    groups = group_by_owner(roster, keys)
+    rows: dict[str, dict[str, Any]] = {}
+
+    async def ask(owner: str, owner_keys: list[str]) -> None:
+        async with owner_session(roster, identity, owner, addresses, deadline) as session:
+            result = await session.request("heads", {"keys": owner_keys})
+        for key, rid, seq in result["heads"]:
+            rows[key] = {"key": key, "owner": owner, "id": rid, "seq": seq}
+
+    async with collapsing_task_group() as tg:
+        for owner, owner_keys in groups.items():
+            tg.start_soon(ask, owner, owner_keys)
+    return [rows[k] for k in keys]
+
+
+async def get_records(roster: Roster, identity: Identity, ids: list[bytes],
+                      addresses: Addresses | None = None,
+                      deadline: float = DEFAULT_DEADLINE) -> list[Record]:
+    """Fetch records by id from every owner, verified.
+
+    Raises RequestError("not_found") for ids no reachable owner has, naming the owners that
+    could not be asked.
+    """
+    found: dict[bytes, Record] = {}
+    unreachable: list[str] = []
+
+    async def ask(owner: str) -> None:
+        try:
+            async with owner_session(roster, identity, owner, addresses, deadline) as session:
+                result = await get_in_parts(
+                    lambda args: session.request("get", args), ids)
+        except TransportError:
+            unreachable.append(owner)
+            return
+        for wire in result["records"]:
+            record = record_from_wire(wire)
+            verify(record, public_key_of=roster.public_key_of, owner_of=roster.owner_of)
+            found[record.id] = record
+
+    async with collapsing_task_group() as tg:
+        for owner in roster.names:
+            tg.start_soon(ask, owner)
+    missing = [rid.hex() for rid in ids if rid not in found]
+    if missing:
+        raise RequestError("not_found", f"no owner has record {', '.join(missing)}"
+                           + (f" (could not ask {', '.join(sorted(unreachable))})"
+                              if unreachable else ""))
+    return [found[rid] for rid in ids]
+
+
+def _address(addresses: Addresses | None, owner: str) -> dict[str, Any]:
+    """open_session keyword arguments reaching `owner` through its link, if it has one."""
+    if addresses and owner in addresses:
+        host, port = addresses[owner]
+        return {"host": host, "port": port}
+    return {}

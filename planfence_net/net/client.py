@@ -1,0 +1,256 @@
+"""An authenticated client session to one owner, with pipelined requests.
+
+    async with open_session(roster, identity, "reqs") as session:
+        heads = await session.request("heads", {"keys": ["req/order-17"]})
+
+Many requests may be in flight at once; responses are routed by request id as they arrive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+from collections.abc import Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, AsyncIterator
+
+import anyio
+
+from ..core.answers import omitted_ids
+from ..core.errors import (
+    PlanfenceError,
+    RemoteProtocolError,
+    RequestError,
+    TransportError,
+    collapse,
+)
+from ..core.identity import Identity
+from ..core.roster import Agent, Roster
+from ..protocol.messages import decode_response, encode_request
+from .transport import NoiseStream, connect
+
+if TYPE_CHECKING:  # annotations only
+    from anyio.abc import TaskGroup
+    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+
+Outcome = dict[str, Any] | PlanfenceError
+# Requests a session's waiters gave up on (a deadline) whose answers have not come: beyond
+# this many, the owner is not answering and the session is closed.
+MAX_ABANDONED = 1024
+
+
+class Reply:
+    """A request on the wire; `await reply.wait()` for its result."""
+
+    __slots__ = ("req_id", "_future", "_abandon")
+
+    def __init__(self, req_id: int, future: asyncio.Future[Outcome],
+                 abandon: Callable[[int], None]) -> None:
+        self.req_id = req_id
+        self._future = future
+        self._abandon = abandon
+
+    async def wait(self) -> dict[str, Any]:
+        """The result. Raises RequestError for a typed error from the owner, TransportError
+        when the session is lost, RemoteProtocolError for a malformed response. A waiter
+        cancelled here gives the request up: its answer, if it comes, is dropped."""
+        try:
+            outcome = await asyncio.shield(self._future)
+        except asyncio.CancelledError:
+            self._abandon(self.req_id)
+            raise
+        if isinstance(outcome, PlanfenceError):
+            raise outcome
+        return outcome
+
+
+class Session:
+    """One Noise session to an owner. Use `open_session`; not constructed directly.
+
+    Responses are routed by request id in the socket's receive callback, so a waiting
+    request resumes in the next event-loop turn after its answer arrives.
+    """
+
+    def __init__(self, stream: NoiseStream, agent: Agent) -> None:
+        self.stream = stream
+        self.agent = agent
+        self._ids = itertools.count(1)
+        # outcomes are results, never future exceptions: an answer that arrives after its
+        # waiter gave up (a deadline) is then dropped silently
+        self._pending: dict[int, asyncio.Future[Outcome]] = {}
+        self._abandoned: set[int] = set()  # given up by their waiters, not yet answered
+        self._subscriptions: dict[int, MemoryObjectSendStream[dict[str, Any]]] = {}
+        self._failure: PlanfenceError | None = None
+        stream.set_receiver(self._on_message, self._fail)
+
+    @property
+    def alive(self) -> bool:
+        """False once the session failed or can no longer send."""
+        return self._failure is None and not self.stream.send_broken
+
+    async def request(self, op: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Send one request and wait for its result.
+
+        Raises RequestError for a typed error from the owner, TransportError when the session
+        is lost, RemoteProtocolError for a malformed response.
+        """
+        reply = await self.send_request(op, args)
+        return await reply.wait()
+
+    async def send_request(self, op: str, args: dict[str, Any] | None = None) -> Reply:
+        """Put one request on the wire and return at once (unless the socket's send buffer
+        is full); `await reply.wait()` later. Many replies may be in flight."""
+        req_id, future = self._register()
+        try:
+            await self.stream.send_message(encode_request(req_id, op, args or {}))
+        except BaseException:
+            self._pending.pop(req_id, None)
+            raise
+        return Reply(req_id, future, self._abandon)
+
+    async def subscribe(self, keys: list[str] | None = None, every: int = 1,
+                        group: str | None = None,
+                        ) -> MemoryObjectReceiveStream[dict[str, Any]]:
+        """Subscribe to head updates, pushed after every `every` updates; returns a stream of
+        pushed {"heads": [...]} maps. With a sync `group`, pushes also carry "seq", which the
+        caller acknowledges with `request("ack", {"group": group, "seq": seq})` once applied."""
+        send, receive = anyio.create_memory_object_stream[dict[str, Any]](math.inf)
+        args: dict[str, Any] = {} if keys is None else {"keys": keys}
+        if every != 1:
+            args["every"] = every
+        if group is not None:
+            args["group"] = group
+        try:
+            reply = await self.send_request("subscribe", args)
+            self._subscriptions[reply.req_id] = send
+            await reply.wait()
+        except BaseException:
+            for req_id, stream in list(self._subscriptions.items()):
+                if stream is send:
+                    del self._subscriptions[req_id]
+            send.close()
+            receive.close()
+            raise
+        return receive
+
+    def _abandon(self, req_id: int) -> None:
+        """Forget a request whose waiter gave up, remembering only its id (so that a late
+        answer is dropped, not taken for a protocol error). An owner that leaves more than
+        MAX_ABANDONED such requests unanswered loses the session."""
+        if self._pending.pop(req_id, None) is None:
+            return  # answered already, or the session failed
+        self._abandoned.add(req_id)
+        if len(self._abandoned) > MAX_ABANDONED:
+            self._fail(TransportError(f"{self.agent.name} left {MAX_ABANDONED} requests "
+                                      f"unanswered past their deadlines"))
+            self.stream.close()
+
+    def _register(self) -> tuple[int, asyncio.Future[Outcome]]:
+        if self._failure is not None:
+            raise self._failure
+        req_id = next(self._ids)
+        future = self._pending[req_id] = asyncio.get_running_loop().create_future()
+        return req_id, future
+
+    async def run_reader(self) -> None:
+        """Live as long as the session (answers are routed as they arrive); when it ends or
+        this task is cancelled, fail every request still waiting."""
+        try:
+            self._fail(await self.stream.wait_closed())
+        except anyio.get_cancelled_exc_class():
+            self._fail(TransportError("session closed"))
+            raise
+
+    def _on_message(self, data: bytes) -> None:
+        response = decode_response(data)
+        self._deliver(response.req_id, response.ok, response.result)
+
+    def _deliver(self, req_id: int, ok: bool, result: dict[str, Any]) -> None:
+        future = self._pending.pop(req_id, None)
+        subscription = self._subscriptions.get(req_id)
+        if future is None and subscription is not None:
+            subscription.send_nowait(result)
+            return
+        if future is None:
+            if req_id in self._abandoned:  # late: its waiter gave up
+                self._abandoned.discard(req_id)
+                return
+            raise RemoteProtocolError(f"response to unknown request id {req_id}")
+        if ok:
+            future.set_result(result)
+        else:
+            code, message = result.get("code"), result.get("message")
+            future.set_result(RequestError(str(code), str(message)))
+
+    def _fail(self, exc: PlanfenceError) -> None:
+        if self._failure is not None:
+            return
+        self._failure = exc if isinstance(exc, TransportError) else TransportError(
+            f"session to {self.agent.name} failed: {exc}")
+        for future in self._pending.values():
+            if not future.done():
+                future.set_result(self._failure)
+        self._pending.clear()
+        self._abandoned.clear()
+        for subscription in self._subscriptions.values():
+            subscription.close()
+        self._subscriptions.clear()
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+
+async def start_session(task_group: TaskGroup, roster: Roster, identity: Identity,
+                        agent: Agent, *, host: str | None = None,
+                        port: int | None = None) -> Session:
+    """Connect to `agent` (or host:port, e.g. a shaper in front of it) and start the reader
+    in `task_group`. The session lives until closed or the task group ends."""
+    stream = await connect(host or agent.host, port or agent.port, cluster=roster.cluster,
+                           static_private=identity.noise_private,
+                           remote_static=agent.noise_key)
+    session = Session(stream, agent)
+    task_group.start_soon(session.run_reader)
+    return session
+
+
+async def get_in_parts(request: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]],
+                       ids: list[bytes]) -> dict[str, Any]:
+    """A `get` of `ids` through `request(args)`, asking again for the ids the owner listed as
+    omitted (its reply had no room for them) as long as each answer makes progress; returns
+    one answer {"records": [...]} holding every part's records."""
+    wires: list[Any] = []
+    asked = list(ids)
+    while asked:
+        result = await request({"ids": asked})
+        records = result.get("records")
+        wires += records if isinstance(records, list) else []
+        more = omitted_ids(result, asked)
+        if len(more) >= len(asked):  # no progress: an owner cannot keep us asking
+            break
+        asked = more
+    return {"records": wires}
+
+
+@asynccontextmanager
+async def open_session(roster: Roster, identity: Identity, owner: str,
+                       **address: Any) -> AsyncIterator[Session]:
+    """A session to the owner named `owner`, closed on exit."""
+    async with collapsing_task_group() as tg:
+        session = await start_session(tg, roster, identity, roster.agent(owner), **address)
+        try:
+            yield session
+        finally:
+            await session.aclose()
+            tg.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def collapsing_task_group() -> AsyncIterator[TaskGroup]:
+    """A task group whose failures surface as the one planfence error they stand for."""
+    try:
+        async with anyio.create_task_group() as tg:
+            yield tg
+    except BaseExceptionGroup as group:
+        raise collapse(group) from None

@@ -1,0 +1,260 @@
+"""Reading requests, sans-IO: each op's argument schema and the careful one-pass reader.
+
+A request is read once, in one pass, and only what its op uses is decoded. Where a scalar
+belongs (an argument the op does not use, a key, an id, an element of `keys`) an array or
+map is refused at once, from its first byte: skipping it could mean walking millions of
+nested values. Arrays are checked against their cap from their header before any element
+exists, strings and byte strings longer than a key are skipped without being built, and a
+put's body is kept as its bytes. So the memory and time a request costs are bounded by its
+op's limits, not by what the sender packed into it.
+
+`decode_request` reads a whole request (small well-formed ones take the fast path,
+`plainread`); `screen_request` judges a request from its first bytes. The messages
+themselves, their encoding and the argument parsers are `messages`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+from ..core.records import MAX_PARENTS
+from .messages import (
+    IDS_TOO_MANY,
+    KEYS_TOO_MANY,
+    MAX_IDS,
+    MAX_KEY_LEN,
+    MAX_KEYS,
+    BadRequest,
+    RawValue,
+    Request,
+)
+from .plainread import read_plain
+
+MAX_ARGS = 64  # entries in a request's args map
+MAX_SCALAR = 4 * MAX_KEY_LEN  # bytes of the longest str or bin the reader decodes (a key)
+BAD_SHAPE = "a request is [req_id: int, op: str, args: map]"
+TRAILING = "trailing bytes after the request"
+
+
+@dataclass(frozen=True, slots=True)
+class Array:
+    """An argument that is an array (or, with `of_pairs`, a map) of scalars, at most `cap`
+    long; a longer one is refused with `error` (code, message) before its elements are read."""
+
+    cap: int
+    error: tuple[str, str]
+    of_pairs: bool = False
+
+
+SCALAR, RAW = "scalar", "raw"
+ArgKind = Array | str
+Schema = dict[str, dict[str, ArgKind]]
+
+REQUESTS: Schema = {
+    "ping": {}, "stats": {},
+    "heads": {"keys": Array(MAX_KEYS, KEYS_TOO_MANY),
+              "expect": Array(MAX_KEYS, ("too_large", f"at most {MAX_KEYS} expected ids"),
+                              of_pairs=True), "short": SCALAR},
+    "get": {"ids": Array(MAX_IDS, IDS_TOO_MANY)},
+    "put": {"key": SCALAR, "kind": SCALAR, "body": RAW,
+            "parents": Array(MAX_PARENTS, ("bad_request", f"'parents' must be an array of at "
+                                                          f"most {MAX_PARENTS} ids"))},
+    "subscribe": {"keys": Array(MAX_KEYS, KEYS_TOO_MANY), "every": SCALAR, "group": SCALAR},
+    "ack": {"group": SCALAR, "seq": SCALAR},
+    "synced": {"group": SCALAR, "keys": Array(MAX_KEYS, KEYS_TOO_MANY)},
+}
+
+
+class _Invalid:
+    """Stands for a value of the wrong wire type; every argument check refuses it."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<invalid>"
+
+
+INVALID = _Invalid()
+
+
+def decode_request(data: bytes, schema: Schema = REQUESTS) -> Request:
+    """Read a request in one pass, decoding only the arguments `schema` names for its op.
+
+    Raises BadRequest ("bad_request", "unknown_op", "too_large"), carrying the req_id once
+    the first element was read as an integer. Small well-formed requests take the fast path
+    (`plainread`), which returns what this reader would.
+    """
+    plain = read_plain(data, schema, MAX_ARGS, MAX_SCALAR)
+    if plain is not None:
+        return Request(*plain)
+    reader = _RequestReader(data)
+    try:
+        return reader.read(schema)
+    except (ValueError, msgpack.OutOfData, msgpack.StackError) as exc:  # FormatError too
+        raise reader.invalid(exc) from None
+
+
+def screen_request(prefix: bytes, schema: Schema = REQUESTS) -> BadRequest | None:
+    """Why a request that begins with `prefix` (and goes on past it) cannot be served, when
+    these first bytes already show it; None while they do not. Whatever is refused here,
+    `decode_request` refuses too, with the same code, whatever follows the prefix: an owner
+    answers a flood of 16 MiB from its first chunk instead of holding it whole."""
+    reader = _RequestReader(prefix)
+    try:
+        reader.read(schema)
+    except BadRequest as exc:
+        return exc
+    except msgpack.OutOfData:  # the prefix ends inside the request: no verdict yet
+        return None
+    except (ValueError, msgpack.StackError) as exc:
+        return reader.invalid(exc)
+    # the whole request fits in the prefix, so what follows it is trailing bytes
+    return reader.invalid(ValueError(TRAILING))
+
+
+class _RequestReader:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.req_id: int | None = None
+        self.unpacker = msgpack.Unpacker(raw=False, max_str_len=MAX_SCALAR,
+                                         max_bin_len=MAX_SCALAR, max_ext_len=MAX_SCALAR,
+                                         max_buffer_size=max(len(data), 1))
+        self.unpacker.feed(data)
+
+    def fail(self, code: str, message: str) -> BadRequest:
+        return BadRequest(code, message, self.req_id)
+
+    def invalid(self, exc: Exception) -> BadRequest:
+        return self.fail("bad_request", f"invalid msgpack: {str(exc) or type(exc).__name__}")
+
+    def peek(self) -> int:
+        """The first byte of the next value (its type), without consuming it."""
+        position: int = self.unpacker.tell()
+        if position >= len(self.data):
+            raise msgpack.OutOfData("truncated")
+        return self.data[position]
+
+    def read(self, schema: Schema) -> Request:
+        head = self.peek()
+        if head == 0xC1:
+            raise ValueError("0xc1 is not a msgpack type")
+        if not _is_array(head):
+            raise self.fail("bad_request", BAD_SHAPE)
+        length = self.unpacker.read_array_header()
+        if length and _is_int_type(self.peek()):
+            self.req_id = int(self.unpacker.unpack())
+        if length != 3 or self.req_id is None:
+            raise self.fail("bad_request", BAD_SHAPE)
+        if not _is_str(self.peek()):
+            raise self.fail("bad_request", BAD_SHAPE)
+        op = self.scalar()
+        if not isinstance(op, str) or not _is_map(self.peek()):
+            raise self.fail("bad_request", BAD_SHAPE)
+        if op not in schema:
+            raise self.fail("unknown_op", f"unknown op {op!r}")
+        args = self.args(schema[op])
+        self.end()
+        return Request(self.req_id, op, args)
+
+    def args(self, kinds: dict[str, ArgKind]) -> dict[str, Any]:
+        entries = self.unpacker.read_map_header()
+        if entries > MAX_ARGS:
+            raise self.fail("bad_request", f"at most {MAX_ARGS} arguments per request")
+        args: dict[str, Any] = {}
+        for _ in range(entries):
+            name = self.scalar("args") if _is_str(self.peek()) else None
+            if not isinstance(name, str):
+                raise ValueError("argument names must be strings")
+            kind = kinds.get(name)
+            if kind is None:  # an argument this op does not use: dropped
+                if _is_array(self.peek()) or _is_map(self.peek()):
+                    raise self.fail("bad_request", f"unknown argument {name!r}: only a "
+                                                   f"string, id or number is ignored")
+                self.scalar(name)
+            elif kind == RAW:
+                start = self.unpacker.tell()
+                self.unpacker.skip()
+                args[name] = RawValue(self.data[start:self.unpacker.tell()])
+            elif kind == SCALAR:
+                args[name] = self.scalar(name)
+            else:
+                assert isinstance(kind, Array)
+                args[name] = self.array(name, kind)
+        return args
+
+    def array(self, name: str, kind: Array) -> Any:
+        head = self.peek()
+        if not (_is_map(head) if kind.of_pairs else _is_array(head)):
+            if _is_array(head) or _is_map(head):
+                raise self.fail("bad_request", f"{name!r} must be "
+                                               f"{'a map' if kind.of_pairs else 'an array'}")
+            self.scalar(name)
+            return INVALID
+        if kind.of_pairs:
+            count = self.unpacker.read_map_header()
+        else:
+            count = self.unpacker.read_array_header()
+        if count > kind.cap:
+            raise self.fail(*kind.error)
+        if kind.of_pairs:
+            return {self.scalar(name): self.scalar(name) for _ in range(count)}
+        return [self.scalar(name) for _ in range(count)]
+
+    def scalar(self, name: str = "") -> Any:
+        """The next value if it is a scalar of at most MAX_SCALAR bytes, INVALID for a longer
+        one (skipped without being built); an array or map is refused (BadRequest)."""
+        head = self.peek()
+        if _is_array(head) or _is_map(head):
+            where = f"in {name!r}" if name else "there"
+            raise self.fail("bad_request", f"an array or map {where} where a string, id or "
+                                           f"number belongs")
+        if _scalar_length(self.data, self.unpacker.tell(), head) > MAX_SCALAR:
+            self.unpacker.skip()
+            return INVALID
+        return self.unpacker.unpack()
+
+    def end(self) -> None:
+        if self.unpacker.tell() != len(self.data):
+            raise ValueError(TRAILING)
+
+
+def _is_array(head: int) -> bool:
+    return 0x90 <= head <= 0x9F or head in (0xDC, 0xDD)
+
+
+def _is_map(head: int) -> bool:
+    return 0x80 <= head <= 0x8F or head in (0xDE, 0xDF)
+
+
+def _is_str(head: int) -> bool:
+    return 0xA0 <= head <= 0xBF or head in (0xD9, 0xDA, 0xDB)
+
+
+def _is_int_type(head: int) -> bool:
+    return head <= 0x7F or head >= 0xE0 or 0xCC <= head <= 0xD3
+
+
+_LENGTH_BYTES = {0xD9: 1, 0xDA: 2, 0xDB: 4, 0xC4: 1, 0xC5: 2, 0xC6: 4, 0xC7: 1, 0xC8: 2,
+                 0xC9: 4}
+
+
+def _scalar_length(data: bytes, position: int, head: int) -> int:
+    """Payload length of the str, bin or ext starting at `position` (0 for other scalars)."""
+    if 0xA0 <= head <= 0xBF:
+        return head & 0x1F
+    size = _LENGTH_BYTES.get(head)
+    if size is None:
+        return 0
+    return int.from_bytes(data[position + 1:position + 1 + size], "big")
+
+
+def request_id_of(data: bytes) -> int | None:
+    """The req_id of a request, also of a malformed one when its first element is an
+    integer (so its error can be addressed); else None."""
+    try:
+        return decode_request(data).req_id
+    except BadRequest as exc:
+        return exc.req_id

@@ -1,0 +1,194 @@
+"""The five policies on a live 8-owner cluster with the central store, on 127.0.0.1."""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import msgpack
+import pytest
+
+from planfence_net.bench.baselines import make_baseline
+from planfence_net.bench.experiments import SAFETY_POLICIES, Case, Experiment
+from planfence_net.bench.harness import bench_cluster, run_experiment
+from planfence_net.bench.oracle import Oracle
+from planfence_net.bench.policy import Parts, Workflow
+from planfence_net.bench.workload import EXECUTOR, PLANNER, ScheduleParams, load_templates, vary
+from planfence_net.bench.writers import OwnerWriter
+from planfence_net.cluster.folder import ClusterDir
+from planfence_net.core.errors import RequestError
+from planfence_net.core.gate import Action
+from planfence_net.core.records import Record, make_record
+from planfence_net.net.client import open_session
+from planfence_net.net.transport import connect
+from support.cluster import PLANFENCE
+
+
+@pytest.fixture(scope="module")
+def bench_cdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterDir]:
+    """8 owners and the central store, stopped at the end of the module even on failure."""
+    with bench_cluster(tmp_path_factory.mktemp("bench") / "cluster") as cdir:
+        yield cdir
+
+
+def safety_case(rho: float = 0.0) -> Experiment:
+    templates = load_templates()
+    chosen = (templates[0], templates[11], vary(templates[22], keys=16, d=4))
+    return Experiment("safety", (Case("safety", "safety", 0, chosen,
+                                      ScheduleParams(actions=2, rho=rho), SAFETY_POLICIES),))
+
+
+def test_freshness_issues_every_raced_action_invalid_and_the_safe_policies_none(
+        bench_cdir: ClusterDir) -> None:
+    rows = anyio.run(run_experiment, bench_cdir, safety_case(rho=1.0), "loopback", 0, None,
+                     backend="asyncio")
+    by_policy = {p: [r for r in rows if r["policy"] == p] for p in SAFETY_POLICIES}
+    assert {p: len(rs) for p, rs in by_policy.items()} == {p: 6 for p in SAFETY_POLICIES}
+    fresh = by_policy.pop("freshness")
+    assert [r["issued"] for r in fresh] == [True] * 6
+    assert [r["invalid"] for r in fresh] == [True] * 6
+    for policy, mine in by_policy.items():
+        assert [(r["issued"], r["invalid"], r["replanned"]) for r in mine] == \
+            [(True, False, True)] * 6, policy
+        assert all(r["bytes"] > 0 and r["stall_ms"] > 0 for r in mine), policy
+
+
+def test_allkeys_moves_more_bytes_than_planfence_on_a_large_keyspace(
+        bench_cdir: ClusterDir) -> None:
+    big = vary(load_templates()[0], agents=8, keys=128, d=2)
+    experiment = Experiment("keyspace", (Case("k", "keyspace", 128, (big,),
+                                              ScheduleParams(actions=2, revision=0.0),
+                                              ("allkeys", "planfence")),))
+    rows = anyio.run(run_experiment, bench_cdir, experiment, "loopback", 0, None,
+                     backend="asyncio")
+    allkeys = [r["bytes"] for r in rows if r["policy"] == "allkeys"]
+    fence = [r["bytes"] for r in rows if r["policy"] == "planfence"]
+    assert min(allkeys) > 5 * max(fence)
+
+
+def test_central_store_refuses_a_record_sent_by_someone_other_than_its_owner(
+        bench_cdir: ClusterDir) -> None:
+    roster = bench_cdir.roster()
+    reqs = bench_cdir.identity("reqs")
+    forged = make_record(reqs.signing_key, key="req/forged", owner="reqs", seq=10_000,
+                         parents=(), kind="fact", body={"v": 1})
+
+    async def send() -> None:
+        async with open_session(roster, bench_cdir.identity("ops"), "central") as session:
+            await session.request("put", {"record": forged.to_wire()})
+
+    with pytest.raises(RequestError, match="a record of reqs sent by ops"):
+        anyio.run(send, backend="asyncio")
+
+
+def test_central_store_reads_a_record_without_building_what_no_record_holds(
+        bench_cdir: ClusterDir) -> None:
+    """Any roster member writes to the central store; a `record` of 12 MiB of nested empty
+    arrays used to be decoded whole (12 million lists, about 700 MB); now it is refused
+    from its first field."""
+    roster = bench_cdir.roster()
+    central = roster.agent("central")
+    count = 12 * 1024 * 1024
+    record = (b"\x99\xdd" + count.to_bytes(4, "big") + b"\x90" * count  # its first field
+              + b"\x01" * 3 + b"\x90" + b"\x01" * 4)  # and the other eight
+
+    async def send() -> list[object]:
+        stream = await connect(central.host, central.port, cluster=roster.cluster,
+                               static_private=bench_cdir.identity("ops").noise_private,
+                               remote_static=central.noise_key)
+        try:
+            await stream.send_message(b"\x93\x07\xa3put\x81\xa6record" + record)
+            reply: list[object] = msgpack.unpackb(await stream.receive_message())
+        finally:
+            await stream.aclose()
+        return reply
+
+    assert anyio.run(send, backend="asyncio") == [7, False, {
+        "code": "bad_request",
+        "message": "record rejected: an array or map where a record field belongs"}]
+    status = Path(f"/proc/{int(bench_cdir.pid_file('central').read_text())}/status")
+    peak_kb = next(int(line.split()[1]) for line in status.read_text().splitlines()
+                   if line.startswith("VmHWM:"))
+    assert peak_kb < 300 * 1024
+
+
+async def _sync_against_an_outside_put(cdir: ClusterDir, k: int) -> tuple[bool, bool, bool]:
+    """A plan on two keys; then a separate `planfence put` process (unknown to anything
+    here) revises one; then `sync` with K = k validates. Returns (issued, replanned,
+    invalid as judged by the oracle from the owners' logs)."""
+    roster = cdir.roster()
+    identity_of = functools.cache(cdir.identity)
+    keys = (f"req/outside-k{k}/x0", f"inv/outside-k{k}/x1")
+    async with anyio.create_task_group() as tg:
+        writer = OwnerWriter(tg, roster, identity_of)
+        facts = [await writer.put(key, {"v": 1}) for key in keys]
+        parts = Parts(tg, roster, identity_of, EXECUTOR, {}, writer, sync_k=k, workflows=(
+            Workflow(f"outside-k{k}", keys, (PLANNER, EXECUTOR, "reqs", "inventory")),))
+        sync = make_baseline("sync", parts)
+        await sync.start(list(keys))
+        plan = await writer.put(f"plan/outside-k{k}", {"units": ["u0"]},
+                                tuple(f.id for f in facts), kind="plan")
+        await sync.replica.add([*facts, plan])
+        put = await anyio.to_thread.run_sync(functools.partial(
+            subprocess.run, [str(PLANFENCE), "put", str(cdir.root), keys[0],
+                             "--body", '{"v": 2}'], capture_output=True, text=True))
+        assert put.returncode == 0, put.stderr
+
+        async def replan(_: Action, changed: tuple[Record, ...]) -> list[bytes]:
+            latest = {r.key: r.id for r in (*facts, *changed)}  # the planner sees `changed`
+            new = await writer.put(f"plan/outside-k{k}", {"units": ["u0"], "attempt": 1},
+                                   tuple(latest[key] for key in keys), kind="plan")
+            await sync.replica.add([new])
+            return [new.id]
+
+        verdict = await sync.validate(Action(f"outside-k{k}", (plan.id,), keys), replan,
+                                      list(keys))
+        action_id = ""
+        if verdict.issued:
+            action_id = (await writer.put(f"ops/outside-k{k}", {"action": 1}, verdict.roots,
+                                          kind="action")).id.hex()
+        await sync.aclose()
+        await writer.aclose()
+        tg.cancel_scope.cancel()
+    oracle = Oracle.from_logs(cdir.log(name) for name in roster.names)
+    invalid = bool(action_id) and oracle.judge(action_id, keys).invalid
+    return verdict.issued, verdict.replanned, invalid
+
+
+@pytest.mark.parametrize("k", [1, 4])
+def test_sync_stays_safe_against_a_revision_written_by_another_process(
+        bench_cdir: ClusterDir, k: int) -> None:
+    # With K = 4 the owner holds the push back: `synced` must flush it. Nothing here knows
+    # the outside revision; sync learns it from the owners (pushes, acks, `synced`).
+    assert anyio.run(_sync_against_an_outside_put, bench_cdir, k, backend="asyncio") == \
+        (True, True, False)
+
+
+class TickingClock:
+    """A fake clock: every read returns the next whole second."""
+
+    def __init__(self) -> None:
+        self.now = -1.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+def test_every_policy_times_the_same_span_with_the_model_call_apart(
+        bench_cdir: ClusterDir) -> None:
+    template = vary(load_templates()[3], keys=8, d=2)
+    experiment = Experiment("safety", (Case("span", "safety", 0, (template,),
+                                            ScheduleParams(actions=1), SAFETY_POLICIES),))
+    rows = anyio.run(run_experiment, bench_cdir, experiment, "loopback", 0, None,
+                     lambda _: None, 1, TickingClock(), backend="asyncio")
+    # The harness's clock is read at "ready to act" (t), around the replanning model call
+    # (t+1, t+2) and at "authorized or blocked" (t+3), for every policy alike: stall 2 s,
+    # model call 1 s apart. Freshness never replans: ready (t), done (t+1).
+    assert {r["policy"]: (r["stall_ms"], r["replan_ms"], r["replanned"]) for r in rows} == {
+        "freshness": (1000.0, 0.0, False), "central": (2000.0, 1000.0, True),
+        "sync": (2000.0, 1000.0, True), "allkeys": (2000.0, 1000.0, True),
+        "planfence": (2000.0, 1000.0, True)}

@@ -1,0 +1,102 @@
+"""Workflow templates and the seeded schedule generator (pure: no cluster)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from planfence_net.bench.experiments import build
+from planfence_net.bench.workload import (
+    FAMILIES,
+    KeySpace,
+    ScheduleParams,
+    load_templates,
+    make_schedule,
+    vary,
+)
+from planfence_net.core.errors import ConfigError
+from planfence_net.core.roster import Agent, Roster
+
+
+def test_templates_cover_the_three_families_within_the_paper_ranges() -> None:
+    templates = load_templates()
+    assert len(templates) == 30
+    assert Counter(t.family for t in templates) == {f: 10 for f in FAMILIES}
+    assert {t.agents for t in templates} == set(range(3, 9))
+    assert min(t.units for t in templates) == 64 and max(t.units for t in templates) == 256
+    assert {t.keys for t in templates} == {8, 16, 32, 64, 128}
+    assert all(1 <= t.d <= t.keys for t in templates)
+
+
+def test_same_seed_gives_the_same_schedule_and_another_seed_does_not() -> None:
+    templates = load_templates()
+    params = ScheduleParams(actions=11, rho=4.0, revision=1.0)
+    first = make_schedule(templates, params, seed=7)
+    assert first == make_schedule(templates, params, seed=7)
+    assert first != make_schedule(templates, params, seed=8)
+    assert len(first) == 330
+
+
+def test_a_template_draws_the_same_actions_whatever_else_is_scheduled() -> None:
+    templates = load_templates()
+    params = ScheduleParams(actions=3, rho=1.0)
+    alone = make_schedule(templates[4:5], params, seed=1)
+    together = [s for s in make_schedule(templates, params, seed=1)
+                if s.template == templates[4]]
+    assert alone == together
+
+
+def test_every_action_is_revised_on_a_true_dependency_and_dirty_keys_are_irrelevant() -> None:
+    schedule = make_schedule(load_templates(), ScheduleParams(actions=11, rho=16.0), seed=0)
+    for spec in schedule:
+        assert spec.revise in spec.deps
+        assert len(spec.deps) == spec.template.d == len(set(spec.deps))
+        assert not set(spec.dirty) & set(spec.deps) or spec.template.keys == spec.template.d
+        assert spec.declared == spec.deps
+
+
+def test_fractional_rate_gives_that_many_dirty_updates_on_average() -> None:
+    base = vary(load_templates()[0], keys=32, d=4)
+    schedule = make_schedule([base], ScheduleParams(actions=4000, rho=0.25), seed=3)
+    mean = sum(len(s.dirty) for s in schedule) / len(schedule)
+    assert 0.22 < mean < 0.28
+
+
+def test_omitted_sets_are_nested_across_omission_levels() -> None:
+    base = vary(load_templates()[0], keys=32, d=8)
+    levels = [make_schedule([base], ScheduleParams(actions=50, omission=p), seed=5)
+              for p in (0.0, 0.25, 0.5)]
+    for none, quarter, half in zip(*levels):
+        assert none.deps == quarter.deps == half.deps
+        assert set(half.declared) <= set(quarter.declared) <= set(none.declared)
+    # an omitting action declares one of its dependencies; half of the actions omit
+    omitting = [s for s in levels[2] if s.declared != s.deps]
+    assert {len(s.declared) for s in omitting} == {1}
+    assert 0.35 < len(omitting) / 50 < 0.65
+
+
+def test_background_rates_cycle_over_the_templates() -> None:
+    pool = [vary(t, keys=32, d=4) for t in load_templates()[:4]]
+    schedule = make_schedule(pool, ScheduleParams(actions=400, rhos=(0.25, 16.0)), seed=1)
+    per = {t.name: sum(len(s.dirty) for s in schedule if s.template == t) / 400 for t in pool}
+    assert [round(per[t.name] * 4) / 4 for t in pool] == [0.25, 16.0, 0.25, 16.0]
+
+
+def test_keys_are_spread_over_the_fact_owners_and_namespaced_by_run() -> None:
+    agents = tuple(Agent(n, "127.0.0.1", 1000 + i, bytes([i + 1]) * 32, (f"{p}/*",))
+                   for i, (n, p) in enumerate([("planner", "plan"), ("reqs", "req"),
+                                               ("inventory", "inv"), ("ops", "ops")]))
+    roster = Roster("t", agents)
+    template = vary(load_templates()[0], agents=4, keys=4, d=2)
+    space = KeySpace.of(roster, template, "planfence")
+    assert space.keys == tuple(f"{p}/planfence/{template.name}/x{j}"
+                               for j, p in enumerate(["req", "inv", "req", "inv"]))
+    assert space.executor_prefix == f"ops/planfence/{template.name}"
+
+
+def test_bad_parameters_and_unknown_experiments_are_config_errors() -> None:
+    with pytest.raises(ConfigError, match="probabilities"):
+        ScheduleParams(omission=1.5)
+    with pytest.raises(ConfigError, match="unknown experiment 'nope'"):
+        build("nope", quick=True)

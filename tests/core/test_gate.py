@@ -1,0 +1,951 @@
+"""The gate state machine (DESIGN section 3), driven by a pure in-memory runtime."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import msgpack
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from nacl.signing import SigningKey
+
+from planfence_net.core import records
+from planfence_net.core.errors import ConfigError, LocalProtocolError
+from planfence_net.core.gate import (
+    Action,
+    Decision,
+    FetchRecords,
+    Gate,
+    GatePolicy,
+    HeadsQuery,
+    QueryHeads,
+    Replan,
+)
+from planfence_net.core.lineage import Frontier, Missing, WalkCache
+from planfence_net.core.records import Record, make_record
+from planfence_net.core.roster import Agent, Roster
+
+OWNS = {"planner": ("plan/*", "sum/*"), "reqs": ("req/*",), "inv": ("inv/*",),
+        "cfg": ("cfg/*",)}
+SIGNERS = {name: SigningKey.generate() for name in OWNS}
+ROSTER = Roster("test", tuple(Agent(name, "127.0.0.1", 7400 + i, bytes(SIGNERS[name].verify_key),
+                                    owns) for i, (name, owns) in enumerate(OWNS.items())))
+
+
+@dataclasses.dataclass(frozen=True)
+class Failure:
+    """What a fake owner returns instead of an answer: the runtime reports heads_failed."""
+
+    reason: str
+
+
+Answer = Callable[[str, HeadsQuery], Any]
+
+
+class World:
+    """Owners (their stores and heads) and the executor's local store, all in memory."""
+
+    def __init__(self, roster: Roster = ROSTER) -> None:
+        self.roster = roster
+        self.seqs = dict.fromkeys(OWNS, 0)
+        self.store: dict[bytes, Record] = {}
+        self.heads: dict[str, Record] = {}
+        self.local: dict[bytes, Record] = {}
+        self.now = 100.0
+
+    def publish(self, key: str, *parents: Record, local: bool = True, kind: str = "fact",
+                seq: int | None = None) -> Record:
+        owner = ROSTER.owner_of(key)
+        assert owner is not None
+        self.seqs[owner] += 1
+        record = make_record(SIGNERS[owner], key=key, owner=owner, kind=kind,
+                             seq=self.seqs[owner] if seq is None else seq,
+                             parents=[p.id for p in parents], body={"v": self.seqs[owner]})
+        self.store[record.id] = record
+        self.heads[key] = record
+        if local:
+            self.local[record.id] = record
+        return record
+
+    def verify(self, record: Record) -> None:
+        records.verify(record, public_key_of=self.roster.public_key_of,
+                       owner_of=self.roster.owner_of)
+
+    def clock(self) -> float:
+        self.now += 0.004
+        return self.now
+
+    def gate(self, roots: Sequence[Record | bytes], deps: Sequence[str],
+             policy: GatePolicy = GatePolicy()) -> Gate:
+        ids = tuple(r if isinstance(r, bytes) else r.id for r in roots)
+        return Gate(Action("ship", ids, tuple(deps)), owner_of=self.roster.owner_of,
+                    verify=self.verify, lookup=self.local.get, clock=self.clock,
+                    policy=policy)
+
+    def fetch(self, ids: Iterable[bytes]) -> list[Record]:
+        return [self.store[rid] for rid in ids if rid in self.store]
+
+    def answer(self, owner: str, query: HeadsQuery) -> dict[str, Any]:
+        """An honest owner: its heads, and changed records inline."""
+        heads, inline = [], []
+        for key in query.keys:
+            head = self.heads.get(key)
+            heads.append([key, head.id if head else None, head.seq if head else 0])
+            if head and key in query.expect and query.expect[key] != head.id:
+                inline.append(head.to_wire())
+        return {"heads": heads, "records": inline}
+
+    def replan_fresh(self, deps: Sequence[str]) -> list[bytes]:
+        """The planner re-reads every declared key at its head."""
+        return [self.publish("plan/p", *(self.heads[k] for k in deps), kind="plan").id]
+
+
+@dataclasses.dataclass
+class Run:
+    decision: Decision
+    events: list[Any]
+    roots: tuple[bytes, ...]
+
+    def count(self, kind: type) -> int:
+        return sum(isinstance(e, kind) for e in self.events)
+
+
+def drive(world: World, gate: Gate, *, answer: Answer | None = None,
+          fetch: Callable[[tuple[bytes, ...]], Iterable[Record]] | None = None,
+          replan: Callable[[Replan], Sequence[bytes]] | None = None) -> Run:
+    """Answer the gate's events like the runtime would, through a msgpack round trip."""
+    events: list[Any] = []
+    roots = gate.action.roots
+    for _ in range(30):
+        event = gate.next_event()
+        events.append(event)
+        if isinstance(event, Decision):
+            return Run(event, events, roots)
+        if isinstance(event, FetchRecords):
+            gate.records_fetched((fetch or world.fetch)(event.ids))
+        elif isinstance(event, QueryHeads):
+            for owner, query in event.queries.items():
+                reply = (answer or world.answer)(owner, query)
+                if isinstance(reply, Failure):
+                    gate.heads_failed(owner, reply.reason)
+                else:
+                    wire = msgpack.unpackb(msgpack.packb(reply, use_bin_type=True), raw=False)
+                    gate.heads_answered(owner, wire)
+        else:
+            assert isinstance(event, Replan)
+            roots = tuple(replan(event) if replan else world.replan_fresh(gate.action.deps))
+            gate.replanned(roots)
+    raise AssertionError(f"no decision after 30 events: {events}")
+
+
+def simple() -> tuple[World, Record, Record]:
+    """req/x <- sum/s <- plan/p, all local."""
+    world = World()
+    fact = world.publish("req/x")
+    plan = world.publish("plan/p", world.publish("sum/s", fact), kind="plan")
+    return world, fact, plan
+
+
+# -- step 4: authorize, replan, changed again -----------------------------------------------
+
+def test_matching_heads_authorize_in_one_round_trip() -> None:
+    world, fact, plan = simple()
+    gate = world.gate([plan], ["req/x"])
+    gate.add_traffic(120, 80)
+    gate.add_traffic(5, 7)
+    run = drive(world, gate)
+    d = run.decision
+    assert (d.outcome, d.reason, d.authorized, d.replanned, d.fail_open) == (
+        "authorized", None, True, False, False)
+    assert [type(e) for e in run.events] == [QueryHeads, Decision]
+    assert run.events[0].queries == {"reqs": HeadsQuery(("req/x",), {"req/x": fact.id})}
+    assert d.round_trips == 1
+    assert d.frontier == {"req/x": fact.id}
+    assert d.heads == {"req/x": (fact.id, fact.seq)}
+    assert d.drift == {}
+    assert (d.bytes_sent, d.bytes_received) == (125, 87)
+    assert d.elapsed == pytest.approx(0.004)  # the clock is read at creation and decision
+    assert gate.next_event() is d
+
+
+def test_keys_are_batched_one_query_per_owner() -> None:
+    world = World()
+    a, b, c = world.publish("req/a"), world.publish("req/b"), world.publish("inv/c")
+    plan = world.publish("plan/p", a, b, c, kind="plan")
+    run = drive(world, world.gate([plan], ["req/a", "inv/c", "req/b", "req/a"]))
+    assert run.decision.authorized
+    assert run.events[0].queries == {
+        "reqs": HeadsQuery(("req/a", "req/b"), {"req/a": a.id, "req/b": b.id}),
+        "inv": HeadsQuery(("inv/c",), {"inv/c": c.id})}
+
+
+def test_drift_replans_once_then_authorizes() -> None:
+    world, old, plan = simple()
+    new = world.publish("req/x")
+    replans: list[Replan] = []
+
+    def replan(event: Replan) -> list[bytes]:
+        replans.append(event)
+        return [world.publish("plan/p", *event.changed, kind="plan", local=False).id]
+
+    world.local.pop(new.id)
+    run = drive(world, world.gate([plan], ["req/x"]), replan=replan)
+    d = run.decision
+    assert replans == [Replan((new,), {"req/x": (old.id, new.id)})]
+    assert (d.outcome, d.reason, d.replanned) == ("authorized", None, True)
+    assert d.drift == {"req/x": (old.id, new.id)}
+    assert d.frontier == {"req/x": new.id}
+    assert d.heads == {"req/x": (new.id, new.seq)}
+    # heads, then fetch the new plan (not local), then heads again
+    assert [type(e) for e in run.events] == [QueryHeads, Replan, FetchRecords, QueryHeads,
+                                             Decision]
+    assert d.round_trips == 3
+
+
+def test_a_second_change_after_replanning_blocks_changed_again() -> None:
+    world, old, plan = simple()
+    new = world.publish("req/x")
+
+    def replan(event: Replan) -> list[bytes]:
+        roots = world.replan_fresh(["req/x"])
+        world.publish("req/x")
+        return roots
+
+    d = drive(world, world.gate([plan], ["req/x"]), replan=replan).decision
+    assert (d.outcome, d.reason, d.replanned) == ("blocked", "changed_again", True)
+    assert d.drift == {"req/x": (old.id, new.id)}
+    assert d.round_trips == 2
+
+
+def test_replanning_to_the_same_plan_blocks_changed_again() -> None:
+    world, _, plan = simple()
+    world.publish("req/x")
+    d = drive(world, world.gate([plan], ["req/x"]), replan=lambda e: [plan.id]).decision
+    assert (d.outcome, d.reason) == ("blocked", "changed_again")
+
+
+def test_replan_disabled_blocks_stale_plan_even_fail_open() -> None:
+    world, old, plan = simple()
+    new = world.publish("req/x")
+    for fail_open in (False, True):
+        policy = GatePolicy(replan=False, fail_open=fail_open)
+        run = drive(world, world.gate([plan], ["req/x"], policy))
+        assert (run.decision.outcome, run.decision.reason) == ("blocked", "stale_plan")
+        assert run.decision.drift == {"req/x": (old.id, new.id)}
+        assert run.count(Replan) == 0
+
+
+# -- the walk cache: skips the walk, never the heads check ----------------------------------
+
+def cached_gate(world: World, walks: WalkCache, looked: list[bytes],
+                roots: Sequence[Record | bytes], deps: Sequence[str],
+                policy: GatePolicy = GatePolicy()) -> Gate:
+    """world.gate with a shared walk cache and a lookup that records every id it reads."""
+    def lookup(rid: bytes) -> Record | None:
+        looked.append(rid)
+        return world.local.get(rid)
+
+    ids = tuple(r if isinstance(r, bytes) else r.id for r in roots)
+    return Gate(Action("ship", ids, tuple(deps)), owner_of=world.roster.owner_of,
+                verify=world.verify, lookup=lookup, clock=world.clock, policy=policy,
+                walks=walks)
+
+
+def test_a_cached_walk_never_authorizes_when_a_head_moved() -> None:
+    world, old, plan = simple()
+    walks, looked = WalkCache(), []
+    assert drive(world, cached_gate(world, walks, looked, [plan], ["req/x"])).decision.authorized
+    assert len(walks) == 1 and len(looked) == 3  # plan, sum, fact
+    new = world.publish("req/x")
+    stale = GatePolicy(replan=False)
+    for policy in (stale, GatePolicy(replan=False, fail_open=True)):
+        run = drive(world, cached_gate(world, walks, looked, [plan], ["req/x"], policy))
+        assert (run.decision.outcome, run.decision.reason) == ("blocked", "stale_plan")
+        assert run.decision.drift == {"req/x": (old.id, new.id)}
+        assert run.events[0].queries == {"reqs": HeadsQuery(("req/x",), {"req/x": old.id})}
+    assert len(looked) == 3  # both walks came from the cache; the heads rounds still ran
+    # with replanning: the new plan's roots miss the cache and are walked from the store
+    run = drive(world, cached_gate(world, walks, looked, [plan], ["req/x"]))
+    d = run.decision
+    assert (d.outcome, d.replanned, d.frontier) == ("authorized", True, {"req/x": new.id})
+    assert run.roots != (plan.id,) and looked[3:] == [*run.roots]  # new came inline
+    assert len(walks) == 2
+
+
+def test_a_different_root_set_or_declaration_misses_the_walk_cache() -> None:
+    world, old, plan = simple()
+    new = world.publish("req/x")
+    plan2 = world.publish("plan/q", new, kind="plan")
+    walks, looked = WalkCache(), []
+    d = drive(world, cached_gate(world, walks, looked, [plan], ["req/x"],
+                                 GatePolicy(replan=False))).decision
+    assert (d.reason, d.frontier) == ("stale_plan", {"req/x": old.id})
+    looked.clear()
+    d = drive(world, cached_gate(world, walks, looked, [plan2], ["req/x"])).decision
+    assert (d.outcome, d.replanned, d.frontier) == ("authorized", False, {"req/x": new.id})
+    assert looked == [plan2.id, new.id]
+    # both plans together: two versions of req/x, which is never cached
+    for _ in range(2):
+        d = drive(world, cached_gate(world, walks, looked, [plan, plan2], ["req/x"])).decision
+        assert (d.outcome, d.reason) == ("blocked", "ambiguous_frontier")
+    # the same roots with another declaration are walked again (sum/s is in the lineage)
+    looked.clear()
+    d = drive(world, cached_gate(world, walks, looked, [plan], ["req/x", "sum/s"],
+                                 GatePolicy(replan=False))).decision
+    assert d.frontier == {"sum/s": world.local[plan.parents[0]].id, "req/x": old.id}
+    assert looked == [plan.id, plan.parents[0], old.id]
+    # missing lineage is never cached: the next gate asks for it again
+    lost = world.publish("plan/r", world.publish("req/y", local=False), kind="plan")
+    for _ in range(2):
+        run = drive(world, cached_gate(world, walks, looked, [lost], ["req/y"]),
+                    fetch=lambda ids: [])
+        assert run.decision.reason == "missing_lineage" and run.count(FetchRecords) == 1
+    assert len(walks) == 3
+
+
+def test_the_walk_cache_is_bounded_and_hands_out_copies() -> None:
+    world, fact, plan = simple()
+    walks, nothing = WalkCache(size=2), lambda rid: None
+    first = walks.walk([plan.id], ["req/x"], world.local.get)
+    assert isinstance(first, Frontier) and first.versions == {"req/x": fact}
+    first.versions.clear()  # the caller's copy: the cache keeps its own
+    again = walks.walk([plan.id], ["req/x"], nothing)
+    assert isinstance(again, Frontier) and again.versions == {"req/x": fact}
+    walks.walk([plan.id], ["sum/s"], world.local.get)
+    walks.walk([plan.id], ["req/x"], world.local.get, max_depth=5)  # limits are in the key
+    assert len(walks) == 2
+    assert walks.walk([plan.id], ["req/x"], nothing) == Missing((plan.id,))  # the oldest went
+    with pytest.raises(LocalProtocolError):
+        WalkCache(size=0)
+
+
+def test_only_declared_keys_are_compared() -> None:
+    world, _, plan = simple()
+    world.publish("sum/s")  # an undeclared intermediate changed: not PlanFence's concern
+    assert drive(world, world.gate([plan], ["req/x"])).decision.authorized
+
+
+def test_query_keys_are_fetched_and_checked_but_not_compared() -> None:
+    world, fact, plan = simple()
+    other = world.publish("inv/z")
+    world.publish("inv/z")
+    policy = GatePolicy(query_keys=("inv/z", "req/x", "cfg/none"))
+    run = drive(world, world.gate([plan], ["req/x"], policy))
+    assert run.decision.authorized
+    assert run.events[0].queries == {
+        "reqs": HeadsQuery(("req/x",), {"req/x": fact.id}),
+        "inv": HeadsQuery(("inv/z",), {}), "cfg": HeadsQuery(("cfg/none",), {})}
+    assert run.decision.heads["cfg/none"] == (None, 0)
+    assert run.decision.heads["inv/z"][0] != other.id
+
+    def garbage_for_inv(owner: str, query: HeadsQuery) -> Any:
+        return {"heads": [[1, 2, 3]]} if owner == "inv" else world.answer(owner, query)
+
+    d = drive(world, world.gate([plan], ["req/x"], policy), answer=garbage_for_inv).decision
+    assert (d.outcome, d.reason) == ("blocked", "malformed_response")
+
+
+def test_no_declared_keys_authorizes_without_round_trips() -> None:
+    world, _, plan = simple()
+    d = drive(world, world.gate([plan], [])).decision
+    assert (d.outcome, d.round_trips) == ("authorized", 0)
+
+
+# -- step 1: lineage -------------------------------------------------------------------------
+
+def test_missing_lineage_is_fetched_and_the_gate_continues() -> None:
+    world = World()
+    fact = world.publish("req/x", local=False)
+    mid = world.publish("sum/s", fact, local=False)
+    plan = world.publish("plan/p", mid, kind="plan", local=False)
+    run = drive(world, world.gate([plan], ["req/x"]))
+    assert run.decision.authorized
+    assert [e.ids for e in run.events if isinstance(e, FetchRecords)] == [
+        (plan.id,), (mid.id,), (fact.id,)]
+    assert run.decision.round_trips == 4
+
+
+def test_all_missing_parents_are_fetched_in_one_round() -> None:
+    world = World()
+    a, b = world.publish("req/a", local=False), world.publish("inv/b", local=False)
+    plan = world.publish("plan/p", a, b, kind="plan")
+    run = drive(world, world.gate([plan], ["req/a", "inv/b"]))
+    assert run.decision.authorized
+    assert [e for e in run.events if isinstance(e, FetchRecords)] == [FetchRecords((a.id, b.id))]
+
+
+def forged(record: Record) -> Record:
+    return dataclasses.replace(record, body_raw=msgpack.packb({"v": "forged"}))
+
+
+FETCHES: dict[str, Callable[[tuple[bytes, ...], World], list[Record]]] = {
+    "nothing": lambda ids, w: [],
+    "forged-body": lambda ids, w: [forged(w.store[i]) for i in ids],
+    "bad-signature": lambda ids, w: [dataclasses.replace(w.store[i], signature=bytes(64))
+                                     for i in ids],
+    "only-unasked": lambda ids, w: [r for r in w.store.values() if r.id not in ids],
+}
+
+
+@pytest.mark.parametrize("name", FETCHES)
+def test_unfetchable_lineage_blocks_missing_lineage(name: str) -> None:
+    world = World()
+    fact = world.publish("req/x", local=False)
+    plan = world.publish("plan/p", fact, kind="plan")
+    world.publish("req/y", local=False)
+    run = drive(world, world.gate([plan], ["req/x"]),
+                fetch=lambda ids: FETCHES[name](ids, world))
+    assert (run.decision.outcome, run.decision.reason) == ("blocked", "missing_lineage")
+    assert fact.id.hex()[:12] in run.decision.detail
+    assert run.count(FetchRecords) == 1 and run.count(QueryHeads) == 0
+
+
+def test_lineage_missing_while_an_owner_gave_no_answer_blocks_owner_unavailable() -> None:
+    world = World()
+    fact = world.publish("req/x", local=False)
+    plan = world.publish("plan/p", fact, kind="plan")
+    gate = world.gate([plan], ["req/x"])
+    assert gate.next_event() == FetchRecords((fact.id,))
+    gate.records_fetched([], unanswered=("reqs", "inv"))
+    decision = gate.next_event()
+    assert isinstance(decision, Decision)
+    assert (decision.outcome, decision.reason) == ("blocked", "owner_unavailable")
+    assert decision.detail == (f"records {fact.id.hex()[:12]} not found at any owner that "
+                               f"answered; no answer from reqs, inv")
+
+
+def test_fetched_records_that_were_not_asked_for_are_ignored() -> None:
+    world = World()
+    fact = world.publish("req/x", local=False)
+    mid = world.publish("sum/s", fact, local=False)
+    plan = world.publish("plan/p", mid, kind="plan")
+    run = drive(world, world.gate([plan], ["req/x"]),
+                fetch=lambda ids: world.fetch([*ids, fact.id]))
+    assert run.decision.authorized
+    assert [e.ids for e in run.events if isinstance(e, FetchRecords)] == [(mid.id,), (fact.id,)]
+
+
+def test_a_fetched_record_with_a_wrong_owner_is_ignored() -> None:
+    world = World()
+    # inv signs a well-formed record for req/x, a key owned by reqs
+    impostor = make_record(SIGNERS["inv"], key="req/x", owner="inv", seq=1, parents=[],
+                           kind="fact", body={"v": 1})
+    world.store[impostor.id] = impostor
+    plan = world.publish("plan/p", impostor, kind="plan")
+    run = drive(world, world.gate([plan], ["req/x"]))
+    assert run.events[0] == FetchRecords((impostor.id,))
+    assert (run.decision.outcome, run.decision.reason) == ("blocked", "missing_lineage")
+
+
+@pytest.mark.parametrize("deps, policy, reason", [
+    (["req/x", "inv/y"], GatePolicy(), "incomplete_declaration"),
+    (["req/x"], GatePolicy(max_depth=1), "incomplete_declaration"),
+    (["req/x"], GatePolicy(max_nodes=2), "missing_lineage"),
+    (["zzz/x"], GatePolicy(), "incomplete_declaration"),
+])
+def test_lineage_blocks(deps: list[str], policy: GatePolicy, reason: str) -> None:
+    world, _, plan = simple()
+    run = drive(world, world.gate([plan], deps, policy))
+    assert (run.decision.outcome, run.decision.reason) == ("blocked", reason)
+    assert run.decision.round_trips == 0
+
+
+def test_ambiguous_frontier_blocks_even_fail_open() -> None:
+    world = World()
+    v1 = world.publish("req/x")
+    v2 = world.publish("req/x", v1)
+    plan = world.publish("plan/p", world.publish("sum/s", v1), v2, kind="plan")
+    for fail_open in (False, True):
+        d = drive(world, world.gate([plan], ["req/x"], GatePolicy(fail_open=fail_open))).decision
+        assert (d.outcome, d.reason, d.fail_open) == ("blocked", "ambiguous_frontier", False)
+
+
+def test_unknown_owner_blocks_before_any_query() -> None:
+    world = World()
+    fact = make_record(SIGNERS["cfg"], key="zzz/x", owner="cfg", seq=1, parents=[],
+                       kind="fact", body=1)
+    world.local[fact.id] = fact
+    plan = world.publish("plan/p", fact, kind="plan")
+    run = drive(world, world.gate([plan], ["zzz/x"]))
+    assert (run.decision.outcome, run.decision.reason) == ("blocked", "unknown_owner")
+    assert "zzz/x" in run.decision.detail
+    assert run.count(QueryHeads) == 0 and run.decision.round_trips == 0
+    run = drive(world, world.gate([plan], [], GatePolicy(query_keys=("zzz/q",))))
+    assert run.decision.reason == "unknown_owner"
+
+
+def test_a_key_with_two_owners_is_unknown_owner() -> None:
+    world, fact, plan = simple()
+    agents = ROSTER.agents
+    twice = dataclasses.replace(agents[2], owns=("inv/*", "req/*"))
+    world.roster = Roster("test", (*agents[:2], twice, *agents[3:]))
+    d = drive(world, world.gate([plan], ["req/x"])).decision
+    assert (d.outcome, d.reason) == ("blocked", "unknown_owner")
+    assert "several agents" in d.detail
+    # a fetched record whose owner the roster cannot decide stays missing, it does not raise
+    world.local.pop(fact.id)
+    d = drive(world, world.gate([plan], ["sum/s"])).decision
+    assert (d.outcome, d.reason) == ("blocked", "missing_lineage")
+
+
+# -- step 3: owner failures and malformed answers ---------------------------------------------
+
+@pytest.mark.parametrize("reason", ["owner_unavailable", "timeout", "malformed_response"])
+def test_owner_failures_block(reason: str) -> None:
+    world, _, plan = simple()
+    d = drive(world, world.gate([plan], ["req/x"]), answer=lambda o, q: Failure(reason)).decision
+    assert (d.outcome, d.reason, d.fail_open) == ("blocked", reason, False)
+    assert d.round_trips == 1
+
+
+def test_first_failing_owner_in_query_order_decides() -> None:
+    world = World()
+    plan = world.publish("plan/p", world.publish("req/a"), world.publish("inv/b"), kind="plan")
+    failures = {"reqs": Failure("timeout"), "inv": Failure("owner_unavailable")}
+    d = drive(world, world.gate([plan], ["req/a", "inv/b"]),
+              answer=lambda o, q: failures[o]).decision
+    assert d.reason == "timeout"
+    d = drive(world, world.gate([plan], ["req/a", "inv/b"]),
+              answer=lambda o, q: failures[o] if o == "inv" else world.answer(o, q)).decision
+    assert d.reason == "owner_unavailable"
+
+
+def test_fail_open_authorizes_and_says_so() -> None:
+    world, _, plan = simple()
+    policy = GatePolicy(fail_open=True)
+    d = drive(world, world.gate([plan], ["req/x"], policy),
+              answer=lambda o, q: Failure("timeout")).decision
+    assert (d.outcome, d.reason, d.fail_open, d.authorized) == (
+        "authorized", "timeout", True, True)
+    world.publish("req/x")
+    d = drive(world, world.gate([plan], ["req/x"], policy), replan=lambda e: [plan.id]).decision
+    assert (d.outcome, d.reason, d.fail_open) == ("authorized", "changed_again", True)
+    d = drive(world, world.gate([b"\x00" * 32], ["req/x"], policy)).decision
+    assert (d.outcome, d.reason, d.fail_open) == ("authorized", "missing_lineage", True)
+
+
+def _entry(answer: dict[str, Any], value: Any) -> dict[str, Any]:
+    answer["heads"][0] = value
+    return answer
+
+
+MALFORMED: dict[str, tuple[Callable[[dict[str, Any], World, Record], Any], str]] = {
+    "not-a-map": (lambda a, w, f: [a["heads"]],
+        "answer is not a map with a 'heads' list"),
+    "no-heads": (lambda a, w, f: {"records": []},
+        "answer is not a map with a 'heads' list"),
+    "heads-not-a-list": (lambda a, w, f: {"heads": {"req/x": f.id}},
+        "answer is not a map with a 'heads' list"),
+    "records-not-a-list": (lambda a, w, f: {**a, "records": {}},
+        "'records' is not a list"),
+    "entry-not-a-list": (lambda a, w, f: _entry(a, "req/x"),
+        'head entry 0 is not a [key, id, seq] or [key, seq] array'),
+    "entry-too-short": (lambda a, w, f: _entry(a, ["req/x"]),
+        'head entry 0 is not a [key, id, seq] or [key, seq] array'),
+    "entry-too-long": (lambda a, w, f: _entry(a, ["req/x", f.id, f.seq, 0]),
+        'head entry 0 is not a [key, id, seq] or [key, seq] array'),
+    "short-entry-id-for-seq": (lambda a, w, f: _entry(a, ["req/x", f.id]),
+        "head entry 0 ('req/x'): seq is not a non-negative integer"),
+    "short-entry-seq-disagrees": (lambda a, w, f: _entry(a, ["req/x", f.seq + 1]),
+        "head of 'req/x' has seq 2, its record has 1"),
+    "key-not-a-string": (lambda a, w, f: _entry(a, [b"req/x", f.id, f.seq]),
+        'head entry 0: key is not a string'),
+    "id-wrong-length": (lambda a, w, f: _entry(a, ["req/x", f.id[:31], f.seq]),
+        "head entry 0 ('req/x'): id is not 32 bytes or nil"),
+    "id-as-hex": (lambda a, w, f: _entry(a, ["req/x", f.id.hex(), f.seq]),
+        "head entry 0 ('req/x'): id is not 32 bytes or nil"),
+    "seq-a-string": (lambda a, w, f: _entry(a, ["req/x", f.id, "1"]),
+        "head entry 0 ('req/x'): seq is not a non-negative integer"),
+    "seq-a-bool": (lambda a, w, f: _entry(a, ["req/x", f.id, True]),
+        "head entry 0 ('req/x'): seq is not a non-negative integer"),
+    "seq-negative": (lambda a, w, f: _entry(a, ["req/x", f.id, -1]),
+        "head entry 0 ('req/x'): seq is not a non-negative integer"),
+    "seq-disagrees": (lambda a, w, f: _entry(a, ["req/x", f.id, f.seq + 1]),
+        "head of 'req/x' has seq 2, its record has 1"),
+    "key-not-requested": (lambda a, w, f: {**a, "heads": [*a["heads"], ["req/y", None, 0]]},
+        "head for key 'req/y' that was not requested"),
+    "key-twice": (lambda a, w, f: {**a, "heads": a["heads"] * 2},
+        "key 'req/x' answered twice"),
+    "key-missing": (lambda a, w, f: {**a, "heads": []},
+        'requested keys not answered: req/x'),
+    "head-none": (lambda a, w, f: _entry(a, ["req/x", None, 0]),
+        "no head for key 'req/x' although the plan used a version of it"),
+    "unchanged-record-inline": (lambda a, w, f: {**a, "records": [f.to_wire()]},
+        "inline record for 'req/x' sent twice or for an unchanged key"),
+    "record-garbage": (lambda a, w, f: {**a, "records": [[1, 2, 3]]},
+        'inline record rejected: a record must be an array of 9 fields'),
+}
+
+
+@pytest.mark.parametrize("name", MALFORMED)
+def test_malformed_answers_block(name: str) -> None:
+    world, fact, plan = simple()
+    change, detail = MALFORMED[name]
+    answer = lambda o, q: change(world.answer(o, q), world, fact)  # noqa: E731
+    d = drive(world, world.gate([plan], ["req/x"]), answer=answer).decision
+    assert (d.outcome, d.reason, d.detail) == ("blocked", "malformed_response",
+                                               f"owner 'reqs': {detail}")
+
+
+def test_a_short_row_means_the_expected_id() -> None:
+    """[key, seq] answers "the head is the id you expected" (an owner sends it when asked
+    with `short`); it authorizes like the full row, and only for a key with an expected id."""
+    world, fact, plan = simple()
+    short = lambda o, q: {**world.answer(o, q), "heads": [["req/x", fact.seq]]}  # noqa: E731
+    d = drive(world, world.gate([plan], ["req/x"]), answer=short).decision
+    assert (d.outcome, d.heads) == ("authorized", {"req/x": (fact.id, fact.seq)})
+    extra = lambda o, q: {**world.answer(o, q), "heads": [["req/x", fact.id, fact.seq],  # noqa: E731
+                                                           ["req/y", 0]]}
+    gate = world.gate([plan], ["req/x"], GatePolicy(query_keys=("req/y",)))
+    d = drive(world, gate, answer=extra).decision
+    assert (d.outcome, d.detail) == ("blocked", "owner 'reqs': head entry 1 ('req/y'): "
+                                                "[key, seq] for a key without an expected id")
+
+
+def drifted() -> tuple[World, Record, Record, Record]:
+    world, old, plan = simple()
+    return world, old, plan, world.publish("req/x")
+
+
+def _inline(answer: dict[str, Any], record: Record | list[Any]) -> dict[str, Any]:
+    wire = record.to_wire() if isinstance(record, Record) else record
+    return {**answer, "records": [wire]}
+
+
+CHANGED_MALFORMED: dict[str, Callable[[dict[str, Any], World, Record, Record], Any]] = {
+    "changed-without-record": lambda a, w, old, new: {**a, "records": []},
+    "changed-records-missing": lambda a, w, old, new: {"heads": a["heads"]},
+    "record-twice": lambda a, w, old, new: {**a, "records": a["records"] * 2},
+    "record-is-not-the-head": lambda a, w, old, new: _inline(
+        a, w.publish("req/x", local=False, seq=new.seq)),
+    "record-of-another-key": lambda a, w, old, new: {
+        "heads": [["req/x", (y := w.publish("req/y")).id, y.seq]], "records": [y.to_wire()]},
+    "bad-signature": lambda a, w, old, new: _inline(a, [*new.to_wire()[:-1], bytes(64)]),
+    "signed-by-another-agent": lambda a, w, old, new: _inline(
+        a, [*new.to_wire()[:-1], SIGNERS["inv"].sign(new.id).signature]),
+    "wrong-owner": lambda a, w, old, new: {
+        "heads": [["req/x", (r := make_record(SIGNERS["inv"], key="req/x", owner="inv",
+                                               seq=new.seq, parents=[], kind="fact",
+                                               body=1)).id, r.seq]],
+        "records": [r.to_wire()]},
+    "lower-seq": lambda a, w, old, new: {
+        "heads": [["req/x", (r := make_record(SIGNERS["reqs"], key="req/x", owner="reqs",
+                                               seq=old.seq, parents=[], kind="fact",
+                                               body="older")).id, r.seq]],
+        "records": [r.to_wire()]},
+    "head-seq-disagrees": lambda a, w, old, new: _entry(a, ["req/x", new.id, new.seq + 1]),
+}
+
+
+CHANGED_DETAILS = {
+    "changed-without-record": "key 'req/x' changed but its record was not sent inline",
+    "changed-records-missing": "key 'req/x' changed but its record was not sent inline",
+    "record-twice": "inline record for 'req/x' sent twice or for an unchanged key",
+    "record-is-not-the-head": "inline record for 'req/x' is not the head of any key",
+    "record-of-another-key": "inline record for 'req/y' is given as the head of 'req/x'",
+    "bad-signature": "inline record rejected: bad signature on record for 'req/x' by 'reqs'",
+    "signed-by-another-agent": "inline record rejected: bad signature on record for 'req/x' "
+                               "by 'reqs'",
+    "wrong-owner": "inline record for 'req/x' is by 'inv', not its owner",
+    "lower-seq": "new record for 'req/x' has seq 1, not above the plan's 1",
+    "head-seq-disagrees": "head of 'req/x' has seq 3, its record 2",
+}
+
+
+@pytest.mark.parametrize("name", CHANGED_MALFORMED)
+def test_bad_changed_records_block(name: str) -> None:
+    world, old, plan, new = drifted()
+    answer = lambda o, q: CHANGED_MALFORMED[name](world.answer(o, q), world, old, new)  # noqa
+    run = drive(world, world.gate([plan], ["req/x"]), answer=answer)
+    d = run.decision
+    assert (d.outcome, d.reason, d.detail) == ("blocked", "malformed_response",
+                                               f"owner 'reqs': {CHANGED_DETAILS[name]}")
+    assert run.count(Replan) == 0
+
+
+def test_unsolicited_and_repeated_answers_are_malformed() -> None:
+    world, _, plan = simple()
+    for extra, why in (("cfg", "answered but was not queried"), ("reqs", "answered twice")):
+        gate = world.gate([plan], ["req/x"])
+        query = gate.next_event()
+        assert isinstance(query, QueryHeads)
+        gate.heads_answered("reqs", world.answer("reqs", query.queries["reqs"]))
+        gate.heads_answered(extra, world.answer("reqs", query.queries["reqs"]))
+        d = gate.next_event()
+        assert isinstance(d, Decision)
+        assert (d.outcome, d.reason, d.detail) == ("blocked", "malformed_response",
+                                                   f"owner {extra!r} {why}")
+
+
+# -- evidence -------------------------------------------------------------------------------
+
+def test_decision_json_uses_hex_ids_and_explain_names_the_drift() -> None:
+    world, old, plan = simple()
+    new = world.publish("req/x")
+    d = drive(world, world.gate([plan], ["req/x"], GatePolicy(replan=False))).decision
+    data = json.loads(json.dumps(d.to_json()))
+    assert data["frontier"] == {"req/x": old.id.hex()}
+    assert data["heads"] == {"req/x": {"id": new.id.hex(), "seq": new.seq}}
+    assert data["drift"] == {"req/x": {"from": old.id.hex(), "to": new.id.hex()}}
+    assert (data["outcome"], data["reason"], data["round_trips"]) == ("blocked", "stale_plan", 1)
+    text = d.explain()
+    assert text.splitlines()[0] == ("ship: stale plan: a declared key changed since the plan "
+                                    "was made; replan from the owners' heads and retry")
+    assert "blocked" not in text and "stale_plan" not in text
+    assert f"req/x: {old.id.hex()[:12]} -> {new.id.hex()[:12]}" in text
+    assert text.splitlines()[-1] == "  1 round trip, 0 B sent, 0 B received, 4.0 ms"
+
+
+def test_explain_counts_in_the_singular_for_one() -> None:
+    world, old, plan = simple()
+    d = drive(world, world.gate([plan], ["req/x"], GatePolicy(replan=False))).decision
+    assert d.explain().splitlines()[:2] == [
+        "ship: authorized", "  the 1 declared key matches its owner's head"]
+
+
+# -- misuse ---------------------------------------------------------------------------------
+
+def test_calls_out_of_order_raise_local_protocol_error() -> None:
+    world, fact, plan = simple()
+    gate = world.gate([plan], ["req/x"])
+    calls: list[Callable[[], None]] = [
+        lambda: gate.records_fetched([]), lambda: gate.replanned([plan.id]),
+        lambda: gate.heads_answered("reqs", {}), lambda: gate.heads_failed("reqs", "timeout")]
+    for call in calls:
+        with pytest.raises(LocalProtocolError):
+            call()
+    query = gate.next_event()
+    assert isinstance(query, QueryHeads)
+    with pytest.raises(LocalProtocolError):
+        gate.next_event()  # reqs has not been reported
+    with pytest.raises(LocalProtocolError):
+        gate.heads_failed("reqs", "refused")
+    with pytest.raises(LocalProtocolError):
+        gate.heads_failed("cfg", "timeout")
+    gate.heads_failed("reqs", "timeout")
+    with pytest.raises(LocalProtocolError):
+        gate.heads_failed("reqs", "timeout")
+    with pytest.raises(LocalProtocolError):
+        gate.add_traffic(-1, 0)
+    assert isinstance(gate.next_event(), Decision)
+    with pytest.raises(LocalProtocolError):
+        gate.add_traffic(1, 1)
+    with pytest.raises(LocalProtocolError):
+        gate.heads_answered("reqs", {})
+
+
+def test_bad_roots_and_policies_are_refused() -> None:
+    world, _, plan = simple()
+    with pytest.raises(LocalProtocolError):
+        world.gate([plan.id[:16]], ["req/x"])
+    with pytest.raises(ConfigError):
+        GatePolicy(max_depth=-1)
+    with pytest.raises(ConfigError):
+        GatePolicy(max_nodes=0)
+    world.publish("req/x")
+    gate = world.gate([plan], ["req/x"])
+    query = gate.next_event()
+    assert isinstance(query, QueryHeads)
+    gate.heads_answered("reqs", world.answer("reqs", query.queries["reqs"]))
+    assert isinstance(gate.next_event(), Replan)
+    with pytest.raises(LocalProtocolError):
+        gate.next_event()
+    with pytest.raises(LocalProtocolError):
+        gate.replanned(["not an id"])  # type: ignore[list-item]
+
+
+def test_inline_record_with_a_lower_seq_blocks() -> None:
+    world = World()
+    world.publish("req/a")  # so that req/x gets seq 2
+    old = world.publish("req/x")
+    plan = world.publish("plan/p", old, kind="plan")
+    older = make_record(SIGNERS["reqs"], key="req/x", owner="reqs", seq=old.seq - 1,
+                        parents=[], kind="fact", body="rollback")
+
+    def rollback(owner: str, query: HeadsQuery) -> Any:
+        return {"heads": [["req/x", older.id, older.seq]], "records": [older.to_wire()]}
+
+    d = drive(world, world.gate([plan], ["req/x"]), answer=rollback).decision
+    assert (d.outcome, d.reason) == ("blocked", "malformed_response")
+    assert "seq 1, not above the plan's 2" in d.detail
+
+
+# -- properties ------------------------------------------------------------------------------
+
+FACT_KEYS = ("req/a", "req/b", "req/c", "inv/a", "inv/b", "cfg/a", "sum/a", "sum/b")
+BAD_MODES = ("unavailable", "timeout", "not_map", "bad_entry", "dup_entry", "missing_entry",
+             "extra_key", "drop_records", "bad_record", "none_head")
+
+
+def misbehave(mode: str, answer: dict[str, Any]) -> Any:
+    """Corrupt an honest answer the way `mode` says (some modes are no-ops on some answers)."""
+    heads, inline = answer["heads"], answer["records"]
+    if mode in ("unavailable", "timeout"):
+        return Failure("owner_unavailable" if mode == "unavailable" else "timeout")
+    if mode == "not_map":
+        return heads
+    if mode == "bad_entry":
+        return {"heads": [[k, b"short", s] for k, _, s in heads], "records": inline}
+    if mode == "dup_entry":
+        return {"heads": heads + heads[:1], "records": inline}
+    if mode == "missing_entry":
+        return {"heads": heads[1:], "records": inline}
+    if mode == "extra_key":
+        return {"heads": [*heads, ["zzz/q", None, 0]], "records": inline}
+    if mode == "drop_records":
+        return {"heads": heads}
+    if mode == "bad_record":
+        return {"heads": heads, "records": [[*r[:-1], bytes(64)] for r in inline]}
+    assert mode == "none_head"
+    return {"heads": [[k, None, 0] for k, _, _ in heads], "records": []}
+
+
+@st.composite
+def scenarios(draw: st.DrawFn, honest: bool | None = None) -> dict[str, Any]:
+    """A random lineage DAG (at most 8 records below the plan), declared keys and behaviours.
+
+    `honest` scenarios lose no record and every owner answers truthfully and well-formed.
+    """
+    n = draw(st.integers(1, 8))
+    rarely = st.sampled_from([False, False, False, True])
+    distinct = draw(st.permutations(FACT_KEYS))  # mostly one version per key, sometimes two
+    nodes = [(draw(st.sampled_from(FACT_KEYS)) if draw(rarely) else distinct[j],
+              draw(st.lists(st.integers(0, j - 1), unique=True, max_size=2)) if j else [])
+             for j in range(n)]
+    tops = sorted(set(range(n)) - {p for _, parents in nodes for p in parents})
+    honest = draw(st.booleans()) if honest is None else honest
+    deps = draw(st.lists(st.sampled_from(sorted({k for k, _ in nodes})), unique=True,
+                         min_size=1, max_size=4))
+    moved = st.lists(st.sampled_from(FACT_KEYS) | st.sampled_from(deps), unique=True,
+                     max_size=2)
+    return {
+        "nodes": nodes,
+        "plan_parents": tops if not draw(rarely) else draw(
+            st.lists(st.integers(0, n - 1), min_size=1, max_size=3, unique=True)),
+        "deps": deps + (["cfg/b"] if draw(rarely) else []),
+        "drift": draw(moved),
+        "again": draw(moved) if draw(rarely) else [],
+        "remote": draw(st.lists(st.integers(0, n - 1), unique=True, max_size=3)),
+        "lost": draw(st.lists(st.integers(0, n - 1), unique=True, max_size=2))
+        if not honest and draw(rarely) else [],
+        "modes": {o: "honest" if honest else draw(st.sampled_from(("honest", *BAD_MODES)))
+                  for o in OWNS},
+        "forge_fetch": not honest and draw(rarely),
+        "fresh_replan": draw(st.booleans()),
+        "honest": honest,
+    }
+
+
+def oracle(world: World, roots: Sequence[bytes], deps: Sequence[str]) -> dict[str, bytes] | None:
+    """The frontier as the whole truth sees it: None if incomplete, lost or ambiguous."""
+    seen, todo = set(roots), list(roots)
+    versions: dict[str, set[bytes]] = {}
+    while todo:
+        record = world.store.get(todo.pop())
+        if record is None:
+            return None
+        versions.setdefault(record.key, set()).add(record.id)
+        todo += [p for p in record.parents if p not in seen]
+        seen.update(record.parents)
+    if any(len(versions.get(key, ())) != 1 for key in deps):
+        return None
+    return {key: next(iter(versions[key])) for key in deps}
+
+
+def play(scenario: dict[str, Any], policy: GatePolicy = GatePolicy()
+         ) -> tuple[World, Run, dict[str, bytes] | None, bool]:
+    """Build the scenario's world, drive a gate to its decision; also return the oracle's
+    frontier of the first plan and whether the owners' heads had moved past it."""
+    world = World()
+    made: list[Record] = []
+    for key, parents in scenario["nodes"]:
+        made.append(world.publish(key, *(made[p] for p in parents)))
+    plan = world.publish("plan/p", *(made[p] for p in scenario["plan_parents"]), kind="plan")
+    for i in {*scenario["remote"], *scenario["lost"]}:
+        world.local.pop(made[i].id)
+    for i in scenario["lost"]:
+        world.store.pop(made[i].id)
+    deps = scenario["deps"]
+    first = oracle(world, [plan.id], deps)
+    for key in scenario["drift"]:
+        world.publish(key, local=False)
+    stale = first is not None and any(world.heads[k].id != first[k] for k in deps)
+
+    def answer(owner: str, query: HeadsQuery) -> Any:
+        mode = scenario["modes"][owner]
+        honest = world.answer(owner, query)
+        return honest if mode == "honest" else misbehave(mode, honest)
+
+    def fetch(ids: tuple[bytes, ...]) -> list[Record]:
+        found = world.fetch(ids)
+        return [forged(r) for r in found] if scenario["forge_fetch"] else found
+
+    def replan(event: Replan) -> list[bytes]:
+        roots = world.replan_fresh(deps) if scenario["fresh_replan"] else [plan.id]
+        for key in scenario["again"]:
+            world.publish(key, local=False)
+        return roots
+
+    run = drive(world, world.gate([plan], deps, policy), answer=answer, fetch=fetch,
+                replan=replan)
+    return world, run, first, stale
+
+
+@settings(max_examples=200, deadline=None)
+@given(scenarios())
+def test_never_authorizes_a_stale_or_incomplete_frontier(scenario: dict[str, Any]) -> None:
+    world, run, _, _ = play(scenario)
+    d = run.decision
+    assert not d.fail_open
+    if d.authorized:
+        frontier = oracle(world, run.roots, scenario["deps"])
+        assert frontier is not None
+        assert d.frontier == frontier
+        assert all(world.heads[key].id == frontier[key] for key in scenario["deps"])
+        assert d.reason is None
+    else:
+        assert d.reason in {"missing_lineage", "incomplete_declaration", "ambiguous_frontier",
+                            "owner_unavailable", "malformed_response", "timeout",
+                            "changed_again"}
+
+
+@settings(max_examples=200, deadline=None)
+@given(scenarios(honest=True))
+def test_authorizes_whenever_everything_matches(scenario: dict[str, Any]) -> None:
+    world, run, first, stale = play(scenario)
+    d = run.decision
+    if first is None:
+        assert d.reason in {"incomplete_declaration", "ambiguous_frontier"}
+    elif not stale:
+        assert d.authorized and not d.replanned
+        assert run.count(QueryHeads) == (1 if scenario["deps"] else 0)
+        assert run.count(Replan) == 0
+    else:
+        assert run.count(Replan) == 1 and d.replanned and d.drift
+        final = oracle(world, run.roots, scenario["deps"])
+        fresh = final is not None and all(world.heads[k].id == final[k]
+                                          for k in scenario["deps"])
+        assert d.authorized == fresh
+        if not fresh:
+            assert d.reason in {"changed_again", "ambiguous_frontier"}
+
+
+@settings(max_examples=200, deadline=None)
+@given(scenarios())
+def test_fail_open_only_suppresses_its_own_reasons(scenario: dict[str, Any]) -> None:
+    world, run, _, _ = play(scenario, GatePolicy(fail_open=True))
+    d = run.decision
+    if d.fail_open:
+        assert d.authorized
+        assert d.reason in {"missing_lineage", "owner_unavailable", "malformed_response",
+                            "timeout", "changed_again"}
+    elif d.authorized:
+        frontier = oracle(world, run.roots, scenario["deps"])
+        assert frontier is not None and d.reason is None
+        assert all(world.heads[key].id == frontier[key] for key in scenario["deps"])
+    else:
+        assert d.reason in {"incomplete_declaration", "ambiguous_frontier"}

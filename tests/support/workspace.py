@@ -1,0 +1,108 @@
+"""Helpers for the workspace and hook tests: git repositories, served worktrees, payloads.
+
+    make_repo        a git repository with files, on a branch, committed
+    served           `planfence workspace serve PATH` as a real process on 127.0.0.1, stopped
+                     (SIGTERM, then SIGKILL) when the block ends, also when a test fails
+    run_cli          a `planfence` command in-process (CliRunner): exit code, stdout, stderr
+    run_hook         `planfence hook AGENT` as a fresh process fed a payload on stdin
+    payload          a recorded payload of tests/fixtures/hooks with $PROJECT filled in
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from typer.testing import CliRunner
+
+from planfence_net.cli.main import app
+from support.cluster import PLANFENCE, wait_exit
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hooks"
+_runner = CliRunner()
+
+
+def git(repo: Path, *args: str) -> str:
+    """Run git in `repo`; returns stdout (raises on failure)."""
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True,
+                          text=True).stdout
+
+
+def make_repo(path: Path, files: dict[str, str], branch: str = "main") -> Path:
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", branch)
+    git(path, "config", "user.email", "test@example.invalid")
+    git(path, "config", "user.name", "test")
+    write(path, files)
+    git(path, "add", ".")
+    git(path, "commit", "-q", "-m", "initial")
+    return path
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+
+
+@contextmanager
+def served(path: Path, *extra: str) -> Iterator[str]:
+    """`planfence workspace serve PATH` running; yields its first output line."""
+    proc = subprocess.Popen([str(PLANFENCE), "workspace", "serve", str(path), *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            stdin=subprocess.DEVNULL)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # printed once the owner accepts sessions
+        assert "serving" in line, line + proc.stdout.read()
+        yield line
+    finally:
+        stop(proc)
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM, and SIGKILL if it has not exited within the wait."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        if not wait_exit(proc.pid):
+            proc.kill()
+    proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
+def run_cli(*args: Any, cwd: Path | None = None) -> tuple[int, str, str]:
+    """Run `planfence ARGS` in-process, in `cwd`; returns (exit code, stdout, stderr)."""
+    before = Path.cwd()
+    if cwd is not None:
+        os.chdir(cwd)
+    try:
+        result = _runner.invoke(app, [str(a) for a in args])
+    finally:
+        os.chdir(before)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def payload(name: str, project: Path, **changes: Any) -> dict[str, Any]:
+    """The recorded payload `name` with $PROJECT set to `project` and `changes` applied to
+    `tool_input`."""
+    text = (FIXTURES / f"{name}.json").read_text().replace("$PROJECT", str(project))
+    value: dict[str, Any] = json.loads(text)
+    value["tool_input"].update(changes)
+    return value
+
+
+def run_hook(agent: str, data: bytes | dict[str, Any], *args: str,
+             env: dict[str, str] | None = None) -> tuple[int, str]:
+    """`planfence hook AGENT ARGS` as a fresh process; returns (exit code, stderr)."""
+    stdin = data if isinstance(data, bytes) else json.dumps(data).encode()
+    proc = subprocess.run([str(PLANFENCE), "hook", agent, *args], input=stdin,
+                          capture_output=True, timeout=30, env=env)
+    assert proc.stdout == b"", proc.stdout
+    return proc.returncode, proc.stderr.decode()

@@ -1,0 +1,68 @@
+"""docs/HOOKS.md cannot drift from the code: every `<!-- example: NAME -->` block in it is
+rebuilt here from the recorded payloads, the installer and the hook's own message."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from planfence_net.workspace import install
+from planfence_net.workspace.classify import TrustedState, classify, summary
+from planfence_net.workspace.hook import block_message
+from planfence_net.workspace.machine import Verdict
+from planfence_net.workspace.payload import parse_payload
+from support.cluster import REPO
+from support.workspace import payload
+
+DOC = REPO / "docs" / "HOOKS.md"
+PROJECT = Path("/home/dev/app")
+_BLOCK = re.compile(r"<!-- example: (\S+) -->\n```\w*\n(.*?)```", re.S)
+
+
+def examples() -> dict[str, str]:
+    """Each example's exact text, built by the code."""
+    out = {}
+    for name in ("claude-edit", "claude-bash", "codex-apply-patch"):
+        out[f"payload-{name}"] = json.dumps(payload(name, PROJECT), indent=2) + "\n"
+    theirs = {"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
+        {"type": "command", "command": ".claude/hooks/guard.sh"}]}]}}
+    out["claude-settings"] = install.dump(
+        Path("settings.json"), install.merged(theirs, "claude", "planfence hook claude"))
+    codex = install.merged({}, "codex", "planfence hook codex")
+    out["codex-hooks-json"] = install.dump(Path("hooks.json"), codex)
+    out["codex-config-toml"] = "".join(
+        install.toml_block(event, install.our_group("codex", "planfence hook codex", event))
+        for event in install.EVENTS).lstrip("\n")
+    out["blocked"] = block_message(
+        parse_payload("claude", json.dumps(payload("claude-edit", PROJECT)).encode()),
+        sample_verdict()) + "\n"
+    return out
+
+
+def sample_verdict() -> Verdict:
+    """The Codex-tracker drift: branch switch, another agent's edit, a lockfile update."""
+    roles = {"ws:branch": ("branch",), "ws:head": ("head",), "ws:file/auth.ts": ("read",),
+             "ws:file/package-lock.json": ("lockfile",), "ws:evidence/9c1f": ("evidence",)}
+    evidence = {"ws:evidence/9c1f": {"command": "npm test", "exit": 0,
+                                     "inputs": ["ws:file/auth.ts"]}}
+    report = classify(TrustedState("auth-fix", 1, roles, evidence), {
+        "ws:branch": ({"branch": "feature/auth"}, {"branch": "main"}),
+        "ws:head": ({"head": "a17c92f5e0"}, {"head": "d09b34a71c"}),
+        "ws:file/auth.ts": ({"hash": "git:1"}, {"hash": "git:2"}),
+        "ws:file/package-lock.json": ({"hash": "git:3"}, {"hash": "git:4"})})
+    return Verdict("auth-fix", report.level, tuple(summary(report)), report.reread,
+                   report.changed_again, 1, None, "", None)
+
+
+def test_every_example_in_the_doc_is_what_the_code_makes() -> None:
+    documented = dict(_BLOCK.findall(DOC.read_text()))
+    built = examples()
+    assert sorted(documented) == sorted(built)
+    for name, text in built.items():
+        assert documented[name] == text, name
+
+
+if __name__ == "__main__":  # print the examples, to paste into the doc
+    for name, text in examples().items():
+        print(f"<!-- example: {name} -->\n```\n{text}```\n")
