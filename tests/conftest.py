@@ -34,8 +34,10 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-NO_TRACES = ("no Mahimahi LTE traces on the trace search path; `planfence traces fetch` "
-             f"downloads them, or set {TRACES_ENV}")
+NO_TRACES = (
+    "no Mahimahi LTE traces on the trace search path; `planfence traces fetch` "
+    f"downloads them, or set {TRACES_ENV}"
+)
 
 
 @pytest.fixture
@@ -87,8 +89,7 @@ def live_cluster(cluster_dir: ClusterHandle) -> Iterator[ClusterHandle]:
     """
     try:
         out = cluster_dir.up()
-        assert out == ("started 5 owner(s): planner, reqs, inventory, ops, audit; "
-                       "5 running\n"), out
+        assert out == ("started 5 owner(s): planner, reqs, inventory, ops, audit; 5 running\n"), out
         yield cluster_dir
     finally:
         cluster_dir.stop()
@@ -101,6 +102,8 @@ def no_owner_left_behind(tmp_path_factory: pytest.TempPathFactory) -> Iterator[N
     yield
     leftovers = kill_all(base)
     if leftovers:
-        pytest.fail("owner processes were left running (killed now):\n"
-                    + "\n".join(f"  {pid}: {cmd}" for pid, cmd in leftovers.items()),
-                    pytrace=False)
+        pytest.fail(
+            "owner processes were left running (killed now):\n"
+            + "\n".join(f"  {pid}: {cmd}" for pid, cmd in leftovers.items()),
+            pytrace=False,
+        )

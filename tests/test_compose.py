@@ -93,8 +93,9 @@ def health_command(service: dict[str, Any]) -> list[str]:
 
 def test_compose_has_five_owners_a_shaper_each_and_an_executor() -> None:
     services = compose()["services"]
-    assert sorted(services) == sorted([f"owner-{a}" for a in AGENTS]
-                                      + [f"shaper-{a}" for a in AGENTS] + ["executor"])
+    assert sorted(services) == sorted(
+        [f"owner-{a}" for a in AGENTS] + [f"shaper-{a}" for a in AGENTS] + ["executor"]
+    )
     for a in AGENTS:
         assert services[f"shaper-{a}"]["command"][3:5] == ["--upstream", f"owner-{a}:7401"]
     assert all(s["image"] == "planfence-net:latest" for s in services.values())
@@ -110,15 +111,19 @@ def test_every_service_command_is_a_real_planfence_command(service: str) -> None
 def test_owners_and_shapers_are_healthy_only_when_they_accept_a_session() -> None:
     services = compose()["services"]
     for a in AGENTS:
-        owner, shaper = health_command(services[f"owner-{a}"]), health_command(
-            services[f"shaper-{a}"])
+        owner, shaper = (
+            health_command(services[f"owner-{a}"]),
+            health_command(services[f"shaper-{a}"]),
+        )
         assert owner == ["ping", "/cluster", a, "--address", "127.0.0.1:7401", "--timeout", "3"]
         assert shaper == ["ping", "/cluster", a, "--address", "127.0.0.1:7402", "--timeout", "3"]
         assert parse_command(owner) == parse_command(shaper) == ["ping"]
         assert services[f"shaper-{a}"]["depends_on"] == {
-            f"owner-{a}": {"condition": "service_healthy"}}
+            f"owner-{a}": {"condition": "service_healthy"}
+        }
     assert services["executor"]["depends_on"] == {
-        f"shaper-{a}": {"condition": "service_healthy"} for a in AGENTS}
+        f"shaper-{a}": {"condition": "service_healthy"} for a in AGENTS
+    }
 
 
 def test_the_executor_waits_and_nothing_restarts_in_a_loop() -> None:
@@ -171,8 +176,10 @@ def test_compose_cluster_folder_layout(tmp_path: Path) -> None:
     inside = tomllib.loads((tmp_path / "c" / "compose" / "cluster.toml").read_text())
     outside = tomllib.loads((tmp_path / "c" / "cluster.toml").read_text())
     assert [a["address"] for a in inside["agents"]] == [f"owner-{a}:7401" for a in AGENTS]
-    assert {**inside, "agents": [{**a, "address": ""} for a in inside["agents"]]} == \
-        {**outside, "agents": [{**a, "address": ""} for a in outside["agents"]]}
+    assert {**inside, "agents": [{**a, "address": ""} for a in inside["agents"]]} == {
+        **outside,
+        "agents": [{**a, "address": ""} for a in outside["agents"]],
+    }
     links = tomllib.loads((tmp_path / "c" / "compose" / "links.toml").read_text())
     assert links == {"links": {a: f"shaper-{a}:7402" for a in AGENTS}}
     # the host reaches the owners directly at the roster's addresses: no links file
@@ -185,8 +192,19 @@ def test_ping_answers_through_the_roster_and_an_explicit_address(live_cluster) -
     result = runner.invoke(app, ["ping", str(live_cluster.path), "reqs"])
     assert result.exit_code == 0, result.stderr
     assert re.fullmatch(rf"reqs at 127\.0\.0\.1:{port} answered in \d+\.\d ms\n", result.stdout)
-    result = runner.invoke(app, ["ping", str(live_cluster.path), "ops", "--as", "reqs", "--json",
-                                 "--address", f"127.0.0.1:{live_cluster.port('ops')}"])
+    result = runner.invoke(
+        app,
+        [
+            "ping",
+            str(live_cluster.path),
+            "ops",
+            "--as",
+            "reqs",
+            "--json",
+            "--address",
+            f"127.0.0.1:{live_cluster.port('ops')}",
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["address"] == f"127.0.0.1:{live_cluster.port('ops')}"
 
@@ -206,20 +224,33 @@ def test_scenario_wait_gives_up_with_one_line(cluster_dir) -> None:  # type: ign
     assert "did not accept a session in time" in result.stderr
 
 
-def outcome(policy: str, invalid: bool | None, issued: bool = True,
-            blocked: str | None = None) -> Outcome:
-    return Outcome("reservation", policy, issued, b"\1" * 32 if issued else None, ("req/x",),
-                   blocked=blocked, invalid=invalid)
+def outcome(
+    policy: str, invalid: bool | None, issued: bool = True, blocked: str | None = None
+) -> Outcome:
+    return Outcome(
+        "reservation",
+        policy,
+        issued,
+        b"\1" * 32 if issued else None,
+        ("req/x",),
+        blocked=blocked,
+        invalid=invalid,
+    )
 
 
 def test_the_verdict_holds_only_when_the_race_happened_and_only_freshness_fell_for_it() -> None:
     assert verdict([outcome("freshness", True), outcome("planfence", False)]) == []
-    assert verdict([outcome("freshness", False), outcome("planfence", True),
-                    outcome("sync", None), outcome("allkeys", False, False, "timeout")]) == [
+    assert verdict(
+        [
+            outcome("freshness", False),
+            outcome("planfence", True),
+            outcome("sync", None),
+            outcome("allkeys", False, False, "timeout"),
+        ]
+    ) == [
         "freshness issued no invalid action, so the race did not happen",
         "planfence issued an invalid reservation action",
-        "sync: the reservation action could not be judged (the owners' logs are not readable "
-        "here)",
+        "sync: the reservation action could not be judged (the owners' logs are not readable here)",
         "allkeys did not issue the reservation action (timeout)",
     ]
 
@@ -257,7 +288,8 @@ def test_a_key_the_container_user_cannot_read_is_one_clear_error(tmp_path: Path)
     uid = os.getuid() if user is None else user
     assert load_as(user, "reqs", key) == (
         f"ConfigError cannot read key file {key}: permission denied for uid {uid}; run as the "
-        "user who made the cluster (in docker-compose.yml: PLANFENCE_UID and PLANFENCE_GID)")
+        "user who made the cluster (in docker-compose.yml: PLANFENCE_UID and PLANFENCE_GID)"
+    )
     key.chmod(0o600)
     assert load_as(None, "reqs", key) == "ok"
 
@@ -277,10 +309,18 @@ def container_engine() -> tuple[str, list[str]] | None:
     return None
 
 
-def run(args: list[str], env: dict[str, str] | None = None,
-        timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(args, capture_output=True, text=True, env=env, cwd=ROOT,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
+def run(
+    args: list[str], env: dict[str, str] | None = None, timeout: float = 240
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        args,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def port_in_use(port: int) -> bool:
@@ -296,17 +336,31 @@ def compose_stack(tmp_path: Path) -> Iterator[tuple[str, list[str], dict[str, st
         yield from _compose_stack(tmp_path, stack)
 
 
-def _compose_stack(tmp_path: Path, stack: contextlib.ExitStack
-                   ) -> Iterator[tuple[str, list[str], dict[str, str], Path]]:
+def _compose_stack(
+    tmp_path: Path, stack: contextlib.ExitStack
+) -> Iterator[tuple[str, list[str], dict[str, str], Path]]:
     found = container_engine()
     if found is None:
-        pytest.skip("no container engine (podman with podman-compose, or docker with a "
-                    "running daemon)")
+        pytest.skip(
+            "no container engine (podman with podman-compose, or docker with a running daemon)"
+        )
     engine, compose_cmd = found
-    if run([engine, "image", "exists" if engine == "podman" else "inspect",
-            "planfence-net:latest"], timeout=60).returncode != 0:
-        pytest.skip(f"no planfence-net:latest image: build it once with `{engine} build "
-                    "--network=host -t planfence-net:latest .`")
+    if (
+        run(
+            [
+                engine,
+                "image",
+                "exists" if engine == "podman" else "inspect",
+                "planfence-net:latest",
+            ],
+            timeout=60,
+        ).returncode
+        != 0
+    ):
+        pytest.skip(
+            f"no planfence-net:latest image: build it once with `{engine} build "
+            "--network=host -t planfence-net:latest .`"
+        )
     # One compose stack at a time on this machine (fixed ports, one image tag): wait for it.
     lock = stack.enter_context(open("/tmp/planfence-compose-test.lock", "w"))
     fcntl.flock(lock, fcntl.LOCK_EX)
@@ -317,27 +371,43 @@ def _compose_stack(tmp_path: Path, stack: contextlib.ExitStack
     # stage is cached only for this pyproject.toml; a changed one needs the network once.
     deps = run([engine, "build", "--network=none", "--target", "deps", "."])
     if deps.returncode != 0:
-        pytest.skip(f"the image's dependency stage is not built for this pyproject.toml: "
-                    f"build it once with `{engine} build --network=host -t planfence-net:latest .`")
+        pytest.skip(
+            f"the image's dependency stage is not built for this pyproject.toml: "
+            f"build it once with `{engine} build --network=host -t planfence-net:latest .`"
+        )
     built = run([engine, "build", "--network=none", "-t", "planfence-net:latest", "."])
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
     project = f"planfence-test-{os.getpid()}"
     path = tmp_path / "cluster"
     clusterlib.init_cluster(path, compose=True)
-    env = {**os.environ, "PLANFENCE_CLUSTER": str(path), "PLANFENCE_UID": str(os.getuid()),
-           "PLANFENCE_GID": str(os.getgid())}
+    env = {
+        **os.environ,
+        "PLANFENCE_CLUSTER": str(path),
+        "PLANFENCE_UID": str(os.getuid()),
+        "PLANFENCE_GID": str(os.getgid()),
+    }
     command = [*compose_cmd, "-p", project, "-f", str(ROOT / "docker-compose.yml")]
     try:
         yield engine, command, env, path
     finally:
         run([*command, "down"], env=env, timeout=120)
-        listed = run([engine, "ps", "-a", "-q", "--filter",
-                      f"label=com.docker.compose.project={project}"], timeout=60)
+        listed = run(
+            [engine, "ps", "-a", "-q", "--filter", f"label=com.docker.compose.project={project}"],
+            timeout=60,
+        )
         leftovers = listed.stdout.split()
         if leftovers:
             run([engine, "rm", "-f", *leftovers], timeout=120)
-        run([engine, "network", "rm", "-f" if engine == "podman" else "--force",
-             f"{project}_default"], timeout=60)
+        run(
+            [
+                engine,
+                "network",
+                "rm",
+                "-f" if engine == "podman" else "--force",
+                f"{project}_default",
+            ],
+            timeout=60,
+        )
 
 
 @pytest.mark.slow
@@ -348,13 +418,18 @@ def test_the_compose_stack_runs_the_scenario_and_the_executor_exits_0(compose_st
     # spawned for the owners still hold its output open (until `down` stops them).
     log = path.parent / "compose-up.log"
     with log.open("w") as out:
-        code = subprocess.run([*command, "up", "--no-build", "--exit-code-from", "executor"],
-                              stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                              env=env, cwd=ROOT, timeout=400).returncode
+        code = subprocess.run(
+            [*command, "up", "--no-build", "--exit-code-from", "executor"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=ROOT,
+            timeout=400,
+        ).returncode
     output = log.read_text(errors="replace")
     assert code == 0, output[-4000:]
-    assert "stale-plan scenario: 5 owners through shapers, 3 workflow families per policy" \
-        in output
+    assert "stale-plan scenario: 5 owners through shapers, 3 workflow families per policy" in output
     names = run([engine, "ps", "--format", "{{.Names}}"], timeout=60).stdout.split()
     for service in [f"{kind}-{a}" for kind in ("owner", "shaper") for a in AGENTS]:
         container = next(n for n in names if service in n and command[2] in n)
@@ -370,8 +445,9 @@ def test_the_compose_stack_runs_the_scenario_and_the_executor_exits_0(compose_st
                 time.sleep(float(health["interval"].removesuffix("s")))
             assert checked.returncode == 0, (container, checked.stdout, checked.stderr)
         else:
-            state = run(["docker", "inspect", "--format", "{{.State.Health.Status}}",
-                         container], timeout=60)
+            state = run(
+                ["docker", "inspect", "--format", "{{.State.Health.Status}}", container], timeout=60
+            )
             assert state.stdout.strip() == "healthy", container
     # the host's planfence uses the published ports of the folder's own roster
     result = runner.invoke(app, ["heads", str(path), "req/reservation-42/planfence", "--json"])

@@ -10,10 +10,13 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "planfence_net"
-CORE = sorted(str(path.relative_to(PACKAGE).with_suffix("")) for layer in ("core", "protocol")
-              for path in (PACKAGE / layer).glob("*.py") if path.name != "__init__.py")
-IO_MODULES = {"anyio", "asyncio", "socket", "trio", "aiosqlite", "subprocess", "time",
-              "datetime"}
+CORE = sorted(
+    str(path.relative_to(PACKAGE).with_suffix(""))
+    for layer in ("core", "protocol")
+    for path in (PACKAGE / layer).glob("*.py")
+    if path.name != "__init__.py"
+)
+IO_MODULES = {"anyio", "asyncio", "socket", "trio", "aiosqlite", "subprocess", "time", "datetime"}
 
 
 def imported(path: Path) -> set[str]:
@@ -41,6 +44,11 @@ def test_the_purity_check_sees_an_io_import(tmp_path: Path) -> None:
 
 def test_package_is_mypy_strict_clean() -> None:
     # The whole package, core included (pyproject.toml: strict, no cache; about 5 s).
-    result = subprocess.run([sys.executable, "-m", "mypy", "--no-error-summary", PACKAGE.name],
-                            capture_output=True, text=True, cwd=PACKAGE.parent, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-error-summary", PACKAGE.name],
+        capture_output=True,
+        text=True,
+        cwd=PACKAGE.parent,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout + result.stderr

@@ -41,7 +41,7 @@ def layer_imports(package: Path) -> dict[str, set[str]]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom):
                 if node.level:
-                    target = where[:len(where) - node.level + 1] + (node.module or "").split(".")
+                    target = where[: len(where) - node.level + 1] + (node.module or "").split(".")
                     if not node.module:
                         target = target[:-1] + [alias.name for alias in node.names[:1]]
                 else:
@@ -57,8 +57,12 @@ def layer_imports(package: Path) -> dict[str, set[str]]:
 
 def violations(imports: dict[str, set[str]]) -> list[str]:
     """`layer -> other` for every import the ALLOWED table does not permit (and unknown layers)."""
-    return sorted(f"{layer} -> {other}" for layer, others in imports.items()
-                  for other in others if other not in ALLOWED.get(layer, set()))
+    return sorted(
+        f"{layer} -> {other}"
+        for layer, others in imports.items()
+        for other in others
+        if other not in ALLOWED.get(layer, set())
+    )
 
 
 def test_every_layer_imports_only_layers_below_it() -> None:
@@ -71,11 +75,16 @@ def test_every_layer_imports_only_layers_below_it() -> None:
 def test_a_forbidden_import_is_found(tmp_path: Path) -> None:
     """The check fails on an upward import, relative or absolute, at any depth."""
     package = tmp_path / "planfence_net"
-    for folder, text in {"core": "from ..net.client import Session\n",
-                         "protocol": "import planfence_net.owners.store\n",
-                         "net/deep": "from ... import bench\n",
-                         "executor": "from ..core import records\n"}.items():
+    for folder, text in {
+        "core": "from ..net.client import Session\n",
+        "protocol": "import planfence_net.owners.store\n",
+        "net/deep": "from ... import bench\n",
+        "executor": "from ..core import records\n",
+    }.items():
         (package / folder).mkdir(parents=True)
         (package / folder / "m.py").write_text(text)
-    assert violations(layer_imports(package)) == ["core -> net", "net -> bench",
-                                                 "protocol -> owners"]
+    assert violations(layer_imports(package)) == [
+        "core -> net",
+        "net -> bench",
+        "protocol -> owners",
+    ]

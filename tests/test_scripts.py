@@ -34,8 +34,13 @@ def source_venv(root: Path, extras: str | None) -> None:
     env = {k: v for k, v in os.environ.items() if k != "PLANFENCE_EXTRAS"}
     if extras:
         env["PLANFENCE_EXTRAS"] = extras
-    subprocess.run(["bash", "-c", f"source {root}/scripts/_venv.sh"], env=env, check=True,
-                   capture_output=True, timeout=30)
+    subprocess.run(
+        ["bash", "-c", f"source {root}/scripts/_venv.sh"],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
 
 
 def installs(calls: Path) -> list[str]:
@@ -45,13 +50,14 @@ def installs(calls: Path) -> list[str]:
 def test_demo_and_test_do_not_reinstall_each_other(tmp_path: Path) -> None:
     root, calls = fake_checkout(tmp_path)
     source_venv(root, "test")
-    source_venv(root, None)      # scripts/demo after scripts/test: the test extras cover it
+    source_venv(root, None)  # scripts/demo after scripts/test: the test extras cover it
     source_venv(root, "test")
-    assert installs(calls) == [f"python -m pip install --quiet --disable-pip-version-check "
-                               f"-e {root}[test]"]
+    assert installs(calls) == [
+        f"python -m pip install --quiet --disable-pip-version-check -e {root}[test]"
+    ]
     (root / "pyproject.toml").write_text((root / "pyproject.toml").read_text() + "\n")
-    source_venv(root, None)      # a changed pyproject.toml installs again
-    source_venv(root, "test")    # and the test tools once more on top
+    source_venv(root, None)  # a changed pyproject.toml installs again
+    source_venv(root, "test")  # and the test tools once more on top
     assert len(installs(calls)) == 3
     assert len(list((root / ".venv").glob(".installed-*"))) == 2
 
@@ -59,9 +65,14 @@ def test_demo_and_test_do_not_reinstall_each_other(tmp_path: Path) -> None:
 def test_demo_says_how_to_put_planfence_on_path(tmp_path: Path) -> None:
     root, calls = fake_checkout(tmp_path)
     source_venv(root, "test")
-    proc = subprocess.run([root / "scripts" / "demo", "--profile", "loopback"],
-                          capture_output=True, text=True, timeout=30)
+    proc = subprocess.run(
+        [root / "scripts" / "demo", "--profile", "loopback"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert proc.returncode == 0
     assert calls.read_text().splitlines()[-1] == "planfence demo --profile loopback"
     assert proc.stderr.splitlines()[-1] == (
-        f'to use planfence by hand: export PATH="{root}/.venv/bin:$PATH"')
+        f'to use planfence by hand: export PATH="{root}/.venv/bin:$PATH"'
+    )

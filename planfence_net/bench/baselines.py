@@ -43,10 +43,13 @@ def make_baseline(name: str, parts: Parts) -> Baseline:
         return Sync(name, parts, parts.sync_k)
     if name == "central":
         return Central(name, parts, GatePolicy())
-    policies = {"planfence": GatePolicy(), "allkeys": GatePolicy(),
-                "planfence-d1": GatePolicy(max_depth=1),
-                "planfence-noreplan": GatePolicy(replan=False),
-                "planfence-failopen": GatePolicy(fail_open=True)}
+    policies = {
+        "planfence": GatePolicy(),
+        "allkeys": GatePolicy(),
+        "planfence-d1": GatePolicy(max_depth=1),
+        "planfence-noreplan": GatePolicy(replan=False),
+        "planfence-failopen": GatePolicy(fail_open=True),
+    }
     if name not in policies:
         raise ConfigError(f"unknown policy {name!r} (known: {', '.join(POLICIES + VARIANTS)})")
     return PlanFence(name, parts, policies[name], all_keys=name == "allkeys")
@@ -68,8 +71,9 @@ class Freshness(PolicyBase):
         async def refresh(owner: str, owner_keys: list[str]) -> None:
             expect = {k: self.known[k] for k in owner_keys if k in self.known}
             try:
-                result = await self.pool.request(owner, "heads",
-                                                  {"keys": owner_keys, "expect": expect})
+                result = await self.pool.request(
+                    owner, "heads", {"keys": owner_keys, "expect": expect}
+                )
             except PlanfenceError:
                 return  # stale memory, and freshness acts anyway
             records = verified_records(self.parts.roster, result)
@@ -95,8 +99,9 @@ class Freshness(PolicyBase):
 class PlanFence(PolicyBase):
     """The gate under a policy; `all_keys` adds every shared key."""
 
-    def __init__(self, name: str, parts: Parts, policy: GatePolicy, *,
-                 all_keys: bool = False) -> None:
+    def __init__(
+        self, name: str, parts: Parts, policy: GatePolicy, *, all_keys: bool = False
+    ) -> None:
         super().__init__(name, parts)
         self.policy = policy
         self.all_keys = all_keys
@@ -112,8 +117,9 @@ class PlanFence(PolicyBase):
         run = await self.runner.wait_decision(action, replan, policy)
         decision = run.decision
         blocked = None if decision.authorized else decision.reason
-        return Verdict(decision.authorized, run.roots, run.stall, blocked, decision.replanned,
-                       decision)
+        return Verdict(
+            decision.authorized, run.roots, run.stall, blocked, decision.replanned, decision
+        )
 
 
 class CentralRunner(GateRunner):
@@ -138,8 +144,7 @@ class CentralRunner(GateRunner):
         failure = "timeout"
         with anyio.move_on_after(self.deadline):
             try:
-                answer = await self.pool.request(CENTRAL, "heads",
-                                                 {"keys": keys, "expect": expect})
+                answer = await self.pool.request(CENTRAL, "heads", {"keys": keys, "expect": expect})
             except TransportError:
                 failure = "owner_unavailable"
             except PlanfenceError:
@@ -149,8 +154,11 @@ class CentralRunner(GateRunner):
                 gate.heads_failed(owner, failure)
                 continue
             rows = [row for row in answer.get("heads", []) if row and row[0] in query.keys]
-            records = [w for w in answer.get("records", [])
-                       if isinstance(w, list) and len(w) > 1 and w[1] in query.keys]
+            records = [
+                w
+                for w in answer.get("records", [])
+                if isinstance(w, list) and len(w) > 1 and w[1] in query.keys
+            ]
             gate.heads_answered(owner, {"heads": rows, "records": records})
 
 

@@ -59,8 +59,7 @@ class CentralDaemon(OwnerDaemon):
     async def _put_record(self, peer: Agent, wire: Any) -> dict[str, Any]:
         try:
             record = record_from_wire(wire)
-            verify(record, public_key_of=self.roster.public_key_of,
-                   owner_of=self.roster.owner_of)
+            verify(record, public_key_of=self.roster.public_key_of, owner_of=self.roster.owner_of)
         except RecordError as exc:
             raise BadRequest("bad_request", f"record rejected: {exc}") from None
         if record.owner != peer.name:
@@ -69,8 +68,15 @@ class CentralDaemon(OwnerDaemon):
             await self.store.wait_put_record(record)
         except StaleSeq as exc:
             raise BadRequest("stale_seq", str(exc)) from None
-        self.log.write("put", key=record.key, id=record.id, seq=record.seq, kind=record.kind,
-                       parents=list(record.parents), owner=record.owner)
+        self.log.write(
+            "put",
+            key=record.key,
+            id=record.id,
+            seq=record.seq,
+            kind=record.kind,
+            parents=list(record.parents),
+            owner=record.owner,
+        )
         return {"id": record.id, "seq": record.seq}
 
 

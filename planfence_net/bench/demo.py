@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import functools
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import anyio
 
@@ -30,10 +31,16 @@ class PolicySummary:
     kib: float
 
     def to_json(self) -> dict[str, Any]:
-        return {"policy": self.policy, "actions": self.actions, "issued": self.issued,
-                "invalid": self.invalid, "replans": self.replans, "blocked": self.blocked,
-                "stall_ms_per_action": round(self.stall_ms, 3),
-                "kib_per_action": round(self.kib, 3)}
+        return {
+            "policy": self.policy,
+            "actions": self.actions,
+            "issued": self.issued,
+            "invalid": self.invalid,
+            "replans": self.replans,
+            "blocked": self.blocked,
+            "stall_ms_per_action": round(self.stall_ms, 3),
+            "kib_per_action": round(self.kib, 3),
+        }
 
 
 def available_policies(cdir: ClusterDir) -> tuple[str, ...]:
@@ -42,9 +49,12 @@ def available_policies(cdir: ClusterDir) -> tuple[str, ...]:
     return tuple(p for p in POLICIES if p != CENTRAL or CENTRAL in names)
 
 
-async def run_demo(cdir: ClusterDir, policies: tuple[str, ...] | None = None,
-                   progress: Callable[[str], None] = lambda _: None,
-                   addresses: Addresses | None = None) -> list[Outcome]:
+async def run_demo(
+    cdir: ClusterDir,
+    policies: tuple[str, ...] | None = None,
+    progress: Callable[[str], None] = lambda _: None,
+    addresses: Addresses | None = None,
+) -> list[Outcome]:
     """Run every workflow family under every policy on the running cluster at `cdir`
     (reaching owners at `addresses` where given), then judge every issued action from the
     owners' logs (when they are readable from here)."""
@@ -53,13 +63,18 @@ async def run_demo(cdir: ClusterDir, policies: tuple[str, ...] | None = None,
     outcomes = []
     for policy in policies or available_policies(cdir):
         async with anyio.create_task_group() as tg:
-            writer: Writer = (CentralWriter(tg, roster, identity_of, lambda _: addresses or {})
-                              if policy == CENTRAL else OwnerWriter(tg, roster, identity_of))
-            baseline = make_baseline(policy, Parts(tg, roster, identity_of, EXECUTOR,
-                                                   addresses or {}, writer))
+            writer: Writer = (
+                CentralWriter(tg, roster, identity_of, lambda _: addresses or {})
+                if policy == CENTRAL
+                else OwnerWriter(tg, roster, identity_of)
+            )
+            baseline = make_baseline(
+                policy, Parts(tg, roster, identity_of, EXECUTOR, addresses or {}, writer)
+            )
             families = load_families()
-            await baseline.start([f"{k}/{policy}" for f in families
-                                  for k in (f.requirement, f.fact)])
+            await baseline.start(
+                [f"{k}/{policy}" for f in families for k in (f.requirement, f.fact)]
+            )
             for family in families:
                 progress(f"{family.name} / {policy}")
                 outcomes.append(await run_family(family, baseline, writer))
@@ -97,8 +112,10 @@ def verdict(outcomes: list[Outcome]) -> list[str]:
         if not o.issued:
             problems.append(f"{o.policy} did not issue the {o.family} action ({o.blocked})")
         elif o.invalid is None:
-            problems.append(f"{o.policy}: the {o.family} action could not be judged "
-                            "(the owners' logs are not readable here)")
+            problems.append(
+                f"{o.policy}: the {o.family} action could not be judged "
+                "(the owners' logs are not readable here)"
+            )
         elif o.invalid:
             problems.append(f"{o.policy} issued an invalid {o.family} action")
     return problems
@@ -108,9 +125,16 @@ def summarize(outcomes: list[Outcome]) -> list[PolicySummary]:
     rows = []
     for policy in dict.fromkeys(o.policy for o in outcomes):
         mine = [o for o in outcomes if o.policy == policy]
-        rows.append(PolicySummary(
-            policy, len(mine), sum(o.issued for o in mine), sum(bool(o.invalid) for o in mine),
-            sum(o.replanned for o in mine), sum(o.blocked is not None for o in mine),
-            statistics.fmean(o.stall * 1000 for o in mine),
-            statistics.fmean(o.traffic / 1024 for o in mine)))
+        rows.append(
+            PolicySummary(
+                policy,
+                len(mine),
+                sum(o.issued for o in mine),
+                sum(bool(o.invalid) for o in mine),
+                sum(o.replanned for o in mine),
+                sum(o.blocked is not None for o in mine),
+                statistics.fmean(o.stall * 1000 for o in mine),
+                statistics.fmean(o.traffic / 1024 for o in mine),
+            )
+        )
     return rows

@@ -37,13 +37,27 @@ def loopback_etcd(binary: str) -> Iterator[int]:
     """Run a one-member etcd on 127.0.0.1; yields its client port. Always stops it."""
     client, peer = free_port(), free_port()
     with tempfile.TemporaryDirectory(prefix="planfence-etcd-") as tmp:
-        argv = [binary, "--name", "bench", "--data-dir", str(Path(tmp) / "data"),
-                "--listen-client-urls", f"http://127.0.0.1:{client}",
-                "--advertise-client-urls", f"http://127.0.0.1:{client}",
-                "--listen-peer-urls", f"http://127.0.0.1:{peer}",
-                "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
-                "--initial-cluster", f"bench=http://127.0.0.1:{peer}",
-                "--logger", "zap", "--log-level", "error"]
+        argv = [
+            binary,
+            "--name",
+            "bench",
+            "--data-dir",
+            str(Path(tmp) / "data"),
+            "--listen-client-urls",
+            f"http://127.0.0.1:{client}",
+            "--advertise-client-urls",
+            f"http://127.0.0.1:{client}",
+            "--listen-peer-urls",
+            f"http://127.0.0.1:{peer}",
+            "--initial-advertise-peer-urls",
+            f"http://127.0.0.1:{peer}",
+            "--initial-cluster",
+            f"bench=http://127.0.0.1:{peer}",
+            "--logger",
+            "zap",
+            "--log-level",
+            "error",
+        ]
         with open(Path(tmp) / "etcd.out", "wb") as out:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
         try:
@@ -78,8 +92,9 @@ def _b64(text: str) -> str:
 class EtcdClient:
     """One HTTP/1.1 keep-alive connection to etcd's JSON gateway."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 port: int) -> None:
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, port: int
+    ) -> None:
         self._reader, self._writer, self._port = reader, writer, port
 
     @classmethod
@@ -91,14 +106,18 @@ class EtcdClient:
         """POST `body` as JSON to `path`; returns the decoded answer. Raises RuntimeError
         for a status other than 200."""
         data = json.dumps(body, separators=(",", ":")).encode()
-        self._writer.write(b"POST %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: "
-                           b"application/json\r\nContent-Length: %d\r\n\r\n%s"
-                           % (path.encode(), self._port, len(data), data))
+        self._writer.write(
+            b"POST %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: "
+            b"application/json\r\nContent-Length: %d\r\n\r\n%s"
+            % (path.encode(), self._port, len(data), data)
+        )
         head = await self._reader.readuntil(b"\r\n\r\n")
         lines = head.decode("latin-1").split("\r\n")
         status = lines[0].split(" ", 2)[1]
-        headers = {k.strip().lower(): v.strip() for k, _, v in
-                   (line.partition(":") for line in lines[1:] if line)}
+        headers = {
+            k.strip().lower(): v.strip()
+            for k, _, v in (line.partition(":") for line in lines[1:] if line)
+        }
         if "content-length" in headers:
             payload = await self._reader.readexactly(int(headers["content-length"]))
         else:
@@ -124,8 +143,10 @@ class EtcdClient:
 
     async def txn_unchanged(self, revisions: dict[str, int]) -> bool:
         """A Txn comparing mod_revision of every key with `revisions`; True if all match."""
-        compare = [{"key": _b64(k), "target": "MOD", "result": "EQUAL",
-                    "mod_revision": str(rev)} for k, rev in revisions.items()]
+        compare = [
+            {"key": _b64(k), "target": "MOD", "result": "EQUAL", "mod_revision": str(rev)}
+            for k, rev in revisions.items()
+        ]
         answer = await self.call("/v3/kv/txn", {"compare": compare})
         return bool(answer.get("succeeded", False))
 

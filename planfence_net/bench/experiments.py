@@ -57,25 +57,56 @@ def build(name: str, *, quick: bool, templates: list[Template] | None = None) ->
         chosen = tuple(pool[::3] if quick else pool)  # quick: 10 of the 30 templates
         # background updates at the rate experiment's rates, cycled over the templates
         params = ScheduleParams(actions=1 if quick else 11, revision=1.0, rhos=RATES)
-        return Experiment(name, (Case("safety", "safety", 0, chosen, params,
-                                      SAFETY_POLICIES),))
+        return Experiment(name, (Case("safety", "safety", 0, chosen, params, SAFETY_POLICIES),))
     if name == "rate":
         shaped = tuple(vary(t, agents=5, keys=32, d=4) for t in base)
         n = 2 if quick else 10
-        return Experiment(name, tuple(
-            Case(f"rho={rho:g}", "rate", rho, shaped, ScheduleParams(n, rho=rho),
-                 ("sync", "planfence")) for rho in RATES))
+        return Experiment(
+            name,
+            tuple(
+                Case(
+                    f"rho={rho:g}",
+                    "rate",
+                    rho,
+                    shaped,
+                    ScheduleParams(n, rho=rho),
+                    ("sync", "planfence"),
+                )
+                for rho in RATES
+            ),
+        )
     if name == "keyspace":
         n = 2 if quick else 10
-        return Experiment(name, tuple(
-            Case(f"|X|={k}", "keyspace", k,
-                 tuple(vary(t, agents=8, keys=k, d=4) for t in base),
-                 ScheduleParams(n), ("allkeys", "planfence")) for k in KEYSPACES))
+        return Experiment(
+            name,
+            tuple(
+                Case(
+                    f"|X|={k}",
+                    "keyspace",
+                    k,
+                    tuple(vary(t, agents=8, keys=k, d=4) for t in base),
+                    ScheduleParams(n),
+                    ("allkeys", "planfence"),
+                )
+                for k in KEYSPACES
+            ),
+        )
     if name == "scope":
         n = 2 if quick else 10
-        return Experiment(name, tuple(
-            Case(f"d={d}", "scope", d, tuple(vary(t, agents=8, keys=8, d=d) for t in base),
-                 ScheduleParams(n), ("allkeys", "planfence")) for d in SCOPES))
+        return Experiment(
+            name,
+            tuple(
+                Case(
+                    f"d={d}",
+                    "scope",
+                    d,
+                    tuple(vary(t, agents=8, keys=8, d=d) for t in base),
+                    ScheduleParams(n),
+                    ("allkeys", "planfence"),
+                )
+                for d in SCOPES
+            ),
+        )
     if name == "ablations":
         return Experiment(name, ablation_cases(base, quick))
     raise ConfigError(f"unknown experiment {name!r} (known: {', '.join(EXPERIMENTS)})")
@@ -85,15 +116,44 @@ def ablation_cases(base: list[Template], quick: bool) -> tuple[Case, ...]:
     """The four ablations: lineage depth, replanning, omitted dependencies, fail-closed."""
     small = tuple(vary(t, agents=4, keys=8, d=4) for t in base)
     n = 1 if quick else 4
-    cases = [Case(f"depth={depth}", "depth", depth, small[:1],
-                  ScheduleParams(n, revision=0.0, depth=depth), ("planfence", "planfence-d1"))
-             for depth in DEPTHS]
-    cases.append(Case("replan", "replan", 0, small, ScheduleParams(n * 2),
-                      ("planfence", "planfence-noreplan")))
+    cases = [
+        Case(
+            f"depth={depth}",
+            "depth",
+            depth,
+            small[:1],
+            ScheduleParams(n, revision=0.0, depth=depth),
+            ("planfence", "planfence-d1"),
+        )
+        for depth in DEPTHS
+    ]
+    cases.append(
+        Case(
+            "replan", "replan", 0, small, ScheduleParams(n * 2), ("planfence", "planfence-noreplan")
+        )
+    )
     omit_n = 10 if quick else 40
-    cases += [Case(f"omission={p:g}", "omission", p, small,
-                   ScheduleParams(omit_n, omission=p), ("planfence",)) for p in OMISSIONS]
-    cases += [Case(f"fault={fault}", "fault", i, small[:1], ScheduleParams(1),
-                   ("planfence", "planfence-failopen"), fault)
-              for i, fault in enumerate(FAULTS)]
+    cases += [
+        Case(
+            f"omission={p:g}",
+            "omission",
+            p,
+            small,
+            ScheduleParams(omit_n, omission=p),
+            ("planfence",),
+        )
+        for p in OMISSIONS
+    ]
+    cases += [
+        Case(
+            f"fault={fault}",
+            "fault",
+            i,
+            small[:1],
+            ScheduleParams(1),
+            ("planfence", "planfence-failopen"),
+            fault,
+        )
+        for i, fault in enumerate(FAULTS)
+    ]
     return tuple(cases)

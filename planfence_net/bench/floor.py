@@ -42,8 +42,8 @@ class _Framed(asyncio.Protocol):
             length = int.from_bytes(self._buffer[:2], "big")
             if len(self._buffer) < 2 + length:
                 return
-            frame = bytes(self._buffer[2:2 + length])
-            del self._buffer[:2 + length]
+            frame = bytes(self._buffer[2 : 2 + length])
+            del self._buffer[: 2 + length]
             nonce = self._received.to_bytes(12, "little")
             self._received += 1
             self.message(msgpack.unpackb(_decrypt(frame, b"", nonce, self._receive_key)))
@@ -105,6 +105,7 @@ async def _serve() -> None:
 def main() -> None:
     try:
         import uvloop
+
         uvloop.run(_serve())
     except ImportError:
         asyncio.run(_serve())

@@ -65,22 +65,36 @@ Clock = Callable[[], float]
 
 # ---- the cluster -----------------------------------------------------------------------------
 
+
 def central_argv(cdir: ClusterDir) -> list[str]:
     # "--agent central" doubles as the marker `cluster.stop_owners` looks for.
-    return [sys.executable, "-m", "planfence_net.bench.central", str(cdir.root.resolve()),
-            "--agent", CENTRAL]
+    return [
+        sys.executable,
+        "-m",
+        "planfence_net.bench.central",
+        str(cdir.root.resolve()),
+        "--agent",
+        CENTRAL,
+    ]
 
 
-def init_bench_cluster(root: Path, agents: int = CLUSTER_AGENTS,
-                       name: str = "planfence-bench") -> ClusterDir:
+def init_bench_cluster(
+    root: Path, agents: int = CLUSTER_AGENTS, name: str = "planfence-bench"
+) -> ClusterDir:
     """A cluster of `agents` owners on free loopback ports plus a `central` member owning no
     keys (the central store of the centralized-lineage baseline)."""
     clusterlib.init_cluster(root, agents=agents, base_port=0, name=name)
     cdir = ClusterDir(root)
     key = generate_key_file(cdir.key(CENTRAL))
     data = tomllib.loads(cdir.roster_path.read_text())
-    data["agents"].append({"name": CENTRAL, "address": f"127.0.0.1:{clusterlib.free_port()}",
-                           "public_key": bytes(key.verify_key).hex(), "owns": []})
+    data["agents"].append(
+        {
+            "name": CENTRAL,
+            "address": f"127.0.0.1:{clusterlib.free_port()}",
+            "public_key": bytes(key.verify_key).hex(),
+            "owns": [],
+        }
+    )
     cdir.roster_path.write_text(tomli_w.dumps(data))
     cdir.roster()  # validate
     return cdir
@@ -90,16 +104,18 @@ def start_processes(cdir: ClusterDir) -> list[str]:
     """Spawn every owner and the central store; returns the names started."""
     names = []
     for agent in cdir.roster().agents:
-        argv = (central_argv(cdir) if agent.name == CENTRAL
-                else clusterlib.owner_argv(cdir, agent.name))
+        argv = (
+            central_argv(cdir) if agent.name == CENTRAL else clusterlib.owner_argv(cdir, agent.name)
+        )
         clusterlib.spawn(cdir, agent.name, argv)
         names.append(agent.name)
     return names
 
 
 @contextmanager
-def bench_cluster(root: Path, agents: int = CLUSTER_AGENTS,
-                  name: str = "planfence-bench") -> Iterator[ClusterDir]:
+def bench_cluster(
+    root: Path, agents: int = CLUSTER_AGENTS, name: str = "planfence-bench"
+) -> Iterator[ClusterDir]:
     """Create, start and (always, also on Ctrl-C) stop the bench cluster at `root`."""
     cdir = init_bench_cluster(root, agents, name)
     try:
@@ -112,20 +128,31 @@ def bench_cluster(root: Path, agents: int = CLUSTER_AGENTS,
 
 # ---- one action -------------------------------------------------------------------------------
 
+
 class _Run:
     """One policy on one case: the baseline, the writer, the schedule's key spaces, the
     harness's clock (the one stall timer) and the network to re-anchor per action."""
 
-    def __init__(self, policy: str, case: Case, baseline: Baseline, writer: Writer,
-                 spaces: dict[str, KeySpace], clock: Clock = time.perf_counter,
-                 network: Network | None = None) -> None:
+    def __init__(
+        self,
+        policy: str,
+        case: Case,
+        baseline: Baseline,
+        writer: Writer,
+        spaces: dict[str, KeySpace],
+        clock: Clock = time.perf_counter,
+        network: Network | None = None,
+    ) -> None:
         self.policy, self.case, self.baseline, self.writer = policy, case, baseline, writer
         self.spaces, self.clock, self.network = spaces, clock, network
 
     def compose(self, spec: ActionSpec, attempt: int) -> dict[str, Any]:
         """The planner's model call: the plan body (its work units)."""
-        return {"template": spec.template.name, "attempt": attempt,
-                "units": work_units(spec.template)}
+        return {
+            "template": spec.template.name,
+            "attempt": attempt,
+            "units": work_units(spec.template),
+        }
 
     async def write_plan(self, spec: ActionSpec, body: dict[str, Any]) -> Record:
         """Plan from the current heads of the true deps; hand plan and lineage over."""
@@ -136,8 +163,9 @@ class _Run:
         base = f"{space.planner_prefix}/a{spec.index}"
         depth = spec.depth if body["attempt"] == 0 else 1
         for level in range(depth - 1, 0, -1):
-            summary = await self.writer.put(f"{base}/s{level}", {"level": level}, parents,
-                                            kind="summary")
+            summary = await self.writer.put(
+                f"{base}/s{level}", {"level": level}, parents, kind="summary"
+            )
             handoff.append(summary)
             parents = (summary.id,)
         if self.case.fault == "missing_lineage" and body["attempt"] == 0:
@@ -180,30 +208,54 @@ class _Run:
         stall = self.clock() - ready - model[0]
         action_id = None
         if verdict.issued:
-            record = await self.writer.put(f"{space.executor_prefix}/a{spec.index}",
-                                           {"action": action.name}, verdict.roots,
-                                           kind="action")
+            record = await self.writer.put(
+                f"{space.executor_prefix}/a{spec.index}",
+                {"action": action.name},
+                verdict.roots,
+                kind="action",
+            )
             action_id = record.id.hex()
         return {
-            "case": self.case.label, "group": self.case.group, "x": self.case.x,
-            "policy": self.policy, "template": spec.template.name,
-            "family": spec.template.family, "action": spec.index,
-            "agents": spec.template.agents, "keys": spec.template.keys, "d": spec.template.d,
-            "declared": len(spec.declared), "depth": spec.depth, "dirty": len(spec.dirty),
-            "revised": spec.revise is not None, "fault": self.case.fault or "",
-            "issued": verdict.issued, "blocked": verdict.blocked or "",
-            "replanned": verdict.replanned, "stall_ms": round(stall * 1000, 3),
+            "case": self.case.label,
+            "group": self.case.group,
+            "x": self.case.x,
+            "policy": self.policy,
+            "template": spec.template.name,
+            "family": spec.template.family,
+            "action": spec.index,
+            "agents": spec.template.agents,
+            "keys": spec.template.keys,
+            "d": spec.template.d,
+            "declared": len(spec.declared),
+            "depth": spec.depth,
+            "dirty": len(spec.dirty),
+            "revised": spec.revise is not None,
+            "fault": self.case.fault or "",
+            "issued": verdict.issued,
+            "blocked": verdict.blocked or "",
+            "replanned": verdict.replanned,
+            "stall_ms": round(stall * 1000, 3),
             "replan_ms": round(model[0] * 1000, 3),
-            "bytes": self.baseline.traffic() - mark, "invalid": None,
-            "action_id": action_id or "", "deps": ";".join(space.names(spec.deps)),
+            "bytes": self.baseline.traffic() - mark,
+            "invalid": None,
+            "action_id": action_id or "",
+            "deps": ";".join(space.names(spec.deps)),
         }
 
 
 # ---- one experiment ---------------------------------------------------------------------------
 
-async def run_experiment(cdir: ClusterDir, experiment: Experiment, profile: str, seed: int,
-                         links: LinkModel | None, progress: Progress = lambda _: None,
-                         sync_k: int = 1, clock: Clock = time.perf_counter) -> list[Row]:
+
+async def run_experiment(
+    cdir: ClusterDir,
+    experiment: Experiment,
+    profile: str,
+    seed: int,
+    links: LinkModel | None,
+    progress: Progress = lambda _: None,
+    sync_k: int = 1,
+    clock: Clock = time.perf_counter,
+) -> list[Row]:
     """Run every policy of `experiment` over its cases; returns judged per-action rows.
     `links` None is loopback (no shaping); `sync_k` is the K of the `sync` baseline (push
     after every K updates); `clock` is the stall timer (tests inject a fake one)."""
@@ -217,9 +269,16 @@ async def run_experiment(cdir: ClusterDir, experiment: Experiment, profile: str,
     return rows
 
 
-async def _run_policy(cdir: ClusterDir, policy: str, cases: list[Case],
-                      links: LinkModel | None, seed: int, progress: Progress, sync_k: int,
-                      clock: Clock) -> list[Row]:
+async def _run_policy(
+    cdir: ClusterDir,
+    policy: str,
+    cases: list[Case],
+    links: LinkModel | None,
+    seed: int,
+    progress: Progress,
+    sync_k: int,
+    clock: Clock,
+) -> list[Row]:
     roster = cdir.roster()
     identity_of = functools.cache(cdir.identity)
     rows: list[Row] = []
@@ -229,22 +288,31 @@ async def _run_policy(cdir: ClusterDir, policy: str, cases: list[Case],
             network = Network(roster, links, seed)
             await network.start(tg)
         addresses_of = network.addresses_of if network is not None else _direct
-        writer: Writer = (CentralWriter(tg, roster, identity_of, addresses_of)
-                          if policy == CENTRAL else OwnerWriter(tg, roster, identity_of))
+        writer: Writer = (
+            CentralWriter(tg, roster, identity_of, addresses_of)
+            if policy == CENTRAL
+            else OwnerWriter(tg, roster, identity_of)
+        )
         spaces: dict[str, KeySpace] = {}
         try:
             for case in cases:
                 await _init_keys(writer, roster, case, policy, spaces)
-                parts = Parts(tg, roster, identity_of, EXECUTOR,
-                              _addresses(case, roster, addresses_of(EXECUTOR)), writer,
-                              CorruptingPool if case.fault == "malformed_heads"
-                              else SessionPool, sync_k=sync_k,
-                              workflows=_workflows(roster, case, spaces, policy),
-                              links=addresses_of, handoff=policy != CENTRAL)
+                parts = Parts(
+                    tg,
+                    roster,
+                    identity_of,
+                    EXECUTOR,
+                    _addresses(case, roster, addresses_of(EXECUTOR)),
+                    writer,
+                    CorruptingPool if case.fault == "malformed_heads" else SessionPool,
+                    sync_k=sync_k,
+                    workflows=_workflows(roster, case, spaces, policy),
+                    links=addresses_of,
+                    handoff=policy != CENTRAL,
+                )
                 baseline = make_baseline(policy, parts)
                 try:
-                    await baseline.start([k for t in case.templates
-                                          for k in spaces[t.name].keys])
+                    await baseline.start([k for t in case.templates for k in spaces[t.name].keys])
                     run = _Run(policy, case, baseline, writer, spaces, clock, network)
                     for spec in make_schedule(list(case.templates), case.params, seed):
                         rows.append(await run.act(spec))
@@ -261,16 +329,21 @@ def _direct(_: str) -> Addresses:
     return {}
 
 
-def _workflows(roster: Any, case: Case, spaces: dict[str, KeySpace],
-               policy: str) -> tuple[Workflow, ...]:
+def _workflows(
+    roster: Any, case: Case, spaces: dict[str, KeySpace], policy: str
+) -> tuple[Workflow, ...]:
     """Each template of the case is one workflow: its keys and its agents."""
-    return tuple(Workflow(f"{policy}/{t.name}", spaces[t.name].keys,
-                          (PLANNER, EXECUTOR, *fact_owners(roster, t)))
-                 for t in case.templates)
+    return tuple(
+        Workflow(
+            f"{policy}/{t.name}", spaces[t.name].keys, (PLANNER, EXECUTOR, *fact_owners(roster, t))
+        )
+        for t in case.templates
+    )
 
 
-async def _init_keys(writer: Writer, roster: Any, case: Case, policy: str,
-                     spaces: dict[str, KeySpace]) -> None:
+async def _init_keys(
+    writer: Writer, roster: Any, case: Case, policy: str, spaces: dict[str, KeySpace]
+) -> None:
     """First version of every key of the case's templates (new templates only), written
     concurrently across owners so the owners group-commit them."""
     todo = [t for t in case.templates if t.name not in spaces]

@@ -42,7 +42,7 @@ from .floor import connect_floor
 from .load import owner_load
 
 OWNERS = ("reqs", "inventory")  # the d keys are split evenly over these two
-EXECUTOR = "planner"            # writes the plans and runs the gate
+EXECUTOR = "planner"  # writes the plans and runs the gate
 PREFIX = {"reqs": "req", "inventory": "inv"}
 
 
@@ -53,7 +53,7 @@ class Settings:
     per_round: int = 200
     throughput_seconds: float = 3.0
     sessions: int = 16
-    put_in_flight: int = 8      # concurrent puts per session
+    put_in_flight: int = 8  # concurrent puts per session
     cli_runs: int = 7
     etcd: bool = True
 
@@ -103,9 +103,12 @@ def measure(settings: Settings, progress: Callable[[str], None] = lambda m: None
     """Run every measurement on a fresh loopback cluster (and etcd when wanted and on PATH)."""
     results = Results()
     binary = etcdlib.etcd_binary() if settings.etcd else None
-    with tempfile.TemporaryDirectory(prefix="planfence-latency-") as tmp, \
-            _cluster(Path(tmp) / "cluster") as cdir, _floor_server() as floor_port, \
-            _maybe_etcd(binary) as etcd_port:
+    with (
+        tempfile.TemporaryDirectory(prefix="planfence-latency-") as tmp,
+        _cluster(Path(tmp) / "cluster") as cdir,
+        _floor_server() as floor_port,
+        _maybe_etcd(binary) as etcd_port,
+    ):
         if binary is not None:
             results.etcd_version = _etcd_version(binary)
         progress("writing facts and plans")
@@ -113,8 +116,16 @@ def measure(settings: Settings, progress: Callable[[str], None] = lambda m: None
         progress("warm authorize, etcd Txn and the raw-socket floor, interleaved")
         _run(_latency_rounds, cdir, plans, settings, results, floor_port, etcd_port, progress)
         progress(f"owner throughput: heads and durable puts from {settings.sessions} sessions")
-        load = _run(owner_load, cdir, OWNERS[0], EXECUTOR, keys_for(1)[OWNERS[0]][0],
-                    settings.sessions, settings.put_in_flight, settings.throughput_seconds)
+        load = _run(
+            owner_load,
+            cdir,
+            OWNERS[0],
+            EXECUTOR,
+            keys_for(1)[OWNERS[0]][0],
+            settings.sessions,
+            settings.put_in_flight,
+            settings.throughput_seconds,
+        )
         results.heads_per_s, results.heads_owner_cpu = load.heads_per_s, load.heads_cpu
         results.puts_per_s, results.puts_owner_cpu = load.puts_per_s, load.puts_cpu
         results.puts_per_commit = load.puts_per_commit
@@ -124,8 +135,9 @@ def measure(settings: Settings, progress: Callable[[str], None] = lambda m: None
 
 
 def _run(fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
-    return anyio.run(functools.partial(fn, *args), backend="asyncio",
-                     backend_options={"use_uvloop": True})
+    return anyio.run(
+        functools.partial(fn, *args), backend="asyncio", backend_options={"use_uvloop": True}
+    )
 
 
 @contextmanager
@@ -142,8 +154,12 @@ def _cluster(root: Path) -> Iterator[ClusterDir]:
 
 @contextmanager
 def _floor_server() -> Iterator[int]:
-    proc = subprocess.Popen([sys.executable, "-m", "planfence_net.bench.floor"],
-                            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "planfence_net.bench.floor"],
+        stdout=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         yield int(proc.stdout.readline())
@@ -183,27 +199,43 @@ async def _write_plans(cdir: ClusterDir, ds: tuple[int, ...]) -> list[_Plan]:
         for owner, keys in keys_for(d).items():
             facts.update(await _put_all(roster, cdir, owner, [(k, [], {"v": 1}) for k in keys]))
         plan_key = f"plan/lat{d}"
-        ids = await _put_all(roster, cdir, EXECUTOR, [(plan_key, list(facts.values()),
-                                                       {"steps": ["act"]})], kind="plan")
+        ids = await _put_all(
+            roster,
+            cdir,
+            EXECUTOR,
+            [(plan_key, list(facts.values()), {"steps": ["act"]})],
+            kind="plan",
+        )
         plans.append(_Plan(d, ids[plan_key], tuple(facts), facts))
     return plans
 
 
-async def _put_all(roster: Roster, cdir: ClusterDir, owner: str,
-                   items: list[tuple[str, list[bytes], Any]], kind: str = "fact",
-                   ) -> dict[str, bytes]:
+async def _put_all(
+    roster: Roster,
+    cdir: ClusterDir,
+    owner: str,
+    items: list[tuple[str, list[bytes], Any]],
+    kind: str = "fact",
+) -> dict[str, bytes]:
     ids = {}
     async with open_session(roster, cdir.identity(owner), owner) as session:
         for key, parents, body in items:
-            result = await session.request("put", {"key": key, "kind": kind,
-                                                   "parents": parents, "body": body})
+            result = await session.request(
+                "put", {"key": key, "kind": kind, "parents": parents, "body": body}
+            )
             ids[key] = result["id"]
     return ids
 
 
-async def _latency_rounds(cdir: ClusterDir, plans: list[_Plan], settings: Settings,
-                          results: Results, floor_port: int, etcd_port: int | None,
-                          progress: Callable[[str], None]) -> None:
+async def _latency_rounds(
+    cdir: ClusterDir,
+    plans: list[_Plan],
+    settings: Settings,
+    results: Results,
+    floor_port: int,
+    etcd_port: int | None,
+    progress: Callable[[str], None],
+) -> None:
     roster = cdir.roster()
     identity = cdir.identity(EXECUTOR)
     all_ids = [rid for p in plans for rid in (p.plan, *p.facts.values())]
@@ -211,8 +243,11 @@ async def _latency_rounds(cdir: ClusterDir, plans: list[_Plan], settings: Settin
     await replica.add(await get_records(roster, identity, all_ids))
     floor = await connect_floor(floor_port)
     etcd = await etcdlib.EtcdClient.connect(etcd_port) if etcd_port is not None else None
-    revisions = {p.d: {k: await etcd.put(k, "v1") for k in p.keys} for p in plans} \
-        if etcd is not None else {}
+    revisions = (
+        {p.d: {k: await etcd.put(k, "v1") for k in p.keys} for p in plans}
+        if etcd is not None
+        else {}
+    )
     samples: dict[str, dict[int, list[float]]] = {"pf": {}, "etcd": {}}
     floor_samples: list[float] = []
     async with anyio.create_task_group() as tg:
@@ -229,14 +264,15 @@ async def _latency_rounds(cdir: ClusterDir, plans: list[_Plan], settings: Settin
                     run = await runner.wait_decision(action)
                     elapsed = time.perf_counter() - started
                     if not run.decision.authorized:
-                        raise AssertionError(f"warm authorize d={plan.d} did not authorize: "
-                                             f"{run.decision.explain()}")
+                        raise AssertionError(
+                            f"warm authorize d={plan.d} did not authorize: {run.decision.explain()}"
+                        )
                     if keep:
                         pf.append(elapsed)
-                results.client_cpu[plan.d] = ((time.process_time() - cpu)
-                                              / settings.per_round * 1e6)
-                results.bytes_per_action[plan.d] = (run.decision.bytes_sent
-                                                    + run.decision.bytes_received)
+                results.client_cpu[plan.d] = (time.process_time() - cpu) / settings.per_round * 1e6
+                results.bytes_per_action[plan.d] = (
+                    run.decision.bytes_sent + run.decision.bytes_received
+                )
                 if etcd is not None:
                     etcd_times = samples["etcd"].setdefault(plan.d, [])
                     for _ in range(settings.per_round):
@@ -263,18 +299,27 @@ async def _latency_rounds(cdir: ClusterDir, plans: list[_Plan], settings: Settin
     results.floor = Spread.of(floor_samples)
 
 
-def _cli_times(cdir: ClusterDir, plans: list[_Plan], settings: Settings,
-               results: Results) -> None:
+def _cli_times(cdir: ClusterDir, plans: list[_Plan], settings: Settings, results: Results) -> None:
     """Wall time of fresh processes: the bare interpreter, `planfence --help`, and
     `planfence authorize` for the d = 8 plan (cold: it fetches the lineage first)."""
     python = sys.executable
     planfence = str(Path(python).parent / "planfence")
     plan = next((p for p in plans if p.d == 8), plans[0])
-    authorize = [planfence, "authorize", str(cdir.root), "--root", plan.plan.hex(),
-                 *[a for k in plan.keys for a in ("--dep", k)], "--as", EXECUTOR]
-    commands = {"python -c pass": [python, "-c", "pass"],
-                "planfence --help": [planfence, "--help"],
-                f"planfence authorize (d={plan.d})": authorize}
+    authorize = [
+        planfence,
+        "authorize",
+        str(cdir.root),
+        "--root",
+        plan.plan.hex(),
+        *[a for k in plan.keys for a in ("--dep", k)],
+        "--as",
+        EXECUTOR,
+    ]
+    commands = {
+        "python -c pass": [python, "-c", "pass"],
+        "planfence --help": [planfence, "--help"],
+        f"planfence authorize (d={plan.d})": authorize,
+    }
     for name, argv in commands.items():
         times, cpu = [], []
         for _ in range(settings.cli_runs):

@@ -37,8 +37,15 @@ class OwnerLoad:
     puts_per_commit: float
 
 
-async def owner_load(cdir: ClusterDir, owner: str, reader: str, key: str, sessions: int,
-                     in_flight: int, seconds: float) -> OwnerLoad:
+async def owner_load(
+    cdir: ClusterDir,
+    owner: str,
+    reader: str,
+    key: str,
+    sessions: int,
+    in_flight: int,
+    seconds: float,
+) -> OwnerLoad:
     """Saturate `owner` with heads of `key` (as `reader`), then with puts (as itself)."""
     pid = clusterlib.read_pid(cdir, owner)
     assert pid is not None
@@ -46,8 +53,9 @@ async def owner_load(cdir: ClusterDir, owner: str, reader: str, key: str, sessio
     request = encode_request(1, "heads", {"keys": [key], "expect": {key: head}})
     streams = [await _open(cdir, reader, owner) for _ in range(sessions)]
     try:
-        count, elapsed, cpu = await _timed(pid, seconds, [
-            _heads_loop(stream, request, key, head) for stream in streams])
+        count, elapsed, cpu = await _timed(
+            pid, seconds, [_heads_loop(stream, request, key, head) for stream in streams]
+        )
     finally:
         for stream in streams:
             await stream.aclose()
@@ -58,25 +66,32 @@ async def owner_load(cdir: ClusterDir, owner: str, reader: str, key: str, sessio
     written = after["records_written"] - before["records_written"]
     if written != count:
         raise AssertionError(f"{count} puts acknowledged but {written} written")
-    return OwnerLoad(*heads, count / elapsed, cpu,
-                     written / max(1, after["commits"] - before["commits"]))
+    return OwnerLoad(
+        *heads, count / elapsed, cpu, written / max(1, after["commits"] - before["commits"])
+    )
 
 
-async def _request(cdir: ClusterDir, who: str, owner: str, op: str,
-                   args: dict[str, Any]) -> dict[str, Any]:
+async def _request(
+    cdir: ClusterDir, who: str, owner: str, op: str, args: dict[str, Any]
+) -> dict[str, Any]:
     async with open_session(cdir.roster(), cdir.identity(who), owner) as session:
         return await session.request(op, args)
 
 
 async def _open(cdir: ClusterDir, who: str, owner: str) -> NoiseStream:
     roster, agent = cdir.roster(), cdir.roster().agent(owner)
-    return await connect(agent.host, agent.port, cluster=roster.cluster,
-                         static_private=cdir.identity(who).noise_private,
-                         remote_static=agent.noise_key)
+    return await connect(
+        agent.host,
+        agent.port,
+        cluster=roster.cluster,
+        static_private=cdir.identity(who).noise_private,
+        remote_static=agent.noise_key,
+    )
 
 
-def _heads_loop(stream: NoiseStream, request: bytes, key: str,
-                head: bytes) -> Callable[[float], Awaitable[int]]:
+def _heads_loop(
+    stream: NoiseStream, request: bytes, key: str, head: bytes
+) -> Callable[[float], Awaitable[int]]:
     async def run(stop_at: float) -> int:
         await stream.send_message(request)
         expected = await stream.receive_message()
@@ -90,37 +105,53 @@ def _heads_loop(stream: NoiseStream, request: bytes, key: str,
                 raise AssertionError("a heads answer changed under load")
             done += 1
         return done
+
     return run
 
 
-async def _puts(cdir: ClusterDir, owner: str, pid: int, sessions: int, in_flight: int,
-                seconds: float) -> tuple[int, float, float]:
+async def _puts(
+    cdir: ClusterDir, owner: str, pid: int, sessions: int, in_flight: int, seconds: float
+) -> tuple[int, float, float]:
     roster, identity = cdir.roster(), cdir.identity(owner)
     async with anyio.create_task_group() as tg:
-        opened = [await start_session(tg, roster, identity, roster.agent(owner))
-                  for _ in range(sessions)]
+        opened = [
+            await start_session(tg, roster, identity, roster.agent(owner)) for _ in range(sessions)
+        ]
 
         def loop(session: Any, task: int) -> Callable[[float], Awaitable[int]]:
             async def run(stop_at: float) -> int:
                 done = 0
                 while time.perf_counter() < stop_at:
-                    await session.request("put", {"key": f"req/put-{task}", "kind": "fact",
-                                                  "parents": [], "body": {"n": done}})
+                    await session.request(
+                        "put",
+                        {
+                            "key": f"req/put-{task}",
+                            "kind": "fact",
+                            "parents": [],
+                            "body": {"n": done},
+                        },
+                    )
                     done += 1  # acknowledged: the owner answers after the commit
                 return done
+
             return run
 
-        result = await _timed(pid, seconds, [loop(s, i * in_flight + j)
-                                             for i, s in enumerate(opened)
-                                             for j in range(in_flight)])
+        result = await _timed(
+            pid,
+            seconds,
+            [loop(s, i * in_flight + j) for i, s in enumerate(opened) for j in range(in_flight)],
+        )
         for session in opened:
             await session.aclose()
         tg.cancel_scope.cancel()
     return result
 
 
-async def _timed(pid: int, seconds: float, loops: list[Callable[[float], Awaitable[int]]],
-                 ) -> tuple[int, float, float]:
+async def _timed(
+    pid: int,
+    seconds: float,
+    loops: list[Callable[[float], Awaitable[int]]],
+) -> tuple[int, float, float]:
     """Run every loop until `seconds` pass; (operations done, seconds, owner CPU cores)."""
     done = 0
 

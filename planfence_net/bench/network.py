@@ -47,20 +47,26 @@ class LinkModel:
 
     def describe(self) -> str:
         delay = self.profile.delay_ms / 2
-        return (f"Every agent process (each owner, the executor `ops`, the central store) sits "
-                f"behind its own access link replaying `{self.profile.name}` ({self.profile.up}"
-                f" for bytes leaving the agent, {self.profile.down} for bytes reaching it) with "
-                f"a {delay:g} ms one-way delay, so a session between two agents crosses two "
-                f"links ({2 * delay:g} ms one way, {4 * delay:g} ms base round trip). The "
-                "central store has the same link class as an owner. Before each protected "
-                "action every link is re-anchored at a trace phase drawn from (seed, action, "
-                "agent)" + (", the same for every policy (paired)" if self.phases == "paired"
-                            else ", drawn separately per policy (the independent-phase "
-                                 "ablation)") + f", among phases whose next {WINDOW_MS / 1000:g} "
-                f"s hold no outage (no gap of {OUTAGE_MS} ms or more between delivery "
-                "opportunities, in either direction): the LTE driving traces have outages of "
-                "seconds to minutes, which would otherwise decide whole actions by the "
-                "deadline; outages are the fault ablation's subject, not this comparison's.")
+        return (
+            f"Every agent process (each owner, the executor `ops`, the central store) sits "
+            f"behind its own access link replaying `{self.profile.name}` ({self.profile.up}"
+            f" for bytes leaving the agent, {self.profile.down} for bytes reaching it) with "
+            f"a {delay:g} ms one-way delay, so a session between two agents crosses two "
+            f"links ({2 * delay:g} ms one way, {4 * delay:g} ms base round trip). The "
+            "central store has the same link class as an owner. Before each protected "
+            "action every link is re-anchored at a trace phase drawn from (seed, action, "
+            "agent)"
+            + (
+                ", the same for every policy (paired)"
+                if self.phases == "paired"
+                else ", drawn separately per policy (the independent-phase ablation)"
+            )
+            + f", among phases whose next {WINDOW_MS / 1000:g} "
+            f"s hold no outage (no gap of {OUTAGE_MS} ms or more between delivery "
+            "opportunities, in either direction): the LTE driving traces have outages of "
+            "seconds to minutes, which would otherwise decide whole actions by the "
+            "deadline; outages are the fault ablation's subject, not this comparison's."
+        )
 
 
 class Network:
@@ -76,29 +82,35 @@ class Network:
     async def start(self, tg: TaskGroup) -> None:
         """Start every agent's shaper in `tg` (they stop when `tg` is cancelled)."""
         agents = self.roster.agents
-        inward = {a.name: await anyio.create_tcp_listener(local_host="127.0.0.1")
-                  for a in agents}  # bound now: every route to them is known before serving
+        inward = {
+            a.name: await anyio.create_tcp_listener(local_host="127.0.0.1") for a in agents
+        }  # bound now: every route to them is known before serving
         port = {name: lst.extra(SocketAttribute.local_port) for name, lst in inward.items()}
         for agent in agents:
-            shaper = Shaper(agent.host, agent.port, self.model.profile,
-                            delay_ms=self.model.profile.delay_ms // 2,
-                            seed=self.seed)
+            shaper = Shaper(
+                agent.host,
+                agent.port,
+                self.model.profile,
+                delay_ms=self.model.profile.delay_ms // 2,
+                seed=self.seed,
+            )
             peers = [a.name for a in agents if a.name != agent.name]
-            routes: list[Route] = [
-                ((agent.host, agent.port), True, inward[agent.name])]
+            routes: list[Route] = [((agent.host, agent.port), True, inward[agent.name])]
             routes += [(("127.0.0.1", port[p]), False, None) for p in peers]
             ports = await tg.start(shaper.serve_routes, routes)
             self.shapers[agent.name] = shaper
-            self.routes[agent.name] = {p: ("127.0.0.1", bound)
-                                       for p, bound in zip(peers, ports[1:])}
+            self.routes[agent.name] = {
+                p: ("127.0.0.1", bound) for p, bound in zip(peers, ports[1:], strict=False)
+            }
 
     def addresses_of(self, agent: str) -> Addresses:
         return self.routes[agent]
 
     def rephase(self, action: str, policy: str) -> None:
         """Re-anchor every link for `action` (see the module docstring)."""
-        traces = [load_trace(t) for t in (self.model.profile.up, self.model.profile.down)
-                  if t is not None]
+        traces = [
+            load_trace(t) for t in (self.model.profile.up, self.model.profile.down) if t is not None
+        ]
         for agent, shaper in self.shapers.items():
             salt = policy if self.model.phases == "independent" else ""
             draw = random.Random(f"{self.seed}:{action}:{agent}:{salt}")
@@ -121,7 +133,7 @@ def usable_phase(traces: list[Trace], draw: random.Random) -> int:
 def _outages(trace: Trace) -> tuple[tuple[int, int], ...]:
     """(start, end) ms of every gap of OUTAGE_MS or more in one pass (the loop's wrap too)."""
     ts = trace.timestamps
-    gaps = [(a, b) for a, b in zip(ts, ts[1:]) if b - a >= OUTAGE_MS]
+    gaps = [(a, b) for a, b in zip(ts, ts[1:], strict=False) if b - a >= OUTAGE_MS]
     if ts[0] >= OUTAGE_MS:  # the wrap: the pass ends at period_ms = ts[-1], restarts at 0
         gaps.append((0, ts[0]))
     return tuple(gaps)
@@ -130,7 +142,9 @@ def _outages(trace: Trace) -> tuple[tuple[int, int], ...]:
 def _outage_ahead(trace: Trace, start: int) -> bool:
     """True when `trace` has an outage overlapping [start, start + WINDOW_MS] (looping)."""
     period = trace.period_ms
-    return any(a < end and b > begin
-               for shift in (0, period)
-               for a, b in _outages(trace)
-               for begin, end in [(start - shift, start - shift + WINDOW_MS)])
+    return any(
+        a < end and b > begin
+        for shift in (0, period)
+        for a, b in _outages(trace)
+        for begin, end in [(start - shift, start - shift + WINDOW_MS)]
+    )

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 from ..owners.logs import read_events
 
@@ -49,8 +49,7 @@ class Oracle:
             if not path.exists():
                 continue
             for e in read_events(path, event="put"):
-                puts.append(Put(e["ts"], e["key"], e["id"], e["seq"],
-                                tuple(e.get("parents", []))))
+                puts.append(Put(e["ts"], e["key"], e["id"], e["seq"], tuple(e.get("parents", []))))
         return cls(puts)
 
     def frontier(self, roots: Iterable[str], deps: Iterable[str]) -> dict[str, set[str]]:

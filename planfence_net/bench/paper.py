@@ -18,21 +18,21 @@ PAPER_SAFETY = {  # policy -> (invalid of 330, mean stall ms, mean KiB per actio
 
 PAPER_NOTES = {
     "safety": "30 templates, 330 protected actions, a revision between planning and action: "
-              "freshness-only 330/330 invalid; centralized lineage, metadata sync K=1 and "
-              "PlanFence 0/330. Mean stall 151.8 / 508.6 / 403.4 / 230.8 ms, traffic "
-              "7.1 / 15.6 / 23.5 / 8.1 KiB per action. The paper has no all-keys row here.",
+    "freshness-only 330/330 invalid; centralized lineage, metadata sync K=1 and "
+    "PlanFence 0/330. Mean stall 151.8 / 508.6 / 403.4 / 230.8 ms, traffic "
+    "7.1 / 15.6 / 23.5 / 8.1 KiB per action. The paper has no all-keys row here.",
     "rate": "proactive sync has lower stall at rho <= 1; PlanFence leads at rho >= 4 by 1.5x "
-            "to 7.1x; PlanFence's stall stays in a narrow band across the 64x range of rates "
-            "while per-update sync grows roughly with the rate.",
+    "to 7.1x; PlanFence's stall stays in a narrow band across the 64x range of rates "
+    "while per-update sync grows roughly with the rate.",
     "keyspace": "all-key validation grows with the keyspace (at 128 keys 199.2 ms loopback, "
-                "81.7 KiB) while PlanFence holds near its d-key cost (67.8 ms loopback, "
-                "8.1 KiB).",
+    "81.7 KiB) while PlanFence holds near its d-key cost (67.8 ms loopback, "
+    "8.1 KiB).",
     "scope": "at |X| = 8, d = 1 PlanFence is cheaper than all-key validation; d = 8 ties.",
     "ablations": "full lineage traversal authorizes chains to depth 8, direct-parent checking "
-                 "only depth 1; with replanning detected races become valid actions, without "
-                 "it they all block; omitting dependencies raises unsafe issuance (0% to 37.4% "
-                 "at 50% omission); fail-closed blocks owner outage, missing lineage, malformed "
-                 "heads and a second change, fail-open issues an invalid action in each.",
+    "only depth 1; with replanning detected races become valid actions, without "
+    "it they all block; omitting dependencies raises unsafe issuance (0% to 37.4% "
+    "at 50% omission); fail-closed blocks owner outage, missing lineage, malformed "
+    "heads and a second change, fail-open issues an invalid action in each.",
 }
 
 
@@ -74,21 +74,30 @@ def _safety(summaries: list[Any]) -> list[str]:
     notes = []
     for s in summaries:
         if s.policy == "freshness":
-            notes.append(f"freshness: {s.invalid} of {s.issued} issued actions invalid "
-                         f"({_holds(s.invalid == s.issued == s.actions)}: all invalid).")
+            notes.append(
+                f"freshness: {s.invalid} of {s.issued} issued actions invalid "
+                f"({_holds(s.invalid == s.issued == s.actions)}: all invalid)."
+            )
         else:
-            notes.append(f"{s.policy}: {s.invalid} invalid of {s.issued} issued "
-                         f"({_holds(s.invalid == 0)}: none invalid).")
+            notes.append(
+                f"{s.policy}: {s.invalid} invalid of {s.issued} issued "
+                f"({_holds(s.invalid == 0)}: none invalid)."
+            )
     for s in summaries:
         if s.policy in PAPER_SAFETY:
             paper = PAPER_SAFETY[s.policy][1]
             diff = (s.stall_mean - paper) / paper
-            notes.append(f"{s.policy}: mean stall {s.stall_mean:.1f} ms vs the paper's "
-                         f"{paper:.1f} ms: {diff:+.0%} "
-                         f"({'matches' if abs(diff) <= 0.10 else 'differs'} by the 10% rule).")
+            notes.append(
+                f"{s.policy}: mean stall {s.stall_mean:.1f} ms vs the paper's "
+                f"{paper:.1f} ms: {diff:+.0%} "
+                f"({'matches' if abs(diff) <= 0.10 else 'differs'} by the 10% rule)."
+            )
     order = [s.policy for s in sorted(summaries, key=lambda s: s.stall_mean)]
-    notes.append("mean stall order, lowest first: " + " < ".join(order) +
-                 " (paper: freshness < planfence < sync < central).")
+    notes.append(
+        "mean stall order, lowest first: "
+        + " < ".join(order)
+        + " (paper: freshness < planfence < sync < central)."
+    )
     return notes + WHY_SAFETY
 
 
@@ -112,27 +121,33 @@ def _rate(summaries: list[Any]) -> list[str]:
     if not sync or not fence:
         return []
     notes = []
-    for s, p in zip(sync, fence):
+    for s, p in zip(sync, fence, strict=False):
         lead = "planfence" if p.stall_mean < s.stall_mean else "sync"
         ratio = s.stall_mean / p.stall_mean if p.stall_mean else float("inf")
         expected = "sync" if s.x <= 1 else "planfence"
-        notes.append(f"rho={s.x:g}: sync {s.stall_mean:.1f} ms vs planfence "
-                     f"{p.stall_mean:.1f} ms mean (sync/planfence {ratio:.2f}x{_paired(s)}), "
-                     f"{lead} leads; paper: {expected} leads ({_holds(lead == expected)}).")
-    if any(s.x <= 1 and p.stall_mean < s.stall_mean for s, p in zip(sync, fence)):
-        notes.append("Why sync does not lead at low rates here: a sync that is safe by "
-                     "construction asks the owners of D(a) `synced` before acting (a round "
-                     "trip that waits for every participant's acknowledgement); acting on "
-                     "the pushed copy without it issues invalid actions when an update is "
-                     "still in flight. The paper's low-rate sync evidently has no such round "
-                     "trip.")
+        notes.append(
+            f"rho={s.x:g}: sync {s.stall_mean:.1f} ms vs planfence "
+            f"{p.stall_mean:.1f} ms mean (sync/planfence {ratio:.2f}x{_paired(s)}), "
+            f"{lead} leads; paper: {expected} leads ({_holds(lead == expected)})."
+        )
+    if any(s.x <= 1 and p.stall_mean < s.stall_mean for s, p in zip(sync, fence, strict=False)):
+        notes.append(
+            "Why sync does not lead at low rates here: a sync that is safe by "
+            "construction asks the owners of D(a) `synced` before acting (a round "
+            "trip that waits for every participant's acknowledgement); acting on "
+            "the pushed copy without it issues invalid actions when an update is "
+            "still in flight. The paper's low-rate sync evidently has no such round "
+            "trip."
+        )
     band = max(p.stall_mean for p in fence) / max(1e-9, min(p.stall_mean for p in fence))
     growth = sync[-1].stall_mean / max(1e-9, sync[0].stall_mean)
-    notes.append(f"planfence stall across the 64x rate range varies {band:.2f}x (narrow band: "
-                 f"{_holds(band < 2)}); sync stall grows {growth:.2f}x "
-                 f"(grows with the rate: {_holds(growth > 2)}). Sync traffic grows from "
-                 f"{sync[0].kib_mean:.1f} to {sync[-1].kib_mean:.1f} KiB per action; "
-                 f"planfence's from {fence[0].kib_mean:.1f} to {fence[-1].kib_mean:.1f}.")
+    notes.append(
+        f"planfence stall across the 64x rate range varies {band:.2f}x (narrow band: "
+        f"{_holds(band < 2)}); sync stall grows {growth:.2f}x "
+        f"(grows with the rate: {_holds(growth > 2)}). Sync traffic grows from "
+        f"{sync[0].kib_mean:.1f} to {sync[-1].kib_mean:.1f} KiB per action; "
+        f"planfence's from {fence[0].kib_mean:.1f} to {fence[-1].kib_mean:.1f}."
+    )
     return notes
 
 
@@ -141,21 +156,29 @@ def _scaling(experiment: str, summaries: list[Any]) -> list[str]:
     if not allk or not fence:
         return []
     what = "|X|" if experiment == "keyspace" else "d"
-    notes = [f"{what}={a.x:g}: all-keys {a.stall_mean:.1f} ms / {a.kib_mean:.2f} KiB, "
-             f"planfence {p.stall_mean:.1f} ms / {p.kib_mean:.2f} KiB per action"
-             for a, p in zip(allk, fence)]
+    notes = [
+        f"{what}={a.x:g}: all-keys {a.stall_mean:.1f} ms / {a.kib_mean:.2f} KiB, "
+        f"planfence {p.stall_mean:.1f} ms / {p.kib_mean:.2f} KiB per action"
+        for a, p in zip(allk, fence, strict=False)
+    ]
     if experiment == "keyspace":
         grow_a = allk[-1].kib_mean / max(1e-9, allk[0].kib_mean)
         grow_p = fence[-1].kib_mean / max(1e-9, fence[0].kib_mean)
-        notes.append(f"all-keys traffic grows {grow_a:.1f}x from {allk[0].x:g} to "
-                     f"{allk[-1].x:g} keys, planfence {grow_p:.1f}x "
-                     f"({_holds(grow_a > 2 * grow_p)}: all-keys grows, planfence holds).")
+        notes.append(
+            f"all-keys traffic grows {grow_a:.1f}x from {allk[0].x:g} to "
+            f"{allk[-1].x:g} keys, planfence {grow_p:.1f}x "
+            f"({_holds(grow_a > 2 * grow_p)}: all-keys grows, planfence holds)."
+        )
     else:
-        first, last = allk[0].kib_mean / max(1e-9, fence[0].kib_mean), \
-            allk[-1].kib_mean / max(1e-9, fence[-1].kib_mean)
-        notes.append(f"all-keys/planfence traffic at d={fence[0].x:g}: {first:.2f}x "
-                     f"(planfence cheaper: {_holds(first > 1.2)}); at d={fence[-1].x:g}: "
-                     f"{last:.2f}x (a tie: {_holds(0.8 < last < 1.25)}).")
+        first, last = (
+            allk[0].kib_mean / max(1e-9, fence[0].kib_mean),
+            allk[-1].kib_mean / max(1e-9, fence[-1].kib_mean),
+        )
+        notes.append(
+            f"all-keys/planfence traffic at d={fence[0].x:g}: {first:.2f}x "
+            f"(planfence cheaper: {_holds(first > 1.2)}); at d={fence[-1].x:g}: "
+            f"{last:.2f}x (a tie: {_holds(0.8 < last < 1.25)})."
+        )
     return notes
 
 
@@ -166,24 +189,32 @@ def _ablations(summaries: list[Any]) -> list[str]:
     full, direct = pick("depth", "planfence"), pick("depth", "planfence-d1")
     full_ok = max((s.x for s in full if s.issued == s.actions), default=0)
     direct_ok = [s.x for s in direct if s.issued == s.actions]
-    notes = [f"depth: full traversal authorizes chains up to depth {full_ok:g}; direct-parent "
-             f"checking authorizes depths {', '.join(f'{x:g}' for x in direct_ok) or 'none'} "
-             f"({_holds(full_ok == 8 and direct_ok == [1.0])})."]
+    notes = [
+        f"depth: full traversal authorizes chains up to depth {full_ok:g}; direct-parent "
+        f"checking authorizes depths {', '.join(f'{x:g}' for x in direct_ok) or 'none'} "
+        f"({_holds(full_ok == 8 and direct_ok == [1.0])})."
+    ]
     on, off = pick("replan", "planfence"), pick("replan", "planfence-noreplan")
     if on and off:
-        notes.append(f"replanning: with it {on[0].issued}/{on[0].actions} raced actions issued "
-                     f"({on[0].invalid} invalid); without it {off[0].blocked}/{off[0].actions} "
-                     f"blocked ({_holds(on[0].issued == on[0].actions and on[0].invalid == 0 and off[0].blocked == off[0].actions)}).")
+        notes.append(
+            f"replanning: with it {on[0].issued}/{on[0].actions} raced actions issued "
+            f"({on[0].invalid} invalid); without it {off[0].blocked}/{off[0].actions} "
+            f"blocked ({_holds(on[0].issued == on[0].actions and on[0].invalid == 0 and off[0].blocked == off[0].actions)})."
+        )
     omit = pick("omission", "planfence")
     if omit:
         rates = ", ".join(f"{s.x:.0%}: {s.invalid / s.actions:.1%}" for s in omit)
-        notes.append(f"omission -> unsafe issuance: {rates} (paper 0% -> 37.4% at 50%; "
-                     f"{_holds(omit[0].invalid == 0 and omit[-1].invalid > 0)}: rises from 0). "
-                     "An omitting action declares 1 of its 4 dependencies, so the expected "
-                     "rate is 3/4 of the omission probability (37.5% at 50%).")
+        notes.append(
+            f"omission -> unsafe issuance: {rates} (paper 0% -> 37.4% at 50%; "
+            f"{_holds(omit[0].invalid == 0 and omit[-1].invalid > 0)}: rises from 0). "
+            "An omitting action declares 1 of its 4 dependencies, so the expected "
+            "rate is 3/4 of the omission probability (37.5% at 50%)."
+        )
     closed, opened = pick("fault", "planfence"), pick("fault", "planfence-failopen")
-    for c, o in zip(closed, opened):
-        notes.append(f"{c.case}: fail-closed blocked {c.blocked}/{c.actions} "
-                     f"({', '.join(c.reasons)}), fail-open issued {o.issued} with {o.invalid} "
-                     f"invalid ({_holds(c.blocked == c.actions and o.invalid == o.actions)}).")
+    for c, o in zip(closed, opened, strict=False):
+        notes.append(
+            f"{c.case}: fail-closed blocked {c.blocked}/{c.actions} "
+            f"({', '.join(c.reasons)}), fail-open issued {o.issued} with {o.invalid} "
+            f"invalid ({_holds(c.blocked == c.actions and o.invalid == o.actions)})."
+        )
     return notes

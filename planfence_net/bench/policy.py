@@ -55,8 +55,7 @@ class Baseline(Protocol):
     handoff: bool  # False: the executor reads plan and lineage from where they are stored
 
     async def start(self, keys: list[str]) -> None: ...
-    async def validate(self, action: Action, replan: ReplanHook,
-                       keys: list[str]) -> Verdict: ...
+    async def validate(self, action: Action, replan: ReplanHook, keys: list[str]) -> Verdict: ...
     def traffic(self) -> int: ...
     async def aclose(self) -> None: ...
 
@@ -98,8 +97,12 @@ class PolicyBase:
         self.writer = parts.writer
         self.handoff = parts.handoff
         self.replica = Replica(None)
-        self.pool = parts.pool_class(parts.tg, parts.roster, parts.identity_of(parts.executor),
-                                     parts.addresses_of(parts.executor))
+        self.pool = parts.pool_class(
+            parts.tg,
+            parts.roster,
+            parts.identity_of(parts.executor),
+            parts.addresses_of(parts.executor),
+        )
 
     async def start(self, keys: list[str]) -> None:
         """Open the executor's sessions to the owners of `keys` (connection setup is not

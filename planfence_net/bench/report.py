@@ -19,9 +19,33 @@ from .paper import PAPER_NOTES, PAPER_SAFETY, paper_safety, shape_notes
 from .stats import Estimate, Resampler, matches, mean, median
 
 Row = dict[str, Any]
-COLUMNS = ("profile", "case", "group", "x", "policy", "template", "family", "action", "agents",
-           "keys", "d", "declared", "depth", "dirty", "revised", "fault", "issued", "blocked",
-           "replanned", "invalid", "stall_ms", "replan_ms", "bytes", "action_id", "deps")
+COLUMNS = (
+    "profile",
+    "case",
+    "group",
+    "x",
+    "policy",
+    "template",
+    "family",
+    "action",
+    "agents",
+    "keys",
+    "d",
+    "declared",
+    "depth",
+    "dirty",
+    "revised",
+    "fault",
+    "issued",
+    "blocked",
+    "replanned",
+    "invalid",
+    "stall_ms",
+    "replan_ms",
+    "bytes",
+    "action_id",
+    "deps",
+)
 BASE = "planfence"
 
 
@@ -70,9 +94,10 @@ def summarize(rows: list[Row]) -> list[Summary]:
     for case in dict.fromkeys(r["case"] for r in rows):
         in_case = [r for r in rows if r["case"] == case]
         boot = Resampler([r["template"] for r in in_case])
-        stall_of = {p: boot.groups([r for r in in_case if r["policy"] == p],
-                                   lambda r: float(r["stall_ms"]))
-                    for p in dict.fromkeys(r["policy"] for r in in_case)}
+        stall_of = {
+            p: boot.groups([r for r in in_case if r["policy"] == p], lambda r: float(r["stall_ms"]))
+            for p in dict.fromkeys(r["policy"] for r in in_case)
+        }
         for policy, stall in stall_of.items():
             mine = [r for r in in_case if r["policy"] == policy]
             kib = boot.groups(mine, lambda r: r["bytes"] / 1024)
@@ -80,16 +105,32 @@ def summarize(rows: list[Row]) -> list[Summary]:
             for r in mine:
                 if r["blocked"]:
                     reasons[r["blocked"]] = reasons.get(r["blocked"], 0) + 1
-            vs = (boot.ratio(stall, stall_of[BASE], mean)
-                  if BASE in stall_of and policy != BASE else None)
-            out.append(Summary(
-                case, mine[0]["group"], float(mine[0]["x"]), policy, len(mine),
-                len({r["template"] for r in mine}), sum(bool(r["issued"]) for r in mine),
-                sum(bool(r["invalid"]) for r in mine), sum(not r["issued"] for r in mine),
-                sum(bool(r["replanned"]) for r in mine), boot.estimate(stall, mean),
-                boot.estimate(stall, median), boot.estimate(kib, mean),
-                boot.estimate(kib, median),
-                mean([float(r.get("replan_ms") or 0.0) for r in mine]), reasons, vs))
+            vs = (
+                boot.ratio(stall, stall_of[BASE], mean)
+                if BASE in stall_of and policy != BASE
+                else None
+            )
+            out.append(
+                Summary(
+                    case,
+                    mine[0]["group"],
+                    float(mine[0]["x"]),
+                    policy,
+                    len(mine),
+                    len({r["template"] for r in mine}),
+                    sum(bool(r["issued"]) for r in mine),
+                    sum(bool(r["invalid"]) for r in mine),
+                    sum(not r["issued"] for r in mine),
+                    sum(bool(r["replanned"]) for r in mine),
+                    boot.estimate(stall, mean),
+                    boot.estimate(stall, median),
+                    boot.estimate(kib, mean),
+                    boot.estimate(kib, median),
+                    mean([float(r.get("replan_ms") or 0.0) for r in mine]),
+                    reasons,
+                    vs,
+                )
+            )
     return out
 
 
@@ -108,24 +149,53 @@ def write_rows(out: Path, rows: list[Row]) -> None:
 def table(summaries: list[Summary], experiment: str) -> list[str]:
     """One Markdown table: our figures, and the paper's where it gives them."""
     safety = experiment == "safety"
-    head = ["case", "policy", "n (workflows)", "issued", "invalid", "blocked", "replans",
-            "stall ms mean [95% CI]", "stall ms median [95% CI]", "replan model ms",
-            "KiB mean [95% CI]", "KiB median"]
+    head = [
+        "case",
+        "policy",
+        "n (workflows)",
+        "issued",
+        "invalid",
+        "blocked",
+        "replans",
+        "stall ms mean [95% CI]",
+        "stall ms median [95% CI]",
+        "replan model ms",
+        "KiB mean [95% CI]",
+        "KiB median",
+    ]
     if safety:
-        head += ["paper invalid", "paper stall ms (mean)", "ours vs paper (10% rule)",
-                 "paper KiB (mean)"]
+        head += [
+            "paper invalid",
+            "paper stall ms (mean)",
+            "ours vs paper (10% rule)",
+            "paper KiB (mean)",
+        ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in summaries:
-        blocked = str(s.blocked) + (f" ({', '.join(f'{k} {v}' for k, v in s.reasons.items())})"
-                                    if s.reasons else "")
-        cells = [s.case, s.policy, f"{s.actions} ({s.workflows})", str(s.issued),
-                 f"{s.invalid}/{s.issued}", blocked, str(s.replanned), s.stall.text(),
-                 s.stall_med.text(), f"{s.replan_ms:.2f}", s.kib.text(2),
-                 f"{s.kib_median:.2f}"]
+        blocked = str(s.blocked) + (
+            f" ({', '.join(f'{k} {v}' for k, v in s.reasons.items())})" if s.reasons else ""
+        )
+        cells = [
+            s.case,
+            s.policy,
+            f"{s.actions} ({s.workflows})",
+            str(s.issued),
+            f"{s.invalid}/{s.issued}",
+            blocked,
+            str(s.replanned),
+            s.stall.text(),
+            s.stall_med.text(),
+            f"{s.replan_ms:.2f}",
+            s.kib.text(2),
+            f"{s.kib_median:.2f}",
+        ]
         if safety:
             invalid, stall, kib = paper_safety(s.policy)
-            verdict = (matches(s.stall_mean, PAPER_SAFETY[s.policy][1])
-                       if s.policy in PAPER_SAFETY else "-")
+            verdict = (
+                matches(s.stall_mean, PAPER_SAFETY[s.policy][1])
+                if s.policy in PAPER_SAFETY
+                else "-"
+            )
             cells += [invalid, stall, verdict, kib]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
@@ -146,38 +216,59 @@ def paired_table(summaries: list[Summary], experiment: str) -> list[str]:
         cells = [s.case, s.policy, s.vs_base.text(2)]
         if experiment == "safety":
             paper = PAPER_SAFETY.get(s.policy)
-            cells += ([f"{paper[1] / paper_base:.2f}",
-                       matches(s.vs_base.value, paper[1] / paper_base)] if paper else ["-", "-"])
+            cells += (
+                [f"{paper[1] / paper_base:.2f}", matches(s.vs_base.value, paper[1] / paper_base)]
+                if paper
+                else ["-", "-"]
+            )
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
-def write_report(out: Path, experiment: str, profile: str, rows: list[Row], command: str,
-                 elapsed: float, notes: list[str] | None = None) -> list[Summary]:
+def write_report(
+    out: Path,
+    experiment: str,
+    profile: str,
+    rows: list[Row],
+    command: str,
+    elapsed: float,
+    notes: list[str] | None = None,
+) -> list[Summary]:
     """rows.jsonl, rows.csv, report.md and the plots into `out`; returns the summaries."""
     write_rows(out, rows)
     summaries = summarize(rows)
     plots = plot(out, experiment, profile, summaries)
-    lines = [f"# `{experiment}` on `{profile}`", "",
-             f"Command: `{command}`", "",
-             f"{len(rows)} protected actions, {elapsed:.0f} s wall clock. Stall is coordination "
-             "time on the action's critical path, one timer for every policy (from ready to act "
-             "to authorized or blocked; the replanning model call excluded and shown apart); "
-             "traffic is every byte on coordination connections, encrypted and framed, both "
-             "directions; `invalid` is judged by the oracle from the owners' (and central "
-             "store's) own logs against the action's true dependencies. Means and medians "
-             "with 95% intervals from a bootstrap over whole workflows, paired across "
-             "policies; n counts protected actions (workflows in brackets).", "",
-             "## Results next to the paper (arXiv 2609.03340)", "",
-             *table(summaries, experiment), ""]
+    lines = [
+        f"# `{experiment}` on `{profile}`",
+        "",
+        f"Command: `{command}`",
+        "",
+        f"{len(rows)} protected actions, {elapsed:.0f} s wall clock. Stall is coordination "
+        "time on the action's critical path, one timer for every policy (from ready to act "
+        "to authorized or blocked; the replanning model call excluded and shown apart); "
+        "traffic is every byte on coordination connections, encrypted and framed, both "
+        "directions; `invalid` is judged by the oracle from the owners' (and central "
+        "store's) own logs against the action's true dependencies. Means and medians "
+        "with 95% intervals from a bootstrap over whole workflows, paired across "
+        "policies; n counts protected actions (workflows in brackets).",
+        "",
+        "## Results next to the paper (arXiv 2609.03340)",
+        "",
+        *table(summaries, experiment),
+        "",
+    ]
     paired = paired_table(summaries, experiment)
     if paired:
-        lines += ["## Paired: each policy's mean stall relative to PlanFence's", "",
-                  *paired, ""]
-    lines += [f"Paper: {PAPER_NOTES[experiment]}", "",
-              "## What matches and what differs", "",
-              *[f"- {line}" for line in shape_notes(experiment, profile, summaries)],
-              *[f"- {line}" for line in notes or []], ""]
+        lines += ["## Paired: each policy's mean stall relative to PlanFence's", "", *paired, ""]
+    lines += [
+        f"Paper: {PAPER_NOTES[experiment]}",
+        "",
+        "## What matches and what differs",
+        "",
+        *[f"- {line}" for line in shape_notes(experiment, profile, summaries)],
+        *[f"- {line}" for line in notes or []],
+        "",
+    ]
     lines += [f"![{p.stem}]({p.name})" for p in plots]
     lines += ["", "Raw rows: `rows.jsonl`, `rows.csv` (one line per protected action).", ""]
     (out / "report.md").write_text("\n".join(lines), encoding="utf-8")
@@ -187,6 +278,7 @@ def write_report(out: Path, experiment: str, profile: str, rows: list[Row], comm
 def plot(out: Path, experiment: str, profile: str, summaries: list[Summary]) -> list[Path]:
     """PNG plots for the experiment; returns their paths."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -194,30 +286,47 @@ def plot(out: Path, experiment: str, profile: str, summaries: list[Summary]) -> 
     policies = list(dict.fromkeys(s.policy for s in summaries))
     specs: list[tuple[str, str, str, bool]] = []  # (file, metric, xlabel, log x)
     if experiment == "rate":
-        specs = [("stall-vs-rho.png", "stall", "dirty updates per protected action (rho)", True),
-                 ("traffic-vs-rho.png", "kib", "dirty updates per protected action (rho)", True)]
+        specs = [
+            ("stall-vs-rho.png", "stall", "dirty updates per protected action (rho)", True),
+            ("traffic-vs-rho.png", "kib", "dirty updates per protected action (rho)", True),
+        ]
     elif experiment == "keyspace":
-        specs = [("traffic-vs-keyspace.png", "kib", "shared keys |X|", True),
-                 ("stall-vs-keyspace.png", "stall", "shared keys |X|", True)]
+        specs = [
+            ("traffic-vs-keyspace.png", "kib", "shared keys |X|", True),
+            ("stall-vs-keyspace.png", "stall", "shared keys |X|", True),
+        ]
     elif experiment == "scope":
-        specs = [("traffic-vs-scope.png", "kib", "declared dependencies d", True),
-                 ("stall-vs-scope.png", "stall", "declared dependencies d", True)]
+        specs = [
+            ("traffic-vs-scope.png", "kib", "declared dependencies d", True),
+            ("stall-vs-scope.png", "stall", "declared dependencies d", True),
+        ]
     for name, metric, xlabel, logx in specs:
         fig, ax = plt.subplots(figsize=(6, 4))
         for policy in policies:
             mine = sorted((s for s in summaries if s.policy == policy), key=lambda s: s.x)
             estimates = [s.stall if metric == "stall" else s.kib for s in mine]
             ys = [e.value for e in estimates]
-            err = [[max(0.0, e.value - e.low) for e in estimates],
-                   [max(0.0, e.high - e.value) for e in estimates]]
+            err = [
+                [max(0.0, e.value - e.low) for e in estimates],
+                [max(0.0, e.high - e.value) for e in estimates],
+            ]
             sizes = sorted({s.actions for s in mine})
-            ax.errorbar([s.x for s in mine], ys, yerr=err, marker="o", capsize=3,
-                        label=f"{policy} (n={'/'.join(map(str, sizes))} per point)")
+            ax.errorbar(
+                [s.x for s in mine],
+                ys,
+                yerr=err,
+                marker="o",
+                capsize=3,
+                label=f"{policy} (n={'/'.join(map(str, sizes))} per point)",
+            )
         if logx:
             ax.set_xscale("log", base=2)
         ax.set_xlabel(xlabel)
-        ax.set_ylabel("stall per action, ms (mean, 95% CI)" if metric == "stall"
-                      else "traffic per action, KiB (mean, 95% CI)")
+        ax.set_ylabel(
+            "stall per action, ms (mean, 95% CI)"
+            if metric == "stall"
+            else "traffic per action, KiB (mean, 95% CI)"
+        )
         ax.set_title(f"{experiment} on {profile}")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
@@ -227,19 +336,24 @@ def plot(out: Path, experiment: str, profile: str, summaries: list[Summary]) -> 
         made.append(out / name)
     if experiment == "safety":
         fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-        for ax, metric in zip(axes, ("stall", "kib")):
+        for ax, metric in zip(axes, ("stall", "kib"), strict=False):
             estimates = [s.stall if metric == "stall" else s.kib for s in summaries]
-            ax.bar([s.policy for s in summaries], [e.value for e in estimates],
-                   yerr=[[e.value - e.low for e in estimates],
-                         [e.high - e.value for e in estimates]], capsize=4)
+            ax.bar(
+                [s.policy for s in summaries],
+                [e.value for e in estimates],
+                yerr=[[e.value - e.low for e in estimates], [e.high - e.value for e in estimates]],
+                capsize=4,
+            )
             if metric == "stall":
-                paper = [PAPER_SAFETY[s.policy][1] if s.policy in PAPER_SAFETY else float("nan")
-                         for s in summaries]
-                ax.plot([s.policy for s in summaries], paper, "k_", markersize=18,
-                        label="paper mean")
+                paper = [
+                    PAPER_SAFETY[s.policy][1] if s.policy in PAPER_SAFETY else float("nan")
+                    for s in summaries
+                ]
+                ax.plot(
+                    [s.policy for s in summaries], paper, "k_", markersize=18, label="paper mean"
+                )
                 ax.legend(fontsize=8)
-            ax.set_ylabel("stall ms (mean, 95% CI)" if metric == "stall"
-                          else "KiB (mean, 95% CI)")
+            ax.set_ylabel("stall ms (mean, 95% CI)" if metric == "stall" else "KiB (mean, 95% CI)")
             ax.tick_params(axis="x", rotation=30)
         n = summaries[0].actions if summaries else 0
         fig.suptitle(f"safety on {profile}: per protected action (n={n} per policy)")

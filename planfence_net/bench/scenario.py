@@ -59,12 +59,17 @@ class Outcome:
 async def run_family(family: Family, baseline: Baseline, writer: Writer) -> Outcome:
     """Plan from r3, revise to r4, act under `baseline`; every key namespaced by policy."""
     policy = baseline.name
-    requirement, fact, plan_key, action_key = (f"{base}/{policy}" for base in (
-        family.requirement, family.fact, family.plan, family.action))
+    requirement, fact, plan_key, action_key = (
+        f"{base}/{policy}" for base in (family.requirement, family.fact, family.plan, family.action)
+    )
     r3 = await writer.put(requirement, family.r3)
     fact_record = await writer.put(fact, family.fact_body)
-    plan = await writer.put(plan_key, {"from": "r3", "steps": steps(family, family.r3)},
-                            (r3.id, fact_record.id), kind="plan")
+    plan = await writer.put(
+        plan_key,
+        {"from": "r3", "steps": steps(family, family.r3)},
+        (r3.id, fact_record.id),
+        kind="plan",
+    )
     # the planner hands the plan and what it read to the executor
     await baseline.replica.add([r3, fact_record, plan])
     await writer.put(requirement, family.r4)  # r4: the revision the planner never saw
@@ -73,19 +78,36 @@ async def run_family(family: Family, baseline: Baseline, writer: Writer) -> Outc
     async def replan(action: Action, changed: tuple[Record, ...]) -> list[bytes]:
         newest = {r.key: r for r in changed}
         read = newest.get(requirement, writer.heads[requirement])
-        new_plan = await writer.put(plan_key, {"from": "replan", "steps": steps(family, read.body)},
-                                    (read.id, newest.get(fact, fact_record).id), kind="plan")
+        new_plan = await writer.put(
+            plan_key,
+            {"from": "replan", "steps": steps(family, read.body)},
+            (read.id, newest.get(fact, fact_record).id),
+            kind="plan",
+        )
         await baseline.replica.add([new_plan])
         return [new_plan.id]
 
     mark = baseline.traffic()
     verdict = await baseline.validate(Action(action_key, (plan.id,), deps), replan, list(deps))
-    outcome = Outcome(family.name, policy, verdict.issued, None, deps, verdict.replanned,
-                      verdict.blocked, verdict.stall, baseline.traffic() - mark,
-                      verdict.decision)
+    outcome = Outcome(
+        family.name,
+        policy,
+        verdict.issued,
+        None,
+        deps,
+        verdict.replanned,
+        verdict.blocked,
+        verdict.stall,
+        baseline.traffic() - mark,
+        verdict.decision,
+    )
     if verdict.issued:
-        record = await writer.put(action_key, {"action": family.action, "deps": list(deps),
-                                               "policy": policy}, verdict.roots, kind="action")
+        record = await writer.put(
+            action_key,
+            {"action": family.action, "deps": list(deps), "policy": policy},
+            verdict.roots,
+            kind="action",
+        )
         outcome.action_id = record.id
     return outcome
 

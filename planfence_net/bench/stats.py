@@ -39,13 +39,13 @@ class Estimate:
 class Resampler:
     """Workflow-level bootstrap draws for one case, shared by all its policies."""
 
-    def __init__(self, workflows: Sequence[str], resamples: int = RESAMPLES,
-                 seed: int = 0) -> None:
+    def __init__(self, workflows: Sequence[str], resamples: int = RESAMPLES, seed: int = 0) -> None:
         self.workflows = list(dict.fromkeys(workflows))
         rng = random.Random(seed)
         n = len(self.workflows)
-        self.draws = [[rng.randrange(n) for _ in range(n)] for _ in range(resamples)] \
-            if n > 1 else []
+        self.draws = (
+            [[rng.randrange(n) for _ in range(n)] for _ in range(resamples)] if n > 1 else []
+        )
 
     def groups(self, rows: list[Row], metric: Callable[[Row], float]) -> list[list[float]]:
         """The metric of `rows`, one list per workflow, in the resampler's order."""
@@ -63,9 +63,9 @@ class Resampler:
         values = sorted(stat([v for i in draw for v in groups[i]]) for draw in self.draws)
         return Estimate(value, *_percentiles(values))
 
-    def ratio(self, mine: list[list[float]], base: list[list[float]],
-              stat: Stat) -> Estimate:
+    def ratio(self, mine: list[list[float]], base: list[list[float]], stat: Stat) -> Estimate:
         """stat(mine) / stat(base), paired: both from the same drawn workflows."""
+
         def of(groups: list[list[float]], draw: Sequence[int]) -> float:
             return stat([v for i in draw for v in groups[i]])
 

@@ -90,12 +90,14 @@ class Sync(PolicyBase):
     def _subscriber(self, agent: str) -> SessionPool:
         if agent not in self.subscribers:
             self.subscribers[agent] = SessionPool(
-                self.parts.tg, self.parts.roster, self.parts.identity_of(agent),
-                self.parts.addresses_of(agent))
+                self.parts.tg,
+                self.parts.roster,
+                self.parts.identity_of(agent),
+                self.parts.addresses_of(agent),
+            )
         return self.subscribers[agent]
 
-    async def _subscribe(self, agent: str, pool: SessionPool, owner: str,
-                         keys: list[str]) -> None:
+    async def _subscribe(self, agent: str, pool: SessionPool, owner: str, keys: list[str]) -> None:
         session = await pool.session(owner)
         stream = await session.subscribe(keys, every=self.k, group=self.group)
         if agent == self.parts.executor:
@@ -129,8 +131,9 @@ class Sync(PolicyBase):
         roots, replanned = action.roots, False
 
         def verdict(issued: bool, reason: str | None) -> Verdict:
-            return Verdict(issued, roots, time.perf_counter() - started - planning, reason,
-                           replanned)
+            return Verdict(
+                issued, roots, time.perf_counter() - started - planning, reason, replanned
+            )
 
         while True:
             failure = await self.wait_synced(action.deps)
@@ -138,10 +141,14 @@ class Sync(PolicyBase):
                 return verdict(False, failure)
             result = walk(roots, action.deps, self.replica.lookup)
             if isinstance(result, (Blocked, Missing)):
-                return verdict(False, result.reason if isinstance(result, Blocked)
-                               else "missing_lineage")
-            drift = {k: self.copy.heads[k][0] for k, r in result.versions.items()
-                     if k in self.copy.heads and self.copy.heads[k][0] != r.id}
+                return verdict(
+                    False, result.reason if isinstance(result, Blocked) else "missing_lineage"
+                )
+            drift = {
+                k: self.copy.heads[k][0]
+                for k, r in result.versions.items()
+                if k in self.copy.heads and self.copy.heads[k][0] != r.id
+            }
             if not drift:
                 return verdict(True, None)
             if replanned:
@@ -162,8 +169,7 @@ class Sync(PolicyBase):
 
         async def ask(owner: str, owner_keys: list[str]) -> None:
             try:
-                await self.pool.request(owner, "synced", {"group": self.group,
-                                                          "keys": owner_keys})
+                await self.pool.request(owner, "synced", {"group": self.group, "keys": owner_keys})
             except PlanfenceError:
                 failed.append(owner)
 
@@ -182,8 +188,9 @@ class Sync(PolicyBase):
         found: list[Record] = []
         for owner, owner_keys in group_by_owner(roster, list(drift)).items():
             try:
-                result = await self.pool.request(owner, "get",
-                                                 {"ids": [drift[k] for k in owner_keys]})
+                result = await self.pool.request(
+                    owner, "get", {"ids": [drift[k] for k in owner_keys]}
+                )
             except PlanfenceError:
                 continue
             found += verified_records(roster, result)

@@ -120,8 +120,7 @@ class ScheduleParams:
         return self.rhos[position % len(self.rhos)] if self.rhos else self.rho
 
 
-def make_schedule(templates: list[Template], params: ScheduleParams,
-                  seed: int) -> list[ActionSpec]:
+def make_schedule(templates: list[Template], params: ScheduleParams, seed: int) -> list[ActionSpec]:
     """The protected actions for `templates`, `params.actions` per template, in order.
 
     Each template draws from its own generator seeded by (seed, template name), so adding a
@@ -143,8 +142,9 @@ def make_schedule(templates: list[Template], params: ScheduleParams,
             count = whole + (1 if rng.random() < part else 0)
             free = [k for k in range(template.keys) if k not in deps]
             dirty = tuple(rng.choice(free) for _ in range(count)) if free else ()
-            schedule.append(ActionSpec(template, index, deps, declared, revise, dirty,
-                                       params.depth))
+            schedule.append(
+                ActionSpec(template, index, deps, declared, revise, dirty, params.depth)
+            )
     return schedule
 
 
@@ -154,8 +154,10 @@ def fact_owners(roster: Roster, template: Template) -> list[str]:
     others = [a.name for a in roster.agents if a.name not in (PLANNER, EXECUTOR, "central")]
     count = template.agents - 2
     if count > len(others):
-        raise ConfigError(f"template {template.name} needs {template.agents} agents; the "
-                          f"cluster has {len(others) + 2}")
+        raise ConfigError(
+            f"template {template.name} needs {template.agents} agents; the "
+            f"cluster has {len(others) + 2}"
+        )
     return others[:count]
 
 
@@ -180,10 +182,16 @@ class KeySpace:
     def of(cls, roster: Roster, template: Template, run: str = "") -> KeySpace:
         owners = fact_owners(roster, template)
         tag = f"{run}/" if run else ""
-        keys = tuple(f"{prefix_of(roster, owners[j % len(owners)])}{tag}{template.name}/x{j}"
-                     for j in range(template.keys))
-        return cls(template, keys, f"{prefix_of(roster, PLANNER)}{tag}{template.name}",
-                   f"{prefix_of(roster, EXECUTOR)}{tag}{template.name}")
+        keys = tuple(
+            f"{prefix_of(roster, owners[j % len(owners)])}{tag}{template.name}/x{j}"
+            for j in range(template.keys)
+        )
+        return cls(
+            template,
+            keys,
+            f"{prefix_of(roster, PLANNER)}{tag}{template.name}",
+            f"{prefix_of(roster, EXECUTOR)}{tag}{template.name}",
+        )
 
     def names(self, indices: tuple[int, ...]) -> tuple[str, ...]:
         return tuple(self.keys[i] for i in indices)

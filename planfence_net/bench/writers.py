@@ -28,15 +28,17 @@ CENTRAL = "central"
 class Writer(Protocol):
     heads: dict[str, Record]
 
-    async def put(self, key: str, body: Any, parents: tuple[bytes, ...] = (),
-                  kind: str = "fact") -> Record: ...
+    async def put(
+        self, key: str, body: Any, parents: tuple[bytes, ...] = (), kind: str = "fact"
+    ) -> Record: ...
     def traffic(self) -> int: ...
     async def aclose(self) -> None: ...
 
 
 class _Writers:
-    def __init__(self, tg: TaskGroup, roster: Roster,
-                 identity_of: Callable[[str], Identity]) -> None:
+    def __init__(
+        self, tg: TaskGroup, roster: Roster, identity_of: Callable[[str], Identity]
+    ) -> None:
         self.tg = tg
         self.roster = roster
         self.identity_of = identity_of
@@ -69,15 +71,24 @@ class OwnerWriter(_Writers):
             self.pools[owner] = SessionPool(self.tg, self.roster, self.identity_of(owner))
         return self.pools[owner]
 
-    async def put(self, key: str, body: Any, parents: tuple[bytes, ...] = (),
-                  kind: str = "fact") -> Record:
+    async def put(
+        self, key: str, body: Any, parents: tuple[bytes, ...] = (), kind: str = "fact"
+    ) -> Record:
         owner = self.owner(key)
         pool = self._pool(owner)
-        result = await pool.request(owner, "put", {"key": key, "kind": kind,
-                                                   "parents": list(parents), "body": body})
+        result = await pool.request(
+            owner, "put", {"key": key, "kind": kind, "parents": list(parents), "body": body}
+        )
         # The owner signs deterministically: rebuild its record instead of fetching it back.
-        record = make_record(self.identity_of(owner).signing_key, key=key, owner=owner,
-                             seq=result["seq"], parents=parents, kind=kind, body=body)
+        record = make_record(
+            self.identity_of(owner).signing_key,
+            key=key,
+            owner=owner,
+            seq=result["seq"],
+            parents=parents,
+            kind=kind,
+            body=body,
+        )
         if record.id != result["id"]:
             fetched = await pool.request(owner, "get", {"ids": [result["id"]]})
             record = record_from_wire(fetched["records"][0])
@@ -90,8 +101,13 @@ class OwnerWriter(_Writers):
 class CentralWriter(_Writers):
     """Every record signed by its owner and stored at the central store (counted)."""
 
-    def __init__(self, tg: TaskGroup, roster: Roster, identity_of: Callable[[str], Identity],
-                 addresses_of: Callable[[str], dict[str, tuple[str, int]]]) -> None:
+    def __init__(
+        self,
+        tg: TaskGroup,
+        roster: Roster,
+        identity_of: Callable[[str], Identity],
+        addresses_of: Callable[[str], dict[str, tuple[str, int]]],
+    ) -> None:
         super().__init__(tg, roster, identity_of)
         self.addresses_of = addresses_of
         self.seq: dict[str, int] = {}
@@ -99,22 +115,30 @@ class CentralWriter(_Writers):
 
     async def _pool(self, owner: str) -> SessionPool:
         if owner not in self.pools:
-            pool = SessionPool(self.tg, self.roster, self.identity_of(owner),
-                               self.addresses_of(owner))
+            pool = SessionPool(
+                self.tg, self.roster, self.identity_of(owner), self.addresses_of(owner)
+            )
             stats = await pool.request(CENTRAL, "stats", {})
             self.seq[owner] = int(stats.get("last_seq_by_owner", {}).get(owner, 0))
             self.pools[owner] = pool
         return self.pools[owner]
 
-    async def put(self, key: str, body: Any, parents: tuple[bytes, ...] = (),
-                  kind: str = "fact") -> Record:
+    async def put(
+        self, key: str, body: Any, parents: tuple[bytes, ...] = (), kind: str = "fact"
+    ) -> Record:
         owner = self.owner(key)
         lock = self._locks.setdefault(owner, anyio.Lock())
         async with lock:  # one owner's seqs must reach the store in order
             pool = await self._pool(owner)
-            record = make_record(self.identity_of(owner).signing_key, key=key, owner=owner,
-                                 seq=self.seq[owner] + 1, parents=parents, kind=kind,
-                                 body=body)
+            record = make_record(
+                self.identity_of(owner).signing_key,
+                key=key,
+                owner=owner,
+                seq=self.seq[owner] + 1,
+                parents=parents,
+                kind=kind,
+                body=body,
+            )
             await pool.request(CENTRAL, "put", {"record": record.to_wire()})
             self.seq[owner] = record.seq
         return self._remember(record)

@@ -15,7 +15,7 @@ import shlex
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -26,11 +26,14 @@ if TYPE_CHECKING:  # imported where used: `planfence --help` never loads the har
     from ..bench.experiments import Experiment
     from ..bench.network import LinkModel
 
+
 def count_actions(experiment: Experiment, seed: int) -> int:
     from ..bench.workload import make_schedule
 
-    return sum(len(case.policies) * len(make_schedule(list(case.templates), case.params, seed))
-               for case in experiment.cases)
+    return sum(
+        len(case.policies) * len(make_schedule(list(case.templates), case.params, seed))
+        for case in experiment.cases
+    )
 
 
 def register(app: typer.Typer) -> None:
@@ -39,19 +42,26 @@ def register(app: typer.Typer) -> None:
     @app.command("bench")
     def bench(
         experiment: str = typer.Argument(..., help=f"One of: {', '.join(EXPERIMENTS)}."),
-        profile: str = typer.Option("loopback", "--profile",
-                                    help="Link profile (see `planfence profiles`)."),
+        profile: str = typer.Option(
+            "loopback", "--profile", help="Link profile (see `planfence profiles`)."
+        ),
         quick: bool = typer.Option(False, "--quick", help="Few actions: under two minutes."),
-        out: Optional[Path] = typer.Option(
-            None, "--out", help="Output folder (default docs/results/EXPERIMENT-PROFILE; with "
-                                "--quick a temporary folder, never the checkout)."),
+        out: Path | None = typer.Option(
+            None,
+            "--out",
+            help="Output folder (default docs/results/EXPERIMENT-PROFILE; with "
+            "--quick a temporary folder, never the checkout).",
+        ),
         seed: int = typer.Option(0, "--seed", help="Schedule and trace seed."),
-        sync_k: int = typer.Option(1, "--sync-k", min=1,
-                                   help="K of the sync baseline: owners push after every K "
-                                        "updates."),
-        phases: str = typer.Option("paired", "--phases",
-                                   help="Trace phases per action: paired (every policy meets "
-                                        "the same) or independent (the ablation)."),
+        sync_k: int = typer.Option(
+            1, "--sync-k", min=1, help="K of the sync baseline: owners push after every K updates."
+        ),
+        phases: str = typer.Option(
+            "paired",
+            "--phases",
+            help="Trace phases per action: paired (every policy meets "
+            "the same) or independent (the ablation).",
+        ),
     ) -> None:
         """Run EXPERIMENT against a live cluster it starts and stops; write rows, a Markdown
         report next to the paper's numbers, and plots."""
@@ -60,10 +70,20 @@ def register(app: typer.Typer) -> None:
         from ..bench.report import write_report
         from ..traces import require_traces
 
-        command = shlex.join(["planfence", "bench", experiment, "--profile", profile,
-                              *(["--quick"] if quick else []), "--seed", str(seed),
-                              *(["--sync-k", str(sync_k)] if sync_k != 1 else []),
-                              *(["--phases", phases] if phases != "paired" else [])])
+        command = shlex.join(
+            [
+                "planfence",
+                "bench",
+                experiment,
+                "--profile",
+                profile,
+                *(["--quick"] if quick else []),
+                "--seed",
+                str(seed),
+                *(["--sync-k", str(sync_k)] if sync_k != 1 else []),
+                *(["--phases", phases] if phases != "paired" else []),
+            ]
+        )
         folder = out or default_out(experiment, profile, quick, phases)
         try:
             if phases not in PHASES:
@@ -73,15 +93,24 @@ def register(app: typer.Typer) -> None:
             links = LinkModel(found, phases) if found.shaped else None
             started = time.monotonic()
             rows = _run(plan, profile, seed, links, sync_k)
-            summaries = write_report(folder, experiment, profile, rows, command,
-                                     time.monotonic() - started, _notes(links, sync_k))
+            summaries = write_report(
+                folder,
+                experiment,
+                profile,
+                rows,
+                command,
+                time.monotonic() - started,
+                _notes(links, sync_k),
+            )
         except (PlanfenceError, ConfigError) as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from None
         for s in summaries:
-            typer.echo(f"{s.case:<16} {s.policy:<20} issued {s.issued:>3}/{s.actions:<3} "
-                       f"invalid {s.invalid:>3}  stall mean {s.stall_mean:8.1f} median "
-                       f"{s.stall_median:8.1f} ms  {s.kib_mean:7.2f} KiB")
+            typer.echo(
+                f"{s.case:<16} {s.policy:<20} issued {s.issued:>3}/{s.actions:<3} "
+                f"invalid {s.invalid:>3}  stall mean {s.stall_mean:8.1f} median "
+                f"{s.stall_median:8.1f} ms  {s.kib_mean:7.2f} KiB"
+            )
         typer.echo(f"report: {folder / 'report.md'}")
 
 
@@ -95,8 +124,9 @@ def default_out(experiment: str, profile: str, quick: bool, phases: str = "paire
     return Path("docs/results") / name
 
 
-def _run(plan: Experiment, profile: str, seed: int,
-         links: LinkModel | None, sync_k: int = 1) -> list[dict[str, object]]:
+def _run(
+    plan: Experiment, profile: str, seed: int, links: LinkModel | None, sync_k: int = 1
+) -> list[dict[str, object]]:
     import anyio
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -104,9 +134,17 @@ def _run(plan: Experiment, profile: str, seed: int,
     from ..bench.harness import bench_cluster, run_experiment
 
     console = Console(stderr=True)
-    with tempfile.TemporaryDirectory(prefix="planfence-bench-") as tmp, \
-            Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                     TimeElapsedColumn(), console=console, transient=True) as progress:
+    with (
+        tempfile.TemporaryDirectory(prefix="planfence-bench-") as tmp,
+        Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        ) as progress,
+    ):
         task = progress.add_task("starting 8 owners and the central store", total=None)
         with bench_cluster(Path(tmp) / "cluster") as cdir:
             progress.update(task, total=count_actions(plan, seed), completed=0)
@@ -114,32 +152,37 @@ def _run(plan: Experiment, profile: str, seed: int,
             def step(label: str) -> None:
                 progress.update(task, advance=1, description=f"{plan.name} on {profile}: {label}")
 
-            rows = anyio.run(run_experiment, cdir, plan, profile, seed, links, step, sync_k,
-                             backend="asyncio")
+            rows = anyio.run(
+                run_experiment, cdir, plan, profile, seed, links, step, sync_k, backend="asyncio"
+            )
     return rows
 
 
 def _notes(links: LinkModel | None, sync_k: int = 1) -> list[str]:
-    notes = ["Stall is one timer, the same for every policy, from \"ready to act\" (plan "
-             "handed over, background updates and revision published) to \"authorized or "
-             "blocked\"; the replanning model call is excluded and reported apart "
-             "(`replan_ms` in the rows), the replanned plan's write stays inside. Under "
-             "`central` the executor receives nothing from the planner: it reads the plan, its "
-             "lineage and the heads from the store, and every write goes to the store.",
-             "Writes by an owner to its own daemon are local (not coordination traffic) except "
-             "under `central`, where every write crosses the links to the central store and is "
-             "counted.",
-             f"`sync` is K = {sync_k}: every participant of a workflow (its template's agents, "
-             "no others) subscribes to the others' keys in one sync group and acknowledges every "
-             "push; before acting the executor asks the owners of D(a) `synced`, answered once "
-             "every participant has acknowledged every update of D(a). Push and ack bytes of "
-             "all participants between one action and the next are charged to that action.",
-             "The runs shared the 2-core machine with other engineers' work (tests, builds): "
-             "absolute times carry that noise; policies are paired on the same schedule and "
-             "trace offsets, so comparisons between them carry less of it."]
+    notes = [
+        'Stall is one timer, the same for every policy, from "ready to act" (plan '
+        'handed over, background updates and revision published) to "authorized or '
+        'blocked"; the replanning model call is excluded and reported apart '
+        "(`replan_ms` in the rows), the replanned plan's write stays inside. Under "
+        "`central` the executor receives nothing from the planner: it reads the plan, its "
+        "lineage and the heads from the store, and every write goes to the store.",
+        "Writes by an owner to its own daemon are local (not coordination traffic) except "
+        "under `central`, where every write crosses the links to the central store and is "
+        "counted.",
+        f"`sync` is K = {sync_k}: every participant of a workflow (its template's agents, "
+        "no others) subscribes to the others' keys in one sync group and acknowledges every "
+        "push; before acting the executor asks the owners of D(a) `synced`, answered once "
+        "every participant has acknowledged every update of D(a). Push and ack bytes of "
+        "all participants between one action and the next are charged to that action.",
+        "The runs shared the 2-core machine with other engineers' work (tests, builds): "
+        "absolute times carry that noise; policies are paired on the same schedule and "
+        "trace offsets, so comparisons between them carry less of it.",
+    ]
     if links is None:
-        notes.append("loopback: every session goes directly to the daemon it talks to (no "
-                     "relay), so stall is protocol, crypto and read cost on one 2-core host.")
+        notes.append(
+            "loopback: every session goes directly to the daemon it talks to (no "
+            "relay), so stall is protocol, crypto and read cost on one 2-core host."
+        )
     else:
         notes.append(links.describe())
     return notes

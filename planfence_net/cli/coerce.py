@@ -11,8 +11,9 @@ own converter, which raises the same errors and messages as before.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 _INT = re.compile(r"[+-]?[0-9]+")
 _FLOAT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)")
@@ -50,8 +51,7 @@ def _float(value: Any) -> Any:
     raise _Unsure
 
 
-_CONVERTERS: dict[Any, Callable[[Any], Any]] = {str: _str, bool: _bool, int: _int,
-                                                 float: _float}
+_CONVERTERS: dict[Any, Callable[[Any], Any]] = {str: _str, bool: _bool, int: _int, float: _float}
 
 
 class PlainCoercion:
@@ -73,8 +73,7 @@ class PlainCoercion:
         except _Unsure:
             from typer._coercion import build_runtime_param
 
-            return build_runtime_param(param.type_descriptor).coerce(value, param=param,
-                                                                     ctx=ctx)
+            return build_runtime_param(param.type_descriptor).coerce(value, param=param, ctx=ctx)
 
 
 def _path(value: Any, param: Any, ctx: Any) -> Any:
@@ -82,8 +81,9 @@ def _path(value: Any, param: Any, ctx: Any) -> Any:
 
     if not isinstance(value, (str, Path)):
         raise _Unsure
-    return coerce_cli_path(Path(value), param.type_descriptor.parameter_info, path_type=Path,
-                           param=param, ctx=ctx)
+    return coerce_cli_path(
+        Path(value), param.type_descriptor.parameter_info, path_type=Path, param=param, ctx=ctx
+    )
 
 
 def plain_coercion(param: Any) -> PlainCoercion | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -37,22 +37,27 @@ def register(app: typer.Typer) -> None:
 
 
 @user_errors
-def plan(path: Path = DirArg, key: str = typer.Argument(..., help="Plan key (e.g. plan/x)."),
-         body: str = typer.Option(..., "--body", help="Plan body as JSON."),
-         parent: list[str] = typer.Option(..., "--parent", help="Record the plan used (repeat)."),
-         json_out: bool = JsonOpt) -> None:
+def plan(
+    path: Path = DirArg,
+    key: str = typer.Argument(..., help="Plan key (e.g. plan/x)."),
+    body: str = typer.Option(..., "--body", help="Plan body as JSON."),
+    parent: list[str] = typer.Option(..., "--parent", help="Record the plan used (repeat)."),
+    json_out: bool = JsonOpt,
+) -> None:
     """Write a plan record, derived from the given parent records, as its owner."""
     write_record(path, key, body, parent, "plan", json_out, None)
 
 
 @user_errors
-def authorize(path: Path = DirArg,
-              root: list[str] = typer.Option(..., "--root", help="Plan record id (repeat)."),
-              dep: list[str] = typer.Option(..., "--dep", help="Declared key (repeat)."),
-              as_agent: Optional[str] = AsOpt,
-              name: str = typer.Option("action", "--name", help="Action name for the log."),
-              deadline: float = typer.Option(5.0, "--deadline", help="Seconds per step."),
-              json_out: bool = JsonOpt) -> None:
+def authorize(
+    path: Path = DirArg,
+    root: list[str] = typer.Option(..., "--root", help="Plan record id (repeat)."),
+    dep: list[str] = typer.Option(..., "--dep", help="Declared key (repeat)."),
+    as_agent: str | None = AsOpt,
+    name: str = typer.Option("action", "--name", help="Action name for the log."),
+    deadline: float = typer.Option(5.0, "--deadline", help="Seconds per step."),
+    json_out: bool = JsonOpt,
+) -> None:
     """Validate a plan's declared dependencies against their owners, right now.
 
     Exit 0: authorized. Exit 2: the plan is stale (a dependency drifted; replan and retry).
@@ -91,12 +96,17 @@ def authorize(path: Path = DirArg,
 
 
 @user_errors
-def demo(keep: Optional[Path] = typer.Option(
-             None, "--dir", help="Cluster folder to create and keep (default: a temporary one)."),
-         profile: str = typer.Option(
-             "loopback", "--profile",
-             help="Put a shaper replaying this link profile in front of every owner."),
-         json_out: bool = JsonOpt) -> None:
+def demo(
+    keep: Path | None = typer.Option(
+        None, "--dir", help="Cluster folder to create and keep (default: a temporary one)."
+    ),
+    profile: str = typer.Option(
+        "loopback",
+        "--profile",
+        help="Put a shaper replaying this link profile in front of every owner.",
+    ),
+    json_out: bool = JsonOpt,
+) -> None:
     """Run the stale-plan scenario on a new five-agent loopback cluster, then stop it.
 
     Starts five owners (and the central store of the centralized baseline) on 127.0.0.1,
@@ -117,31 +127,56 @@ def demo(keep: Optional[Path] = typer.Option(
     console = Console(stderr=True)
     with tempfile.TemporaryDirectory(prefix="planfence-demo-") as tmp:
         root = keep or Path(tmp) / "cluster"
-        with console.status("starting five owners and the central store on 127.0.0.1 ...") \
-                as status, bench_cluster(root, agents=5, name="planfence-demo") as cdir:
+        with (
+            console.status("starting five owners and the central store on 127.0.0.1 ...") as status,
+            bench_cluster(root, agents=5, name="planfence-demo") as cdir,
+        ):
             try:
                 links = clusterlib.start_shapers(cdir, profile)
                 if links:
                     status.update(f"starting a {profile} shaper in front of every owner ...")
-                    run_async(functools.partial(wait_cluster_ready, cdir, list(links), 20.0,
-                                                links, watch=clusterlib.shaper_name))
+                    run_async(
+                        functools.partial(
+                            wait_cluster_ready,
+                            cdir,
+                            list(links),
+                            20.0,
+                            links,
+                            watch=clusterlib.shaper_name,
+                        )
+                    )
                 status.update("running the stale-plan scenario ...")
-                outcomes = run_async(functools.partial(
-                    run_demo, cdir, addresses=links,
-                    progress=lambda m: status.update(f"running {m} ...")))
+                outcomes = run_async(
+                    functools.partial(
+                        run_demo,
+                        cdir,
+                        addresses=links,
+                        progress=lambda m: status.update(f"running {m} ..."),
+                    )
+                )
             finally:
                 clusterlib.stop_shapers(cdir)
     where = "5 owners and a central store on 127.0.0.1"
-    report_outcomes(outcomes, json_out, where + (f", links shaped with {profile}"
-                                                 if profile != "loopback" else ""))
+    report_outcomes(
+        outcomes,
+        json_out,
+        where + (f", links shaped with {profile}" if profile != "loopback" else ""),
+    )
 
 
 @user_errors
-def scenario(path: Path = DirArg, json_out: bool = JsonOpt,
-             wait: float = typer.Option(0.0, "--wait", min=0.0, metavar="SECONDS",
-                                        help="First wait up to this long for every owner to "
-                                             "accept a session (owners started elsewhere).")
-             ) -> None:
+def scenario(
+    path: Path = DirArg,
+    json_out: bool = JsonOpt,
+    wait: float = typer.Option(
+        0.0,
+        "--wait",
+        min=0.0,
+        metavar="SECONDS",
+        help="First wait up to this long for every owner to "
+        "accept a session (owners started elsewhere).",
+    ),
+) -> None:
     """Run the stale-plan scenario against a running cluster and print the result table.
 
     Runs as agent `ops`, through the cluster's shapers when it has them. Exit 0 when the
@@ -163,35 +198,68 @@ def scenario(path: Path = DirArg, json_out: bool = JsonOpt,
     else:  # fail in one line, within the deadline, when an owner is not up
         run_async(ping_owners, roster, identity_for(cdir, "ops"), roster.names, links)
     outcomes = run_async(functools.partial(run_demo, cdir, addresses=links))
-    skipped = ({} if "central" in available_policies(cdir) else {
-        "central": "the roster has no agent `central`, the central store the centralized "
-                   "baseline writes to (`planfence demo` starts one)"})
-    report_outcomes(outcomes, json_out, plural(len(roster.agents), "owner")
-                    + (" through shapers" if links else ""), skipped)
+    skipped = (
+        {}
+        if "central" in available_policies(cdir)
+        else {
+            "central": "the roster has no agent `central`, the central store the centralized "
+            "baseline writes to (`planfence demo` starts one)"
+        }
+    )
+    report_outcomes(
+        outcomes,
+        json_out,
+        plural(len(roster.agents), "owner") + (" through shapers" if links else ""),
+        skipped,
+    )
     problems = verdict(outcomes)
     if problems:
         raise PlanfenceError("the scenario did not come out as claimed: " + "; ".join(problems))
 
 
-def report_outcomes(outcomes: list[Outcome], json_out: bool, where: str,
-                    skipped: dict[str, str] | None = None) -> None:
+def report_outcomes(
+    outcomes: list[Outcome], json_out: bool, where: str, skipped: dict[str, str] | None = None
+) -> None:
     """The result table (or JSON); `skipped` maps a policy left out to why."""
     from ..bench.demo import summarize
 
     skipped = skipped or {}
     rows = summarize(outcomes)
-    drifted = next((o for o in outcomes if o.policy == "planfence" and o.decision is not None
-                    and o.decision.drift), None)
+    drifted = next(
+        (
+            o
+            for o in outcomes
+            if o.policy == "planfence" and o.decision is not None and o.decision.drift
+        ),
+        None,
+    )
     if json_out:
-        echo_json({"summary": [r.to_json() for r in rows],
-                   "actions": [outcome_json(o) for o in outcomes], "skipped": skipped})
+        echo_json(
+            {
+                "summary": [r.to_json() for r in rows],
+                "actions": [outcome_json(o) for o in outcomes],
+                "skipped": skipped,
+            }
+        )
         return
-    typer.echo(f"stale-plan scenario: {where}, "
-               f"{len(outcomes) // len(rows)} workflow families per policy\n")
-    print_table(["policy", "issued", "invalid", "replans", "blocked", "stall ms/action",
-                 "KiB/action"],
-                [[r.policy, r.issued, r.invalid, r.replans, r.blocked, f"{r.stall_ms:.2f}",
-                  f"{r.kib:.2f}"] for r in rows])
+    typer.echo(
+        f"stale-plan scenario: {where}, {len(outcomes) // len(rows)} workflow families per policy\n"
+    )
+    print_table(
+        ["policy", "issued", "invalid", "replans", "blocked", "stall ms/action", "KiB/action"],
+        [
+            [
+                r.policy,
+                r.issued,
+                r.invalid,
+                r.replans,
+                r.blocked,
+                f"{r.stall_ms:.2f}",
+                f"{r.kib:.2f}",
+            ]
+            for r in rows
+        ],
+    )
     for policy, why in skipped.items():
         typer.echo(f"no {policy} row: {why}")
     if drifted is not None and drifted.decision is not None:
@@ -200,8 +268,15 @@ def report_outcomes(outcomes: list[Outcome], json_out: bool, where: str,
 
 
 def outcome_json(o: Outcome) -> dict[str, Any]:
-    return {"family": o.family, "policy": o.policy, "issued": o.issued,
-            "action_id": o.action_id.hex() if o.action_id else None, "invalid": o.invalid,
-            "replanned": o.replanned, "blocked": o.blocked, "stall_ms": o.stall * 1000,
-            "bytes": o.traffic,
-            "decision": o.decision.to_json() if o.decision is not None else None}
+    return {
+        "family": o.family,
+        "policy": o.policy,
+        "issued": o.issued,
+        "action_id": o.action_id.hex() if o.action_id else None,
+        "invalid": o.invalid,
+        "replanned": o.replanned,
+        "blocked": o.blocked,
+        "stall_ms": o.stall * 1000,
+        "bytes": o.traffic,
+        "decision": o.decision.to_json() if o.decision is not None else None,
+    }

@@ -25,9 +25,11 @@ from .coerce import install as install_plain_coercion
 
 EXIT_OK, EXIT_ERROR, EXIT_STALE, EXIT_BLOCKED, EXIT_USAGE = 0, 1, 2, 3, 64
 
-EXIT_CODES_HELP = ("Exit codes: 0 success (authorize: authorized); 1 error, one line on "
-                   "stderr; 2 stale plan, replan and retry (authorize, workspace check); "
-                   "3 blocked (authorize); 64 usage error.")
+EXIT_CODES_HELP = (
+    "Exit codes: 0 success (authorize: authorized); 1 error, one line on "
+    "stderr; 2 stale plan, replan and retry (authorize, workspace check); "
+    "3 blocked (authorize); 64 usage error."
+)
 
 
 class _PlainArgument(TyperArgument):
@@ -43,8 +45,15 @@ class _PlainArgument(TyperArgument):
 
 
 # parameter name -> what the user types; the rest show their upper-case name
-_METAVARS = {"as_agent": "AGENT", "parent": "ID", "root": "ID", "ids": "ID", "keys": "KEY",
-             "dep": "KEY", "path": "DIR"}
+_METAVARS = {
+    "as_agent": "AGENT",
+    "parent": "ID",
+    "root": "ID",
+    "ids": "ID",
+    "keys": "KEY",
+    "dep": "KEY",
+    "path": "DIR",
+}
 
 
 def _plain_metavars(command: Any) -> None:

@@ -7,7 +7,6 @@ lean hook module first. The commands here serve `install`, `uninstall`, and `--h
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -15,10 +14,12 @@ from .support import JsonOpt, echo_json, user_errors
 
 hook_app = typer.Typer(no_args_is_help=True, help="PreToolUse hooks for Codex and Claude Code.")
 AgentArg = typer.Argument(..., help="claude or codex.")
-ProjectOpt = typer.Option(Path("."), "--project", help="Project folder whose agent config to "
-                                                       "change (default: here).")
-FormatOpt = typer.Option("json", "--format", help="codex only: json (.codex/hooks.json) or "
-                                                  "toml (.codex/config.toml).")
+ProjectOpt = typer.Option(
+    Path("."), "--project", help="Project folder whose agent config to change (default: here)."
+)
+FormatOpt = typer.Option(
+    "json", "--format", help="codex only: json (.codex/hooks.json) or toml (.codex/config.toml)."
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -34,8 +35,9 @@ def _agent(agent: str) -> str:
     return agent
 
 
-@hook_app.command("claude", context_settings={"allow_extra_args": True,
-                                               "ignore_unknown_options": True})
+@hook_app.command(
+    "claude", context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
+)
 def claude(ctx: typer.Context) -> None:
     """Run the PreToolUse hook for Claude Code (payload on stdin; exit 0 allow, 2 block)."""
     from ..workspace.hook import main
@@ -43,8 +45,9 @@ def claude(ctx: typer.Context) -> None:
     raise typer.Exit(main("claude", list(ctx.args)))
 
 
-@hook_app.command("codex", context_settings={"allow_extra_args": True,
-                                              "ignore_unknown_options": True})
+@hook_app.command(
+    "codex", context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
+)
 def codex(ctx: typer.Context) -> None:
     """Run the PreToolUse hook for Codex (payload on stdin; exit 0 allow, 2 block)."""
     from ..workspace.hook import main
@@ -54,11 +57,17 @@ def codex(ctx: typer.Context) -> None:
 
 @hook_app.command("install")
 @user_errors
-def install(agent: str = AgentArg, project: Path = ProjectOpt, fmt: str = FormatOpt,
-            cluster: Optional[Path] = typer.Option(
-                None, "--cluster", help="Cluster folder the hook uses (default: found from "
-                                        "the agent's working folder)."),
-            json_out: bool = JsonOpt) -> None:
+def install(
+    agent: str = AgentArg,
+    project: Path = ProjectOpt,
+    fmt: str = FormatOpt,
+    cluster: Path | None = typer.Option(
+        None,
+        "--cluster",
+        help="Cluster folder the hook uses (default: found from the agent's working folder).",
+    ),
+    json_out: bool = JsonOpt,
+) -> None:
     """Merge our PreToolUse and PostToolUse hooks into the agent's project config; other
     hooks stay."""
     from ..workspace import install as installer
@@ -67,14 +76,17 @@ def install(agent: str = AgentArg, project: Path = ProjectOpt, fmt: str = Format
     if json_out:
         echo_json({"agent": agent, "path": str(path), "config": installer.load(path)})
         return
-    typer.echo(f"installed the PlanFence hooks (PreToolUse, PostToolUse) for {agent} "
-               f"in {path}")
+    typer.echo(f"installed the PlanFence hooks (PreToolUse, PostToolUse) for {agent} in {path}")
 
 
 @hook_app.command("uninstall")
 @user_errors
-def uninstall(agent: str = AgentArg, project: Path = ProjectOpt, fmt: str = FormatOpt,
-              json_out: bool = JsonOpt) -> None:
+def uninstall(
+    agent: str = AgentArg,
+    project: Path = ProjectOpt,
+    fmt: str = FormatOpt,
+    json_out: bool = JsonOpt,
+) -> None:
     """Remove only our hook from the agent's project config."""
     from ..workspace import install as installer
 
@@ -82,7 +94,6 @@ def uninstall(agent: str = AgentArg, project: Path = ProjectOpt, fmt: str = Form
     if json_out:
         echo_json({"agent": agent, "path": str(path), "removed": found})
         return
-    typer.echo(f"removed the PlanFence hook from {path}" if found
-               else f"no PlanFence hook in {path}")
-
-
+    typer.echo(
+        f"removed the PlanFence hook from {path}" if found else f"no PlanFence hook in {path}"
+    )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -56,14 +56,30 @@ def _store(cdir: ClusterDir, agent: str) -> StoreReader:
 
 
 def _row(r: Record) -> dict[str, Any]:
-    return {"id": r.id.hex(), "key": r.key, "seq": r.seq, "kind": r.kind, "owner": r.owner,
-            "parents": [p.hex() for p in r.parents]}
+    return {
+        "id": r.id.hex(),
+        "key": r.key,
+        "seq": r.seq,
+        "kind": r.kind,
+        "owner": r.owner,
+        "parents": [p.hex() for p in r.parents],
+    }
 
 
 def _print_records(rows: list[dict[str, Any]]) -> None:
-    print_table(["seq", "key", "kind", "id", "parents"],
-                [[r["seq"], r["key"], r["kind"], r["id"][:16],
-                  " ".join(p[:16] for p in r["parents"]) or "-"] for r in rows])
+    print_table(
+        ["seq", "key", "kind", "id", "parents"],
+        [
+            [
+                r["seq"],
+                r["key"],
+                r["kind"],
+                r["id"][:16],
+                " ".join(p[:16] for p in r["parents"]) or "-",
+            ]
+            for r in rows
+        ],
+    )
 
 
 @user_errors
@@ -77,14 +93,19 @@ def keys(path: Path = DirArg, agent: str = AgentArg, json_out: bool = JsonOpt) -
     if json_out:
         echo_json(rows)
         return
-    print_table(["key", "seq", "head", "versions"],
-                [[h["key"], h["seq"], h["id"][:16], h["versions"]] for h in rows])
+    print_table(
+        ["key", "seq", "head", "versions"],
+        [[h["key"], h["seq"], h["id"][:16], h["versions"]] for h in rows],
+    )
 
 
 @user_errors
-def records(path: Path = DirArg, agent: str = AgentArg,
-            key: Optional[str] = typer.Option(None, "--key", help="Only this key's records."),
-            json_out: bool = JsonOpt) -> None:
+def records(
+    path: Path = DirArg,
+    agent: str = AgentArg,
+    key: str | None = typer.Option(None, "--key", help="Only this key's records."),
+    json_out: bool = JsonOpt,
+) -> None:
     """Every record AGENT's owner holds, oldest first: seq, key, kind, id, parents."""
     store = _store(cluster_dir(path), agent)
     rows = [_row(r) for r in (store.history(key) if key else store.records())]
@@ -95,8 +116,11 @@ def records(path: Path = DirArg, agent: str = AgentArg,
 
 
 @user_errors
-def history(path: Path = DirArg, key: str = typer.Argument(..., help="Semantic key."),
-            json_out: bool = JsonOpt) -> None:
+def history(
+    path: Path = DirArg,
+    key: str = typer.Argument(..., help="Semantic key."),
+    json_out: bool = JsonOpt,
+) -> None:
     """Every version of KEY, oldest first (the last is the head), from its owner's store."""
     cdir = cluster_dir(path)
     owner = cdir.roster().owner_of(key)
@@ -112,26 +136,45 @@ def history(path: Path = DirArg, key: str = typer.Argument(..., help="Semantic k
 
 
 @user_errors
-def lineage(path: Path = DirArg, record_id: str = typer.Argument(
-                ..., metavar="ID", help="Record id (or a unique prefix of 8+ hex)."),
-            depth: int = typer.Option(8, "--depth", min=1, help="Parent levels to follow."),
-            as_agent: Optional[str] = AsOpt, deadline: float = DeadlineOpt,
-            json_out: bool = JsonOpt) -> None:
+def lineage(
+    path: Path = DirArg,
+    record_id: str = typer.Argument(
+        ..., metavar="ID", help="Record id (or a unique prefix of 8+ hex)."
+    ),
+    depth: int = typer.Option(8, "--depth", min=1, help="Parent levels to follow."),
+    as_agent: str | None = AsOpt,
+    deadline: float = DeadlineOpt,
+    json_out: bool = JsonOpt,
+) -> None:
     """The record ID and its ancestors, walking parents level by level from the owners."""
     cdir = cluster_dir(path)
     start = resolve_ids(cdir, [record_id])
-    found = run_async(functools.partial(
-        _walk, cdir, identity_for(cdir, as_agent), start, depth, deadline))
+    found = run_async(
+        functools.partial(_walk, cdir, identity_for(cdir, as_agent), start, depth, deadline)
+    )
     if json_out:
         echo_json([{**_row(r), "depth": d} for d, r in found])
         return
-    print_table(["depth", "key", "seq", "kind", "owner", "id", "parents"],
-                [[d, r.key, r.seq, r.kind, r.owner, r.id.hex()[:16],
-                  " ".join(p.hex()[:16] for p in r.parents) or "-"] for d, r in found])
+    print_table(
+        ["depth", "key", "seq", "kind", "owner", "id", "parents"],
+        [
+            [
+                d,
+                r.key,
+                r.seq,
+                r.kind,
+                r.owner,
+                r.id.hex()[:16],
+                " ".join(p.hex()[:16] for p in r.parents) or "-",
+            ]
+            for d, r in found
+        ],
+    )
 
 
-async def _walk(cdir: ClusterDir, identity: Identity, start: list[bytes], depth: int,
-                deadline: float) -> list[tuple[int, Record]]:
+async def _walk(
+    cdir: ClusterDir, identity: Identity, start: list[bytes], depth: int, deadline: float
+) -> list[tuple[int, Record]]:
     """(depth, record) for the records reachable from `start` within `depth` parent levels,
     breadth first, each once; every record verified against the roster."""
     from ..cluster.processes import link_addresses
@@ -152,9 +195,12 @@ async def _walk(cdir: ClusterDir, identity: Identity, start: list[bytes], depth:
 
 
 @user_errors
-def restart(path: Path = DirArg, agent: str = AgentArg,
-            timeout: float = typer.Option(20.0, "--timeout", help="Seconds to wait for it."),
-            json_out: bool = JsonOpt) -> None:
+def restart(
+    path: Path = DirArg,
+    agent: str = AgentArg,
+    timeout: float = typer.Option(20.0, "--timeout", help="Seconds to wait for it."),
+    json_out: bool = JsonOpt,
+) -> None:
     """Stop AGENT's owner (SIGTERM, SIGKILL after 10 s) and start it again; returns once it
     accepts sessions."""
     from ..cluster import processes as clusterlib

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -22,17 +21,23 @@ def register(app: typer.Typer) -> None:
 
 
 @user_errors
-def ping(path: Path = DirArg,
-         agent: str = typer.Argument(..., metavar="AGENT", help="Whose owner to ping."),
-         address: Optional[str] = typer.Option(
-             None, "--address", metavar="HOST:PORT",
-             help="Where to reach it (default: its shaper if it has one, else the roster's "
-                  "address)."),
-         as_agent: Optional[str] = typer.Option(
-             None, "--as", metavar="AGENT", help="Roster member to connect as (default: AGENT)."),
-         timeout: float = typer.Option(5.0, "--timeout", min=0.1,
-                                       help="Seconds for connect, handshake and answer."),
-         json_out: bool = JsonOpt) -> None:
+def ping(
+    path: Path = DirArg,
+    agent: str = typer.Argument(..., metavar="AGENT", help="Whose owner to ping."),
+    address: str | None = typer.Option(
+        None,
+        "--address",
+        metavar="HOST:PORT",
+        help="Where to reach it (default: its shaper if it has one, else the roster's address).",
+    ),
+    as_agent: str | None = typer.Option(
+        None, "--as", metavar="AGENT", help="Roster member to connect as (default: AGENT)."
+    ),
+    timeout: float = typer.Option(
+        5.0, "--timeout", min=0.1, help="Seconds for connect, handshake and answer."
+    ),
+    json_out: bool = JsonOpt,
+) -> None:
     """Open one authenticated session to AGENT's owner and ping it; exit 0 if it answered."""
     import anyio
 
@@ -48,8 +53,9 @@ def ping(path: Path = DirArg,
     if address is not None:
         host, port = parse_address(address)
     else:
-        host, port = link_addresses(cdir).get(agent, (roster.agent(agent).host,
-                                                                 roster.agent(agent).port))
+        host, port = link_addresses(cdir).get(
+            agent, (roster.agent(agent).host, roster.agent(agent).port)
+        )
 
     async def once() -> float:
         started = time.perf_counter()
@@ -58,8 +64,9 @@ def ping(path: Path = DirArg,
                 async with open_session(roster, identity, agent, host=host, port=port) as s:
                     await s.request("ping")
         except TimeoutError:
-            raise TransportError(f"{agent} at {host}:{port} did not answer within "
-                                 f"{timeout:g} s") from None
+            raise TransportError(
+                f"{agent} at {host}:{port} did not answer within {timeout:g} s"
+            ) from None
         return time.perf_counter() - started
 
     elapsed = run_async(once)

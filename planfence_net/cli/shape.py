@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import signal
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -25,8 +25,9 @@ def parse_address(text: str, option: str) -> tuple[str, int]:
     try:
         return parse(text)
     except PlanfenceError:
-        raise typer.BadParameter(f"{text!r} is not HOST:PORT (port 0-65535)",
-                                 param_hint=option) from None
+        raise typer.BadParameter(
+            f"{text!r} is not HOST:PORT (port 0-65535)", param_hint=option
+        ) from None
 
 
 def register(app: typer.Typer) -> None:
@@ -34,14 +35,36 @@ def register(app: typer.Typer) -> None:
 
     @app.command("shape")
     def shape(
-        listen: str = typer.Option(..., "--listen", help="HOST:PORT to accept clients on (port 0: any free port)."),
-        upstream: str = typer.Option(..., "--upstream", help="HOST:PORT to relay each connection to."),
-        profile: str = typer.Option(..., "--profile", help="Link profile (see `planfence profiles`)."),
-        offset_ms: int = typer.Option(0, "--offset-ms", min=0, help="Trace phase: start the traces at this ms."),
-        delay_ms: Optional[int] = typer.Option(None, "--delay-ms", min=0, help="One-way delay per direction; default: the profile's."),
-        loss: float = typer.Option(0.0, "--loss", min=0.0, max=0.99, help="Chunk loss probability, emulated as a retransmission delay."),
+        listen: str = typer.Option(
+            ..., "--listen", help="HOST:PORT to accept clients on (port 0: any free port)."
+        ),
+        upstream: str = typer.Option(
+            ..., "--upstream", help="HOST:PORT to relay each connection to."
+        ),
+        profile: str = typer.Option(
+            ..., "--profile", help="Link profile (see `planfence profiles`)."
+        ),
+        offset_ms: int = typer.Option(
+            0, "--offset-ms", min=0, help="Trace phase: start the traces at this ms."
+        ),
+        delay_ms: int | None = typer.Option(
+            None, "--delay-ms", min=0, help="One-way delay per direction; default: the profile's."
+        ),
+        loss: float = typer.Option(
+            0.0,
+            "--loss",
+            min=0.0,
+            max=0.99,
+            help="Chunk loss probability, emulated as a retransmission delay.",
+        ),
         seed: int = typer.Option(0, "--seed", help="Seed of the loss draws."),
-        queue_bytes: Optional[int] = typer.Option(None, "--queue-bytes", min=1, show_default=False, help="Queue limit per direction; above it the relay stops reading (backpressure). Default: 256 KiB."),
+        queue_bytes: int | None = typer.Option(
+            None,
+            "--queue-bytes",
+            min=1,
+            show_default=False,
+            help="Queue limit per direction; above it the relay stops reading (backpressure). Default: 256 KiB.",
+        ),
     ) -> None:
         """Run a trace shaper in the foreground until SIGTERM or SIGINT."""
         import anyio
@@ -62,13 +85,17 @@ def register(app: typer.Typer) -> None:
                 seed=seed,
                 queue_bytes=DEFAULT_QUEUE_BYTES if queue_bytes is None else queue_bytes,
             )
-            anyio.run(_serve_until_signal, shaper, listen_host, listen_port, upstream, backend="asyncio")
+            anyio.run(
+                _serve_until_signal, shaper, listen_host, listen_port, upstream, backend="asyncio"
+            )
         except PlanfenceError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from None
 
     @app.command("profiles")
-    def profiles(as_json: bool = typer.Option(False, "--json", help="Print JSON instead of lines.")) -> None:
+    def profiles(
+        as_json: bool = typer.Option(False, "--json", help="Print JSON instead of lines."),
+    ) -> None:
         """List the link profiles of traces/profiles.toml."""
         from ..traces.profiles import list_profiles
 

@@ -9,8 +9,9 @@ import functools
 import importlib.util
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
@@ -41,6 +42,7 @@ def run_async(fn: Callable[..., Any], *args: Any) -> Any:
 
 def user_errors(fn: F) -> F:
     """Turn planfence errors into one line on stderr and exit code 1, no traceback."""
+
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -48,6 +50,7 @@ def user_errors(fn: F) -> F:
         except PlanfenceError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from None
+
     return wrapper  # type: ignore[return-value]
 
 
@@ -78,8 +81,10 @@ def parse_id(text: str) -> bytes:
     except ValueError:
         rid = b""
     if len(rid) != 32:
-        raise typer.BadParameter(f"{text!r} is not a record id (64 hex characters, or a "
-                                 f"unique prefix of at least {MIN_ID_PREFIX})")
+        raise typer.BadParameter(
+            f"{text!r} is not a record id (64 hex characters, or a "
+            f"unique prefix of at least {MIN_ID_PREFIX})"
+        )
     return rid
 
 
@@ -96,15 +101,23 @@ def resolve_ids(cdir: ClusterDir, texts: list[str]) -> list[bytes]:
             continue
         from ..owners.reader import cluster_stores
 
-        found = sorted({rid for store in cluster_stores(cdir.root / "data")
-                        for rid in store.ids_with_prefix(prefix)})
+        found = sorted(
+            {
+                rid
+                for store in cluster_stores(cdir.root / "data")
+                for rid in store.ids_with_prefix(prefix)
+            }
+        )
         if not found:
-            raise PlanfenceError(f"no record id starts with {text} in the stores under "
-                                 f"{cdir.root / 'data'}")
+            raise PlanfenceError(
+                f"no record id starts with {text} in the stores under {cdir.root / 'data'}"
+            )
         if len(found) > 1:
-            raise PlanfenceError(f"id prefix {text} is ambiguous: {len(found)} records match "
-                                 f"({', '.join(r.hex()[:16] for r in found[:3])}"
-                                 f"{', ...' if len(found) > 3 else ''}); give more hex digits")
+            raise PlanfenceError(
+                f"id prefix {text} is ambiguous: {len(found)} records match "
+                f"({', '.join(r.hex()[:16] for r in found[:3])}"
+                f"{', ...' if len(found) > 3 else ''}); give more hex digits"
+            )
         ids.append(found[0])
     return ids
 
@@ -128,9 +141,13 @@ def parse_body(text: str) -> Any:
 
 AsOpt = typer.Option(None, "--as", help="Roster member to connect as (default: the first).")
 DEFAULT_DEADLINE = 5.0  # api.DEFAULT_DEADLINE, repeated so --help loads no library
-DeadlineOpt = typer.Option(DEFAULT_DEADLINE, "--deadline", min=0.01, metavar="SECONDS",
-                           help="How long each owner may take to connect, handshake and "
-                                "answer.")
+DeadlineOpt = typer.Option(
+    DEFAULT_DEADLINE,
+    "--deadline",
+    min=0.01,
+    metavar="SECONDS",
+    help="How long each owner may take to connect, handshake and answer.",
+)
 
 
 def cluster_dir(path: Path) -> ClusterDir:
@@ -145,9 +162,16 @@ def identity_for(cdir: ClusterDir, as_agent: str | None) -> Identity:
     return cdir.identity(as_agent or roster.agents[0].name)
 
 
-
-def write_record(path: Path, key: str, body: str, parent: list[str], kind: str, json_out: bool,
-                 as_agent: str | None, deadline: float = DEFAULT_DEADLINE) -> None:
+def write_record(
+    path: Path,
+    key: str,
+    body: str,
+    parent: list[str],
+    kind: str,
+    json_out: bool,
+    as_agent: str | None,
+    deadline: float = DEFAULT_DEADLINE,
+) -> None:
     """Write a record (body as JSON text) as `as_agent` or the key's owner; print id and seq.
 
     Parents may be id prefixes; each must exist at some owner (PlanfenceError otherwise),
@@ -172,8 +196,16 @@ def write_record(path: Path, key: str, body: str, parent: list[str], kind: str, 
                 await get_records(roster, writer, parents, addresses, deadline)
             except RequestError as exc:
                 raise PlanfenceError(f"--parent: {exc.message}") from None
-        return await put_record(roster, writer, key, body=value, parents=parents, kind=kind,
-                                addresses=addresses, deadline=deadline)
+        return await put_record(
+            roster,
+            writer,
+            key,
+            body=value,
+            parents=parents,
+            kind=kind,
+            addresses=addresses,
+            deadline=deadline,
+        )
 
     result = run_async(check_and_put)
     if json_out:

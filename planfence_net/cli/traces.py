@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -28,14 +28,22 @@ def register(app: typer.Typer) -> None:
 
 @traces_app.command("fetch")
 @user_errors
-def fetch(source: str = typer.Option(MAHIMAHI_URL, "--from", metavar="URL",
-                                     help="Base URL (or folder) holding the trace files."),
-          folder: Optional[Path] = typer.Option(
-              None, "--dir", metavar="DIR", help="Where to put them (default: the user's "
-                                                 "trace folder, which the search path includes)."),
-          timeout: float = typer.Option(30.0, "--timeout", min=1.0,
-                                        help="Seconds without data before giving up."),
-          json_out: bool = JsonOpt) -> None:
+def fetch(
+    source: str = typer.Option(
+        MAHIMAHI_URL, "--from", metavar="URL", help="Base URL (or folder) holding the trace files."
+    ),
+    folder: Path | None = typer.Option(
+        None,
+        "--dir",
+        metavar="DIR",
+        help="Where to put them (default: the user's "
+        "trace folder, which the search path includes).",
+    ),
+    timeout: float = typer.Option(
+        30.0, "--timeout", min=1.0, help="Seconds without data before giving up."
+    ),
+    json_out: bool = JsonOpt,
+) -> None:
     """Download the nine Mahimahi LTE traces, refusing any file whose SHA-256 is not pinned."""
     from ..traces.fetch import fetch_traces
 
@@ -43,21 +51,27 @@ def fetch(source: str = typer.Option(MAHIMAHI_URL, "--from", metavar="URL",
     with _ProgressBars() as report:
         fetched = fetch_traces(dest, source, progress=report, timeout=timeout)
     if json_out:
-        echo_json({"dir": str(dest), "source": source,
-                   "traces": [_row(t) for t in fetched]})
+        echo_json({"dir": str(dest), "source": source, "traces": [_row(t) for t in fetched]})
         return
     for t in fetched:
         typer.echo(f"{t.status:<10} {t.name} ({t.size:,} B)")
     downloaded = sum(t.status == "downloaded" for t in fetched)
-    typer.echo(f"{len(fetched)} traces in {dest}: {downloaded} downloaded, "
-               f"{len(fetched) - downloaded} already present, every SHA-256 as pinned")
+    typer.echo(
+        f"{len(fetched)} traces in {dest}: {downloaded} downloaded, "
+        f"{len(fetched) - downloaded} already present, every SHA-256 as pinned"
+    )
     if dest.resolve() not in [d.resolve() for d in trace_dirs()]:
         typer.echo(f"{dest} is not on the trace search path: set {TRACES_ENV}={dest}")
 
 
 def _row(t: FetchedTrace) -> dict[str, object]:
-    return {"name": t.name, "path": str(t.path), "size": t.size, "sha256": t.sha256,
-            "status": t.status}
+    return {
+        "name": t.name,
+        "path": str(t.path),
+        "size": t.size,
+        "sha256": t.sha256,
+        "status": t.status,
+    }
 
 
 class _ProgressBars:
@@ -69,9 +83,14 @@ class _ProgressBars:
         from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
 
         console = Console(stderr=True)
-        self.progress = Progress(TextColumn("{task.description:<26}"), BarColumn(),
-                                 DownloadColumn(), console=console, transient=False,
-                                 disable=not console.is_terminal)  # no bars in logs
+        self.progress = Progress(
+            TextColumn("{task.description:<26}"),
+            BarColumn(),
+            DownloadColumn(),
+            console=console,
+            transient=False,
+            disable=not console.is_terminal,
+        )  # no bars in logs
         self.tasks: dict[str, TaskID] = {}
 
     def __enter__(self) -> _ProgressBars:
@@ -87,4 +106,3 @@ class _ProgressBars:
         if name not in self.tasks:
             self.tasks[name] = self.progress.add_task(name, total=total)
         self.progress.update(self.tasks[name], completed=done)
-

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -13,10 +13,14 @@ from .support import JsonOpt, echo_json, run_async, user_errors
 if TYPE_CHECKING:  # imported where used: `planfence --help` loads none of the library
     from ..workspace.config import Spaces
 
-workspace_app = typer.Typer(no_args_is_help=True,
-                            help="Workspace owners, trusted states and drift checks.")
-ClusterOpt = typer.Option(None, "--cluster", help="Cluster folder (default: $PLANFENCE_CLUSTER, "
-                                                  "then the nearest .planfence/ above here).")
+workspace_app = typer.Typer(
+    no_args_is_help=True, help="Workspace owners, trusted states and drift checks."
+)
+ClusterOpt = typer.Option(
+    None,
+    "--cluster",
+    help="Cluster folder (default: $PLANFENCE_CLUSTER, then the nearest .planfence/ above here).",
+)
 EXIT_DRIFT, EXIT_UNDECIDED = 2, 3
 
 
@@ -27,10 +31,13 @@ def register(app: typer.Typer) -> None:
 
 @workspace_app.command("serve")
 @user_errors
-def serve(path: Path = typer.Argument(..., help="The worktree (a git worktree or any folder)."),
-          name: str = typer.Option("ws", "--name", help="Agent name; it owns NAME:*."),
-          listen: Optional[str] = typer.Option(None, "--listen", help="HOST:PORT to bind "
-                                               "instead of the roster address.")) -> None:
+def serve(
+    path: Path = typer.Argument(..., help="The worktree (a git worktree or any folder)."),
+    name: str = typer.Option("ws", "--name", help="Agent name; it owns NAME:*."),
+    listen: str | None = typer.Option(
+        None, "--listen", help="HOST:PORT to bind instead of the roster address."
+    ),
+) -> None:
     """Serve one worktree for one developer's machine, in the foreground.
 
     The cluster folder (roster with this one agent, which also owns plan/*, its key, store and
@@ -47,34 +54,56 @@ def serve(path: Path = typer.Argument(..., help="The worktree (a git worktree or
     agent = next(iter(workspaces(cdir)))
     bind = parse_address(listen) if listen else None
 
+    root = path.resolve()
+
     async def run() -> None:
         async with anyio.create_task_group() as tg:
-            port = await tg.start(functools.partial(
-                run_workspace_owner, path.resolve(), roster, cdir.identity(agent),
-                cdir.db(agent), cdir.log(agent), listen=bind))
+            port = await tg.start(
+                functools.partial(
+                    run_workspace_owner,
+                    root,
+                    roster,
+                    cdir.identity(agent),
+                    cdir.db(agent),
+                    cdir.log(agent),
+                    listen=bind,
+                )
+            )
             host = bind[0] if bind else roster.agent(agent).host
-            typer.echo(f"workspace owner {agent} serving {path.resolve()} on {host}:{port} "
-                       f"(cluster folder {cdir.root}{', created' if created else ''})")
+            typer.echo(
+                f"workspace owner {agent} serving {root} on {host}:{port} "
+                f"(cluster folder {cdir.root}{', created' if created else ''})"
+            )
 
     run_async(run)
 
 
 @workspace_app.command("trust")
 @user_errors
-def trust(plan: str = typer.Argument(..., help="Plan name (its record is plan/PLAN)."),
-          read: list[str] = typer.Option([], "--read", help="A file the analysis read."),
-          target: list[str] = typer.Option([], "--target", help="A file the plan will modify."),
-          evidence: list[str] = typer.Option([], "--evidence", help="A command to run now and "
-                                             "record with its exit code (e.g. the tests)."),
-          evidence_input: list[str] = typer.Option(
-              [], "--evidence-input", help="A file the evidence ran against (default: every "
-                                           "--read and --target file)."),
-          lockfiles: str = typer.Option("auto", "--lockfiles", help="auto: declare the "
-                                        "lockfiles and manifests found; none: do not."),
-          session: Optional[str] = typer.Option(None, "--session", help="Bind the plan to "
-                                                "this agent session id."),
-          fresh: bool = typer.Option(False, "--fresh", help="Start the replan count over."),
-          cluster: Optional[Path] = ClusterOpt, json_out: bool = JsonOpt) -> None:
+def trust(
+    plan: str = typer.Argument(..., help="Plan name (its record is plan/PLAN)."),
+    read: list[str] = typer.Option([], "--read", help="A file the analysis read."),
+    target: list[str] = typer.Option([], "--target", help="A file the plan will modify."),
+    evidence: list[str] = typer.Option(
+        [],
+        "--evidence",
+        help="A command to run now and record with its exit code (e.g. the tests).",
+    ),
+    evidence_input: list[str] = typer.Option(
+        [],
+        "--evidence-input",
+        help="A file the evidence ran against (default: every --read and --target file).",
+    ),
+    lockfiles: str = typer.Option(
+        "auto", "--lockfiles", help="auto: declare the lockfiles and manifests found; none: do not."
+    ),
+    session: str | None = typer.Option(
+        None, "--session", help="Bind the plan to this agent session id."
+    ),
+    fresh: bool = typer.Option(False, "--fresh", help="Start the replan count over."),
+    cluster: Path | None = ClusterOpt,
+    json_out: bool = JsonOpt,
+) -> None:
     """Record the trusted state of PLAN: the current records of what it depends on.
 
     Files are paths (relative to here) inside a served worktree, or NAME:PATH. Trusting a
@@ -93,29 +122,36 @@ def trust(plan: str = typer.Argument(..., help="Plan name (its record is plan/PL
     inputs = keys(evidence_input) if evidence_input else reads + targets
     locks = auto_lockfiles(spaces, reads + targets + inputs) if lockfiles == "auto" else []
     agent, where = _evidence_place(spaces, cwd, reads + targets)
-    ran = tuple(Evidence(cmd, agent, run_evidence(cmd, where), tuple(inputs + locks))
-                for cmd in evidence)
+    ran = tuple(
+        Evidence(cmd, agent, run_evidence(cmd, where), tuple(inputs + locks)) for cmd in evidence
+    )
     spec = TrustSpec(plan, tuple(reads), tuple(targets), tuple(locks), ran, session, fresh)
     result = run_async(wait_trust, cdir, roster, spec, link_addresses(cdir))
     remember_plan(cdir, plan, session)
     if json_out:
-        echo_json({**result, "evidence": [{"command": e.command, "exit": e.exit}
-                                          for e in ran]})
+        echo_json({**result, "evidence": [{"command": e.command, "exit": e.exit} for e in ran]})
         return
-    typer.echo(f"trusted {plan} (trust {result['trust']}): {len(reads)} read, "
-               f"{len(targets)} target, {len(locks)} lockfile, {len(ran)} evidence; "
-               f"record {result['id'].hex()}")
+    typer.echo(
+        f"trusted {plan} (trust {result['trust']}): {len(reads)} read, "
+        f"{len(targets)} target, {len(locks)} lockfile, {len(ran)} evidence; "
+        f"record {result['id'].hex()}"
+    )
     for e in ran:
         typer.echo(f"evidence `{e.command}` exited {e.exit}")
 
 
 @workspace_app.command("check")
-def check(plan: Optional[str] = typer.Argument(None, help="Plan name (default: the current "
-                                               "plan of the cluster folder)."),
-          as_agent: Optional[str] = typer.Option(None, "--as", help="Roster member to connect "
-                                                 "as (default: the plan's owner)."),
-          deadline: float = typer.Option(5.0, "--deadline", help="Seconds per step."),
-          cluster: Optional[Path] = ClusterOpt, json_out: bool = JsonOpt) -> None:
+def check(
+    plan: str | None = typer.Argument(
+        None, help="Plan name (default: the current plan of the cluster folder)."
+    ),
+    as_agent: str | None = typer.Option(
+        None, "--as", help="Roster member to connect as (default: the plan's owner)."
+    ),
+    deadline: float = typer.Option(5.0, "--deadline", help="Seconds per step."),
+    cluster: Path | None = ClusterOpt,
+    json_out: bool = JsonOpt,
+) -> None:
     """Classify the drift of PLAN since its trusted state and print the summary.
 
     Exit 0: none or informational. Exit 2: relevant or critical. Exit 3: cannot decide (an
@@ -134,8 +170,9 @@ def check(plan: Optional[str] = typer.Argument(None, help="Plan name (default: t
             raise ConfigError(f"no current plan in {cdir.root}; name one")
         roster = cdir.roster()
         me = as_agent or roster.owner_of(plan_key(plan)) or roster.agents[0].name
-        verdict = run_check(roster, cdir.identity(me), plan, addresses=link_addresses(cdir),
-                            deadline=deadline)
+        verdict = run_check(
+            roster, cdir.identity(me), plan, addresses=link_addresses(cdir), deadline=deadline
+        )
     except PlanfenceError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_UNDECIDED) from None
@@ -168,6 +205,4 @@ def _evidence_place(spaces: Spaces, cwd: Path, keys: list[str]) -> tuple[str, Pa
             return agent, spaces[agent]
     if len(spaces) == 1:
         return next(iter(spaces.items()))
-    raise ConfigError("cannot tell which worktree the evidence runs in: run trust from "
-                      "inside one")
-
+    raise ConfigError("cannot tell which worktree the evidence runs in: run trust from inside one")

@@ -28,9 +28,13 @@ class Malformed(Exception):
     """An owner's answer broke step 3; the message says how."""
 
 
-def check_answer(owner: str, query: HeadsQuery, result: object, frontier: dict[str, Record],
-                  verify: Callable[[Record], None]
-                  ) -> tuple[dict[str, tuple[bytes | None, int]], dict[str, Record]]:
+def check_answer(
+    owner: str,
+    query: HeadsQuery,
+    result: object,
+    frontier: dict[str, Record],
+    verify: Callable[[Record], None],
+) -> tuple[dict[str, tuple[bytes | None, int]], dict[str, Record]]:
     """Step 3 for one owner: return its heads and its verified changed records.
 
     Raises Malformed naming the first thing wrong with the answer.
@@ -49,8 +53,9 @@ def check_answer(owner: str, query: HeadsQuery, result: object, frontier: dict[s
     return heads, inline
 
 
-def _check_heads(query: HeadsQuery, entries: list[Any], frontier: dict[str, Record]
-                 ) -> dict[str, tuple[bytes | None, int]]:
+def _check_heads(
+    query: HeadsQuery, entries: list[Any], frontier: dict[str, Record]
+) -> dict[str, tuple[bytes | None, int]]:
     heads: dict[str, tuple[bytes | None, int]] = {}
     requested = frozenset(query.keys)  # d keys: a tuple scan per row would cost d^2
     for index, entry in enumerate(entries):
@@ -71,8 +76,11 @@ def _check_heads(query: HeadsQuery, entries: list[Any], frontier: dict[str, Reco
     return heads
 
 
-def _check_entry(index: int, entry: object, expect: dict[str, bytes],
-                 ) -> tuple[str, bytes | None, int]:
+def _check_entry(
+    index: int,
+    entry: object,
+    expect: dict[str, bytes],
+) -> tuple[str, bytes | None, int]:
     """One row: [key, id | nil, seq], or [key, seq] meaning "the id you expected"."""
     if not isinstance(entry, (list, tuple)) or len(entry) not in (2, 3):
         raise Malformed(f"head entry {index} is not a [key, id, seq] or [key, seq] array")
@@ -81,8 +89,9 @@ def _check_entry(index: int, entry: object, expect: dict[str, bytes],
         raise Malformed(f"head entry {index}: key is not a string")
     if len(entry) == 2:
         if key not in expect:
-            raise Malformed(f"head entry {index} ({key!r}): [key, seq] for a key without "
-                            f"an expected id")
+            raise Malformed(
+                f"head entry {index} ({key!r}): [key, seq] for a key without an expected id"
+            )
         head = expect[key]
     if head is not None and not (isinstance(head, bytes) and len(head) == ID_LEN):
         raise Malformed(f"head entry {index} ({key!r}): id is not {ID_LEN} bytes or nil")
@@ -91,9 +100,14 @@ def _check_entry(index: int, entry: object, expect: dict[str, bytes],
     return key, head, seq
 
 
-def _check_inline(owner: str, query: HeadsQuery, heads: dict[str, tuple[bytes | None, int]],
-                  raw_records: list[Any], frontier: dict[str, Record],
-                  verify: Callable[[Record], None]) -> dict[str, Record]:
+def _check_inline(
+    owner: str,
+    query: HeadsQuery,
+    heads: dict[str, tuple[bytes | None, int]],
+    raw_records: list[Any],
+    frontier: dict[str, Record],
+    verify: Callable[[Record], None],
+) -> dict[str, Record]:
     inline: dict[str, Record] = {}
     by_head = {head: key for key, (head, _) in heads.items() if head is not None}
     for raw in raw_records:
@@ -117,8 +131,10 @@ def _check_inline(owner: str, query: HeadsQuery, heads: dict[str, tuple[bytes | 
         if heads[key][1] != record.seq:
             raise Malformed(f"head of {key!r} has seq {heads[key][1]}, its record {record.seq}")
         if key in frontier and record.seq <= frontier[key].seq:
-            raise Malformed(f"new record for {key!r} has seq {record.seq}, not above the "
-                             f"plan's {frontier[key].seq}")
+            raise Malformed(
+                f"new record for {key!r} has seq {record.seq}, not above the "
+                f"plan's {frontier[key].seq}"
+            )
         inline[key] = record
     return inline
 
@@ -147,6 +163,9 @@ def omitted_ids(result: object, asked: list[bytes]) -> list[bytes]:
     """The ids an owner's `get` answer lists as `omitted` (no room for them in its reply), in
     the order asked. Only ids that were asked count: an answer cannot widen a request."""
     listed = result.get("omitted", []) if isinstance(result, dict) else []
-    wanted = set(listed) if isinstance(listed, list) and all(
-        isinstance(i, bytes) for i in listed) else set()
+    wanted = (
+        set(listed)
+        if isinstance(listed, list) and all(isinstance(i, bytes) for i in listed)
+        else set()
+    )
     return [rid for rid in asked if rid in wanted]

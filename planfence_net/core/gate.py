@@ -65,8 +65,10 @@ class GatePolicy:
 
     def __post_init__(self) -> None:
         if self.max_depth < 0 or self.max_nodes < 1:
-            raise ConfigError(f"gate policy needs max_depth >= 0 and max_nodes >= 1, "
-                              f"got {self.max_depth} and {self.max_nodes}")
+            raise ConfigError(
+                f"gate policy needs max_depth >= 0 and max_nodes >= 1, "
+                f"got {self.max_depth} and {self.max_nodes}"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,32 +123,47 @@ class Decision:
     def to_json(self) -> dict[str, Any]:
         """A JSON-serialisable view; ids are lowercase hex."""
         return {
-            "action": self.action, "outcome": self.outcome, "reason": self.reason,
-            "detail": self.detail, "replanned": self.replanned, "fail_open": self.fail_open,
+            "action": self.action,
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "detail": self.detail,
+            "replanned": self.replanned,
+            "fail_open": self.fail_open,
             "frontier": {key: rid.hex() for key, rid in self.frontier.items()},
-            "heads": {key: {"id": None if rid is None else rid.hex(), "seq": seq}
-                      for key, (rid, seq) in self.heads.items()},
-            "drift": {key: {"from": old.hex(), "to": new.hex()}
-                      for key, (old, new) in self.drift.items()},
-            "round_trips": self.round_trips, "bytes_sent": self.bytes_sent,
-            "bytes_received": self.bytes_received, "elapsed": self.elapsed,
+            "heads": {
+                key: {"id": None if rid is None else rid.hex(), "seq": seq}
+                for key, (rid, seq) in self.heads.items()
+            },
+            "drift": {
+                key: {"from": old.hex(), "to": new.hex()} for key, (old, new) in self.drift.items()
+            },
+            "round_trips": self.round_trips,
+            "bytes_sent": self.bytes_sent,
+            "bytes_received": self.bytes_received,
+            "elapsed": self.elapsed,
         }
 
     def explain(self) -> str:
         """A few lines a person can read: outcome, reason, drifted keys, cost."""
         head = f"{self.action}: {self.outcome}"
         if self.reason == STALE_PLAN and not self.fail_open:
-            head = (f"{self.action}: stale plan: a declared key changed since the plan was "
-                    f"made; replan from the owners' heads and retry")
+            head = (
+                f"{self.action}: stale plan: a declared key changed since the plan was "
+                f"made; replan from the owners' heads and retry"
+            )
         elif self.reason is not None:
             head += f" ({self.reason}{', fail-open' if self.fail_open else ''})"
         lines = [head, f"  {self.detail}"]
         if self.replanned:
             lines.append("  replanned once")
-        lines += [f"  {key}: {old.hex()[:12]} -> {new.hex()[:12]}"
-                  for key, (old, new) in self.drift.items()]
-        lines.append(f"  {plural(self.round_trips, 'round trip')}, {self.bytes_sent} B sent, "
-                     f"{self.bytes_received} B received, {self.elapsed * 1000:.1f} ms")
+        lines += [
+            f"  {key}: {old.hex()[:12]} -> {new.hex()[:12]}"
+            for key, (old, new) in self.drift.items()
+        ]
+        lines.append(
+            f"  {plural(self.round_trips, 'round trip')}, {self.bytes_sent} B sent, "
+            f"{self.bytes_received} B received, {self.elapsed * 1000:.1f} ms"
+        )
         return "\n".join(lines)
 
 
@@ -181,10 +198,17 @@ class Gate:
     `walks` (shared by the gates of one local store) skips walks that reached a frontier before.
     """
 
-    def __init__(self, action: Action, *, owner_of: Callable[[str], str | None],
-                 verify: Callable[[Record], None], lookup: Callable[[bytes], Record | None],
-                 clock: Callable[[], float], policy: GatePolicy = GatePolicy(),
-                 walks: WalkCache | None = None) -> None:
+    def __init__(
+        self,
+        action: Action,
+        *,
+        owner_of: Callable[[str], str | None],
+        verify: Callable[[Record], None],
+        lookup: Callable[[bytes], Record | None],
+        clock: Callable[[], float],
+        policy: GatePolicy = GatePolicy(),
+        walks: WalkCache | None = None,
+    ) -> None:
         self.action = action
         self._walker = walk if walks is None else walks.walk
         self.policy = policy
@@ -225,11 +249,12 @@ class Gate:
             if unreported:
                 raise LocalProtocolError(f"no answer reported yet for owners: {unreported}")
             return self._decide()
-        raise LocalProtocolError(f"next_event() called while {self._state.value}: report "
-                                 f"the outcome of the last event first")
+        raise LocalProtocolError(
+            f"next_event() called while {self._state.value}: report "
+            f"the outcome of the last event first"
+        )
 
-    def records_fetched(self, records: Iterable[Record],
-                        unanswered: Collection[str] = ()) -> None:
+    def records_fetched(self, records: Iterable[Record], unanswered: Collection[str] = ()) -> None:
         """Feed the answer to FetchRecords (possibly empty or partial).
 
         Records that were not asked for or fail `verify` are ignored, so they stay missing.
@@ -274,8 +299,9 @@ class Gate:
         owner that was not queried or was already reported."""
         self._expect(_State.QUERYING, "heads_failed")
         if reason not in HEADS_FAILURES:
-            raise LocalProtocolError(f"heads_failed reason must be one of "
-                                     f"{sorted(HEADS_FAILURES)}, got {reason!r}")
+            raise LocalProtocolError(
+                f"heads_failed reason must be one of {sorted(HEADS_FAILURES)}, got {reason!r}"
+            )
         if owner not in self._queries or owner in self._reported:
             raise LocalProtocolError(f"owner {owner!r} was not queried or already reported")
         self._reported.add(owner)
@@ -307,19 +333,29 @@ class Gate:
         return self._fetched.get(rid) or self._lookup(rid)
 
     def _walk(self) -> Event:
-        result = self._walker(self._roots, self.action.deps, self._find,
-                              max_depth=self.policy.max_depth, max_nodes=self.policy.max_nodes)
+        result = self._walker(
+            self._roots,
+            self.action.deps,
+            self._find,
+            max_depth=self.policy.max_depth,
+            max_nodes=self.policy.max_nodes,
+        )
         if isinstance(result, Blocked):
             return self._block(result.reason, result.detail)
         if isinstance(result, Missing):
             lost = [rid.hex()[:12] for rid in result.ids if rid in self._asked]
             if lost and self._unanswered:
-                return self._block(OWNER_UNAVAILABLE, f"records {', '.join(lost)} not found at "
-                                                      f"any owner that answered; no answer "
-                                                      f"from {', '.join(self._unanswered)}")
+                return self._block(
+                    OWNER_UNAVAILABLE,
+                    f"records {', '.join(lost)} not found at "
+                    f"any owner that answered; no answer "
+                    f"from {', '.join(self._unanswered)}",
+                )
             if lost:
-                return self._block(MISSING_LINEAGE, f"records not found locally nor fetched "
-                                                    f"and verified: {', '.join(lost)}")
+                return self._block(
+                    MISSING_LINEAGE,
+                    f"records not found locally nor fetched and verified: {', '.join(lost)}",
+                )
             self._asked.update(result.ids)
             self._pending = frozenset(result.ids)
             self._state = _State.FETCHING
@@ -342,15 +378,18 @@ class Gate:
         if not by_owner:
             return self._finish(AUTHORIZED, None, "no declared dependencies to validate")
         self._queries = {
-            owner: HeadsQuery(tuple(owned), {k: self._frontier[k].id
-                                             for k in owned if k in self._frontier})
-            for owner, owned in by_owner.items()}
+            owner: HeadsQuery(
+                tuple(owned), {k: self._frontier[k].id for k in owned if k in self._frontier}
+            )
+            for owner, owned in by_owner.items()
+        }
         self._reported, self._failures = set(), {}
         self._heads, self._inline = {}, {}
         self._state = _State.QUERYING
         self._round_trips += 1
-        return QueryHeads({owner: HeadsQuery(q.keys, dict(q.expect))
-                           for owner, q in self._queries.items()})
+        return QueryHeads(
+            {owner: HeadsQuery(q.keys, dict(q.expect)) for owner, q in self._queries.items()}
+        )
 
     def _decide(self) -> Event:
         for owner in (*self._queries, *self._failures):
@@ -370,8 +409,9 @@ class Gate:
             return self._block(CHANGED_AGAIN, f"changed again after replanning: {changed}")
         self._drift = drift
         if not self.policy.replan:
-            return self._finish(BLOCKED, STALE_PLAN,
-                                f"plan is stale and replanning is disabled: {changed}")
+            return self._finish(
+                BLOCKED, STALE_PLAN, f"plan is stale and replanning is disabled: {changed}"
+            )
         records = tuple(self._inline[key] for key in drift)
         self._fetched.update((record.id, record) for record in records)
         self._state = _State.REPLANNING
@@ -382,16 +422,25 @@ class Gate:
             return self._finish(AUTHORIZED, reason, detail, fail_open=True)
         return self._finish(BLOCKED, reason, detail)
 
-    def _finish(self, outcome: str, reason: str | None, detail: str, *,
-                fail_open: bool = False) -> Decision:
+    def _finish(
+        self, outcome: str, reason: str | None, detail: str, *, fail_open: bool = False
+    ) -> Decision:
         self._state = _State.DONE
         self._decision = Decision(
-            action=self.action.name, outcome=outcome, reason=reason, detail=detail,
-            replanned=self._replanned, fail_open=fail_open,
+            action=self.action.name,
+            outcome=outcome,
+            reason=reason,
+            detail=detail,
+            replanned=self._replanned,
+            fail_open=fail_open,
             frontier={key: record.id for key, record in self._frontier.items()},
-            heads=dict(self._heads), drift=dict(self._drift),
-            round_trips=self._round_trips, bytes_sent=self._sent,
-            bytes_received=self._received, elapsed=self._clock() - self._started)
+            heads=dict(self._heads),
+            drift=dict(self._drift),
+            round_trips=self._round_trips,
+            bytes_sent=self._sent,
+            bytes_received=self._received,
+            elapsed=self._clock() - self._started,
+        )
         return self._decision
 
 

@@ -53,16 +53,20 @@ def load_identity(name: str, path: Path) -> Identity:
     try:
         mode = path.stat().st_mode
         if mode & (stat.S_IRWXG | stat.S_IRWXO):
-            raise ConfigError(f"key file {path} is accessible by group or others "
-                              f"(mode {stat.S_IMODE(mode):o}); run: chmod 600 {path}")
+            raise ConfigError(
+                f"key file {path} is accessible by group or others "
+                f"(mode {stat.S_IMODE(mode):o}); run: chmod 600 {path}"
+            )
         text = path.read_text().strip()
     except FileNotFoundError:
         raise ConfigError(f"no key file for agent {name!r} at {path}") from None
     except PermissionError:
         # Typical in a container whose user is not the one who made the cluster folder.
-        raise ConfigError(f"cannot read key file {path}: permission denied for uid "
-                          f"{os.getuid()}; run as the user who made the cluster (in "
-                          "docker-compose.yml: PLANFENCE_UID and PLANFENCE_GID)") from None
+        raise ConfigError(
+            f"cannot read key file {path}: permission denied for uid "
+            f"{os.getuid()}; run as the user who made the cluster (in "
+            "docker-compose.yml: PLANFENCE_UID and PLANFENCE_GID)"
+        ) from None
     try:
         seed = bytes.fromhex(text)
     except ValueError:

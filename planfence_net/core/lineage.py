@@ -60,9 +60,14 @@ class Blocked:
     detail: str
 
 
-def walk(roots: Sequence[bytes], deps: Collection[str],
-         lookup: Callable[[bytes], Record | None], *, max_depth: int = 32,
-         max_nodes: int = 4096) -> Frontier | Missing | Blocked:
+def walk(
+    roots: Sequence[bytes],
+    deps: Collection[str],
+    lookup: Callable[[bytes], Record | None],
+    *,
+    max_depth: int = 32,
+    max_nodes: int = 4096,
+) -> Frontier | Missing | Blocked:
     """Walk `parents` breadth first from `roots` and collect the frontier of `deps`.
 
     `lookup(id)` returns the record with that id or None; a record whose id differs from
@@ -72,8 +77,10 @@ def walk(roots: Sequence[bytes], deps: Collection[str],
     Raises LocalProtocolError when `max_depth` < 0 or `max_nodes` < 1.
     """
     if max_depth < 0 or max_nodes < 1:
-        raise LocalProtocolError(f"walk limits must be max_depth >= 0 and max_nodes >= 1, "
-                                 f"got {max_depth} and {max_nodes}")
+        raise LocalProtocolError(
+            f"walk limits must be max_depth >= 0 and max_nodes >= 1, "
+            f"got {max_depth} and {max_nodes}"
+        )
     wanted = frozenset(deps)
     seen: set[bytes] = set()
     queue: deque[tuple[bytes, int]] = deque()
@@ -97,10 +104,12 @@ def walk(roots: Sequence[bytes], deps: Collection[str],
         if record.key in wanted:
             first = versions.setdefault(record.key, record)
             if first.id != record.id:
-                return Blocked(AMBIGUOUS_FRONTIER,
-                               f"declared key {record.key!r} appears in two versions: "
-                               f"{first.id.hex()[:12]} (seq {first.seq}) and "
-                               f"{record.id.hex()[:12]} (seq {record.seq})")
+                return Blocked(
+                    AMBIGUOUS_FRONTIER,
+                    f"declared key {record.key!r} appears in two versions: "
+                    f"{first.id.hex()[:12]} (seq {first.seq}) and "
+                    f"{record.id.hex()[:12]} (seq {record.seq})",
+                )
         if depth >= max_depth:
             continue
         for parent in record.parents:
@@ -114,19 +123,23 @@ def walk(roots: Sequence[bytes], deps: Collection[str],
     return _frontier_or_incomplete(wanted, versions, visited, deepest, max_depth)
 
 
-def _frontier_or_incomplete(wanted: frozenset[str], versions: dict[str, Record], visited: int,
-                            deepest: int, max_depth: int) -> Frontier | Blocked:
+def _frontier_or_incomplete(
+    wanted: frozenset[str], versions: dict[str, Record], visited: int, deepest: int, max_depth: int
+) -> Frontier | Blocked:
     absent = sorted(wanted - versions.keys())
     if absent:
-        return Blocked(INCOMPLETE_DECLARATION,
-                       f"declared keys never reached within depth {max_depth}: "
-                       f"{', '.join(absent)} ({visited} records visited)")
+        return Blocked(
+            INCOMPLETE_DECLARATION,
+            f"declared keys never reached within depth {max_depth}: "
+            f"{', '.join(absent)} ({visited} records visited)",
+        )
     return Frontier(versions, visited, deepest)
 
 
 def _node_limit(max_nodes: int) -> Blocked:
-    return Blocked(MISSING_LINEAGE,
-                   f"lineage walk hit the node limit: more than {max_nodes} records reachable")
+    return Blocked(
+        MISSING_LINEAGE, f"lineage walk hit the node limit: more than {max_nodes} records reachable"
+    )
 
 
 class WalkCache:
@@ -150,9 +163,15 @@ class WalkCache:
     def __len__(self) -> int:
         return len(self._walks)
 
-    def walk(self, roots: Sequence[bytes], deps: Collection[str],
-             lookup: Callable[[bytes], Record | None], *, max_depth: int = 32,
-             max_nodes: int = 4096) -> Frontier | Missing | Blocked:
+    def walk(
+        self,
+        roots: Sequence[bytes],
+        deps: Collection[str],
+        lookup: Callable[[bytes], Record | None],
+        *,
+        max_depth: int = 32,
+        max_nodes: int = 4096,
+    ) -> Frontier | Missing | Blocked:
         """Like `walk`, answering a walk that reached a frontier before from memory. The
         caller gets its own copy of `versions`, so changing it cannot change the cache."""
         key = (tuple(roots), tuple(deps), max_depth, max_nodes)

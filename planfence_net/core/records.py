@@ -8,8 +8,9 @@ so decoding and re-encoding a body (map order, int widths) can never change an i
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import msgpack
 from nacl.exceptions import BadSignatureError
@@ -47,28 +48,39 @@ class Record:
 
     def to_wire(self) -> list[Any]:
         """The record as a msgpack-ready array: the signed fields followed by the signature."""
-        return [*_signed_fields(self.key, self.owner, self.seq, self.parents, self.kind,
-                                self.body_raw), self.signature]
+        return [
+            *_signed_fields(self.key, self.owner, self.seq, self.parents, self.kind, self.body_raw),
+            self.signature,
+        ]
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-friendly view; ids are lowercase hex."""
         return {
-            "id": self.id.hex(), "key": self.key, "owner": self.owner, "seq": self.seq,
-            "parents": [p.hex() for p in self.parents], "kind": self.kind,
-            "body": self.body, "size": self.size, "signature": self.signature.hex(),
+            "id": self.id.hex(),
+            "key": self.key,
+            "owner": self.owner,
+            "seq": self.seq,
+            "parents": [p.hex() for p in self.parents],
+            "kind": self.kind,
+            "body": self.body,
+            "size": self.size,
+            "signature": self.signature.hex(),
         }
 
 
-def _signed_fields(key: str, owner: str, seq: int, parents: tuple[bytes, ...], kind: str,
-                   body_raw: bytes) -> list[Any]:
+def _signed_fields(
+    key: str, owner: str, seq: int, parents: tuple[bytes, ...], kind: str, body_raw: bytes
+) -> list[Any]:
     return [RECORD_FORMAT, key, owner, seq, list(parents), kind, body_raw, len(body_raw)]
 
 
-def record_id(key: str, owner: str, seq: int, parents: tuple[bytes, ...], kind: str,
-              body_raw: bytes) -> bytes:
+def record_id(
+    key: str, owner: str, seq: int, parents: tuple[bytes, ...], kind: str, body_raw: bytes
+) -> bytes:
     """BLAKE2b-256 over the canonical msgpack array of the signed fields."""
-    canonical: bytes = msgpack.packb(_signed_fields(key, owner, seq, parents, kind, body_raw),
-                                     use_bin_type=True)
+    canonical: bytes = msgpack.packb(
+        _signed_fields(key, owner, seq, parents, kind, body_raw), use_bin_type=True
+    )
     return hashlib.blake2b(canonical, digest_size=ID_LEN).digest()
 
 
@@ -81,9 +93,17 @@ def encode_body(body: Any) -> bytes:
     return encoded
 
 
-def make_record(signing_key: SigningKey, *, key: str, owner: str, seq: int,
-                parents: tuple[bytes, ...] | list[bytes], kind: str, body: Any = None,
-                body_raw: bytes | None = None) -> Record:
+def make_record(
+    signing_key: SigningKey,
+    *,
+    key: str,
+    owner: str,
+    seq: int,
+    parents: tuple[bytes, ...] | list[bytes],
+    kind: str,
+    body: Any = None,
+    body_raw: bytes | None = None,
+) -> Record:
     """Create and sign a record as `owner`. The caller is responsible for `seq` ordering.
 
     The body is `body` encoded as msgpack, or `body_raw` taken as is when given (the bytes
@@ -98,12 +118,15 @@ def make_record(signing_key: SigningKey, *, key: str, owner: str, seq: int,
     return Record(key, owner, seq, parents, kind, body_raw, signature, rid)
 
 
-def wire_size_bound(key: str, owner: str, kind: str, parents: tuple[bytes, ...] | list[bytes],
-                    body_len: int) -> int:
+def wire_size_bound(
+    key: str, owner: str, kind: str, parents: tuple[bytes, ...] | list[bytes], body_len: int
+) -> int:
     """An upper bound of the encoded wire form of a record with these fields and a body of
     `body_len` bytes, whatever its seq (used to refuse a record that could not be read back)."""
-    fixed = msgpack.packb([RECORD_FORMAT, key, owner, 2**64 - 1, list(parents), kind, b"",
-                           2**64 - 1, bytes(64)], use_bin_type=True)
+    fixed = msgpack.packb(
+        [RECORD_FORMAT, key, owner, 2**64 - 1, list(parents), kind, b"", 2**64 - 1, bytes(64)],
+        use_bin_type=True,
+    )
     return len(fixed) + 4 + body_len  # bin 8 header of the empty body grows to bin 32
 
 
@@ -156,8 +179,9 @@ def wire_from_bytes(data: bytes) -> list[Any]:
 def _scalar(unpacker: msgpack.Unpacker, data: bytes) -> Any:
     """The next value, refused from its first byte when it is an array or map."""
     position = unpacker.tell()
-    if position < len(data) and (0x80 <= data[position] <= 0x9F
-                                 or data[position] in (0xDC, 0xDD, 0xDE, 0xDF)):
+    if position < len(data) and (
+        0x80 <= data[position] <= 0x9F or data[position] in (0xDC, 0xDD, 0xDE, 0xDF)
+    ):
         raise RecordError("format", "an array or map where a record field belongs")
     return unpacker.unpack()
 
@@ -185,16 +209,22 @@ def record_from_wire(value: Any) -> Record:
     return Record(key, owner, seq, parents, kind, body_raw, signature, rid)
 
 
-def verify(record: Record, *, public_key_of: Callable[[str], bytes | None],
-           owner_of: Callable[[str], str | None], expected_id: bytes | None = None) -> None:
+def verify(
+    record: Record,
+    *,
+    public_key_of: Callable[[str], bytes | None],
+    owner_of: Callable[[str], str | None],
+    expected_id: bytes | None = None,
+) -> None:
     """Check a record: its id, its owner's Ed25519 signature, and that its owner owns its key.
 
     `public_key_of(agent)` gives an agent's Ed25519 public key from the roster (None if unknown);
     `owner_of(key)` gives the agent owning a key. When `expected_id` is given the record must
     have exactly that id. Raises RecordError naming the failed check; returns None when valid.
     """
-    rid = record_id(record.key, record.owner, record.seq, record.parents, record.kind,
-                    record.body_raw)
+    rid = record_id(
+        record.key, record.owner, record.seq, record.parents, record.kind, record.body_raw
+    )
     if rid != record.id or (expected_id is not None and rid != expected_id):
         raise RecordError("id", f"record for {record.key!r} does not hash to its id")
     public_key = public_key_of(record.owner)
@@ -203,9 +233,12 @@ def verify(record: Record, *, public_key_of: Callable[[str], bytes | None],
     try:
         VerifyKey(public_key).verify(rid, record.signature)
     except BadSignatureError as exc:
-        raise RecordError("signature",
-                          f"bad signature on record for {record.key!r} by {record.owner!r}") from exc
+        raise RecordError(
+            "signature", f"bad signature on record for {record.key!r} by {record.owner!r}"
+        ) from exc
     owner = owner_of(record.key)
     if owner != record.owner:
-        raise RecordError("owner", f"{record.owner!r} does not own key {record.key!r} "
-                                   f"(owner: {owner or 'nobody'})")
+        raise RecordError(
+            "owner",
+            f"{record.owner!r} does not own key {record.key!r} (owner: {owner or 'nobody'})",
+        )

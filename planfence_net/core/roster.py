@@ -20,9 +20,10 @@ import fnmatch
 import functools
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from nacl.bindings import crypto_sign_ed25519_pk_to_curve25519
 
@@ -36,6 +37,7 @@ def _matcher(patterns: tuple[str, ...]) -> Callable[[str], re.Match[str] | None]
     if not patterns:
         return lambda key: None
     return re.compile("|".join(fnmatch.translate(p) for p in patterns)).match
+
 
 OWNER_CACHE = 65536  # keys whose owner is remembered
 
@@ -60,8 +62,12 @@ class Agent:
         return crypto_sign_ed25519_pk_to_curve25519(self.public_key)
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "address": self.address,
-                "public_key": self.public_key.hex(), "owns": list(self.owns)}
+        return {
+            "name": self.name,
+            "address": self.address,
+            "public_key": self.public_key.hex(),
+            "owns": list(self.owns),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,8 +78,9 @@ class Roster:
     agents: tuple[Agent, ...]
     # key -> owner, filled by owner_of: matching every pattern costs ~8 us a key, and the
     # gate and the owner ask for the same keys on every request
-    _owners: dict[str, str | None] = field(default_factory=dict, init=False, repr=False,
-                                           compare=False)
+    _owners: dict[str, str | None] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         names = [a.name for a in self.agents]
@@ -126,8 +133,7 @@ class Roster:
         return None
 
     def to_toml_dict(self) -> dict[str, Any]:
-        return {"cluster": self.cluster,
-                "agents": [a.to_json() for a in self.agents]}
+        return {"cluster": self.cluster, "agents": [a.to_json() for a in self.agents]}
 
 
 def _check_point(public_key: bytes, where: str) -> None:
@@ -161,8 +167,12 @@ def roster_from_dict(data: dict[str, Any], source: str = "roster") -> Roster:
     for i, raw in enumerate(raw_agents):
         where = f"{source}: agents[{i}]"
         try:
-            name, address, key_hex, owns = (raw["name"], raw["address"], raw["public_key"],
-                                            raw.get("owns", []))
+            name, address, key_hex, owns = (
+                raw["name"],
+                raw["address"],
+                raw["public_key"],
+                raw.get("owns", []),
+            )
         except (KeyError, TypeError) as exc:
             raise ConfigError(f"{where}: missing field {exc}") from None
         if not isinstance(name, str) or not name:

@@ -22,8 +22,13 @@ class SessionPool:
     sessions is kept, so `traffic()` counts every byte this pool ever moved.
     """
 
-    def __init__(self, task_group: TaskGroup, roster: Roster, identity: Identity,
-                 addresses: dict[str, tuple[str, int]] | None = None) -> None:
+    def __init__(
+        self,
+        task_group: TaskGroup,
+        roster: Roster,
+        identity: Identity,
+        addresses: dict[str, tuple[str, int]] | None = None,
+    ) -> None:
         self._tg = task_group
         self.roster = roster
         self.identity = identity
@@ -52,8 +57,9 @@ class SessionPool:
             if current is not None:
                 self._retire(owner)
             host, port = self.addresses.get(owner, (None, None))
-            session = await start_session(self._tg, self.roster, self.identity,
-                                          self.roster.agent(owner), host=host, port=port)
+            session = await start_session(
+                self._tg, self.roster, self.identity, self.roster.agent(owner), host=host, port=port
+            )
             self.connects += 1
             self._sessions[owner] = session
             return session
@@ -106,10 +112,10 @@ class SessionPool:
 
     def traffic(self) -> tuple[int, int]:
         """(bytes sent, bytes received) over all sessions, encrypted and framed."""
-        sent = self._closed_sent + sum(s.stream.traffic.bytes_sent
-                                       for s in self._sessions.values())
-        received = self._closed_received + sum(s.stream.traffic.bytes_received
-                                               for s in self._sessions.values())
+        sent = self._closed_sent + sum(s.stream.traffic.bytes_sent for s in self._sessions.values())
+        received = self._closed_received + sum(
+            s.stream.traffic.bytes_received for s in self._sessions.values()
+        )
         return sent, received
 
     async def aclose(self) -> None:
@@ -121,8 +127,12 @@ class SessionPool:
 
     def statistics(self) -> dict[str, Any]:
         sent, received = self.traffic()
-        return {"sessions": len(self._sessions), "connects": self.connects,
-                "bytes_sent": sent, "bytes_received": received}
+        return {
+            "sessions": len(self._sessions),
+            "connects": self.connects,
+            "bytes_sent": sent,
+            "bytes_received": received,
+        }
 
 
 __all__ = ["SessionPool", "PlanfenceError"]

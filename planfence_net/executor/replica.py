@@ -6,8 +6,9 @@ SQLite file makes them survive a restart.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 from ..core.records import Record, record_from_wire
 from ..protocol.messages import pack, unpack
@@ -57,7 +58,8 @@ class Replica:
         if self._db is not None and new:
             await self._db.executemany(
                 "INSERT OR IGNORE INTO records (id, key, wire) VALUES (?, ?, ?)",
-                [(r.id, r.key, pack(r.to_wire())) for r in new])
+                [(r.id, r.key, pack(r.to_wire())) for r in new],
+            )
             await self._db.commit()
 
     async def close(self) -> None:

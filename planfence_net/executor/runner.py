@@ -48,9 +48,14 @@ class GateRun:
 class GateRunner:
     """Validates actions for one executor: its session pool, replica and roster."""
 
-    def __init__(self, pool: SessionPool, replica: Replica, *,
-                 clock: Callable[[], float] = time.perf_counter,
-                 deadline: float = DEFAULT_DEADLINE) -> None:
+    def __init__(
+        self,
+        pool: SessionPool,
+        replica: Replica,
+        *,
+        clock: Callable[[], float] = time.perf_counter,
+        deadline: float = DEFAULT_DEADLINE,
+    ) -> None:
         self.pool = pool
         self.replica = replica
         self.roster: Roster = pool.roster
@@ -61,17 +66,24 @@ class GateRunner:
     def verify(self, record: Record) -> None:
         verify_record(self.roster, record)
 
-    async def wait_decision(self, action: Action, replan: ReplanHook | None = None,
-                            policy: GatePolicy = GatePolicy()) -> GateRun:
+    async def wait_decision(
+        self, action: Action, replan: ReplanHook | None = None, policy: GatePolicy = GatePolicy()
+    ) -> GateRun:
         """Run the gate for `action` until it decides. Never raises for owner failures.
 
         Without a `replan` hook a drift blocks with `stale_plan` (the caller replans).
         """
         if replan is None:
             policy = dataclasses.replace(policy, replan=False)
-        gate = Gate(action, owner_of=self.roster.owner_of, verify=self.verify,
-                    lookup=self.replica.lookup, clock=self.clock, policy=policy,
-                    walks=self.walks)
+        gate = Gate(
+            action,
+            owner_of=self.roster.owner_of,
+            verify=self.verify,
+            lookup=self.replica.lookup,
+            clock=self.clock,
+            policy=policy,
+            walks=self.walks,
+        )
         planning = 0.0
         roots = action.roots
         mark = self.pool.traffic()
@@ -103,7 +115,8 @@ class GateRunner:
         async def ask(owner: str, scope: anyio.CancelScope) -> None:
             try:
                 result = await get_in_parts(
-                    lambda args: self.pool.request(owner, "get", args), list(ids))
+                    lambda args: self.pool.request(owner, "get", args), list(ids)
+                )
             except PlanfenceError:
                 fetch.failed(owner)
             else:
@@ -131,8 +144,7 @@ class GateRunner:
                     failures[owner] = "owner_unavailable"
                     continue
                 try:
-                    replies[owner] = await self.pool.send_request(owner, "heads",
-                                                                  heads_args(query))
+                    replies[owner] = await self.pool.send_request(owner, "heads", heads_args(query))
                 except PlanfenceError as exc:
                     failures[owner] = _failure(exc)
             for owner, reply in replies.items():

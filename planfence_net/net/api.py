@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Callable
+from typing import Any
 
 import anyio
 
@@ -25,9 +26,13 @@ DEFAULT_DEADLINE = 5.0  # seconds for one owner to connect, handshake and answer
 
 
 @asynccontextmanager
-async def owner_session(roster: Roster, identity: Identity, owner: str,
-                        addresses: Addresses | None = None,
-                        deadline: float = DEFAULT_DEADLINE) -> AsyncIterator[Session]:
+async def owner_session(
+    roster: Roster,
+    identity: Identity,
+    owner: str,
+    addresses: Addresses | None = None,
+    deadline: float = DEFAULT_DEADLINE,
+) -> AsyncIterator[Session]:
     """A session to `owner` whose whole use (connect, handshake, requests) must end within
     `deadline` seconds; raises TransportError naming the owner and its address otherwise.
 
@@ -35,19 +40,26 @@ async def owner_session(roster: Roster, identity: Identity, owner: str,
     answers the handshake: without the deadline the caller would wait forever.
     """
     where = _address(addresses, owner)
-    address = (f"{where['host']}:{where['port']}" if where else roster.agent(owner).address)
+    address = f"{where['host']}:{where['port']}" if where else roster.agent(owner).address
     try:
         with anyio.fail_after(deadline):
             async with open_session(roster, identity, owner, **where) as session:
                 yield session
     except TimeoutError:
-        raise TransportError(f"owner {owner} at {address} did not answer within {deadline:g} s "
-                             f"(is it running? is another program on that port?)") from None
+        raise TransportError(
+            f"owner {owner} at {address} did not answer within {deadline:g} s "
+            f"(is it running? is another program on that port?)"
+        ) from None
 
 
-async def wait_owner_ready(roster: Roster, identity: Identity, owner: str, deadline: float,
-                           alive: Callable[[], bool] = lambda: True,
-                           addresses: Addresses | None = None) -> None:
+async def wait_owner_ready(
+    roster: Roster,
+    identity: Identity,
+    owner: str,
+    deadline: float,
+    alive: Callable[[], bool] = lambda: True,
+    addresses: Addresses | None = None,
+) -> None:
     """Retry until `owner` accepts an authenticated session and answers a ping.
 
     Raises TransportError when `deadline` (a time.monotonic() value) passes first or
@@ -56,8 +68,9 @@ async def wait_owner_ready(roster: Roster, identity: Identity, owner: str, deadl
     last: Exception | None = None
     while time.monotonic() < deadline and alive():
         try:
-            async with owner_session(roster, identity, owner, addresses,
-                                     max(deadline - time.monotonic(), 0.001)) as session:
+            async with owner_session(
+                roster, identity, owner, addresses, max(deadline - time.monotonic(), 0.001)
+            ) as session:
                 await session.request("ping")
                 return
         except PlanfenceError as exc:
@@ -66,23 +79,35 @@ async def wait_owner_ready(roster: Roster, identity: Identity, owner: str, deadl
     raise TransportError(f"owner {owner} did not accept a session in time: {last}")
 
 
-async def put_record(roster: Roster, identity: Identity, key: str, *, body: Any,
-                     parents: list[bytes] | None = None, kind: str = "fact",
-                     addresses: Addresses | None = None,
-                     deadline: float = DEFAULT_DEADLINE) -> dict[str, Any]:
+async def put_record(
+    roster: Roster,
+    identity: Identity,
+    key: str,
+    *,
+    body: Any,
+    parents: list[bytes] | None = None,
+    kind: str = "fact",
+    addresses: Addresses | None = None,
+    deadline: float = DEFAULT_DEADLINE,
+) -> dict[str, Any]:
     """Write a record as `identity` to the owner of `key`; returns {"id", "seq", "owner"}."""
     owner = roster.owner_of(key)
     if owner is None:
         raise ConfigError(f"no agent owns {key!r} in the roster")
     async with owner_session(roster, identity, owner, addresses, deadline) as session:
-        result = await session.request("put", {"key": key, "kind": kind,
-                                               "parents": parents or [], "body": body})
+        result = await session.request(
+            "put", {"key": key, "kind": kind, "parents": parents or [], "body": body}
+        )
     return {"key": key, "owner": owner, "id": result["id"], "seq": result["seq"]}
 
 
-async def ping_owners(roster: Roster, identity: Identity, names: list[str],
-                      addresses: Addresses | None = None,
-                      deadline: float = DEFAULT_DEADLINE) -> None:
+async def ping_owners(
+    roster: Roster,
+    identity: Identity,
+    names: list[str],
+    addresses: Addresses | None = None,
+    deadline: float = DEFAULT_DEADLINE,
+) -> None:
     """Return once every owner in `names` answered a ping, all concurrently; raises
     TransportError naming the first owner that could not be reached within `deadline`."""
 
@@ -92,8 +117,9 @@ async def ping_owners(roster: Roster, identity: Identity, names: list[str],
                 await session.request("ping")
         except TransportError as exc:
             message = str(exc)
-            raise TransportError(message if message.startswith(f"owner {owner} ")
-                                 else f"owner {owner}: {message}") from None
+            raise TransportError(
+                message if message.startswith(f"owner {owner} ") else f"owner {owner}: {message}"
+            ) from None
 
     async with collapsing_task_group() as tg:
         for name in names:
@@ -111,9 +137,13 @@ def group_by_owner(roster: Roster, keys: list[str]) -> dict[str, list[str]]:
     return dict(groups)
 
 
-async def query_heads(roster: Roster, identity: Identity, keys: list[str],
-                      addresses: Addresses | None = None,
-                      deadline: float = DEFAULT_DEADLINE) -> list[dict[str, Any]]:
+async def query_heads(
+    roster: Roster,
+    identity: Identity,
+    keys: list[str],
+    addresses: Addresses | None = None,
+    deadline: float = DEFAULT_DEADLINE,
+) -> list[dict[str, Any]]:
     """Current heads of `keys`, one batched request per owner, all owners concurrently."""
     groups = group_by_owner(roster, keys)
     rows: dict[str, dict[str, Any]] = {}
@@ -130,9 +160,13 @@ async def query_heads(roster: Roster, identity: Identity, keys: list[str],
     return [rows[k] for k in keys]
 
 
-async def get_records(roster: Roster, identity: Identity, ids: list[bytes],
-                      addresses: Addresses | None = None,
-                      deadline: float = DEFAULT_DEADLINE) -> list[Record]:
+async def get_records(
+    roster: Roster,
+    identity: Identity,
+    ids: list[bytes],
+    addresses: Addresses | None = None,
+    deadline: float = DEFAULT_DEADLINE,
+) -> list[Record]:
     """Fetch records by id from every owner, verified.
 
     Raises RequestError("not_found") for ids no reachable owner has, naming the owners that
@@ -144,8 +178,7 @@ async def get_records(roster: Roster, identity: Identity, ids: list[bytes],
     async def ask(owner: str) -> None:
         try:
             async with owner_session(roster, identity, owner, addresses, deadline) as session:
-                result = await get_in_parts(
-                    lambda args: session.request("get", args), ids)
+                result = await get_in_parts(lambda args: session.request("get", args), ids)
         except TransportError:
             unreachable.append(owner)
             return
@@ -159,9 +192,11 @@ async def get_records(roster: Roster, identity: Identity, ids: list[bytes],
             tg.start_soon(ask, owner)
     missing = [rid.hex() for rid in ids if rid not in found]
     if missing:
-        raise RequestError("not_found", f"no owner has record {', '.join(missing)}"
-                           + (f" (could not ask {', '.join(sorted(unreachable))})"
-                              if unreachable else ""))
+        raise RequestError(
+            "not_found",
+            f"no owner has record {', '.join(missing)}"
+            + (f" (could not ask {', '.join(sorted(unreachable))})" if unreachable else ""),
+        )
     return [found[rid] for rid in ids]
 
 

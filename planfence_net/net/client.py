@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, AsyncIterator
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -46,8 +46,9 @@ class Reply:
 
     __slots__ = ("req_id", "_future", "_abandon")
 
-    def __init__(self, req_id: int, future: asyncio.Future[Outcome],
-                 abandon: Callable[[int], None]) -> None:
+    def __init__(
+        self, req_id: int, future: asyncio.Future[Outcome], abandon: Callable[[int], None]
+    ) -> None:
         self.req_id = req_id
         self._future = future
         self._abandon = abandon
@@ -110,9 +111,12 @@ class Session:
             raise
         return Reply(req_id, future, self._abandon)
 
-    async def subscribe(self, keys: list[str] | None = None, every: int = 1,
-                        group: str | None = None,
-                        ) -> MemoryObjectReceiveStream[dict[str, Any]]:
+    async def subscribe(
+        self,
+        keys: list[str] | None = None,
+        every: int = 1,
+        group: str | None = None,
+    ) -> MemoryObjectReceiveStream[dict[str, Any]]:
         """Subscribe to head updates, pushed after every `every` updates; returns a stream of
         pushed {"heads": [...]} maps. With a sync `group`, pushes also carry "seq", which the
         caller acknowledges with `request("ack", {"group": group, "seq": seq})` once applied."""
@@ -143,8 +147,12 @@ class Session:
             return  # answered already, or the session failed
         self._abandoned.add(req_id)
         if len(self._abandoned) > MAX_ABANDONED:
-            self._fail(TransportError(f"{self.agent.name} left {MAX_ABANDONED} requests "
-                                      f"unanswered past their deadlines"))
+            self._fail(
+                TransportError(
+                    f"{self.agent.name} left {MAX_ABANDONED} requests "
+                    f"unanswered past their deadlines"
+                )
+            )
             self.stream.close()
 
     def _register(self) -> tuple[int, asyncio.Future[Outcome]]:
@@ -187,8 +195,11 @@ class Session:
     def _fail(self, exc: PlanfenceError) -> None:
         if self._failure is not None:
             return
-        self._failure = exc if isinstance(exc, TransportError) else TransportError(
-            f"session to {self.agent.name} failed: {exc}")
+        self._failure = (
+            exc
+            if isinstance(exc, TransportError)
+            else TransportError(f"session to {self.agent.name} failed: {exc}")
+        )
         for future in self._pending.values():
             if not future.done():
                 future.set_result(self._failure)
@@ -202,21 +213,32 @@ class Session:
         await self.stream.aclose()
 
 
-async def start_session(task_group: TaskGroup, roster: Roster, identity: Identity,
-                        agent: Agent, *, host: str | None = None,
-                        port: int | None = None) -> Session:
+async def start_session(
+    task_group: TaskGroup,
+    roster: Roster,
+    identity: Identity,
+    agent: Agent,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+) -> Session:
     """Connect to `agent` (or host:port, e.g. a shaper in front of it) and start the reader
     in `task_group`. The session lives until closed or the task group ends."""
-    stream = await connect(host or agent.host, port or agent.port, cluster=roster.cluster,
-                           static_private=identity.noise_private,
-                           remote_static=agent.noise_key)
+    stream = await connect(
+        host or agent.host,
+        port or agent.port,
+        cluster=roster.cluster,
+        static_private=identity.noise_private,
+        remote_static=agent.noise_key,
+    )
     session = Session(stream, agent)
     task_group.start_soon(session.run_reader)
     return session
 
 
-async def get_in_parts(request: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]],
-                       ids: list[bytes]) -> dict[str, Any]:
+async def get_in_parts(
+    request: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]], ids: list[bytes]
+) -> dict[str, Any]:
     """A `get` of `ids` through `request(args)`, asking again for the ids the owner listed as
     omitted (its reply had no room for them) as long as each answer makes progress; returns
     one answer {"records": [...]} holding every part's records."""
@@ -234,8 +256,9 @@ async def get_in_parts(request: Callable[[dict[str, Any]], Awaitable[dict[str, A
 
 
 @asynccontextmanager
-async def open_session(roster: Roster, identity: Identity, owner: str,
-                       **address: Any) -> AsyncIterator[Session]:
+async def open_session(
+    roster: Roster, identity: Identity, owner: str, **address: Any
+) -> AsyncIterator[Session]:
     """A session to the owner named `owner`, closed on exit."""
     async with collapsing_task_group() as tg:
         session = await start_session(tg, roster, identity, roster.agent(owner), **address)

@@ -44,8 +44,9 @@ class Wire(asyncio.Protocol):
     """The socket of one session: received bytes become frames, handed to `on_frame` (after
     the handshake) or queued for `wait_frame`; writes go straight to the transport."""
 
-    def __init__(self, transport: asyncio.Transport, decoder: FrameDecoder,
-                 traffic: Traffic) -> None:
+    def __init__(
+        self, transport: asyncio.Transport, decoder: FrameDecoder, traffic: Traffic
+    ) -> None:
         self.transport = transport
         self.decoder = decoder
         self.traffic = traffic
@@ -102,8 +103,9 @@ class Wire(asyncio.Protocol):
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.fail(TransportError(f"connection closed: {exc!r}" if exc else
-                                 "connection closed by peer"))
+        self.fail(
+            TransportError(f"connection closed: {exc!r}" if exc else "connection closed by peer")
+        )
         if self._writable is not None and not self._writable.done():
             self._writable.set_result(None)
 

@@ -48,9 +48,16 @@ MessageHandler = Callable[[bytes], None]
 class NoiseStream:
     """Whole application messages over an authenticated, encrypted TCP connection."""
 
-    def __init__(self, wire: Wire, send_cipher: CipherState, receive_cipher: CipherState,
-                 peer_key: bytes, max_message: int, screen: Screen | None = None,
-                 slots: MessageSlots | None = None) -> None:
+    def __init__(
+        self,
+        wire: Wire,
+        send_cipher: CipherState,
+        receive_cipher: CipherState,
+        peer_key: bytes,
+        max_message: int,
+        screen: Screen | None = None,
+        slots: MessageSlots | None = None,
+    ) -> None:
         self._wire = wire
         self._slots = slots
         self._loop = asyncio.get_running_loop()
@@ -61,8 +68,7 @@ class NoiseStream:
         self._queued = 0
         self._paused = False
         self._on_message: MessageHandler | None = None
-        self._closed: asyncio.Future[PlanfenceError] = \
-            asyncio.get_running_loop().create_future()
+        self._closed: asyncio.Future[PlanfenceError] = asyncio.get_running_loop().create_future()
         self.max_message = max_message
         self.peer_key = peer_key
         self.traffic = wire.traffic
@@ -77,11 +83,19 @@ class NoiseStream:
             self._wire_closed(wire.error)
 
     @classmethod
-    async def wrap(cls, stream: ByteStream, *, initiator: bool, cluster: str,
-                   static_private: bytes, remote_static: bytes | None = None,
-                   accept_peer: Callable[[bytes], bool] = lambda key: True,
-                   max_message: int = DEFAULT_MAX_MESSAGE, screen: Screen | None = None,
-                   slots: MessageSlots | None = None) -> NoiseStream:
+    async def wrap(
+        cls,
+        stream: ByteStream,
+        *,
+        initiator: bool,
+        cluster: str,
+        static_private: bytes,
+        remote_static: bytes | None = None,
+        accept_peer: Callable[[bytes], bool] = lambda key: True,
+        max_message: int = DEFAULT_MAX_MESSAGE,
+        screen: Screen | None = None,
+        slots: MessageSlots | None = None,
+    ) -> NoiseStream:
         """Run the IK handshake over `stream` (an anyio TCP stream on asyncio, which the
         session takes over) and return the session.
 
@@ -95,8 +109,9 @@ class NoiseStream:
         """
         decoder = FrameDecoder(HANDSHAKE_FRAME_CAP)
         wire = take_over(stream, decoder, Traffic())
-        state = HandshakeState(PATTERN, initiator, prologue(cluster), s=static_private,
-                               rs=remote_static)
+        state = HandshakeState(
+            PATTERN, initiator, prologue(cluster), s=static_private, rs=remote_static
+        )
         try:
             if initiator:
                 wire.write(encode_frame(state.write_message(b"")))
@@ -140,8 +155,7 @@ class NoiseStream:
         """Encrypt one application message and hand it to the socket, without waiting even
         when its send buffer is full (check `writable`). Raises TransportError."""
         chunks = split_message(data, self.max_message)
-        wire = b"".join(encode_frame(self._send_cipher.encrypt_with_ad(b"", c))
-                        for c in chunks)
+        wire = b"".join(encode_frame(self._send_cipher.encrypt_with_ad(b"", c)) for c in chunks)
         self._wire.write(wire)
         self.traffic.messages_sent += 1
 
@@ -247,9 +261,12 @@ class NoiseStream:
             if not holder._wire.reading:  # we paused it (backlog, turn): not its peer's stall
                 continue
             self._slots.evicted += 1
-            holder._wire.fail(RemoteProtocolError(
-                f"no chunk for {self._slots.stall:g} s in the middle of a message while "
-                f"other sessions waited to send theirs"))
+            holder._wire.fail(
+                RemoteProtocolError(
+                    f"no chunk for {self._slots.stall:g} s in the middle of a message while "
+                    f"other sessions waited to send theirs"
+                )
+            )
         if self._slots.waiting(self):
             self._loop.call_later(self._slots.stall, self._close_stalled)
 
@@ -276,8 +293,12 @@ class NoiseStream:
 
     def statistics(self) -> dict[str, Any]:
         t = self.traffic
-        return {"bytes_sent": t.bytes_sent, "bytes_received": t.bytes_received,
-                "messages_sent": t.messages_sent, "messages_received": t.messages_received}
+        return {
+            "bytes_sent": t.bytes_sent,
+            "bytes_received": t.bytes_received,
+            "messages_sent": t.messages_sent,
+            "messages_received": t.messages_received,
+        }
 
 
 async def connect(host: str, port: int, **wrap_args: Any) -> NoiseStream:
@@ -288,8 +309,9 @@ async def connect(host: str, port: int, **wrap_args: Any) -> NoiseStream:
     except OSError as exc:
         # anyio wraps the attempt's own error ("Connection refused") as the cause.
         cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
-        raise TransportError(f"cannot connect to {host}:{port}: "
-                             f"{cause.strerror or cause}") from None
+        raise TransportError(
+            f"cannot connect to {host}:{port}: {cause.strerror or cause}"
+        ) from None
     try:
         return await NoiseStream.wrap(stream, initiator=True, **wrap_args)
     except BaseException:
@@ -298,5 +320,12 @@ async def connect(host: str, port: int, **wrap_args: Any) -> NoiseStream:
         raise
 
 
-__all__ = ["NoiseStream", "Traffic", "connect", "prologue", "PlanfenceError", "PATTERN",
-           "PROTOCOL_VERSION"]
+__all__ = [
+    "NoiseStream",
+    "Traffic",
+    "connect",
+    "prologue",
+    "PlanfenceError",
+    "PATTERN",
+    "PROTOCOL_VERSION",
+]

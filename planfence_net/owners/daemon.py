@@ -64,9 +64,17 @@ class OwnerDaemon(OwnerOps):
 
     schema: Schema = REQUESTS  # the arguments each op's requests are read with
 
-    def __init__(self, roster: Roster, identity: Identity, store: Store, log: EventLog,
-                 *, max_message: int, listen: tuple[str, int] | None = None,
-                 limits: Limits = Limits()) -> None:
+    def __init__(
+        self,
+        roster: Roster,
+        identity: Identity,
+        store: Store,
+        log: EventLog,
+        *,
+        max_message: int,
+        listen: tuple[str, int] | None = None,
+        limits: Limits = Limits(),
+    ) -> None:
         self.roster = roster
         self.identity = identity
         self.agent = roster.agent(identity.name)
@@ -78,8 +86,15 @@ class OwnerDaemon(OwnerOps):
         self.requests_served = 0
         self.listen = listen
         self.limits = limits.for_descriptors()
-        self.door = Door(roster, identity, log, self.limits, max_message, self._serve_peer,
-                         lambda prefix: screen_request(prefix, self.schema))
+        self.door = Door(
+            roster,
+            identity,
+            log,
+            self.limits,
+            max_message,
+            self._serve_peer,
+            lambda prefix: screen_request(prefix, self.schema),
+        )
         self.sessions_by_peer: dict[str, int] = {}
         self.dropped_subscribers = 0
         self.replies = ByteBudget(self.limits.reply_budget)
@@ -96,8 +111,9 @@ class OwnerDaemon(OwnerOps):
         SHUTDOWN_GRACE), then return.
         """
         host, port = self.listen or (self.agent.host, self.agent.port)
-        listener = await anyio.create_tcp_listener(local_host=host, local_port=port,
-                                                   reuse_port=False)
+        listener = await anyio.create_tcp_listener(
+            local_host=host, local_port=port, reuse_port=False
+        )
         port = listener.extra(anyio.abc.SocketAttribute.local_port)
         self.log.write("listening", address=f"{host}:{port}", pid=os.getpid())
         try:
@@ -119,22 +135,28 @@ class OwnerDaemon(OwnerOps):
     async def _wait_signal(self, scope: anyio.CancelScope, accepting: anyio.CancelScope) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async for signum in signals:
-                self.log.write("shutdown", signal=signal.Signals(signum).name,
-                               in_flight=self.in_flight)
+                self.log.write(
+                    "shutdown", signal=signal.Signals(signum).name, in_flight=self.in_flight
+                )
                 accepting.cancel()  # no new sessions; open ones finish what is in flight
                 with anyio.move_on_after(SHUTDOWN_GRACE):
                     await self._wait_idle()
                 scope.cancel()
                 return
 
-    async def _serve_peer(self, stream: NoiseStream, remote: str,
-                          first: list[bytes | PlanfenceError | None]) -> None:
+    async def _serve_peer(
+        self, stream: NoiseStream, remote: str, first: list[bytes | PlanfenceError | None]
+    ) -> None:
         peer = self.roster.agent_by_noise_key(stream.peer_key)
         assert peer is not None
         if self.sessions_by_peer.get(peer.name, 0) >= self.limits.sessions_per_peer:
             self.door.refused_connections += 1
-            self.log.write("session_refused", remote=remote, peer=peer.name,
-                           reason=f"{self.limits.sessions_per_peer} sessions of {peer.name} open")
+            self.log.write(
+                "session_refused",
+                remote=remote,
+                peer=peer.name,
+                reason=f"{self.limits.sessions_per_peer} sessions of {peer.name} open",
+            )
             return
         self.log.write("handshake", remote=remote, peer=peer.name)
         connection = Connection(stream, peer)
@@ -147,11 +169,11 @@ class OwnerDaemon(OwnerOps):
             self.sessions_by_peer[peer.name] -= 1
             self.connections.discard(connection)
             self._sync_progress()  # its group members no longer owe acknowledgements
-            self.log.write("disconnected", remote=remote, peer=peer.name,
-                           **stream.statistics())
+            self.log.write("disconnected", remote=remote, peer=peer.name, **stream.statistics())
 
-    async def _serve_session(self, connection: Connection,
-                             first: list[bytes | PlanfenceError | None]) -> None:
+    async def _serve_session(
+        self, connection: Connection, first: list[bytes | PlanfenceError | None]
+    ) -> None:
         """Answer the session's requests, starting with `first` (a one-item list, emptied
         here: no frame keeps a message alive once its answer no longer needs it).
 
@@ -181,8 +203,9 @@ class OwnerDaemon(OwnerOps):
                     data = await connection.stream.receive()
             except PlanfenceError as exc:
                 if isinstance(exc, RemoteProtocolError):
-                    self.log.write("error", peer=connection.peer.name,
-                                   reason=f"session closed: {exc}")
+                    self.log.write(
+                        "error", peer=connection.peer.name, reason=f"session closed: {exc}"
+                    )
             finally:
                 send.close()
 
@@ -210,8 +233,13 @@ class OwnerDaemon(OwnerOps):
             self._idle = anyio.Event()
             await self._idle.wait()
 
-    async def _answer(self, connection: Connection, request: Request | BadRequest,
-                      limiter: anyio.Semaphore | None, held: int) -> None:
+    async def _answer(
+        self,
+        connection: Connection,
+        request: Request | BadRequest,
+        limiter: anyio.Semaphore | None,
+        held: int,
+    ) -> None:
         """Answer one request; `held` is what it took from the request budget."""
         started = time.perf_counter()
         reserved = _RESERVED.set([])
@@ -227,15 +255,21 @@ class OwnerDaemon(OwnerOps):
             for size in _RESERVED.get():
                 self.replies.release(size)
             _RESERVED.reset(reserved)
-            self.log.write_soon("request", peer=connection.peer.name, op=op, keys=keys[:64],
-                           outcome=outcome,
-                           latency_ms=round((time.perf_counter() - started) * 1000, 3))
+            self.log.write_soon(
+                "request",
+                peer=connection.peer.name,
+                op=op,
+                keys=keys[:64],
+                outcome=outcome,
+                latency_ms=round((time.perf_counter() - started) * 1000, 3),
+            )
             self._end()
             if limiter is not None:
                 limiter.release()
 
-    async def _reply(self, connection: Connection,
-                     request: Request | BadRequest) -> tuple[bytes, str, list[str], str]:
+    async def _reply(
+        self, connection: Connection, request: Request | BadRequest
+    ) -> tuple[bytes, str, list[str], str]:
         """Serve a decoded request and encode the answer: (reply, op, keys, outcome)."""
         op, keys, req_id = "?", [], None
         try:
@@ -264,9 +298,12 @@ class OwnerDaemon(OwnerOps):
                     await connection.stream.wait_writable()
         except TimeoutError:
             self.unread_replies += 1
-            self.log.write("error", peer=connection.peer.name,
-                           reason=f"session closed: a reply of {len(reply)} bytes unread "
-                                  f"for {self.limits.send_deadline:g} s")
+            self.log.write(
+                "error",
+                peer=connection.peer.name,
+                reason=f"session closed: a reply of {len(reply)} bytes unread "
+                f"for {self.limits.send_deadline:g} s",
+            )
             connection.scope.cancel()
             return " (peer not reading)"
         except PlanfenceError:
@@ -291,9 +328,12 @@ class OwnerDaemon(OwnerOps):
         `queued_push_bytes` has fallen behind and is dropped (its session closed)."""
         if connection.queued_bytes + len(message) > self.limits.queued_push_bytes:
             self.dropped_subscribers += 1
-            self.log.write("subscriber_dropped", peer=connection.peer.name,
-                           reason=f"fell behind: {connection.queued_bytes} bytes of pushes "
-                                  f"unsent (limit {self.limits.queued_push_bytes})")
+            self.log.write(
+                "subscriber_dropped",
+                peer=connection.peer.name,
+                reason=f"fell behind: {connection.queued_bytes} bytes of pushes "
+                f"unsent (limit {self.limits.queued_push_bytes})",
+            )
             assert connection.pushes is not None
             connection.pushes.close()
             connection.pushes = None
@@ -307,16 +347,24 @@ class OwnerDaemon(OwnerOps):
 
     def statistics(self) -> dict[str, Any]:
         """The daemon's counters, its door's, log's and store's: what `stats` answers."""
-        return {"agent": self.agent.name, "sessions": len(self.connections),
-                "in_flight": self.in_flight, "requests_served": self.requests_served,
-                **self.door.statistics(), "dropped_subscribers": self.dropped_subscribers,
-                "unread_replies": self.unread_replies, "reply_bytes_held": self.replies.used,
-                "request_bytes_held": self.requests.used,
-                **self.log.statistics(), **self.store.statistics()}
+        return {
+            "agent": self.agent.name,
+            "sessions": len(self.connections),
+            "in_flight": self.in_flight,
+            "requests_served": self.requests_served,
+            **self.door.statistics(),
+            "dropped_subscribers": self.dropped_subscribers,
+            "unread_replies": self.unread_replies,
+            "reply_bytes_held": self.replies.used,
+            "request_bytes_held": self.requests.used,
+            **self.log.statistics(),
+            **self.store.statistics(),
+        }
 
 
-def _request_of(message: bytes | PlanfenceError,
-                schema: Schema) -> tuple[Request | BadRequest, int]:
+def _request_of(
+    message: bytes | PlanfenceError, schema: Schema
+) -> tuple[Request | BadRequest, int]:
     """The request in a received message, or why it cannot be served, and the message's
     size. A message the screen refused from its first chunk comes as that BadRequest (size 0:
     nothing of it is held); any other error ends the session."""
@@ -340,20 +388,43 @@ def _decode(data: bytes, schema: Schema) -> Request | BadRequest:
 
 def signer(identity: Identity) -> Signer:
     """The store's signing callback: makes records owned and signed by `identity`."""
+
     def sign(key: str, kind: str, parents: list[bytes], body: Any, seq: int) -> Record:
         if isinstance(body, RawValue):  # a body as a client sent it: kept byte for byte
-            return make_record(identity.signing_key, key=key, owner=identity.name, seq=seq,
-                               parents=parents, kind=kind, body_raw=body.data)
-        return make_record(identity.signing_key, key=key, owner=identity.name, seq=seq,
-                           parents=parents, kind=kind, body=body)
+            return make_record(
+                identity.signing_key,
+                key=key,
+                owner=identity.name,
+                seq=seq,
+                parents=parents,
+                kind=kind,
+                body_raw=body.data,
+            )
+        return make_record(
+            identity.signing_key,
+            key=key,
+            owner=identity.name,
+            seq=seq,
+            parents=parents,
+            kind=kind,
+            body=body,
+        )
+
     return sign
 
 
-async def run_owner(roster: Roster, identity: Identity, db_path: Path, log_path: Path, *,
-                    max_message: int = 16 * 1024 * 1024,
-                    listen: tuple[str, int] | None = None, limits: Limits = Limits(),
-                    accept_loss: bool = False,
-                    task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
+async def run_owner(
+    roster: Roster,
+    identity: Identity,
+    db_path: Path,
+    log_path: Path,
+    *,
+    max_message: int = 16 * 1024 * 1024,
+    listen: tuple[str, int] | None = None,
+    limits: Limits = Limits(),
+    accept_loss: bool = False,
+    task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
+) -> None:
     """Open the store and log, serve until a signal or cancellation, then close both.
 
     `listen` overrides the roster address to bind (e.g. 0.0.0.0 inside a container).
@@ -364,13 +435,15 @@ async def run_owner(roster: Roster, identity: Identity, db_path: Path, log_path:
     store = None
     try:
         try:
-            store = await Store.open(db_path, signer(identity), identity.name,
-                                     accept_loss=accept_loss)
+            store = await Store.open(
+                db_path, signer(identity), identity.name, accept_loss=accept_loss
+            )
         except StoreError as exc:
             log.write("store_refused", code=exc.code, reason=exc.message)
             raise
-        daemon = OwnerDaemon(roster, identity, store, log, max_message=max_message,
-                             listen=listen, limits=limits)
+        daemon = OwnerDaemon(
+            roster, identity, store, log, max_message=max_message, listen=listen, limits=limits
+        )
         await daemon.serve(task_status=task_status)
     finally:
         if store is not None:

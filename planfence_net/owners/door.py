@@ -12,7 +12,8 @@ from __future__ import annotations
 import errno
 import hashlib
 import time
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import anyio
 from anyio.abc import SocketStream, TaskGroup
@@ -46,8 +47,16 @@ def fingerprint(key: bytes) -> str:
 class Door:
     """Accepts, authenticates and admits an owner's connections (module docstring)."""
 
-    def __init__(self, roster: Roster, identity: Identity, log: EventLog, limits: Limits,
-                 max_message: int, admit: Admit, screen: Screen | None = None) -> None:
+    def __init__(
+        self,
+        roster: Roster,
+        identity: Identity,
+        log: EventLog,
+        limits: Limits,
+        max_message: int,
+        admit: Admit,
+        screen: Screen | None = None,
+    ) -> None:
         self.roster = roster
         self.identity = identity
         self.log = log
@@ -61,8 +70,7 @@ class Door:
         self.refused_connections = 0
         self.refused_peers = 0
         self.accept_errors = 0
-        self._strangers = RateLimit(limits.stranger_burst, limits.stranger_rate,
-                                    time.monotonic())
+        self._strangers = RateLimit(limits.stranger_burst, limits.stranger_rate, time.monotonic())
 
     async def serve(self, listener: Any, tg: TaskGroup) -> None:
         """Accept on `listener` (every socket of a multi-listener) until cancelled; each
@@ -90,8 +98,7 @@ class Door:
             full = self._over_connection_limits()
             if full:
                 self.refused_connections += 1
-                self.stranger_event("connection_refused", remote=remote_address(raw),
-                                    reason=full)
+                self.stranger_event("connection_refused", remote=remote_address(raw), reason=full)
                 with anyio.CancelScope(shield=True):
                     await raw.aclose()
                 continue
@@ -149,26 +156,38 @@ class Door:
 
         try:
             with anyio.fail_after(HANDSHAKE_DEADLINE):
-                return await NoiseStream.wrap(raw, initiator=False, cluster=self.roster.cluster,
-                                              static_private=self.identity.noise_private,
-                                              accept_peer=accept_peer,
-                                              max_message=self.max_message,
-                                              screen=self._screen, slots=self.slots)
+                return await NoiseStream.wrap(
+                    raw,
+                    initiator=False,
+                    cluster=self.roster.cluster,
+                    static_private=self.identity.noise_private,
+                    accept_peer=accept_peer,
+                    max_message=self.max_message,
+                    screen=self._screen,
+                    slots=self.slots,
+                )
         except (PlanfenceError, TimeoutError) as exc:
             if refused:
                 self.refused_peers += 1
-                self.stranger_event("handshake_refused", remote=remote,
-                                    fingerprint=fingerprint(refused[0]), reason="not in roster")
+                self.stranger_event(
+                    "handshake_refused",
+                    remote=remote,
+                    fingerprint=fingerprint(refused[0]),
+                    reason="not in roster",
+                )
             else:
-                self.stranger_event("handshake_failed", remote=remote,
-                                    reason="timeout" if isinstance(exc, TimeoutError)
-                                    else str(exc))
+                self.stranger_event(
+                    "handshake_failed",
+                    remote=remote,
+                    reason="timeout" if isinstance(exc, TimeoutError) else str(exc),
+                )
             with anyio.CancelScope(shield=True):
                 await raw.aclose()
             return None
 
-    async def _wait_first_message(self, stream: NoiseStream,
-                                  remote: str) -> bytes | PlanfenceError | None:
+    async def _wait_first_message(
+        self, stream: NoiseStream, remote: str
+    ) -> bytes | PlanfenceError | None:
         """The session's first application message (or the screen's refusal of it: its
         first chunk was valid), or None when none arrives within `first_message_deadline`. IK's first handshake message can be replayed by anyone who
         captured it; only a peer holding the session keys can send a valid transport
@@ -178,20 +197,24 @@ class Door:
             with anyio.fail_after(self.limits.first_message_deadline):
                 return await stream.receive()
         except TimeoutError:
-            reason = (f"no valid message within {self.limits.first_message_deadline:g} s "
-                      f"of the handshake")
+            reason = (
+                f"no valid message within {self.limits.first_message_deadline:g} s of the handshake"
+            )
         except PlanfenceError as exc:
             reason = f"first message: {exc}"
-        self.stranger_event("handshake_failed", remote=remote, fingerprint=claimed,
-                            reason=reason)
+        self.stranger_event("handshake_failed", remote=remote, fingerprint=claimed, reason=reason)
         return None
 
     def statistics(self) -> dict[str, int]:
-        return {"refused_peers": self.refused_peers, "connections": self.open_connections,
-                "refused_connections": self.refused_connections,
-                "accept_errors": self.accept_errors,
-                "large_message_waits": self.slots.waits, "stalled_senders": self.slots.evicted,
-                "log_suppressed": self._strangers.suppressed_total}
+        return {
+            "refused_peers": self.refused_peers,
+            "connections": self.open_connections,
+            "refused_connections": self.refused_connections,
+            "accept_errors": self.accept_errors,
+            "large_message_waits": self.slots.waits,
+            "stalled_senders": self.slots.evicted,
+            "log_suppressed": self._strangers.suppressed_total,
+        }
 
 
 def remote_address(stream: SocketStream) -> str:

@@ -50,8 +50,10 @@ class StoreLock:
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
             os.close(fd)
             if exc.errno in (errno.EWOULDBLOCK, errno.EACCES):
-                raise StoreError("store_in_use", f"store {store} is in use by pid {holder}; "
-                                                 f"stop that owner first") from None
+                raise StoreError(
+                    "store_in_use",
+                    f"store {store} is in use by pid {holder}; stop that owner first",
+                ) from None
             raise StoreError("store_damaged", f"cannot lock {path}: {exc.strerror}") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
@@ -93,8 +95,11 @@ class SeqMark:
             return cls(path, fd, None)
         if not _MARK_FORMAT.match(data):
             os.close(fd)
-            raise StoreError("store_damaged", f"seq mark {path} is damaged ({data[:24]!r}); "
-                                              f"restore it with the store from a backup")
+            raise StoreError(
+                "store_damaged",
+                f"seq mark {path} is damaged ({data[:24]!r}); "
+                f"restore it with the store from a backup",
+            )
         return cls(path, fd, int(data))
 
     def advance(self, seq: int) -> None:

@@ -10,8 +10,9 @@ logs events a stranger can cause. Every one has a default that a busy cluster ne
 from __future__ import annotations
 
 import resource
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any
 
 from ..core.errors import ConfigError
 
@@ -49,8 +50,11 @@ class Limits:
             return self
         if soft_limit is None:
             soft_limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-        fit = DEFAULT_CONNECTIONS if soft_limit == resource.RLIM_INFINITY else max(
-            1, min(DEFAULT_CONNECTIONS, soft_limit - RESERVED_DESCRIPTORS))
+        fit = (
+            DEFAULT_CONNECTIONS
+            if soft_limit == resource.RLIM_INFINITY
+            else max(1, min(DEFAULT_CONNECTIONS, soft_limit - RESERVED_DESCRIPTORS))
+        )
         return replace(self, max_connections=fit, max_handshakes=min(self.max_handshakes, fit))
 
     @classmethod
@@ -74,7 +78,8 @@ class Limits:
 
 _NUMBERS: dict[str, Callable[[str], float]] = {
     name: float if isinstance(getattr(Limits(), name), float) else int
-    for name in Limits.__dataclass_fields__}
+    for name in Limits.__dataclass_fields__
+}
 
 
 class RateLimit:

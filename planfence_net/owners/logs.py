@@ -6,13 +6,29 @@ import asyncio
 import json
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 # Every event an owner writes (`planfence logs --event` checks its argument against these).
-EVENTS = ("listening", "connection", "connection_refused", "accept_failed", "handshake",
-          "handshake_refused", "handshake_failed", "session_refused", "request", "put",
-          "error", "subscriber_dropped", "disconnected", "store_refused", "shutdown", "stopped")
+EVENTS = (
+    "listening",
+    "connection",
+    "connection_refused",
+    "accept_failed",
+    "handshake",
+    "handshake_refused",
+    "handshake_failed",
+    "session_refused",
+    "request",
+    "put",
+    "error",
+    "subscriber_dropped",
+    "disconnected",
+    "store_refused",
+    "shutdown",
+    "stopped",
+)
 
 
 class EventLog:
@@ -116,8 +132,9 @@ def read_lines(path: Path, follow: bool = False, poll: float = 0.25) -> Iterator
             yield line.rstrip("\n")
 
 
-def read_events(path: Path, *, event: str | None = None, follow: bool = False,
-                poll: float = 0.25) -> Iterator[dict[str, Any]]:
+def read_events(
+    path: Path, *, event: str | None = None, follow: bool = False, poll: float = 0.25
+) -> Iterator[dict[str, Any]]:
     """Events from a log file, optionally only those named `event`.
 
     With `follow`, keeps waiting for new lines like `tail -f` (until the caller stops
@@ -137,8 +154,11 @@ def format_event(entry: dict[str, Any]) -> str:
     """One human-readable line: time, event, then the other fields as key=value."""
     stamp = time.strftime("%H:%M:%S", time.localtime(entry.get("ts", 0)))
     ms = int((entry.get("ts", 0) % 1) * 1000)
-    rest = " ".join(f"{escape(str(k))}={_short(v)}" for k, v in entry.items()
-                    if k not in ("ts", "agent", "event"))
+    rest = " ".join(
+        f"{escape(str(k))}={_short(v)}"
+        for k, v in entry.items()
+        if k not in ("ts", "agent", "event")
+    )
     return f"{stamp}.{ms:03d} {escape(str(entry.get('event', '?'))):<17} {rest}".rstrip()
 
 
@@ -163,5 +183,10 @@ def _escape_char(c: str) -> str:
     if c == "\\":
         return "\\\\"
     code = ord(c)
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 \
+    return (
+        f"\\x{code:02x}"
+        if code < 0x100
+        else f"\\u{code:04x}"
+        if code < 0x10000
         else f"\\U{code:08x}"
+    )

@@ -66,8 +66,9 @@ class OwnerOps:
         if request.op == "ping":
             return {"agent": self.agent.name, "time": time.time()}
         if request.op == "heads":
-            return await self._heads(*parse_heads(request.args),
-                                     short=parse_heads_short(request.args))
+            return await self._heads(
+                *parse_heads(request.args), short=parse_heads_short(request.args)
+            )
         if request.op == "get":
             return await self._records(unique(parse_get(request.args)), room=0)
         if request.op == "put":
@@ -84,8 +85,10 @@ class OwnerOps:
         for key in keys:
             owner = self.roster.owner_of(key)
             if owner != self.agent.name:
-                raise BadRequest("not_owner", f"{self.agent.name} does not own {key!r} "
-                                              f"(owner: {owner or 'nobody'})")
+                raise BadRequest(
+                    "not_owner",
+                    f"{self.agent.name} does not own {key!r} (owner: {owner or 'nobody'})",
+                )
 
     def _head_rows(self, keys: list[str]) -> list[list[Any]]:
         rows = []
@@ -103,14 +106,18 @@ class OwnerOps:
         does nothing.
         """
 
-    async def _heads(self, keys: list[str], expect: dict[str, bytes], *,
-                     short: bool = False) -> dict[str, Any]:
+    async def _heads(
+        self, keys: list[str], expect: dict[str, bytes], *, short: bool = False
+    ) -> dict[str, Any]:
         keys = list(dict.fromkeys(keys))  # a key asked twice is answered once
         self._check_owned(keys)
         await self.observe(keys)
         rows = self._head_rows(keys)
-        changed = [row[1] for row in rows if row[0] in expect and row[1] is not None
-                   and row[1] != expect[row[0]]]
+        changed = [
+            row[1]
+            for row in rows
+            if row[0] in expect and row[1] is not None and row[1] != expect[row[0]]
+        ]
         if short:  # the client knows the ids it expected: [key, seq] says "that one"
             rows = [[row[0], row[2]] if expect.get(row[0]) == row[1] else row for row in rows]
         result = await self._records(changed, room=rows_size(rows))
@@ -127,27 +134,32 @@ class OwnerOps:
         stored = [(rid, sizes[rid]) for rid in ids if rid in sizes]
         limit = min(self.max_message, self.limits.reply_budget) - ENVELOPE - room
         chosen, omitted = fit_records(stored, limit)
-        await self._reserve_reply(room + sum(sizes[rid] for rid in chosen)
-                                  + ID_ENTRY * len(omitted))
+        await self._reserve_reply(
+            room + sum(sizes[rid] for rid in chosen) + ID_ENTRY * len(omitted)
+        )
         records = await self.store.get(chosen) if chosen else []
         result: dict[str, Any] = {"records": [r.to_wire() for r in records]}
         if omitted:
             result["omitted"] = omitted
         return result
 
-    async def _put(self, peer: Agent, key: str, kind: str, parents: list[bytes],
-                   body: Any) -> dict[str, Any]:
+    async def _put(
+        self, peer: Agent, key: str, kind: str, parents: list[bytes], body: Any
+    ) -> dict[str, Any]:
         self._check_owned([key])
         if peer.name != self.agent.name:
-            raise BadRequest("forbidden", f"only {self.agent.name} may write {key!r}; "
-                                          f"this session is {peer.name}")
+            raise BadRequest(
+                "forbidden",
+                f"only {self.agent.name} may write {key!r}; this session is {peer.name}",
+            )
         check_readable(key, self.agent.name, kind, parents, body, self.max_message)
         try:
             record = await self.store.wait_put(key, kind, parents, body)
         except RecordError as exc:
             raise BadRequest("bad_request", str(exc)) from None
-        self.log.write("put", key=key, id=record.id, seq=record.seq, kind=kind,
-                       parents=list(record.parents))
+        self.log.write(
+            "put", key=key, id=record.id, seq=record.seq, kind=kind, parents=list(record.parents)
+        )
         return {"id": record.id, "seq": record.seq}
 
     async def _subscribe(self, connection: Connection, request: Request) -> dict[str, Any]:
@@ -156,13 +168,15 @@ class OwnerOps:
         if keys is not None:
             self._check_owned(keys)
         if len(connection.subscriptions) >= self.limits.subscriptions_per_session:
-            raise BadRequest("limit_exceeded", f"at most "
-                             f"{self.limits.subscriptions_per_session} subscriptions "
-                             f"per session")
+            raise BadRequest(
+                "limit_exceeded",
+                f"at most {self.limits.subscriptions_per_session} subscriptions per session",
+            )
         group = parse_subscribe_group(request.args)
         await self._reserve_reply(rows_size(self._head_rows(keys or list(self.store.heads))))
         connection.subscriptions[request.req_id] = Subscription(
-            set(keys) if keys else None, every, group)
+            set(keys) if keys else None, every, group
+        )
         # the current heads, read after the last wait: no commit falls in between
         return {"subscribed": True, "heads": self._head_rows(keys or list(self.store.heads))}
 
@@ -187,11 +201,14 @@ class OwnerOps:
         Only a member may ask: an answer for a group the asker is not in says nothing about
         the asker's copy (and a mistyped group would be trivially synchronized)."""
         self._check_owned(keys)
-        if not any(s.group == group for c in self.connections if c.peer.name == peer
-                   for s in c.subscriptions.values()):
+        if not any(
+            s.group == group
+            for c in self.connections
+            if c.peer.name == peer
+            for s in c.subscriptions.values()
+        ):
             raise BadRequest("bad_request", f"{peer} has no subscription in {group!r}")
-        target = max((self.store.heads[k].seq for k in keys if k in self.store.heads),
-                     default=0)
+        target = max((self.store.heads[k].seq for k in keys if k in self.store.heads), default=0)
         for connection in list(self.connections):
             for req_id, subscription in connection.subscriptions.items():
                 rows = subscription.flush() if subscription.group == group else None
@@ -206,8 +223,11 @@ def keys_of(request: Request) -> list[str]:
     """The keys `request` names, for its log line (none when its args are malformed)."""
     args = request.args
     keys = args.get("keys")
-    if not isinstance(keys, list) and request.op == "heads" and isinstance(args.get("expect"),
-                                                                          dict):
+    if (
+        not isinstance(keys, list)
+        and request.op == "heads"
+        and isinstance(args.get("expect"), dict)
+    ):
         keys = list(args["expect"])  # heads by `expect` alone
     if isinstance(keys, list):
         return [k for k in keys if isinstance(k, str)]

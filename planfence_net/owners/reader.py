@@ -47,8 +47,9 @@ class StoreReader:
 
     def ids_with_prefix(self, prefix: str) -> list[bytes]:
         """The ids whose lowercase hex starts with `prefix` (lowercase hex)."""
-        rows = self._query("SELECT id FROM records WHERE substr(lower(hex(id)), 1, ?) = ?",
-                           (len(prefix), prefix))
+        rows = self._query(
+            "SELECT id FROM records WHERE substr(lower(hex(id)), 1, ?) = ?", (len(prefix), prefix)
+        )
         return [bytes(rid) for (rid,) in rows]
 
 

@@ -42,16 +42,20 @@ def fit_records(sizes: list[tuple[bytes, int]], room: int) -> tuple[list[bytes],
     return chosen, omitted
 
 
-def check_readable(key: str, owner: str, kind: str, parents: list[bytes], body: Any,
-                   max_message: int) -> None:
+def check_readable(
+    key: str, owner: str, kind: str, parents: list[bytes], body: Any, max_message: int
+) -> None:
     """Refuse (BadRequest) a put whose record could not be read back in one reply of
     `max_message` bytes ("too_large"), or whose body is not one valid msgpack value
     ("bad_request"; a body is decoded only for this check, on the owner's own session)."""
     raw = body.data if isinstance(body, RawValue) else pack(body)
     size = wire_size_bound(key, owner, kind, parents, len(raw)) + ONE_RECORD
     if size > max_message:
-        raise BadRequest("too_large", f"a record of {size} bytes could not be read back "
-                                      f"in one reply of at most {max_message} bytes")
+        raise BadRequest(
+            "too_large",
+            f"a record of {size} bytes could not be read back "
+            f"in one reply of at most {max_message} bytes",
+        )
     try:
         unpack(raw)
     except PlanfenceError as exc:

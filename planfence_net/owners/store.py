@@ -15,9 +15,10 @@ from __future__ import annotations
 import errno
 import math
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import aiosqlite
 import anyio
@@ -64,8 +65,9 @@ class _PendingPut:
 
     __slots__ = ("fields", "done", "record", "error")
 
-    def __init__(self, fields: tuple[str, str, list[bytes], Any] | None,
-                 record: Record | None = None) -> None:
+    def __init__(
+        self, fields: tuple[str, str, list[bytes], Any] | None, record: Record | None = None
+    ) -> None:
         self.fields = fields
         self.done = anyio.Event()
         self.record = record
@@ -80,8 +82,15 @@ class Store:
     counted per owner in both cases.
     """
 
-    def __init__(self, db: aiosqlite.Connection, sign: Signer | None, owner: str | None,
-                 path: Path, lock: StoreLock, mark: SeqMark) -> None:
+    def __init__(
+        self,
+        db: aiosqlite.Connection,
+        sign: Signer | None,
+        owner: str | None,
+        path: Path,
+        lock: StoreLock,
+        mark: SeqMark,
+    ) -> None:
         self._db = db
         self.path = path
         self._lock = lock
@@ -98,8 +107,14 @@ class Store:
         self.on_commit: list[Callable[[list[Record]], None]] = []
 
     @classmethod
-    async def open(cls, path: Path, sign: Signer | None = None, owner: str | None = None,
-                   *, accept_loss: bool = False) -> Store:
+    async def open(
+        cls,
+        path: Path,
+        sign: Signer | None = None,
+        owner: str | None = None,
+        *,
+        accept_loss: bool = False,
+    ) -> Store:
         """Open (or create) the store at `path` and load heads into memory. `sign` and
         `owner` are needed for `wait_put` only.
 
@@ -138,15 +153,18 @@ class Store:
         if problems:
             more = f" and {len(problems) - 1} more problems" if len(problems) > 1 else ""
             first = " ".join(problems[0].split())  # SQLite's report may span lines
-            raise StoreError("store_damaged", f"store {self.path} is damaged ({first}{more}); "
-                                              f"restore it from a backup")
+            raise StoreError(
+                "store_damaged",
+                f"store {self.path} is damaged ({first}{more}); restore it from a backup",
+            )
         await db.executescript(SCHEMA)
         await db.commit()
         async with db.execute("SELECT key, id, seq, owner FROM records ORDER BY rowid") as cur:
             async for key, rid, seq, record_owner in cur:
                 self.heads[key] = Head(key, rid, seq)
                 self.last_seq_by_owner[record_owner] = max(
-                    seq, self.last_seq_by_owner.get(record_owner, 0))
+                    seq, self.last_seq_by_owner.get(record_owner, 0)
+                )
         await self._check_heads()
 
     async def _check_heads(self) -> None:
@@ -155,14 +173,17 @@ class Store:
         Raises StoreError `store_damaged`."""
         heads = list(self.heads.values())
         for at in range(0, len(heads), HEAD_BATCH):
-            batch = heads[at:at + HEAD_BATCH]
+            batch = heads[at : at + HEAD_BATCH]
             records = {r.id: r for r in await self.get([head.id for head in batch])}
             for head in batch:
                 record = records.get(head.id)
                 if record is None or (record.key, record.seq) != (head.key, head.seq):
-                    raise StoreError("store_damaged", f"store {self.path} is damaged (the head "
-                                                      f"of {head.key!r} does not match its "
-                                                      f"record); restore it from a backup")
+                    raise StoreError(
+                        "store_damaged",
+                        f"store {self.path} is damaged (the head "
+                        f"of {head.key!r} does not match its "
+                        f"record); restore it from a backup",
+                    )
 
     def _check_mark(self, accept_loss: bool) -> None:
         """Refuse a store that lost acknowledged records; bring a missing mark up to date."""
@@ -170,11 +191,13 @@ class Store:
             return
         last, acked = self.last_seq_by_owner.get(self.owner, 0), self._mark.value or 0
         if last < acked and not accept_loss:
-            raise StoreError("store_lost_records",
-                             f"store {self.path} holds seqs up to {last} but seq {acked} was "
-                             f"acknowledged: acknowledged records were lost; restore the store "
-                             f"from a backup, or start with --accept-loss to sign above seq "
-                             f"{acked} (the lost records stay lost)")
+            raise StoreError(
+                "store_lost_records",
+                f"store {self.path} holds seqs up to {last} but seq {acked} was "
+                f"acknowledged: acknowledged records were lost; restore the store "
+                f"from a backup, or start with --accept-loss to sign above seq "
+                f"{acked} (the lost records stay lost)",
+            )
         if last < acked:
             self.last_seq_by_owner[self.owner] = acked  # never sign a used seq again
         elif last > acked or self._mark.value is None:
@@ -227,8 +250,9 @@ class Store:
                 assert pending.record is not None
                 last = seqs.get(pending.record.owner, 0)
                 if pending.record.seq <= last:
-                    raise StaleSeq(f"seq {pending.record.seq} of {pending.record.owner} is not "
-                                   f"above {last}")
+                    raise StaleSeq(
+                        f"seq {pending.record.seq} of {pending.record.owner} is not above {last}"
+                    )
             except Exception as exc:  # a bad body or a stale seq fails its own put only
                 pending.error = exc
                 pending.done.set()
@@ -266,7 +290,8 @@ class Store:
     async def _write(self, records: list[Record]) -> None:
         await self._db.executemany(
             "INSERT INTO records (id, key, owner, seq, wire) VALUES (?, ?, ?, ?, ?)",
-            [(r.id, r.key, r.owner, r.seq, pack(r.to_wire())) for r in records])
+            [(r.id, r.key, r.owner, r.seq, pack(r.to_wire())) for r in records],
+        )
         await self._db.commit()
 
     async def _rollback(self) -> None:
@@ -292,8 +317,9 @@ class Store:
         StoreError `store_damaged` when a stored record no longer hashes to its id."""
         found: dict[bytes, Record] = {}
         marks = ",".join("?" * len(ids))
-        async with self._db.execute(f"SELECT id, wire FROM records WHERE id IN ({marks})",
-                                    ids) as cursor:
+        async with self._db.execute(
+            f"SELECT id, wire FROM records WHERE id IN ({marks})", ids
+        ) as cursor:
             async for rid, wire in cursor:
                 found[rid] = self._checked(rid, wire)
         return [found[rid] for rid in ids if rid in found]
@@ -302,8 +328,9 @@ class Store:
         """The encoded size (msgpack of the wire form, as in a reply) of each record among
         `ids` that this store holds, read without loading the records."""
         marks = ",".join("?" * len(ids))
-        async with self._db.execute(f"SELECT id, length(wire) FROM records WHERE id IN "
-                                    f"({marks})", ids) as cursor:
+        async with self._db.execute(
+            f"SELECT id, length(wire) FROM records WHERE id IN ({marks})", ids
+        ) as cursor:
             return {rid: size async for rid, size in cursor}
 
     def _checked(self, rid: bytes, wire: bytes) -> Record:
@@ -314,8 +341,10 @@ class Store:
         else:
             why = "does not hash to its id"
         if record is None or record.id != rid:
-            raise StoreError("store_damaged", f"record {rid.hex()} in store {self.path.name} "
-                                              f"{why}: the store is damaged")
+            raise StoreError(
+                "store_damaged",
+                f"record {rid.hex()} in store {self.path.name} {why}: the store is damaged",
+            )
         return record
 
     async def records_for(self, keys: list[str]) -> list[Record]:
@@ -332,9 +361,13 @@ class Store:
         self._lock.release()
 
     def statistics(self) -> dict[str, Any]:
-        return {"keys": len(self.heads), "last_seq": self.last_seq,
-                "last_seq_by_owner": dict(self.last_seq_by_owner), "commits": self.commits,
-                "records_written": self.records_written}
+        return {
+            "keys": len(self.heads),
+            "last_seq": self.last_seq,
+            "last_seq_by_owner": dict(self.last_seq_by_owner),
+            "commits": self.commits,
+            "records_written": self.records_written,
+        }
 
 
 SQLITE_FULL = 13
@@ -342,9 +375,12 @@ SQLITE_FULL = 13
 
 def _store_error(exc: Exception) -> Exception:
     """A full disk as StoreError `store_full`; any other error unchanged."""
-    full = (isinstance(exc, sqlite3.Error)
-            and getattr(exc, "sqlite_errorcode", None) == SQLITE_FULL
-            or isinstance(exc, OSError) and exc.errno == errno.ENOSPC)
+    full = (
+        isinstance(exc, sqlite3.Error)
+        and getattr(exc, "sqlite_errorcode", None) == SQLITE_FULL
+        or isinstance(exc, OSError)
+        and exc.errno == errno.ENOSPC
+    )
     if full:
         return StoreError("store_full", "the owner's disk is full; the put is not acknowledged")
     return exc
@@ -356,5 +392,4 @@ def _open_error(path: Path, exc: sqlite3.Error | OSError) -> StoreError:
         return StoreError("store_full", f"cannot open store {path}: the disk is full")
     if isinstance(exc, OSError):
         return StoreError("store_damaged", f"cannot open store {path}: {exc.strerror}")
-    return StoreError("store_damaged", f"store {path} is damaged ({exc}); restore it from a "
-                                       f"backup")
+    return StoreError("store_damaged", f"store {path} is damaged ({exc}); restore it from a backup")

@@ -29,8 +29,9 @@ class Subscription:
 
     def add(self, records: list[Record]) -> list[list[Any]] | None:
         """Take a commit's records; returns the rows to push once `every` have gathered."""
-        self.rows += [[r.key, r.id, r.seq] for r in records
-                      if self.keys is None or r.key in self.keys]
+        self.rows += [
+            [r.key, r.id, r.seq] for r in records if self.keys is None or r.key in self.keys
+        ]
         if len(self.rows) < self.every:
             return None
         return self.flush()

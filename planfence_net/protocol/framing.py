@@ -55,12 +55,13 @@ class FrameDecoder:
             return None
         length = int.from_bytes(self._buffer[:2], "big")
         if length > self.max_frame:
-            raise RemoteProtocolError(f"frame of {length} bytes exceeds the limit of "
-                                      f"{self.max_frame}")
+            raise RemoteProtocolError(
+                f"frame of {length} bytes exceeds the limit of {self.max_frame}"
+            )
         if len(self._buffer) < 2 + length:
             return None
-        frame = bytes(self._buffer[2:2 + length])
-        del self._buffer[:2 + length]
+        frame = bytes(self._buffer[2 : 2 + length])
+        del self._buffer[: 2 + length]
         return frame
 
     @property
@@ -85,7 +86,7 @@ def iter_chunks(data: bytes, max_message: int = DEFAULT_MAX_MESSAGE) -> Iterator
 def _chunks(view: memoryview) -> Iterator[bytes]:
     for start in range(0, max(len(view), 1), CHUNK_DATA):
         flag = LAST if start + CHUNK_DATA >= len(view) else MORE
-        yield bytes([flag]) + view[start:start + CHUNK_DATA]
+        yield bytes([flag]) + view[start : start + CHUNK_DATA]
 
 
 # Judges a message from its first chunk's data: an error refuses the whole message.
@@ -102,8 +103,9 @@ class MessageAssembler:
     it bad is never held or joined whole.
     """
 
-    def __init__(self, max_message: int = DEFAULT_MAX_MESSAGE,
-                 screen: Screen | None = None) -> None:
+    def __init__(
+        self, max_message: int = DEFAULT_MAX_MESSAGE, screen: Screen | None = None
+    ) -> None:
         self.max_message = max_message
         self.screen = screen
         self._parts: list[memoryview] = []

@@ -71,8 +71,13 @@ def unpack(data: bytes) -> Any:
     """Decode msgpack; raises RemoteProtocolError for anything that is not one valid value."""
     try:
         return msgpack.unpackb(data, raw=False, strict_map_key=True)
-    except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError,
-            msgpack.StackError) as exc:
+    except (
+        ValueError,
+        TypeError,
+        msgpack.ExtraData,
+        msgpack.FormatError,
+        msgpack.StackError,
+    ) as exc:
         raise RemoteProtocolError(f"invalid msgpack: {exc}") from None
 
 
@@ -86,15 +91,19 @@ def encode_response(req_id: int, ok: bool, result: dict[str, Any]) -> bytes:
 
 def encode_error(req_id: int | None, code: str, message: str) -> bytes:
     """An error response; `req_id` None (a request too broken to name one) is sent as -1."""
-    return pack([req_id if req_id is not None else -1, False,
-                 {"code": code, "message": message}])
+    return pack([req_id if req_id is not None else -1, False, {"code": code, "message": message}])
 
 
 def decode_response(data: bytes) -> Response:
     """Parse a response; raises RemoteProtocolError when malformed."""
     value = unpack(data)
-    if (not isinstance(value, list) or len(value) != 3 or not _is_int(value[0])
-            or not isinstance(value[1], bool) or not isinstance(value[2], dict)):
+    if (
+        not isinstance(value, list)
+        or len(value) != 3
+        or not _is_int(value[0])
+        or not isinstance(value[1], bool)
+        or not isinstance(value[2], dict)
+    ):
         raise RemoteProtocolError("a response is [req_id: int, ok: bool, result: map]")
     return Response(value[0], value[1], value[2])
 
@@ -168,8 +177,7 @@ def parse_put(args: dict[str, Any]) -> tuple[str, str, list[bytes], Any]:
         raise BadRequest("bad_request", "'kind' must be a string of 1 to 64 chars")
     parents = args.get("parents", [])
     if not isinstance(parents, list) or len(parents) > MAX_PARENTS:
-        raise BadRequest("bad_request", f"'parents' must be an array of at most "
-                                        f"{MAX_PARENTS} ids")
+        raise BadRequest("bad_request", f"'parents' must be an array of at most {MAX_PARENTS} ids")
     if "body" not in args:
         raise BadRequest("bad_request", "'body' is required")
     return key, kind, [_check_id(p, "parent") for p in parents], args["body"]

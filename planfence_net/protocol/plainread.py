@@ -19,16 +19,23 @@ PLAIN_MAX = 64 * 1024  # bytes of the largest request decoded in one call
 _NESTED = (list, dict)
 
 
-def read_plain(data: bytes, schema: dict[str, dict[str, Any]], max_args: int,
-               max_scalar: int) -> tuple[int, str, dict[str, Any]] | None:
+def read_plain(
+    data: bytes, schema: dict[str, dict[str, Any]], max_args: int, max_scalar: int
+) -> tuple[int, str, dict[str, Any]] | None:
     """(req_id, op, args) of a small well-formed request, as the careful reader returns
     them; None when the careful reader must decide. `schema` maps op -> argument -> kind:
     "scalar", "raw" or an array kind (`cap`, `of_pairs`)."""
     if len(data) > PLAIN_MAX:
         return None
     try:
-        value = msgpack.unpackb(data, raw=False, strict_map_key=True, max_str_len=max_scalar,
-                                max_bin_len=max_scalar, max_ext_len=max_scalar)
+        value = msgpack.unpackb(
+            data,
+            raw=False,
+            strict_map_key=True,
+            max_str_len=max_scalar,
+            max_bin_len=max_scalar,
+            max_ext_len=max_scalar,
+        )
     except Exception:  # any msgpack complaint: the careful reader names it
         return None
     if type(value) is not list or len(value) != 3:

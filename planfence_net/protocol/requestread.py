@@ -54,14 +54,22 @@ ArgKind = Array | str
 Schema = dict[str, dict[str, ArgKind]]
 
 REQUESTS: Schema = {
-    "ping": {}, "stats": {},
-    "heads": {"keys": Array(MAX_KEYS, KEYS_TOO_MANY),
-              "expect": Array(MAX_KEYS, ("too_large", f"at most {MAX_KEYS} expected ids"),
-                              of_pairs=True), "short": SCALAR},
+    "ping": {},
+    "stats": {},
+    "heads": {
+        "keys": Array(MAX_KEYS, KEYS_TOO_MANY),
+        "expect": Array(MAX_KEYS, ("too_large", f"at most {MAX_KEYS} expected ids"), of_pairs=True),
+        "short": SCALAR,
+    },
     "get": {"ids": Array(MAX_IDS, IDS_TOO_MANY)},
-    "put": {"key": SCALAR, "kind": SCALAR, "body": RAW,
-            "parents": Array(MAX_PARENTS, ("bad_request", f"'parents' must be an array of at "
-                                                          f"most {MAX_PARENTS} ids"))},
+    "put": {
+        "key": SCALAR,
+        "kind": SCALAR,
+        "body": RAW,
+        "parents": Array(
+            MAX_PARENTS, ("bad_request", f"'parents' must be an array of at most {MAX_PARENTS} ids")
+        ),
+    },
     "subscribe": {"keys": Array(MAX_KEYS, KEYS_TOO_MANY), "every": SCALAR, "group": SCALAR},
     "ack": {"group": SCALAR, "seq": SCALAR},
     "synced": {"group": SCALAR, "keys": Array(MAX_KEYS, KEYS_TOO_MANY)},
@@ -119,9 +127,13 @@ class _RequestReader:
     def __init__(self, data: bytes) -> None:
         self.data = data
         self.req_id: int | None = None
-        self.unpacker = msgpack.Unpacker(raw=False, max_str_len=MAX_SCALAR,
-                                         max_bin_len=MAX_SCALAR, max_ext_len=MAX_SCALAR,
-                                         max_buffer_size=max(len(data), 1))
+        self.unpacker = msgpack.Unpacker(
+            raw=False,
+            max_str_len=MAX_SCALAR,
+            max_bin_len=MAX_SCALAR,
+            max_ext_len=MAX_SCALAR,
+            max_buffer_size=max(len(data), 1),
+        )
         self.unpacker.feed(data)
 
     def fail(self, code: str, message: str) -> BadRequest:
@@ -171,13 +183,15 @@ class _RequestReader:
             kind = kinds.get(name)
             if kind is None:  # an argument this op does not use: dropped
                 if _is_array(self.peek()) or _is_map(self.peek()):
-                    raise self.fail("bad_request", f"unknown argument {name!r}: only a "
-                                                   f"string, id or number is ignored")
+                    raise self.fail(
+                        "bad_request",
+                        f"unknown argument {name!r}: only a string, id or number is ignored",
+                    )
                 self.scalar(name)
             elif kind == RAW:
                 start = self.unpacker.tell()
                 self.unpacker.skip()
-                args[name] = RawValue(self.data[start:self.unpacker.tell()])
+                args[name] = RawValue(self.data[start : self.unpacker.tell()])
             elif kind == SCALAR:
                 args[name] = self.scalar(name)
             else:
@@ -189,8 +203,9 @@ class _RequestReader:
         head = self.peek()
         if not (_is_map(head) if kind.of_pairs else _is_array(head)):
             if _is_array(head) or _is_map(head):
-                raise self.fail("bad_request", f"{name!r} must be "
-                                               f"{'a map' if kind.of_pairs else 'an array'}")
+                raise self.fail(
+                    "bad_request", f"{name!r} must be {'a map' if kind.of_pairs else 'an array'}"
+                )
             self.scalar(name)
             return INVALID
         if kind.of_pairs:
@@ -209,8 +224,9 @@ class _RequestReader:
         head = self.peek()
         if _is_array(head) or _is_map(head):
             where = f"in {name!r}" if name else "there"
-            raise self.fail("bad_request", f"an array or map {where} where a string, id or "
-                                           f"number belongs")
+            raise self.fail(
+                "bad_request", f"an array or map {where} where a string, id or number belongs"
+            )
         if _scalar_length(self.data, self.unpacker.tell(), head) > MAX_SCALAR:
             self.unpacker.skip()
             return INVALID
@@ -237,8 +253,7 @@ def _is_int_type(head: int) -> bool:
     return head <= 0x7F or head >= 0xE0 or 0xCC <= head <= 0xD3
 
 
-_LENGTH_BYTES = {0xD9: 1, 0xDA: 2, 0xDB: 4, 0xC4: 1, 0xC5: 2, 0xC6: 4, 0xC7: 1, 0xC8: 2,
-                 0xC9: 4}
+_LENGTH_BYTES = {0xD9: 1, 0xDA: 2, 0xDB: 4, 0xC4: 1, 0xC5: 2, 0xC6: 4, 0xC7: 1, 0xC8: 2, 0xC9: 4}
 
 
 def _scalar_length(data: bytes, position: int, head: int) -> int:
@@ -248,7 +263,7 @@ def _scalar_length(data: bytes, position: int, head: int) -> int:
     size = _LENGTH_BYTES.get(head)
     if size is None:
         return 0
-    return int.from_bytes(data[position + 1:position + 1 + size], "big")
+    return int.from_bytes(data[position + 1 : position + 1 + size], "big")
 
 
 def request_id_of(data: bytes) -> int | None:

@@ -72,8 +72,13 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def fetch_traces(dest: Path, source: str = MAHIMAHI_URL, *, progress: Progress | None = None,
-                 timeout: float = 30.0) -> list[FetchedTrace]:
+def fetch_traces(
+    dest: Path,
+    source: str = MAHIMAHI_URL,
+    *,
+    progress: Progress | None = None,
+    timeout: float = 30.0,
+) -> list[FetchedTrace]:
     """Make `dest` hold every pinned trace, intact; returns one entry per file, in name order.
 
     A file already in `dest` with the pinned hash is kept (`present`); every other one is
@@ -98,8 +103,9 @@ def fetch_traces(dest: Path, source: str = MAHIMAHI_URL, *, progress: Progress |
     return fetched
 
 
-def _download(url: str, path: Path, expected: str, progress: Progress | None,
-              timeout: float) -> int:
+def _download(
+    url: str, path: Path, expected: str, progress: Progress | None, timeout: float
+) -> int:
     """Stream `url` into `path` via a temporary file; keep it only if its hash is `expected`."""
     try:
         handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -115,8 +121,10 @@ def _download(url: str, path: Path, expected: str, progress: Progress | None,
                 if progress:
                     progress(path.name, size, total)
         if digest.hexdigest() != expected:
-            raise ConfigError(f"refused {path.name} from {url}: its SHA-256 is "
-                              f"{digest.hexdigest()}, not the pinned {expected}; not kept")
+            raise ConfigError(
+                f"refused {path.name} from {url}: its SHA-256 is "
+                f"{digest.hexdigest()}, not the pinned {expected}; not kept"
+            )
         os.chmod(temp, 0o644)
         os.replace(temp, path)
         return size

@@ -37,7 +37,9 @@ MEAN_MBIT = {"up": 4.0, "down": 8.0}
 BITS_PER_OPPORTUNITY = 1500 * 8
 
 
-def generate(direction: str, *, seed: int = DEFAULT_SEED, seconds: int = DEFAULT_SECONDS) -> list[int]:
+def generate(
+    direction: str, *, seed: int = DEFAULT_SEED, seconds: int = DEFAULT_SECONDS
+) -> list[int]:
     """Opportunity timestamps (ms, non-decreasing, last = seconds * 1000) for `direction`."""
     if direction not in MEAN_MBIT:
         raise ValueError(f"direction must be 'up' or 'down', got {direction!r}")
@@ -87,7 +89,9 @@ def file_texts(seed: int = DEFAULT_SEED, seconds: int = DEFAULT_SECONDS) -> dict
 
 def main(argv: list[str] | None = None) -> int:
     """Write (or with --check, compare) the trace files; returns the exit code."""
-    parser = argparse.ArgumentParser(prog="python -m planfence_net.traces.generate", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m planfence_net.traces.generate", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--seconds", type=int, default=DEFAULT_SECONDS)
     parser.add_argument("--out", type=Path, default=PROJECT_TRACES, help="folder to write to")

@@ -46,7 +46,9 @@ def parse_trace(text: str, source: str) -> Trace:
     one, a last value of 0, and for an empty file.
     """
     if not text:
-        raise ConfigError(f"bad trace file {source}: the file is empty (a trace needs at least one line)")
+        raise ConfigError(
+            f"bad trace file {source}: the file is empty (a trace needs at least one line)"
+        )
     lines = text.split("\n")
     if lines[-1] == "":
         lines.pop()

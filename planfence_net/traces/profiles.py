@@ -58,8 +58,10 @@ def trace_dirs() -> list[Path]:
     """The folders searched for trace files, in order: $PLANFENCE_TRACES, the user's trace
     folder (`user_traces_dir`), then the project's `traces/`."""
     extra = os.environ.get(TRACES_ENV, "")
-    return [Path(part) for part in extra.split(os.pathsep) if part] + [user_traces_dir(),
-                                                                       PROJECT_TRACES]
+    return [Path(part) for part in extra.split(os.pathsep) if part] + [
+        user_traces_dir(),
+        PROJECT_TRACES,
+    ]
 
 
 def find_trace(name: str) -> Path:
@@ -141,7 +143,9 @@ def _profile(path: Path, name: str, table: object) -> Profile:
     if unknown:
         raise ConfigError(f"{where}: unknown keys {', '.join(unknown)}")
     up, down = table.get("up"), table.get("down")
-    if (up is None) != (down is None) or not all(v is None or isinstance(v, str) for v in (up, down)):
+    if (up is None) != (down is None) or not all(
+        v is None or isinstance(v, str) for v in (up, down)
+    ):
         raise ConfigError(f"{where}: give both 'up' and 'down' trace names, or neither")
     delay = table.get("delay_ms", 0)
     if isinstance(delay, bool) or not isinstance(delay, int) or delay < 0:

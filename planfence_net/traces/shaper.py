@@ -131,7 +131,9 @@ class Shaper:
         self._open = 0
         self._connect_failures = 0
         self.uplink = _Direction(self._link(self.profile.up, offset_ms, delay, loss, f"{seed}:up"))
-        self.downlink = _Direction(self._link(self.profile.down, offset_ms, delay, loss, f"{seed}:down"))
+        self.downlink = _Direction(
+            self._link(self.profile.down, offset_ms, delay, loss, f"{seed}:down")
+        )
 
     @staticmethod
     def _link(trace: str | None, offset_ms: int, delay: int, loss: float, seed: str) -> Link:
@@ -166,9 +168,13 @@ class Shaper:
         Raises ConfigError if it cannot listen on the address.
         """
         try:
-            listener = await anyio.create_tcp_listener(local_host=listen_host, local_port=listen_port)
+            listener = await anyio.create_tcp_listener(
+                local_host=listen_host, local_port=listen_port
+            )
         except OSError as exc:
-            raise ConfigError(f"cannot listen on {listen_host}:{listen_port}: {exc.strerror or exc}") from exc
+            raise ConfigError(
+                f"cannot listen on {listen_host}:{listen_port}: {exc.strerror or exc}"
+            ) from exc
         async with listener, anyio.create_task_group() as tg:
             self._t0 = self._clock()
             tg.start_soon(self._run_direction, self.uplink)
@@ -195,7 +201,7 @@ class Shaper:
             for _, _, given in routes:
                 listeners.append(given or await anyio.create_tcp_listener(local_host="127.0.0.1"))
         except OSError as exc:
-            for listener in listeners + [g for _, _, g in routes[len(listeners):] if g]:
+            for listener in listeners + [g for _, _, g in routes[len(listeners) :] if g]:
                 await listener.aclose()
             raise ConfigError(f"cannot listen for a shaper route: {exc.strerror or exc}") from exc
         try:
@@ -203,11 +209,15 @@ class Shaper:
                 self._t0 = self._clock()
                 tg.start_soon(self._run_direction, self.uplink)
                 tg.start_soon(self._run_direction, self.downlink)
-                for listener, (upstream, inward, _) in zip(listeners, routes):
-                    there, back = ((self.downlink, self.uplink) if inward
-                                   else (self.uplink, self.downlink))
-                    tg.start_soon(listener.serve, functools.partial(
-                        self._relay, upstream=upstream, there=there, back=back), tg)
+                for listener, (upstream, inward, _) in zip(listeners, routes, strict=False):
+                    there, back = (
+                        (self.downlink, self.uplink) if inward else (self.uplink, self.downlink)
+                    )
+                    tg.start_soon(
+                        listener.serve,
+                        functools.partial(self._relay, upstream=upstream, there=there, back=back),
+                        tg,
+                    )
                 task_status.started([lst.extra(SocketAttribute.local_port) for lst in listeners])
         finally:
             with anyio.CancelScope(shield=True):  # close them all, also when cancelled
@@ -242,8 +252,9 @@ class Shaper:
     async def _handle(self, client: SocketStream) -> None:
         await self._relay(client, self._upstream, self.uplink, self.downlink)
 
-    async def _relay(self, client: SocketStream, upstream: tuple[str, int],
-                     there: _Direction, back: _Direction) -> None:
+    async def _relay(
+        self, client: SocketStream, upstream: tuple[str, int], there: _Direction, back: _Direction
+    ) -> None:
         """Relay one accepted connection: client -> upstream bytes through `there`,
         upstream -> client bytes through `back`."""
         pause_reading_until_receive(client)
@@ -280,7 +291,9 @@ class Shaper:
         except _CONNECTION_ERRORS:
             tg.cancel_scope.cancel()
 
-    async def _read(self, source: SocketStream, direction: _Direction, tag: int, outbox: _Outbox) -> None:
+    async def _read(
+        self, source: SocketStream, direction: _Direction, tag: int, outbox: _Outbox
+    ) -> None:
         link = direction.link
         while True:
             try:

@@ -28,8 +28,9 @@ from .machine import NO_PLAN, trusted_state
 from .wire import SyncSessions
 
 
-def advanced(plan: Record, lineage: Mapping[bytes, Record], new: Mapping[str, Record],
-             now: float) -> tuple[dict[str, Any], list[bytes]]:
+def advanced(
+    plan: Record, lineage: Mapping[bytes, Record], new: Mapping[str, Record], now: float
+) -> tuple[dict[str, Any], list[bytes]]:
     """The body and parents of the plan record that trusts the `new` versions (declared
     target keys only) instead of those `plan` used. Raises ValueError when a parent of
     `plan` is not in `lineage` or a key of `new` is not a declared target."""
@@ -50,13 +51,18 @@ def advanced(plan: Record, lineage: Mapping[bytes, Record], new: Mapping[str, Re
             declaration.pop(parent.key, None)  # it ran against a version that is gone
         else:
             parents.append(rid)
-    body.update(declaration=declaration, previous=plan.id, time=round(now, 3),
-                advanced=int(body.get("advanced", 0)) + 1)
+    body.update(
+        declaration=declaration,
+        previous=plan.id,
+        time=round(now, 3),
+        advanced=int(body.get("advanced", 0)) + 1,
+    )
     return body, parents
 
 
-def wait_advance(roster: Roster, identity: Identity, plan: str, keys: list[str], *,
-                 deadline: float) -> list[str]:
+def wait_advance(
+    roster: Roster, identity: Identity, plan: str, keys: list[str], *, deadline: float
+) -> list[str]:
     """Record the current versions of the touched `keys` that `plan` declares as targets;
     returns those keys ([] when none is one). Raises PlanfenceError when an owner fails or
     refuses, ValueError for a plan that cannot be advanced."""
@@ -70,23 +76,29 @@ def wait_advance(roster: Roster, identity: Identity, plan: str, keys: list[str],
             return []
         lineage: dict[bytes, Record] = {}
         for owner in {roster.owner_of(k) for k in roles} - {None}:
-            answer = sessions.request(str(owner), "get", {"ids": list(record.parents)},
-                                      time.monotonic() + deadline)
+            answer = sessions.request(
+                str(owner), "get", {"ids": list(record.parents)}, time.monotonic() + deadline
+            )
             lineage.update((r.id, r) for r in verified_records(roster, answer))
         new = _heads(sessions, roster, targets, deadline)
         body, parents = advanced(record, lineage, new, time.time())
         owner = roster.owner_of(pkey)
         if owner is None:
             raise ConfigError(f"no agent owns {pkey!r}")
-        sessions.request(owner, "put", {"key": pkey, "kind": "plan", "parents": parents,
-                                        "body": body}, time.monotonic() + deadline)
+        sessions.request(
+            owner,
+            "put",
+            {"key": pkey, "kind": "plan", "parents": parents, "body": body},
+            time.monotonic() + deadline,
+        )
         return targets
     finally:
         sessions.close()
 
 
-def _heads(sessions: SyncSessions, roster: Roster, keys: list[str], deadline: float
-           ) -> dict[str, Record]:
+def _heads(
+    sessions: SyncSessions, roster: Roster, keys: list[str], deadline: float
+) -> dict[str, Record]:
     """The current record of each key (observed now by its owner), checked and verified."""
     by_owner: dict[str, list[str]] = {}
     for key in keys:
@@ -97,11 +109,13 @@ def _heads(sessions: SyncSessions, roster: Roster, keys: list[str], deadline: fl
     found: dict[str, Record] = {}
     for owner, owned in by_owner.items():
         query = HeadsQuery(tuple(owned), {k: NO_PLAN for k in owned})
-        answer = sessions.request(owner, "heads", {"keys": owned, "expect": query.expect},
-                                  time.monotonic() + deadline)
+        answer = sessions.request(
+            owner, "heads", {"keys": owned, "expect": query.expect}, time.monotonic() + deadline
+        )
         try:
-            heads, inline = check_answer(owner, query, answer, {},
-                                         lambda r: verify_record(roster, r))
+            heads, inline = check_answer(
+                owner, query, answer, {}, lambda r: verify_record(roster, r)
+            )
         except Malformed as exc:
             raise PlanfenceError(f"owner {owner!r}: {exc}") from None
         missing = [k for k in owned if heads[k][0] is None]

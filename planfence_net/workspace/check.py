@@ -29,9 +29,16 @@ DEADLINE = 5.0
 Verify = functools.partial[None]
 
 
-def run_check(roster: Roster, identity: Identity, plan: str, *,
-              addresses: dict[str, tuple[str, int]] | None = None, deadline: float = DEADLINE,
-              informational: bool = True, cache: Path | None = None) -> Verdict:
+def run_check(
+    roster: Roster,
+    identity: Identity,
+    plan: str,
+    *,
+    addresses: dict[str, tuple[str, int]] | None = None,
+    deadline: float = DEADLINE,
+    informational: bool = True,
+    cache: Path | None = None,
+) -> Verdict:
     """Check plan `plan` as `identity`; owner failures give an undecided verdict, never an
     exception. `informational=False` skips the git-status keys (they never block).
 
@@ -43,9 +50,14 @@ def run_check(roster: Roster, identity: Identity, plan: str, *,
     verify = functools.partial(verify_record, roster)
     records = load_records(cache, roster) if cache is not None else {}
     known = [r for r in records.values() if r.key == plan_key(plan)]
-    machine = CheckMachine(plan, owner_of=roster.owner_of, verify=verify, lookup=records.get,
-                           informational=informational,
-                           known=max(known, key=lambda r: r.seq) if known else None)
+    machine = CheckMachine(
+        plan,
+        owner_of=roster.owner_of,
+        verify=verify,
+        lookup=records.get,
+        informational=informational,
+        known=max(known, key=lambda r: r.seq) if known else None,
+    )
     cached = set(records)
     try:
         verdict = _drive(machine, roster, sessions, records, verify, deadline)
@@ -68,8 +80,14 @@ def _lineage(root: Record, records: dict[bytes, Record]) -> list[Record]:
     return list(found.values())
 
 
-def _drive(machine: CheckMachine, roster: Roster, sessions: SyncSessions,
-           records: dict[bytes, Record], verify: Verify, deadline: float) -> Verdict:
+def _drive(
+    machine: CheckMachine,
+    roster: Roster,
+    sessions: SyncSessions,
+    records: dict[bytes, Record],
+    verify: Verify,
+    deadline: float,
+) -> Verdict:
     while True:
         event = machine.next_event()
         if isinstance(event, Verdict):
@@ -85,23 +103,33 @@ def _drive(machine: CheckMachine, roster: Roster, sessions: SyncSessions,
             else:
                 machine.plan_failed(_failure(outcome, until))
         elif isinstance(event, RunGate):
-            decision, changed, why = _run_gate(event, roster, sessions, records, verify,
-                                               deadline)
+            decision, changed, why = _run_gate(event, roster, sessions, records, verify, deadline)
             machine.gate_finished(decision, changed)
             verdict = machine.next_event()
             if isinstance(verdict, Verdict) and verdict.level == UNDECIDED and why:
                 return dataclasses.replace(verdict, detail=f"{verdict.detail} ({why})")
 
 
-def _run_gate(event: RunGate, roster: Roster, sessions: SyncSessions,
-              records: dict[bytes, Record], verify: Verify, deadline: float
-              ) -> tuple[Decision, list[Record], str]:
+def _run_gate(
+    event: RunGate,
+    roster: Roster,
+    sessions: SyncSessions,
+    records: dict[bytes, Record],
+    verify: Verify,
+    deadline: float,
+) -> tuple[Decision, list[Record], str]:
     """Drive the gate to its decision; a drift's replan returns the same roots (the check
     reports, it does not replan). Returns the decision, the changed records seen, and the
     last typed error an owner answered a heads query with (e.g. its worktree is gone)."""
     action = event.action
-    gate = Gate(action, owner_of=roster.owner_of, verify=verify, lookup=records.get,
-                clock=time.perf_counter, policy=GatePolicy(query_keys=event.also or None))
+    gate = Gate(
+        action,
+        owner_of=roster.owner_of,
+        verify=verify,
+        lookup=records.get,
+        clock=time.perf_counter,
+        policy=GatePolicy(query_keys=event.also or None),
+    )
     changed: list[Record] = []
     why = ""
     while True:
@@ -112,8 +140,9 @@ def _run_gate(event: RunGate, roster: Roster, sessions: SyncSessions,
         if isinstance(step, FetchRecords):
             holders = _holders(roster, action)
             fetch = FetchRound(step.ids, holders)
-            outcomes = sessions.round({owner: ("get", {"ids": list(step.ids)})
-                                       for owner in holders}, until)
+            outcomes = sessions.round(
+                {owner: ("get", {"ids": list(step.ids)}) for owner in holders}, until
+            )
             for owner in holders:
                 outcome = outcomes.get(owner)
                 if isinstance(outcome, dict):
@@ -123,9 +152,13 @@ def _run_gate(event: RunGate, roster: Roster, sessions: SyncSessions,
             records.update((r.id, r) for r in fetch.records)
             gate.records_fetched(fetch.records, fetch.unanswered)
         elif isinstance(step, QueryHeads):
-            outcomes = sessions.round({owner: ("heads", {"keys": list(q.keys),
-                                                         "expect": dict(q.expect)})
-                                       for owner, q in step.queries.items()}, until)
+            outcomes = sessions.round(
+                {
+                    owner: ("heads", {"keys": list(q.keys), "expect": dict(q.expect)})
+                    for owner, q in step.queries.items()
+                },
+                until,
+            )
             for owner in step.queries:
                 outcome = outcomes.get(owner)
                 if isinstance(outcome, dict):

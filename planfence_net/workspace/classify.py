@@ -64,13 +64,17 @@ def classify(state: TrustedState, drift: Mapping[str, tuple[Any, Any]]) -> Drift
             level = CRITICAL
     targets = _files_with_role(state, drift, "target")
     if targets:
-        lines.append(f"- {_count(len(targets), 'file')} the plan will modify changed: "
-                     f"{names.files(targets, drift)}")
+        lines.append(
+            f"- {_count(len(targets), 'file')} the plan will modify changed: "
+            f"{names.files(targets, drift)}"
+        )
         level, reread = CRITICAL, reread + targets
     inspected = [k for k in _files_with_role(state, drift, "read") if k not in targets]
     if inspected:
-        lines.append(f"- {_count(len(inspected), 'previously inspected file')} changed: "
-                     f"{names.files(inspected, drift)}")
+        lines.append(
+            f"- {_count(len(inspected), 'previously inspected file')} changed: "
+            f"{names.files(inspected, drift)}"
+        )
         level, reread = _max(level, RELEVANT), reread + inspected
     for key in _files_with_role(state, drift, "lockfile"):
         if key not in targets and key not in inspected:
@@ -129,8 +133,11 @@ def _files_with_role(state: TrustedState, drift: Mapping[str, Any], role: str) -
 
 
 def _fact_text(fact: str, body: Any) -> str:
-    value = body.get({REPO: "git", BRANCH: "branch", HEAD: "head"}[fact]) \
-        if isinstance(body, dict) else None
+    value = (
+        body.get({REPO: "git", BRANCH: "branch", HEAD: "head"}[fact])
+        if isinstance(body, dict)
+        else None
+    )
     if fact == REPO and value is None and isinstance(body, dict):
         value = body.get("path")
     if value is None:
@@ -151,8 +158,9 @@ def _unrelated(state: TrustedState, drift: Mapping[str, tuple[Any, Any]]) -> lis
 
 def _rows(body: Any) -> set[tuple[Any, ...]]:
     rows = body.get("changed") if isinstance(body, dict) else None
-    return {tuple(r) for r in rows if isinstance(r, list) and r} if isinstance(rows, list) \
-        else set()
+    return (
+        {tuple(r) for r in rows if isinstance(r, list) and r} if isinstance(rows, list) else set()
+    )
 
 
 def _count(n: int, noun: str) -> str:

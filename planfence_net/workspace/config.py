@@ -37,8 +37,10 @@ def find_cluster(explicit: Path | None = None, start: Path | None = None) -> Clu
     for folder in (here, *here.parents):
         if (folder / FOLDER / "cluster.toml").is_file():
             return ClusterDir(folder / FOLDER)
-    raise ConfigError(f"no workspace cluster found: no {FOLDER}/ in {here} or above; run "
-                      f"`planfence workspace serve PATH` or pass --cluster DIR")
+    raise ConfigError(
+        f"no workspace cluster found: no {FOLDER}/ in {here} or above; run "
+        f"`planfence workspace serve PATH` or pass --cluster DIR"
+    )
 
 
 def workspaces(cdir: ClusterDir) -> dict[str, Path]:
@@ -49,8 +51,11 @@ def workspaces(cdir: ClusterDir) -> dict[str, Path]:
         raise ConfigError(f"no roster at {cdir.roster_path}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{cdir.roster_path}: invalid TOML: {exc}") from None
-    return {a["name"]: Path(a["workspace"]) for a in data.get("agents", [])
-            if isinstance(a, dict) and isinstance(a.get("workspace"), str)}
+    return {
+        a["name"]: Path(a["workspace"])
+        for a in data.get("agents", [])
+        if isinstance(a, dict) and isinstance(a.get("workspace"), str)
+    }
 
 
 def file_key_for(spaces: dict[str, Path], text: str, cwd: Path) -> str:
@@ -61,8 +66,10 @@ def file_key_for(spaces: dict[str, Path], text: str, cwd: Path) -> str:
         return file_key(match.group(1), match.group(2))
     found = locate(spaces, cwd / text)
     if found is None:
-        raise ConfigError(f"{text} is not inside a served worktree "
-                          f"({', '.join(f'{n}={p}' for n, p in spaces.items()) or 'none'})")
+        raise ConfigError(
+            f"{text} is not inside a served worktree "
+            f"({', '.join(f'{n}={p}' for n, p in spaces.items()) or 'none'})"
+        )
     return file_key(*found)
 
 
@@ -111,8 +118,9 @@ def parse_workspace_option(text: str) -> tuple[str, Path]:
     """NAME=PATH of `cluster init --workspace`; raises ConfigError when malformed."""
     name, sep, path = text.partition("=")
     if not sep or not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or not path:
-        raise ConfigError(f"--workspace {text!r}: expected NAME=PATH (NAME: letters, digits, "
-                          f"'_', '.', '-')")
+        raise ConfigError(
+            f"--workspace {text!r}: expected NAME=PATH (NAME: letters, digits, '_', '.', '-')"
+        )
     if not Path(path).is_dir():
         raise ConfigError(f"--workspace {text!r}: {path} is not a folder")
     return name, Path(path)
@@ -126,7 +134,8 @@ def ensure_local_cluster(path: Path, name: str) -> tuple[ClusterDir, bool]:
     cdir = ClusterDir(path.resolve() / FOLDER)
     if cdir.roster_path.exists():
         return cdir, False
-    init_cluster(cdir.root, agents=0, base_port=0, name=f"workspace-{name}",
-                 workspaces=((name, path),))
+    init_cluster(
+        cdir.root, agents=0, base_port=0, name=f"workspace-{name}", workspaces=((name, path),)
+    )
     (cdir.root / ".gitignore").write_text("*\n")
     return cdir, True

@@ -30,10 +30,24 @@ RELEVANT_ROLES = ("read", "lockfile", "evidence", "input")
 INFORMATIONAL_ROLES = ("status",)
 ROLES = CRITICAL_ROLES + RELEVANT_ROLES + INFORMATIONAL_ROLES
 
-LOCKFILES = ("package-lock.json", "yarn.lock", "pnpm-lock.yaml", "npm-shrinkwrap.json",
-             "poetry.lock", "Pipfile.lock", "uv.lock", "requirements.txt", "Cargo.lock",
-             "go.sum", "Gemfile.lock", "composer.lock", "pyproject.toml", "package.json",
-             "Cargo.toml", "go.mod")
+LOCKFILES = (
+    "package-lock.json",
+    "yarn.lock",
+    "pnpm-lock.yaml",
+    "npm-shrinkwrap.json",
+    "poetry.lock",
+    "Pipfile.lock",
+    "uv.lock",
+    "requirements.txt",
+    "Cargo.lock",
+    "go.sum",
+    "Gemfile.lock",
+    "composer.lock",
+    "pyproject.toml",
+    "package.json",
+    "Cargo.toml",
+    "go.mod",
+)
 
 
 def plan_key(plan: str) -> str:
@@ -69,7 +83,7 @@ def file_of(key: str) -> str | None:
     parts = split_key(key)
     if parts is None or not parts[1].startswith(FILE_PREFIX):
         return None
-    return parts[1][len(FILE_PREFIX):]
+    return parts[1][len(FILE_PREFIX) :]
 
 
 def is_observed(fact: str) -> bool:

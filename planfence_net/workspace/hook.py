@@ -26,19 +26,27 @@ if TYPE_CHECKING:
 ALLOW, BLOCK = 0, 2
 DEFAULT_TIMEOUT = 10.0
 STEPS = 4  # rounds of one check: the plan, its lineage, the heads, a drift's second look
-USAGE = ("usage: planfence hook claude|codex [--cluster DIR] [--plan NAME] [--as AGENT] "
-         "[--timeout SECONDS]")
+USAGE = (
+    "usage: planfence hook claude|codex [--cluster DIR] [--plan NAME] [--as AGENT] "
+    "[--timeout SECONDS]"
+)
 
 
-def main(agent: str, argv: list[str], stdin: IO[bytes] | None = None,
-         stderr: IO[str] | None = None) -> int:
+def main(
+    agent: str, argv: list[str], stdin: IO[bytes] | None = None, stderr: IO[str] | None = None
+) -> int:
     """Run the hook; returns the exit code (0 allow, 2 block). Never raises."""
     err = stderr or sys.stderr
     try:
         code, reason = _run(agent, argv, (stdin or sys.stdin.buffer).read())
     except BaseException as exc:  # the one guard: anything unexpected blocks
-        code, reason = BLOCK, (f"PlanFence blocked this call: the hook failed "
-                               f"({type(exc).__name__}: {exc}); it fails closed")
+        code, reason = (
+            BLOCK,
+            (
+                f"PlanFence blocked this call: the hook failed "
+                f"({type(exc).__name__}: {exc}); it fails closed"
+            ),
+        )
     if reason:
         try:
             err.write(reason.rstrip("\n") + "\n")
@@ -64,37 +72,56 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str]:
     except (PlanfenceError, ValueError, OSError) as exc:
         return BLOCK, f"PlanFence blocked {call.describe()}: {exc}"
     if plan is None:
-        return BLOCK, (f"PlanFence blocked {call.describe()}: no trusted plan for this "
-                       f"session in {cdir.root}. Record the state your plan relies on "
-                       f"first: planfence workspace trust PLAN --read FILE --target FILE")
+        return BLOCK, (
+            f"PlanFence blocked {call.describe()}: no trusted plan for this "
+            f"session in {cdir.root}. Record the state your plan relies on "
+            f"first: planfence workspace trust PLAN --read FILE --target FILE"
+        )
     if call.event == "PostToolUse":
         return _record_edit(call, cdir.root, plan, roster, identity, step)
-    verdict = run_check(roster, identity, plan, deadline=step, informational=False,
-                        cache=cache_path(cdir.root, plan))
+    verdict = run_check(
+        roster,
+        identity,
+        plan,
+        deadline=step,
+        informational=False,
+        cache=cache_path(cdir.root, plan),
+    )
     if verdict.exit_code == 0:
         return ALLOW, ""
     return BLOCK, block_message(call, verdict)
 
 
-def _context(call: ToolCall, options: dict[str, str]
-             ) -> tuple[ClusterDir, str | None, Roster, Identity, float]:
+def _context(
+    call: ToolCall, options: dict[str, str]
+) -> tuple[ClusterDir, str | None, Roster, Identity, float]:
     """The cluster folder, the plan (None: none trusted), the roster, who to connect as, and
     the deadline per step. Raises PlanfenceError or ValueError."""
     from .config import find_cluster, select_plan
     from .facts import plan_key
 
-    cdir = find_cluster(Path(options["--cluster"]) if "--cluster" in options else None,
-                        Path(call.cwd))
+    cdir = find_cluster(
+        Path(options["--cluster"]) if "--cluster" in options else None, Path(call.cwd)
+    )
     plan = options.get("--plan") or select_plan(cdir, call.session or None)
     roster = cdir.roster()
-    me = options.get("--as") or (roster.owner_of(plan_key(plan)) if plan else None) \
+    me = (
+        options.get("--as")
+        or (roster.owner_of(plan_key(plan)) if plan else None)
         or roster.agents[0].name
-    return (cdir, plan, roster, cdir.identity(me),
-            float(options.get("--timeout", DEFAULT_TIMEOUT)) / STEPS)
+    )
+    return (
+        cdir,
+        plan,
+        roster,
+        cdir.identity(me),
+        float(options.get("--timeout", DEFAULT_TIMEOUT)) / STEPS,
+    )
 
 
-def _record_edit(call: ToolCall, root: Path, plan: str, roster: Roster, identity: Identity,
-                 step: float) -> tuple[int, str]:
+def _record_edit(
+    call: ToolCall, root: Path, plan: str, roster: Roster, identity: Identity, step: float
+) -> tuple[int, str]:
     """PostToolUse: move the plan's trusted versions of the touched targets to what the
     agent just wrote (see `advance`). Exit 2 only shows the reason: the call already ran."""
     from ..cluster.folder import ClusterDir
@@ -104,13 +131,18 @@ def _record_edit(call: ToolCall, root: Path, plan: str, roster: Roster, identity
     from .facts import file_key
 
     spaces = workspaces(ClusterDir(root))
-    keys = [file_key(*found) for f in call.files
-            if (found := locate(spaces, Path(call.cwd) / f)) is not None]
+    keys = [
+        file_key(*found)
+        for f in call.files
+        if (found := locate(spaces, Path(call.cwd) / f)) is not None
+    ]
     try:
         wait_advance(roster, identity, plan, keys, deadline=step)
     except (PlanfenceError, ValueError) as exc:
-        return BLOCK, (f"PlanFence could not record {call.describe()} in plan {plan!r} "
-                       f"({exc}); the next call will see these files as changed.")
+        return BLOCK, (
+            f"PlanFence could not record {call.describe()} in plan {plan!r} "
+            f"({exc}); the next call will see these files as changed."
+        )
     return ALLOW, ""
 
 
@@ -125,19 +157,27 @@ def block_message(call: ToolCall, verdict: Verdict) -> str:
     """The reason the model reads: what changed, what to re-read, what to do next."""
     plan = verdict.plan
     if verdict.level == "undecided":
-        return (f"PlanFence blocked {call.describe()}: cannot validate plan {plan!r}: "
-                f"{verdict.detail}. The call is blocked because the plan cannot be checked "
-                f"(it fails closed); report this to the user if it persists.")
-    lines = [f"PlanFence blocked {call.describe()}: plan {plan!r} is stale "
-             f"({verdict.level} drift).", *verdict.lines]
+        return (
+            f"PlanFence blocked {call.describe()}: cannot validate plan {plan!r}: "
+            f"{verdict.detail}. The call is blocked because the plan cannot be checked "
+            f"(it fails closed); report this to the user if it persists."
+        )
+    lines = [
+        f"PlanFence blocked {call.describe()}: plan {plan!r} is stale ({verdict.level} drift).",
+        *verdict.lines,
+    ]
     if verdict.changed_again:
-        lines.append("It changed again after the plan was already re-made once. Stop: do not "
-                     "replan again; report the drift above to the user.")
+        lines.append(
+            "It changed again after the plan was already re-made once. Stop: do not "
+            "replan again; report the drift above to the user."
+        )
     else:
         reread = ", ".join(verdict.reread)
-        lines.append((f"Re-read {reread}, then" if reread else "Re-check the workspace, then")
-                     + f" replan once and record the new state with `planfence workspace "
-                       f"trust {plan} ...`. If it changes again, stop and report.")
+        lines.append(
+            (f"Re-read {reread}, then" if reread else "Re-check the workspace, then")
+            + f" replan once and record the new state with `planfence workspace "
+            f"trust {plan} ...`. If it changes again, stop and report."
+        )
     return "\n".join(lines)
 
 
@@ -146,4 +186,4 @@ def _options(argv: list[str]) -> dict[str, str]:
     known = ("--cluster", "--plan", "--as", "--timeout")
     if len(argv) % 2 or any(argv[i] not in known for i in range(0, len(argv), 2)):
         raise ValueError(USAGE)
-    return dict(zip(argv[::2], argv[1::2]))
+    return dict(zip(argv[::2], argv[1::2], strict=False))

@@ -32,16 +32,21 @@ import tomli_w
 from ..core.errors import ConfigError
 
 EVENTS = ("PreToolUse", "PostToolUse")  # check before a call; record the agent's own edit
-MATCHERS = {"claude": {"PreToolUse": "Write|Edit|MultiEdit|NotebookEdit|Bash",
-                       "PostToolUse": "Write|Edit|MultiEdit|NotebookEdit"},
-            "codex": {"PreToolUse": "Bash|apply_patch|Edit|Write",
-                      "PostToolUse": "apply_patch|Edit|Write"}}
+MATCHERS = {
+    "claude": {
+        "PreToolUse": "Write|Edit|MultiEdit|NotebookEdit|Bash",
+        "PostToolUse": "Write|Edit|MultiEdit|NotebookEdit",
+    },
+    "codex": {"PreToolUse": "Bash|apply_patch|Edit|Write", "PostToolUse": "apply_patch|Edit|Write"},
+}
 TIMEOUT = 30  # seconds: the agent's own limit; the hook's deadline is shorter
 _MARK = "# PlanFence {event} hook (planfence hook install|uninstall codex --format toml)"
-_OUR_TOML = re.compile(r"\n?# PlanFence (\w+) hook \(planfence hook install\|uninstall codex "
-                       r"--format toml\)\n\[\[hooks\.\1\]\]\nmatcher = [^\n]*\n\n"
-                       r"\[\[hooks\.\1\.hooks\]\]\ntype = \"command\"\ncommand = [^\n]*\n"
-                       r"timeout = \d+\n")
+_OUR_TOML = re.compile(
+    r"\n?# PlanFence (\w+) hook \(planfence hook install\|uninstall codex "
+    r"--format toml\)\n\[\[hooks\.\1\]\]\nmatcher = [^\n]*\n\n"
+    r"\[\[hooks\.\1\.hooks\]\]\ntype = \"command\"\ncommand = [^\n]*\n"
+    r"timeout = \d+\n"
+)
 _OURS = re.compile(r"(^|[\s/'\"])(planfence|planfence_net)['\"]?\s+hook\s+(claude|codex)\b")
 
 
@@ -64,8 +69,10 @@ def hook_command(agent: str, cluster: Path | None = None) -> str:
 
 
 def our_group(agent: str, command: str, event: str = "PreToolUse") -> dict[str, Any]:
-    return {"matcher": MATCHERS[agent][event],
-            "hooks": [{"type": "command", "command": command, "timeout": TIMEOUT}]}
+    return {
+        "matcher": MATCHERS[agent][event],
+        "hooks": [{"type": "command", "command": command, "timeout": TIMEOUT}],
+    }
 
 
 def merged(config: dict[str, Any], agent: str, command: str) -> dict[str, Any]:
@@ -75,8 +82,7 @@ def merged(config: dict[str, Any], agent: str, command: str) -> dict[str, Any]:
     hooks = out.setdefault("hooks", {})
     for event in EVENTS:
         if not isinstance(hooks, dict) or not isinstance(hooks.setdefault(event, []), list):
-            raise ConfigError(f"'hooks' / 'hooks.{event}' has an unexpected shape; "
-                              f"not touching it")
+            raise ConfigError(f"'hooks' / 'hooks.{event}' has an unexpected shape; not touching it")
         hooks[event].append(our_group(agent, command, event))
     return out
 
@@ -106,8 +112,9 @@ def _without_ours(group: Any) -> Any:
     handlers = group.get("hooks") if isinstance(group, dict) else None
     if not isinstance(handlers, list):
         return group
-    others = [h for h in handlers if not (isinstance(h, dict)
-                                          and _OURS.search(str(h.get("command", ""))))]
+    others = [
+        h for h in handlers if not (isinstance(h, dict) and _OURS.search(str(h.get("command", ""))))
+    ]
     if len(others) == len(handlers):
         return group
     return {**group, "hooks": others} if others else None
@@ -122,7 +129,7 @@ def load(path: Path) -> dict[str, Any]:
     try:
         value = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{path} does not parse ({exc}); fix it first, not touching it")
+        raise ConfigError(f"{path} does not parse ({exc}); fix it first, not touching it") from None
     if not isinstance(value, dict):
         raise ConfigError(f"{path} is not an object; not touching it")
     return value
@@ -135,8 +142,14 @@ def dump(path: Path, config: dict[str, Any]) -> str:
     return json.dumps(config, indent=2) + "\n"
 
 
-def install(agent: str, project: Path, *, fmt: str = "json", command: str | None = None,
-            cluster: Path | None = None) -> Path:
+def install(
+    agent: str,
+    project: Path,
+    *,
+    fmt: str = "json",
+    command: str | None = None,
+    cluster: Path | None = None,
+) -> Path:
     """Merge our hook into `agent`'s config under `project`; returns the file written."""
     path = config_path(agent, project, fmt)
     before = load(path)
@@ -161,10 +174,12 @@ def uninstall(agent: str, project: Path, *, fmt: str = "json") -> tuple[Path, bo
 def toml_block(event: str, group: dict[str, Any]) -> str:
     """Our group as `[[hooks.EVENT]]` and `[[hooks.EVENT.hooks]]` tables."""
     handler = group["hooks"][0]
-    return (f"\n{_MARK.format(event=event)}\n[[hooks.{event}]]\n"
-            f"matcher = {json.dumps(group['matcher'])}\n\n[[hooks.{event}.hooks]]\n"
-            f"type = \"command\"\ncommand = {json.dumps(handler['command'])}\n"
-            f"timeout = {handler['timeout']}\n")
+    return (
+        f"\n{_MARK.format(event=event)}\n[[hooks.{event}]]\n"
+        f"matcher = {json.dumps(group['matcher'])}\n\n[[hooks.{event}.hooks]]\n"
+        f'type = "command"\ncommand = {json.dumps(handler["command"])}\n'
+        f"timeout = {handler['timeout']}\n"
+    )
 
 
 def _toml_text(path: Path, before: dict[str, Any], after: dict[str, Any]) -> str:

@@ -74,16 +74,25 @@ class Verdict:
             return [f"Cannot decide whether plan {self.plan!r} is still valid: {self.detail}"]
         out = list(self.lines)
         if self.level != NONE:
-            tail = "; it changed again after a replan: stop and report" \
-                if self.changed_again else ""
+            tail = (
+                "; it changed again after a replan: stop and report" if self.changed_again else ""
+            )
             out.append(f"Drift class: {self.level}{tail}")
         return out
 
     def to_json(self) -> dict[str, Any]:
-        return {"plan": self.plan, "plan_id": self.plan_id.hex() if self.plan_id else None,
-                "class": self.level, "exit_code": self.exit_code, "lines": list(self.lines),
-                "reread": list(self.reread), "changed_again": self.changed_again,
-                "trust": self.trust, "reason": self.reason, "detail": self.detail}
+        return {
+            "plan": self.plan,
+            "plan_id": self.plan_id.hex() if self.plan_id else None,
+            "class": self.level,
+            "exit_code": self.exit_code,
+            "lines": list(self.lines),
+            "reread": list(self.reread),
+            "changed_again": self.changed_again,
+            "trust": self.trust,
+            "reason": self.reason,
+            "detail": self.detail,
+        }
 
 
 Event = AskPlan | RunGate | Verdict
@@ -94,10 +103,16 @@ class CheckMachine:
     `lookup(id)` returns records the gate fetched (for the bodies at trust time). With
     `informational=False` the git-status keys are not checked: they never block."""
 
-    def __init__(self, plan: str, *, owner_of: Callable[[str], str | None],
-                 verify: Callable[[Record], None],
-                 lookup: Callable[[bytes], Record | None], informational: bool = True,
-                 known: Record | None = None) -> None:
+    def __init__(
+        self,
+        plan: str,
+        *,
+        owner_of: Callable[[str], str | None],
+        verify: Callable[[Record], None],
+        lookup: Callable[[bytes], Record | None],
+        informational: bool = True,
+        known: Record | None = None,
+    ) -> None:
         self.plan = plan
         self.informational = informational
         self._known = known
@@ -130,8 +145,11 @@ class CheckMachine:
         """Feed the owner's heads answer for the plan key (checked here, never raised)."""
         event = self._expect(AskPlan, "plan_answered")
         if isinstance(result, dict) and result.get("heads") == [[self.key, None, 0]]:
-            self._undecided("no_plan", f"no trusted state for plan {self.plan!r}: run "
-                                       f"`planfence workspace trust {self.plan} ...` first")
+            self._undecided(
+                "no_plan",
+                f"no trusted state for plan {self.plan!r}: run "
+                f"`planfence workspace trust {self.plan} ...` first",
+            )
             return
         try:
             heads, inline = check_answer(event.owner, self._query, result, {}, self._verify)
@@ -152,10 +170,10 @@ class CheckMachine:
 
     def _run_gate(self, also: tuple[str, ...] = ()) -> RunGate:
         assert self.state is not None and self.record is not None
-        deps = tuple(k for k, roles in self.state.roles.items()
-                     if self.informational or roles != ("status",))
-        self._event = RunGate(Action(f"workspace check {self.plan}", (self.record.id,), deps),
-                              also)
+        deps = tuple(
+            k for k, roles in self.state.roles.items() if self.informational or roles != ("status",)
+        )
+        self._event = RunGate(Action(f"workspace check {self.plan}", (self.record.id,), deps), also)
         return self._event
 
     def plan_failed(self, reason: str) -> None:
@@ -171,8 +189,11 @@ class CheckMachine:
         if event.also and decision.heads.get(self.key, (None, 0))[0] != self.record.id:
             owner = self._owner_of(self.key)  # re-trusted since (or unknown): ask for it
             self.record = self.state = None
-            self._event = AskPlan(owner, self._query) if owner else self._undecided(
-                "unknown_owner", f"no roster agent owns {self.key!r}")
+            self._event = (
+                AskPlan(owner, self._query)
+                if owner
+                else self._undecided("unknown_owner", f"no roster agent owns {self.key!r}")
+            )
             return
         if decision.authorized:
             self._report(classify(self.state, {}), decision)
@@ -198,21 +219,38 @@ class CheckMachine:
 
     def _report(self, report: DriftReport, decision: Decision) -> None:
         assert self.state is not None and self.record is not None
-        self._event = Verdict(self.plan, report.level, tuple(summary(report)), report.reread,
-                              report.changed_again, self.state.trust,
-                              "changed_again" if report.changed_again else None,
-                              decision.detail, self.record.id)
+        self._event = Verdict(
+            self.plan,
+            report.level,
+            tuple(summary(report)),
+            report.reread,
+            report.changed_again,
+            self.state.trust,
+            "changed_again" if report.changed_again else None,
+            decision.detail,
+            self.record.id,
+        )
 
     def _undecided(self, reason: str, detail: str) -> Verdict:
         trust = self.state.trust if self.state else 0
-        self._event = Verdict(self.plan, UNDECIDED, (), (), False, trust, reason, detail,
-                              self.record.id if self.record else None)
+        self._event = Verdict(
+            self.plan,
+            UNDECIDED,
+            (),
+            (),
+            False,
+            trust,
+            reason,
+            detail,
+            self.record.id if self.record else None,
+        )
         return self._event
 
     def _expect(self, kind: type[Any], method: str) -> Any:
         if not isinstance(self._event, kind):
-            raise LocalProtocolError(f"{method}() called while the machine waits for "
-                                     f"{type(self._event).__name__}")
+            raise LocalProtocolError(
+                f"{method}() called while the machine waits for {type(self._event).__name__}"
+            )
         return self._event
 
 
@@ -222,8 +260,12 @@ def trusted_state(plan: str, body: Any) -> TrustedState:
         raise ValueError("body has no 'declaration' map")
     roles: dict[str, tuple[str, ...]] = {}
     for key, declared in body["declaration"].items():
-        if not isinstance(key, str) or not isinstance(declared, list) or not declared \
-                or not all(r in ROLES for r in declared):
+        if (
+            not isinstance(key, str)
+            or not isinstance(declared, list)
+            or not declared
+            or not all(r in ROLES for r in declared)
+        ):
             raise ValueError(f"bad declaration for {key!r}: {declared!r}")
         roles[key] = tuple(declared)
     trust = body.get("trust")

@@ -53,7 +53,7 @@ class Observer:
         bodies: dict[str, Any] = {}
         for fact in facts:
             if fact.startswith(FILE_PREFIX):
-                bodies[fact] = self.file(fact[len(FILE_PREFIX):])
+                bodies[fact] = self.file(fact[len(FILE_PREFIX) :])
             elif fact in (REPO, BRANCH, HEAD):
                 bodies[fact] = self._git_fact(fact)
             elif fact == STATUS:
@@ -72,8 +72,7 @@ class Observer:
             return {"missing": True}
         signature = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         cached = self._cache.get(rel)
-        if cached is not None and cached[0] == signature \
-                and st.st_mtime_ns < cached[1] - RACY_NS:
+        if cached is not None and cached[0] == signature and st.st_mtime_ns < cached[1] - RACY_NS:
             return cached[2]
         hashed_at = time.time_ns()
         body = self._hash(path, st)
@@ -96,8 +95,11 @@ class Observer:
 
     def _git_fact(self, fact: str) -> Any:
         if self.git is None:
-            return {REPO: {"git": None, "path": str(self.root)}, BRANCH: {"branch": None},
-                    HEAD: {"head": None}}[fact]
+            return {
+                REPO: {"git": None, "path": str(self.root)},
+                BRANCH: {"branch": None},
+                HEAD: {"head": None},
+            }[fact]
         if fact == REPO:
             return {"git": str(self.git.common_dir), "path": str(self.root)}
         ref, sha = read_head(self.git)
@@ -113,8 +115,15 @@ class Observer:
         """
         if self.git is None:
             return None
-        out = run_git(self.root, "--no-optional-locks", "status", "--porcelain=v1", "-z",
-                      "--untracked-files=no", "--no-renames")
+        out = run_git(
+            self.root,
+            "--no-optional-locks",
+            "status",
+            "--porcelain=v1",
+            "-z",
+            "--untracked-files=no",
+            "--no-renames",
+        )
         rows = []
         for entry in filter(None, out.split("\0")):
             rel = entry[3:]
@@ -137,8 +146,14 @@ def check_relative(rel: str) -> str:
 def run_git(cwd: Path, *args: str) -> str:
     """Run git in `cwd`; returns stdout. Raises ConfigError when git fails."""
     try:
-        proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
-                              timeout=GIT_TIMEOUT, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            ["git", *args],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ConfigError(f"git {args[0]} failed in {cwd}: {exc}") from None
     if proc.returncode != 0:
@@ -151,13 +166,17 @@ def find_git(root: Path) -> GitDirs | None:
     if not root.is_dir():
         raise ConfigError(f"worktree {root} is not a folder")
     try:
-        out = run_git(root, "rev-parse", "--absolute-git-dir", "--git-common-dir",
-                      "--show-toplevel")
+        out = run_git(
+            root, "rev-parse", "--absolute-git-dir", "--git-common-dir", "--show-toplevel"
+        )
     except ConfigError:
         return None
     git_dir, common, top = out.splitlines()[:3]
-    return GitDirs(Path(git_dir), (root / common).resolve() if not os.path.isabs(common)
-                   else Path(common), Path(top))
+    return GitDirs(
+        Path(git_dir),
+        (root / common).resolve() if not os.path.isabs(common) else Path(common),
+        Path(top),
+    )
 
 
 def read_head(git: GitDirs) -> tuple[str | None, str | None]:

@@ -58,8 +58,11 @@ class WorkspaceDaemon(OwnerDaemon):
             except (ConfigError, OSError) as exc:
                 raise BadRequest("worktree_gone", str(exc)) from None
             await self._load_last([facts[f] for f in bodies])
-            changed = {facts[f]: body for f, body in bodies.items()
-                       if self._last.get(facts[f]) != pack(body)}
+            changed = {
+                facts[f]: body
+                for f, body in bodies.items()
+                if self._last.get(facts[f]) != pack(body)
+            }
             async with anyio.create_task_group() as tg:  # one group commit for all of them
                 for key, body in changed.items():
                     tg.start_soon(self._write_fact, key, body)
@@ -72,20 +75,26 @@ class WorkspaceDaemon(OwnerDaemon):
     async def _write_fact(self, key: str, body: Any) -> None:
         record = await self.store.wait_put(key, "fact", [], body)
         self._last[key] = record.body_raw
-        self.log.write("put", key=key, id=record.id, seq=record.seq, kind="fact",
-                       parents=[], observed=True)
+        self.log.write(
+            "put", key=key, id=record.id, seq=record.seq, kind="fact", parents=[], observed=True
+        )
 
-    async def _put(self, peer: Agent, key: str, kind: str, parents: list[bytes],
-                   body: Any) -> dict[str, Any]:
+    async def _put(
+        self, peer: Agent, key: str, kind: str, parents: list[bytes], body: Any
+    ) -> dict[str, Any]:
         parts = split_key(key)
         if parts is not None and parts[0] == self.agent.name and is_observed(parts[1]):
-            raise BadRequest("forbidden", f"{key!r} is observed from the worktree; "
-                                          f"nobody writes it")
+            raise BadRequest(
+                "forbidden", f"{key!r} is observed from the worktree; nobody writes it"
+            )
         return await super()._put(peer, key, kind, parents, body)
 
     def statistics(self) -> dict[str, Any]:
-        return {**super().statistics(), "worktree": str(self.observer.root),
-                "files_hashed": self.observer.hashed}
+        return {
+            **super().statistics(),
+            "worktree": str(self.observer.root),
+            "files_hashed": self.observer.hashed,
+        }
 
 
 def owner_runner(cdir: ClusterDir, agent: str) -> Callable[..., Coroutine[Any, Any, None]]:
@@ -95,11 +104,18 @@ def owner_runner(cdir: ClusterDir, agent: str) -> Callable[..., Coroutine[Any, A
     return run_owner if root is None else functools.partial(run_workspace_owner, root)
 
 
-async def run_workspace_owner(root: Path, roster: Roster, identity: Identity, db_path: Path,
-                              log_path: Path, *, listen: tuple[str, int] | None = None,
-                              limits: Limits = Limits(), accept_loss: bool = False,
-                              task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED
-                              ) -> None:
+async def run_workspace_owner(
+    root: Path,
+    roster: Roster,
+    identity: Identity,
+    db_path: Path,
+    log_path: Path,
+    *,
+    listen: tuple[str, int] | None = None,
+    limits: Limits = Limits(),
+    accept_loss: bool = False,
+    task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
+) -> None:
     """Serve the worktree at `root` as `identity` until a signal or cancellation.
 
     Raises ConfigError when `root` is not a folder.
@@ -108,10 +124,17 @@ async def run_workspace_owner(root: Path, roster: Roster, identity: Identity, db
     log = EventLog(log_path, identity.name)
     store = None
     try:
-        store = await Store.open(db_path, signer(identity), identity.name,
-                                 accept_loss=accept_loss)
-        daemon = WorkspaceDaemon(roster, identity, store, log, max_message=16 * 1024 * 1024,
-                                 listen=listen, limits=limits, observer=observer)
+        store = await Store.open(db_path, signer(identity), identity.name, accept_loss=accept_loss)
+        daemon = WorkspaceDaemon(
+            roster,
+            identity,
+            store,
+            log,
+            max_message=16 * 1024 * 1024,
+            listen=listen,
+            limits=limits,
+            observer=observer,
+        )
         log.write("workspace", root=str(observer.root), git=observer.git is not None)
         await daemon.serve(task_status=task_status)
     finally:

@@ -17,11 +17,16 @@ import shlex
 from dataclasses import dataclass
 
 AGENTS = ("claude", "codex")
-FILE_TOOLS = {"Write": "file_path", "Edit": "file_path", "MultiEdit": "file_path",
-              "NotebookEdit": "notebook_path"}
+FILE_TOOLS = {
+    "Write": "file_path",
+    "Edit": "file_path",
+    "MultiEdit": "file_path",
+    "NotebookEdit": "notebook_path",
+}
 COMMAND_TOOLS = ("Bash", "apply_patch")
-_PATCH_HEADER = re.compile(r"^\*\*\* (?:Add File|Update File|Delete File|Move to): (.+?)\s*$",
-                           re.MULTILINE)
+_PATCH_HEADER = re.compile(
+    r"^\*\*\* (?:Add File|Update File|Delete File|Move to): (.+?)\s*$", re.MULTILINE
+)
 
 
 class PayloadError(ValueError):
@@ -107,5 +112,6 @@ def _is_planfence_workspace(command: str) -> bool:
         words = shlex.split(command)
     except ValueError:
         return False
-    return len(words) >= 2 and words[0].rsplit("/", 1)[-1] == "planfence" \
-        and words[1] == "workspace"
+    return (
+        len(words) >= 2 and words[0].rsplit("/", 1)[-1] == "planfence" and words[1] == "workspace"
+    )

@@ -67,16 +67,21 @@ class TrustSpec:
             if role not in roles.setdefault(key, []):
                 roles[key].append(role)
 
-        for role, keys in (("read", self.reads), ("target", self.targets),
-                           ("lockfile", self.lockfiles)):
+        for role, keys in (
+            ("read", self.reads),
+            ("target", self.targets),
+            ("lockfile", self.lockfiles),
+        ):
             for key in keys:
                 add(key, role)
         for ev in self.evidence:
             for key in ev.inputs:
                 add(key, "input")
             add(evidence_key(ev.agent, ev.command), "evidence")
-        agents = sorted({split_key(k)[0] for k in roles if split_key(k)} |  # type: ignore[index]
-                        {ev.agent for ev in self.evidence})
+        agents = sorted(
+            {split_key(k)[0] for k in roles if split_key(k)}  # type: ignore[index]
+            | {ev.agent for ev in self.evidence}
+        )
         for agent in agents:
             for fact in (REPO, BRANCH, HEAD, STATUS):
                 add(fact_key(agent, fact), fact)
@@ -107,16 +112,26 @@ def run_evidence(command: str, cwd: Path) -> int:
     Raises ConfigError when it cannot be started or runs longer than EVIDENCE_TIMEOUT.
     """
     try:
-        proc = subprocess.run(command, shell=True, cwd=cwd, stdin=subprocess.DEVNULL,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              timeout=EVIDENCE_TIMEOUT)
+        proc = subprocess.run(
+            command,
+            shell=True,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=EVIDENCE_TIMEOUT,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ConfigError(f"evidence command {command!r} failed to run: {exc}") from None
     return proc.returncode
 
 
-async def wait_trust(cdir: ClusterDir, roster: Roster, spec: TrustSpec,
-                     addresses: dict[str, tuple[str, int]] | None = None) -> dict[str, Any]:
+async def wait_trust(
+    cdir: ClusterDir,
+    roster: Roster,
+    spec: TrustSpec,
+    addresses: dict[str, tuple[str, int]] | None = None,
+) -> dict[str, Any]:
     """Write the evidence records and the plan record of `spec`; returns the plan's
     {"key", "id", "seq", "trust", "declaration"}. Raises PlanfenceError when an owner
     refuses or cannot be reached."""
@@ -134,21 +149,47 @@ async def wait_trust(cdir: ClusterDir, roster: Roster, spec: TrustSpec,
     for ev in spec.evidence:
         key = evidence_key(ev.agent, ev.command)
         written = await put_record(
-            roster, cdir.identity(ev.agent), key, kind="evidence",
-            body={"command": ev.command, "exit": ev.exit, "inputs": list(ev.inputs),
-                  "time": round(time.time(), 3)},
-            parents=[ids[k] for k in ev.inputs], addresses=addresses)
+            roster,
+            cdir.identity(ev.agent),
+            key,
+            kind="evidence",
+            body={
+                "command": ev.command,
+                "exit": ev.exit,
+                "inputs": list(ev.inputs),
+                "time": round(time.time(), 3),
+            },
+            parents=[ids[k] for k in ev.inputs],
+            addresses=addresses,
+        )
         parents.append(written["id"])
-    body = {"declaration": declaration, "trust": trust, "session": spec.session,
-            "previous": ids.get(pkey), "time": round(time.time(), 3), **spec.extra}
-    written = await put_record(roster, me, pkey, kind="plan", body=body, parents=parents,
-                               addresses=addresses)
-    return {"key": pkey, "id": written["id"], "seq": written["seq"], "trust": trust,
-            "declaration": declaration}
+    body = {
+        "declaration": declaration,
+        "trust": trust,
+        "session": spec.session,
+        "previous": ids.get(pkey),
+        "time": round(time.time(), 3),
+        **spec.extra,
+    }
+    written = await put_record(
+        roster, me, pkey, kind="plan", body=body, parents=parents, addresses=addresses
+    )
+    return {
+        "key": pkey,
+        "id": written["id"],
+        "seq": written["seq"],
+        "trust": trust,
+        "declaration": declaration,
+    }
 
 
-async def _next_trust(roster: Roster, identity: Any, previous: bytes | None, fresh: bool,
-                      addresses: dict[str, tuple[str, int]] | None) -> int:
+async def _next_trust(
+    roster: Roster,
+    identity: Any,
+    previous: bytes | None,
+    fresh: bool,
+    addresses: dict[str, tuple[str, int]] | None,
+) -> int:
     if previous is None or fresh:
         return 1
     [record] = await get_records(roster, identity, [previous], addresses)

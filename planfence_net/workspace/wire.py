@@ -44,8 +44,14 @@ Outcome = dict[str, Any] | PlanfenceError  # a result, or the error the request 
 class SyncSession:
     """One authenticated session to an owner over a blocking socket; one request at a time."""
 
-    def __init__(self, sock: socket.socket, agent: Agent, send: CipherState,
-                 receive: CipherState, decoder: FrameDecoder) -> None:
+    def __init__(
+        self,
+        sock: socket.socket,
+        agent: Agent,
+        send: CipherState,
+        receive: CipherState,
+        decoder: FrameDecoder,
+    ) -> None:
         self.sock, self.agent = sock, agent
         self._send, self._receive, self._decoder = send, receive, decoder
         self._assembler = MessageAssembler(DEFAULT_MAX_MESSAGE)
@@ -53,23 +59,39 @@ class SyncSession:
         self.bytes_sent = self.bytes_received = 0
 
     @classmethod
-    def open(cls, roster: Roster, identity: Identity, agent: Agent,
-             address: tuple[str, int], deadline: float) -> SyncSession:
+    def open(
+        cls,
+        roster: Roster,
+        identity: Identity,
+        agent: Agent,
+        address: tuple[str, int],
+        deadline: float,
+    ) -> SyncSession:
         """Connect to `address` and run the IK handshake as `identity` by `deadline` (a
         time.monotonic() value). Raises TransportError or HandshakeError."""
         host = address[0].encode() if address[0].isascii() else address[0]  # bytes: no idna
         try:
-            sock = socket.create_connection((host, address[1]),  # type: ignore[arg-type]
-                                            timeout=_left(deadline))
+            sock = socket.create_connection(
+                (host, address[1]),  # type: ignore[arg-type]
+                timeout=_left(deadline),
+            )
         except OSError as exc:
-            raise TransportError(f"cannot connect to {agent.name} at {address[0]}:"
-                                 f"{address[1]}: {exc.strerror or exc}") from None
+            raise TransportError(
+                f"cannot connect to {agent.name} at {address[0]}:"
+                f"{address[1]}: {exc.strerror or exc}"
+            ) from None
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            state = HandshakeState(PATTERN, True, prologue(roster.cluster),
-                                   s=identity.noise_private, rs=agent.noise_key)
-            session = cls(sock, agent, CipherState(), CipherState(),
-                          FrameDecoder(HANDSHAKE_FRAME_CAP))
+            state = HandshakeState(
+                PATTERN,
+                True,
+                prologue(roster.cluster),
+                s=identity.noise_private,
+                rs=agent.noise_key,
+            )
+            session = cls(
+                sock, agent, CipherState(), CipherState(), FrameDecoder(HANDSHAKE_FRAME_CAP)
+            )
             session._write(encode_frame(state.write_message(b"")), deadline)
             try:
                 state.read_message(session._frame(deadline))
@@ -89,20 +111,23 @@ class SyncSession:
         typed error, TransportError, RemoteProtocolError."""
         req_id = next(self._ids)
         chunks = split_message(encode_request(req_id, op, args), DEFAULT_MAX_MESSAGE)
-        self._write(b"".join(encode_frame(self._send.encrypt_with_ad(b"", chunk))
-                             for chunk in chunks), deadline)
+        self._write(
+            b"".join(encode_frame(self._send.encrypt_with_ad(b"", chunk)) for chunk in chunks),
+            deadline,
+        )
         while True:
-            message = self._assembler.add(self._receive.decrypt_with_ad(b"",
-                                                                        self._frame(deadline)))
+            message = self._assembler.add(self._receive.decrypt_with_ad(b"", self._frame(deadline)))
             if isinstance(message, bytes):  # no screen here: never an error
                 break
         response = decode_response(message)
         if response.req_id != req_id:
-            raise RemoteProtocolError(f"{self.agent.name} answered request {response.req_id}, "
-                                      f"not {req_id}")
+            raise RemoteProtocolError(
+                f"{self.agent.name} answered request {response.req_id}, not {req_id}"
+            )
         if not response.ok:
-            raise RequestError(str(response.result.get("code")),
-                               str(response.result.get("message")))
+            raise RequestError(
+                str(response.result.get("code")), str(response.result.get("message"))
+            )
         return response.result
 
     def _write(self, data: bytes, deadline: float) -> None:
@@ -139,30 +164,38 @@ class SyncSessions:
     failed is dropped; the next round to that owner opens a new one.
     """
 
-    def __init__(self, roster: Roster, identity: Identity,
-                 addresses: dict[str, tuple[str, int]] | None = None) -> None:
+    def __init__(
+        self,
+        roster: Roster,
+        identity: Identity,
+        addresses: dict[str, tuple[str, int]] | None = None,
+    ) -> None:
         self.roster, self.identity = roster, identity
         self.addresses = addresses or {}
         self._sessions: dict[str, SyncSession] = {}
 
-    def request(self, owner: str, op: str, args: dict[str, Any], deadline: float
-                ) -> dict[str, Any]:
+    def request(self, owner: str, op: str, args: dict[str, Any], deadline: float) -> dict[str, Any]:
         """One request to `owner`; raises as SyncSession.request does."""
         session = self._sessions.get(owner)
         try:
             if session is None:
                 agent = self.roster.agent(owner)
-                session = SyncSession.open(self.roster, self.identity, agent,
-                                           self.addresses.get(owner, (agent.host, agent.port)),
-                                           deadline)
+                session = SyncSession.open(
+                    self.roster,
+                    self.identity,
+                    agent,
+                    self.addresses.get(owner, (agent.host, agent.port)),
+                    deadline,
+                )
                 self._sessions[owner] = session
             return session.request(op, args, deadline)
         except (TransportError, RemoteProtocolError):
             self._drop(owner)
             raise
 
-    def round(self, requests: dict[str, tuple[str, dict[str, Any]]], deadline: float
-              ) -> dict[str, Outcome]:
+    def round(
+        self, requests: dict[str, tuple[str, dict[str, Any]]], deadline: float
+    ) -> dict[str, Outcome]:
         """Send each owner its request, all concurrently; return each owner's outcome once all
         answered or the deadline passed (owners still pending are left out, and their
         sessions dropped)."""
@@ -190,16 +223,20 @@ class SyncSessions:
         for owner, (op, args) in requests.items():
             threading.Thread(target=ask, args=(owner, op, args), daemon=True).start()
         with done:
-            done.wait_for(lambda: len(outcomes) == len(requests),
-                          timeout=max(0.0, deadline - time.monotonic()))
+            done.wait_for(
+                lambda: len(outcomes) == len(requests),
+                timeout=max(0.0, deadline - time.monotonic()),
+            )
             finished = dict(outcomes)
         for owner in requests.keys() - finished.keys():
             self._drop(owner)  # its thread may still be using the socket: close it
         return finished
 
     def traffic(self) -> tuple[int, int]:
-        return (sum(s.bytes_sent for s in self._sessions.values()),
-                sum(s.bytes_received for s in self._sessions.values()))
+        return (
+            sum(s.bytes_sent for s in self._sessions.values()),
+            sum(s.bytes_received for s in self._sessions.values()),
+        )
 
     def _drop(self, owner: str) -> None:
         session = self._sessions.pop(owner, None)

@@ -37,44 +37,67 @@ def bench_cdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterDir]
 def safety_case(rho: float = 0.0) -> Experiment:
     templates = load_templates()
     chosen = (templates[0], templates[11], vary(templates[22], keys=16, d=4))
-    return Experiment("safety", (Case("safety", "safety", 0, chosen,
-                                      ScheduleParams(actions=2, rho=rho), SAFETY_POLICIES),))
+    return Experiment(
+        "safety",
+        (Case("safety", "safety", 0, chosen, ScheduleParams(actions=2, rho=rho), SAFETY_POLICIES),),
+    )
 
 
 def test_freshness_issues_every_raced_action_invalid_and_the_safe_policies_none(
-        bench_cdir: ClusterDir) -> None:
-    rows = anyio.run(run_experiment, bench_cdir, safety_case(rho=1.0), "loopback", 0, None,
-                     backend="asyncio")
+    bench_cdir: ClusterDir,
+) -> None:
+    rows = anyio.run(
+        run_experiment, bench_cdir, safety_case(rho=1.0), "loopback", 0, None, backend="asyncio"
+    )
     by_policy = {p: [r for r in rows if r["policy"] == p] for p in SAFETY_POLICIES}
     assert {p: len(rs) for p, rs in by_policy.items()} == {p: 6 for p in SAFETY_POLICIES}
     fresh = by_policy.pop("freshness")
     assert [r["issued"] for r in fresh] == [True] * 6
     assert [r["invalid"] for r in fresh] == [True] * 6
     for policy, mine in by_policy.items():
-        assert [(r["issued"], r["invalid"], r["replanned"]) for r in mine] == \
-            [(True, False, True)] * 6, policy
+        assert [(r["issued"], r["invalid"], r["replanned"]) for r in mine] == [
+            (True, False, True)
+        ] * 6, policy
         assert all(r["bytes"] > 0 and r["stall_ms"] > 0 for r in mine), policy
 
 
 def test_allkeys_moves_more_bytes_than_planfence_on_a_large_keyspace(
-        bench_cdir: ClusterDir) -> None:
+    bench_cdir: ClusterDir,
+) -> None:
     big = vary(load_templates()[0], agents=8, keys=128, d=2)
-    experiment = Experiment("keyspace", (Case("k", "keyspace", 128, (big,),
-                                              ScheduleParams(actions=2, revision=0.0),
-                                              ("allkeys", "planfence")),))
-    rows = anyio.run(run_experiment, bench_cdir, experiment, "loopback", 0, None,
-                     backend="asyncio")
+    experiment = Experiment(
+        "keyspace",
+        (
+            Case(
+                "k",
+                "keyspace",
+                128,
+                (big,),
+                ScheduleParams(actions=2, revision=0.0),
+                ("allkeys", "planfence"),
+            ),
+        ),
+    )
+    rows = anyio.run(run_experiment, bench_cdir, experiment, "loopback", 0, None, backend="asyncio")
     allkeys = [r["bytes"] for r in rows if r["policy"] == "allkeys"]
     fence = [r["bytes"] for r in rows if r["policy"] == "planfence"]
     assert min(allkeys) > 5 * max(fence)
 
 
 def test_central_store_refuses_a_record_sent_by_someone_other_than_its_owner(
-        bench_cdir: ClusterDir) -> None:
+    bench_cdir: ClusterDir,
+) -> None:
     roster = bench_cdir.roster()
     reqs = bench_cdir.identity("reqs")
-    forged = make_record(reqs.signing_key, key="req/forged", owner="reqs", seq=10_000,
-                         parents=(), kind="fact", body={"v": 1})
+    forged = make_record(
+        reqs.signing_key,
+        key="req/forged",
+        owner="reqs",
+        seq=10_000,
+        parents=(),
+        kind="fact",
+        body={"v": 1},
+    )
 
     async def send() -> None:
         async with open_session(roster, bench_cdir.identity("ops"), "central") as session:
@@ -85,20 +108,31 @@ def test_central_store_refuses_a_record_sent_by_someone_other_than_its_owner(
 
 
 def test_central_store_reads_a_record_without_building_what_no_record_holds(
-        bench_cdir: ClusterDir) -> None:
+    bench_cdir: ClusterDir,
+) -> None:
     """Any roster member writes to the central store; a `record` of 12 MiB of nested empty
     arrays used to be decoded whole (12 million lists, about 700 MB); now it is refused
     from its first field."""
     roster = bench_cdir.roster()
     central = roster.agent("central")
     count = 12 * 1024 * 1024
-    record = (b"\x99\xdd" + count.to_bytes(4, "big") + b"\x90" * count  # its first field
-              + b"\x01" * 3 + b"\x90" + b"\x01" * 4)  # and the other eight
+    record = (
+        b"\x99\xdd"
+        + count.to_bytes(4, "big")
+        + b"\x90" * count  # its first field
+        + b"\x01" * 3
+        + b"\x90"
+        + b"\x01" * 4
+    )  # and the other eight
 
     async def send() -> list[object]:
-        stream = await connect(central.host, central.port, cluster=roster.cluster,
-                               static_private=bench_cdir.identity("ops").noise_private,
-                               remote_static=central.noise_key)
+        stream = await connect(
+            central.host,
+            central.port,
+            cluster=roster.cluster,
+            static_private=bench_cdir.identity("ops").noise_private,
+            remote_static=central.noise_key,
+        )
         try:
             await stream.send_message(b"\x93\x07\xa3put\x81\xa6record" + record)
             reply: list[object] = msgpack.unpackb(await stream.receive_message())
@@ -106,12 +140,20 @@ def test_central_store_reads_a_record_without_building_what_no_record_holds(
             await stream.aclose()
         return reply
 
-    assert anyio.run(send, backend="asyncio") == [7, False, {
-        "code": "bad_request",
-        "message": "record rejected: an array or map where a record field belongs"}]
+    assert anyio.run(send, backend="asyncio") == [
+        7,
+        False,
+        {
+            "code": "bad_request",
+            "message": "record rejected: an array or map where a record field belongs",
+        },
+    ]
     status = Path(f"/proc/{int(bench_cdir.pid_file('central').read_text())}/status")
-    peak_kb = next(int(line.split()[1]) for line in status.read_text().splitlines()
-                   if line.startswith("VmHWM:"))
+    peak_kb = next(
+        int(line.split()[1])
+        for line in status.read_text().splitlines()
+        if line.startswith("VmHWM:")
+    )
     assert peak_kb < 300 * 1024
 
 
@@ -125,31 +167,49 @@ async def _sync_against_an_outside_put(cdir: ClusterDir, k: int) -> tuple[bool, 
     async with anyio.create_task_group() as tg:
         writer = OwnerWriter(tg, roster, identity_of)
         facts = [await writer.put(key, {"v": 1}) for key in keys]
-        parts = Parts(tg, roster, identity_of, EXECUTOR, {}, writer, sync_k=k, workflows=(
-            Workflow(f"outside-k{k}", keys, (PLANNER, EXECUTOR, "reqs", "inventory")),))
+        parts = Parts(
+            tg,
+            roster,
+            identity_of,
+            EXECUTOR,
+            {},
+            writer,
+            sync_k=k,
+            workflows=(Workflow(f"outside-k{k}", keys, (PLANNER, EXECUTOR, "reqs", "inventory")),),
+        )
         sync = make_baseline("sync", parts)
         await sync.start(list(keys))
-        plan = await writer.put(f"plan/outside-k{k}", {"units": ["u0"]},
-                                tuple(f.id for f in facts), kind="plan")
+        plan = await writer.put(
+            f"plan/outside-k{k}", {"units": ["u0"]}, tuple(f.id for f in facts), kind="plan"
+        )
         await sync.replica.add([*facts, plan])
-        put = await anyio.to_thread.run_sync(functools.partial(
-            subprocess.run, [str(PLANFENCE), "put", str(cdir.root), keys[0],
-                             "--body", '{"v": 2}'], capture_output=True, text=True))
+        put = await anyio.to_thread.run_sync(
+            functools.partial(
+                subprocess.run,
+                [str(PLANFENCE), "put", str(cdir.root), keys[0], "--body", '{"v": 2}'],
+                capture_output=True,
+                text=True,
+            )
+        )
         assert put.returncode == 0, put.stderr
 
         async def replan(_: Action, changed: tuple[Record, ...]) -> list[bytes]:
             latest = {r.key: r.id for r in (*facts, *changed)}  # the planner sees `changed`
-            new = await writer.put(f"plan/outside-k{k}", {"units": ["u0"], "attempt": 1},
-                                   tuple(latest[key] for key in keys), kind="plan")
+            new = await writer.put(
+                f"plan/outside-k{k}",
+                {"units": ["u0"], "attempt": 1},
+                tuple(latest[key] for key in keys),
+                kind="plan",
+            )
             await sync.replica.add([new])
             return [new.id]
 
-        verdict = await sync.validate(Action(f"outside-k{k}", (plan.id,), keys), replan,
-                                      list(keys))
+        verdict = await sync.validate(Action(f"outside-k{k}", (plan.id,), keys), replan, list(keys))
         action_id = ""
         if verdict.issued:
-            action_id = (await writer.put(f"ops/outside-k{k}", {"action": 1}, verdict.roots,
-                                          kind="action")).id.hex()
+            action_id = (
+                await writer.put(f"ops/outside-k{k}", {"action": 1}, verdict.roots, kind="action")
+            ).id.hex()
         await sync.aclose()
         await writer.aclose()
         tg.cancel_scope.cancel()
@@ -160,11 +220,15 @@ async def _sync_against_an_outside_put(cdir: ClusterDir, k: int) -> tuple[bool, 
 
 @pytest.mark.parametrize("k", [1, 4])
 def test_sync_stays_safe_against_a_revision_written_by_another_process(
-        bench_cdir: ClusterDir, k: int) -> None:
+    bench_cdir: ClusterDir, k: int
+) -> None:
     # With K = 4 the owner holds the push back: `synced` must flush it. Nothing here knows
     # the outside revision; sync learns it from the owners (pushes, acks, `synced`).
-    assert anyio.run(_sync_against_an_outside_put, bench_cdir, k, backend="asyncio") == \
-        (True, True, False)
+    assert anyio.run(_sync_against_an_outside_put, bench_cdir, k, backend="asyncio") == (
+        True,
+        True,
+        False,
+    )
 
 
 class TickingClock:
@@ -178,17 +242,31 @@ class TickingClock:
         return self.now
 
 
-def test_every_policy_times_the_same_span_with_the_model_call_apart(
-        bench_cdir: ClusterDir) -> None:
+def test_every_policy_times_the_same_span_with_the_model_call_apart(bench_cdir: ClusterDir) -> None:
     template = vary(load_templates()[3], keys=8, d=2)
-    experiment = Experiment("safety", (Case("span", "safety", 0, (template,),
-                                            ScheduleParams(actions=1), SAFETY_POLICIES),))
-    rows = anyio.run(run_experiment, bench_cdir, experiment, "loopback", 0, None,
-                     lambda _: None, 1, TickingClock(), backend="asyncio")
+    experiment = Experiment(
+        "safety",
+        (Case("span", "safety", 0, (template,), ScheduleParams(actions=1), SAFETY_POLICIES),),
+    )
+    rows = anyio.run(
+        run_experiment,
+        bench_cdir,
+        experiment,
+        "loopback",
+        0,
+        None,
+        lambda _: None,
+        1,
+        TickingClock(),
+        backend="asyncio",
+    )
     # The harness's clock is read at "ready to act" (t), around the replanning model call
     # (t+1, t+2) and at "authorized or blocked" (t+3), for every policy alike: stall 2 s,
     # model call 1 s apart. Freshness never replans: ready (t), done (t+1).
     assert {r["policy"]: (r["stall_ms"], r["replan_ms"], r["replanned"]) for r in rows} == {
-        "freshness": (1000.0, 0.0, False), "central": (2000.0, 1000.0, True),
-        "sync": (2000.0, 1000.0, True), "allkeys": (2000.0, 1000.0, True),
-        "planfence": (2000.0, 1000.0, True)}
+        "freshness": (1000.0, 0.0, False),
+        "central": (2000.0, 1000.0, True),
+        "sync": (2000.0, 1000.0, True),
+        "allkeys": (2000.0, 1000.0, True),
+        "planfence": (2000.0, 1000.0, True),
+    }

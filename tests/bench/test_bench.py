@@ -23,8 +23,15 @@ def ablation_rows(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[dic
     """The quick ablations, run once on a live cluster that is always stopped."""
     cases = ablation_cases(first_of_each_family(load_templates()), quick=True)
     with bench_cluster(tmp_path_factory.mktemp("ablations") / "cluster") as cdir:
-        yield anyio.run(run_experiment, cdir, Experiment("ablations", cases), "loopback", 0,
-                        None, backend="asyncio")
+        yield anyio.run(
+            run_experiment,
+            cdir,
+            Experiment("ablations", cases),
+            "loopback",
+            0,
+            None,
+            backend="asyncio",
+        )
 
 
 def outcomes(rows: list[dict[str, Any]], group: str, policy: str) -> dict[str, list[Any]]:
@@ -36,25 +43,29 @@ def outcomes(rows: list[dict[str, Any]], group: str, policy: str) -> dict[str, l
 
 
 def test_full_traversal_authorizes_depth_8_and_direct_parents_only_depth_1(
-        ablation_rows: list[dict[str, Any]]) -> None:
+    ablation_rows: list[dict[str, Any]],
+) -> None:
     full = outcomes(ablation_rows, "depth", "planfence")
     direct = outcomes(ablation_rows, "depth", "planfence-d1")
     assert full == {f"depth={n}": [(True, False, "")] for n in range(1, 9)}
-    assert direct == {"depth=1": [(True, False, "")],
-                      **{f"depth={n}": [(False, False, "incomplete_declaration")]
-                         for n in range(2, 9)}}
+    assert direct == {
+        "depth=1": [(True, False, "")],
+        **{f"depth={n}": [(False, False, "incomplete_declaration")] for n in range(2, 9)},
+    }
 
 
 def test_replanning_turns_races_into_valid_actions_and_without_it_they_block(
-        ablation_rows: list[dict[str, Any]]) -> None:
-    assert outcomes(ablation_rows, "replan", "planfence") == \
-        {"replan": [(True, False, "")] * 6}
-    assert outcomes(ablation_rows, "replan", "planfence-noreplan") == \
-        {"replan": [(False, False, "stale_plan")] * 6}
+    ablation_rows: list[dict[str, Any]],
+) -> None:
+    assert outcomes(ablation_rows, "replan", "planfence") == {"replan": [(True, False, "")] * 6}
+    assert outcomes(ablation_rows, "replan", "planfence-noreplan") == {
+        "replan": [(False, False, "stale_plan")] * 6
+    }
 
 
 def test_omitting_dependencies_raises_unsafe_issuance_from_zero(
-        ablation_rows: list[dict[str, Any]]) -> None:
+    ablation_rows: list[dict[str, Any]],
+) -> None:
     found = outcomes(ablation_rows, "omission", "planfence")
     unsafe = {case: sum(bool(inv) for _, inv, _ in rows) for case, rows in found.items()}
     assert all(issued for rows in found.values() for issued, _, _ in rows)
@@ -66,13 +77,16 @@ def test_omitting_dependencies_raises_unsafe_issuance_from_zero(
 
 
 def test_fail_closed_blocks_each_fault_and_fail_open_issues_an_invalid_action(
-        ablation_rows: list[dict[str, Any]]) -> None:
+    ablation_rows: list[dict[str, Any]],
+) -> None:
     closed = outcomes(ablation_rows, "fault", "planfence")
     opened = outcomes(ablation_rows, "fault", "planfence-failopen")
-    assert closed == {"fault=outage": [(False, False, "owner_unavailable")],
-                      "fault=missing_lineage": [(False, False, "missing_lineage")],
-                      "fault=malformed_heads": [(False, False, "malformed_response")],
-                      "fault=second_change": [(False, False, "changed_again")]}
+    assert closed == {
+        "fault=outage": [(False, False, "owner_unavailable")],
+        "fault=missing_lineage": [(False, False, "missing_lineage")],
+        "fault=malformed_heads": [(False, False, "malformed_response")],
+        "fault=second_change": [(False, False, "changed_again")],
+    }
     assert opened == {case: [(True, True, "")] for case in closed}
 
 
@@ -91,20 +105,21 @@ def app() -> typer.Typer:
 def test_unknown_experiment_is_one_line_and_exit_1(app: typer.Typer, tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["bench", "nope", "--out", str(tmp_path / "x")])
     assert result.exit_code == 1
-    assert result.output == ("error: unknown experiment 'nope' (known: safety, rate, "
-                             "keyspace, scope, ablations)\n")
+    assert result.output == (
+        "error: unknown experiment 'nope' (known: safety, rate, keyspace, scope, ablations)\n"
+    )
 
 
 def test_unknown_profile_is_one_line_and_exit_1(app: typer.Typer, tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["bench", "scope", "--profile", "dialup", "--quick",
-                                      "--out", str(tmp_path / "x")])
+    result = CliRunner().invoke(
+        app, ["bench", "scope", "--profile", "dialup", "--quick", "--out", str(tmp_path / "x")]
+    )
     assert result.exit_code == 1
     assert result.output.startswith("error: ") and "dialup" in result.output
     assert result.output.count("\n") == 1
 
 
-def test_bench_scope_quick_writes_rows_report_and_plots(app: typer.Typer,
-                                                        tmp_path: Path) -> None:
+def test_bench_scope_quick_writes_rows_report_and_plots(app: typer.Typer, tmp_path: Path) -> None:
     out = tmp_path / "scope"
     result = CliRunner().invoke(app, ["bench", "scope", "--quick", "--out", str(out)])
     assert result.exit_code == 0, result.output

@@ -42,8 +42,7 @@ def test_a_template_draws_the_same_actions_whatever_else_is_scheduled() -> None:
     templates = load_templates()
     params = ScheduleParams(actions=3, rho=1.0)
     alone = make_schedule(templates[4:5], params, seed=1)
-    together = [s for s in make_schedule(templates, params, seed=1)
-                if s.template == templates[4]]
+    together = [s for s in make_schedule(templates, params, seed=1) if s.template == templates[4]]
     assert alone == together
 
 
@@ -65,9 +64,11 @@ def test_fractional_rate_gives_that_many_dirty_updates_on_average() -> None:
 
 def test_omitted_sets_are_nested_across_omission_levels() -> None:
     base = vary(load_templates()[0], keys=32, d=8)
-    levels = [make_schedule([base], ScheduleParams(actions=50, omission=p), seed=5)
-              for p in (0.0, 0.25, 0.5)]
-    for none, quarter, half in zip(*levels):
+    levels = [
+        make_schedule([base], ScheduleParams(actions=50, omission=p), seed=5)
+        for p in (0.0, 0.25, 0.5)
+    ]
+    for none, quarter, half in zip(*levels, strict=False):
         assert none.deps == quarter.deps == half.deps
         assert set(half.declared) <= set(quarter.declared) <= set(none.declared)
     # an omitting action declares one of its dependencies; half of the actions omit
@@ -84,14 +85,18 @@ def test_background_rates_cycle_over_the_templates() -> None:
 
 
 def test_keys_are_spread_over_the_fact_owners_and_namespaced_by_run() -> None:
-    agents = tuple(Agent(n, "127.0.0.1", 1000 + i, bytes([i + 1]) * 32, (f"{p}/*",))
-                   for i, (n, p) in enumerate([("planner", "plan"), ("reqs", "req"),
-                                               ("inventory", "inv"), ("ops", "ops")]))
+    agents = tuple(
+        Agent(n, "127.0.0.1", 1000 + i, bytes([i + 1]) * 32, (f"{p}/*",))
+        for i, (n, p) in enumerate(
+            [("planner", "plan"), ("reqs", "req"), ("inventory", "inv"), ("ops", "ops")]
+        )
+    )
     roster = Roster("t", agents)
     template = vary(load_templates()[0], agents=4, keys=4, d=2)
     space = KeySpace.of(roster, template, "planfence")
-    assert space.keys == tuple(f"{p}/planfence/{template.name}/x{j}"
-                               for j, p in enumerate(["req", "inv", "req", "inv"]))
+    assert space.keys == tuple(
+        f"{p}/planfence/{template.name}/x{j}" for j, p in enumerate(["req", "inv", "req", "inv"])
+    )
     assert space.executor_prefix == f"ops/planfence/{template.name}"
 
 

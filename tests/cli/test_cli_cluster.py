@@ -28,8 +28,13 @@ from planfence_net.protocol.noise import HandshakeState
 from support.cluster import ClusterHandle, owner_processes
 
 NAMES = ["planner", "reqs", "inventory", "ops", "audit"]
-OWNS = {"planner": ["plan/*"], "reqs": ["req/*"], "inventory": ["inv/*"], "ops": ["ops/*"],
-        "audit": ["audit/*"]}
+OWNS = {
+    "planner": ["plan/*"],
+    "reqs": ["req/*"],
+    "inventory": ["inv/*"],
+    "ops": ["ops/*"],
+    "audit": ["audit/*"],
+}
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
 STAMP = r"\d\d:\d\d:\d\d\.\d{3}"
 
@@ -68,8 +73,11 @@ def free_base(count: int) -> int:
     """The first of `count` consecutive free ports, from 7401 up (init refuses taken ones)."""
     from planfence_net.cluster.processes import port_in_use
 
-    return next(base for base in range(7401, 9401, 10)
-                if not any(port_in_use("127.0.0.1", base + i) for i in range(count)))
+    return next(
+        base
+        for base in range(7401, 9401, 10)
+        if not any(port_in_use("127.0.0.1", base + i) for i in range(count))
+    )
 
 
 def test_cluster_init_writes_roster_and_0600_keys(tmp_path: Path) -> None:
@@ -79,10 +87,10 @@ def test_cluster_init_writes_roster_and_0600_keys(tmp_path: Path) -> None:
     lines = out.splitlines()
     assert lines[0] == f"cluster 'mine' with 5 agents in {path}"
     assert table("\n".join(lines[1:])) == [["agent", "address", "owns"]] + [
-        [name, f"127.0.0.1:{base + i}", OWNS[name][0]] for i, name in enumerate(NAMES)]
+        [name, f"127.0.0.1:{base + i}", OWNS[name][0]] for i, name in enumerate(NAMES)
+    ]
 
-    assert sorted(p.name for p in path.iterdir()) == ["cluster.toml", "data", "keys", "logs",
-                                                      "run"]
+    assert sorted(p.name for p in path.iterdir()) == ["cluster.toml", "data", "keys", "logs", "run"]
     assert stat.S_IMODE((path / "keys").stat().st_mode) == 0o700
     roster = tomllib.loads((path / "cluster.toml").read_text())
     assert roster["cluster"] == "mine"
@@ -91,12 +99,15 @@ def test_cluster_init_writes_roster_and_0600_keys(tmp_path: Path) -> None:
         key = path / "keys" / f"{agent['name']}.key"
         assert stat.S_IMODE(key.stat().st_mode) == 0o600
         identity = load_identity(agent["name"], key)
-        assert agent == {"name": agent["name"], "address": f"127.0.0.1:{base + i}",
-                         "public_key": identity.public_key.hex(), "owns": OWNS[agent["name"]]}
+        assert agent == {
+            "name": agent["name"],
+            "address": f"127.0.0.1:{base + i}",
+            "public_key": identity.public_key.hex(),
+            "owns": OWNS[agent["name"]],
+        }
 
     again = fails("cluster", "init", path)
-    assert again == (f"error: {path}/cluster.toml already exists; "
-                     "remove the folder or use another")
+    assert again == (f"error: {path}/cluster.toml already exists; remove the folder or use another")
 
 
 def test_cluster_init_never_overwrites_a_leftover_key(tmp_path: Path) -> None:
@@ -105,7 +116,8 @@ def test_cluster_init_never_overwrites_a_leftover_key(tmp_path: Path) -> None:
     leftover = path / "keys" / "planner.key"
     leftover.write_text("keep me\n")
     assert fails("cluster", "init", path, "--base-port", "0") == (
-        f"error: key files already exist: {leftover}; remove them or use another folder")
+        f"error: key files already exist: {leftover}; remove them or use another folder"
+    )
     assert leftover.read_text() == "keep me\n"
     assert sorted(p.name for p in (path / "keys").iterdir()) == ["planner.key"]  # nothing half-made
     assert not (path / "cluster.toml").exists()
@@ -113,8 +125,7 @@ def test_cluster_init_never_overwrites_a_leftover_key(tmp_path: Path) -> None:
 
 def test_cluster_init_json_with_free_ports_and_extra_agents(tmp_path: Path) -> None:
     path = tmp_path / "c"
-    data = json.loads(ok("cluster", "init", path, "--base-port", "0", "--agents", "7",
-                         "--json"))
+    data = json.loads(ok("cluster", "init", path, "--base-port", "0", "--agents", "7", "--json"))
     assert data["cluster"] == "planfence-demo"
     assert [a["name"] for a in data["agents"]] == NAMES + ["agent6", "agent7"]
     assert data["agents"][6]["owns"] == ["agent7/*"]
@@ -124,8 +135,10 @@ def test_cluster_init_json_with_free_ports_and_extra_agents(tmp_path: Path) -> N
     assert len(set(ports)) == 7 and all(FREE_PORTS_FROM <= p < first_ephemeral for p in ports)
     for agent in data["agents"]:
         assert HEX64.match(agent["public_key"])
-        assert load_identity(agent["name"], path / "keys" / f"{agent['name']}.key"
-                             ).public_key.hex() == agent["public_key"]
+        assert (
+            load_identity(agent["name"], path / "keys" / f"{agent['name']}.key").public_key.hex()
+            == agent["public_key"]
+        )
 
 
 # -- cluster up / status / down ----------------------------------------------------------------
@@ -142,22 +155,47 @@ def test_cluster_status_table_shows_pid_liveness_and_shaper(cluster_dir: Cluster
     (h.path / "run" / "links.toml").write_text('profile = "verizon-lte"\n')
     rows = [line.split() for line in ok("cluster", "status", h.path).splitlines()]
     assert rows == [["agent", "address", "pid", "alive", "owns", "shaper"]] + [
-        [a.name, a.address, "-", "no", *a.owns,
-         *(["127.0.0.1:7001", "(verizon-lte)"] if a.name == "reqs" else ["-"])]
-        for a in h.roster.agents]
+        [
+            a.name,
+            a.address,
+            "-",
+            "no",
+            *a.owns,
+            *(["127.0.0.1:7001", "(verizon-lte)"] if a.name == "reqs" else ["-"]),
+        ]
+        for a in h.roster.agents
+    ]
 
 
 def test_cluster_lifecycle_up_idempotent_restart_crashed_down(cluster_dir: ClusterHandle) -> None:
     h = cluster_dir
-    assert status(h) == [{"name": a.name, "address": a.address, "pid": None, "alive": False,
-                          "owns": list(a.owns), "shaper": None} for a in h.roster.agents]
+    assert status(h) == [
+        {
+            "name": a.name,
+            "address": a.address,
+            "pid": None,
+            "alive": False,
+            "owns": list(a.owns),
+            "shaper": None,
+        }
+        for a in h.roster.agents
+    ]
 
     assert ok("cluster", "up", h.path) == (
-        "started 5 owner(s): planner, reqs, inventory, ops, audit; 5 running\n")
+        "started 5 owner(s): planner, reqs, inventory, ops, audit; 5 running\n"
+    )
     pids = {name: h.owner_pid(name) for name in NAMES}
-    assert status(h) == [{"name": a.name, "address": a.address, "pid": pids[a.name],
-                          "alive": True, "owns": list(a.owns), "shaper": None}
-                         for a in h.roster.agents]
+    assert status(h) == [
+        {
+            "name": a.name,
+            "address": a.address,
+            "pid": pids[a.name],
+            "alive": True,
+            "owns": list(a.owns),
+            "shaper": None,
+        }
+        for a in h.roster.agents
+    ]
     assert set(owner_processes(str(h.path.resolve()))) == set(pids.values())
 
     # Idempotent: nothing started, the same processes keep running.
@@ -169,14 +207,19 @@ def test_cluster_lifecycle_up_idempotent_restart_crashed_down(cluster_dir: Clust
     rows = {r["name"]: r for r in status(h)}
     assert (rows["reqs"]["alive"], rows["reqs"]["pid"]) == (False, pids["reqs"])
     assert json.loads(ok("cluster", "up", h.path, "--json")) == {
-        "started": ["reqs"], "running": NAMES, "profile": "loopback", "links": {}}
+        "started": ["reqs"],
+        "running": NAMES,
+        "profile": "loopback",
+        "links": {},
+    }
     restarted = h.owner_pid("reqs")
     assert restarted != pids["reqs"]
     assert {name: h.owner_pid(name) for name in NAMES} == {**pids, "reqs": restarted}
     assert len(h.events("reqs", "listening")) == 2
 
     assert ok("cluster", "down", h.path) == (
-        "stopped 5 owner(s): planner, reqs, inventory, ops, audit\n")
+        "stopped 5 owner(s): planner, reqs, inventory, ops, audit\n"
+    )
     assert owner_processes(str(h.path.resolve())) == {}
     assert sorted(p.name for p in (h.path / "run").glob("*.pid")) == []
     assert [r["alive"] for r in status(h)] == [False] * 5
@@ -189,10 +232,11 @@ def test_owner_serve_refuses_a_key_file_others_can_read(cluster_dir: ClusterHand
     key = cluster_dir.cdir.key("reqs")
     key.chmod(0o640)
     assert fails("owner", "serve", cluster_dir.path, "--agent", "reqs") == (
-        f"error: key file {key} is accessible by group or others (mode 640); "
-        f"run: chmod 600 {key}")
+        f"error: key file {key} is accessible by group or others (mode 640); run: chmod 600 {key}"
+    )
     assert fails("owner", "serve", cluster_dir.path, "--agent", "mallory") == (
-        f"error: no key file for agent 'mallory' at {cluster_dir.cdir.key('mallory')}")
+        f"error: no key file for agent 'mallory' at {cluster_dir.cdir.key('mallory')}"
+    )
 
 
 # -- records -----------------------------------------------------------------------------------
@@ -200,8 +244,9 @@ def test_owner_serve_refuses_a_key_file_others_can_read(cluster_dir: ClusterHand
 
 def test_put_heads_get_json_with_lowercase_hex_ids(live_cluster: ClusterHandle) -> None:
     h = live_cluster
-    first = json.loads(ok("put", h.path, "req/a", "--body", '{"x": 1, "a": [true, null]}',
-                          "--json"))
+    first = json.loads(
+        ok("put", h.path, "req/a", "--body", '{"x": 1, "a": [true, null]}', "--json")
+    )
     assert set(first) == {"key", "owner", "id", "seq"}
     assert (first["key"], first["owner"], first["seq"]) == ("req/a", "reqs", 1)
     assert HEX64.match(first["id"])
@@ -209,49 +254,76 @@ def test_put_heads_get_json_with_lowercase_hex_ids(live_cluster: ClusterHandle) 
     text = ok("put", h.path, "req/a", "--body", '"v2"', "--parent", first["id"])
     second_id = text.split()[4]
     assert text == f"req/a seq 2 id {second_id} (owner reqs)\n" and HEX64.match(second_id)
-    plan = json.loads(ok("put", h.path, "plan/p", "--kind", "plan", "--body", "{}",
-                         "--parent", second_id, "--json"))
+    plan = json.loads(
+        ok(
+            "put",
+            h.path,
+            "plan/p",
+            "--kind",
+            "plan",
+            "--body",
+            "{}",
+            "--parent",
+            second_id,
+            "--json",
+        )
+    )
     assert (plan["owner"], plan["seq"]) == ("planner", 1)
 
     assert json.loads(ok("heads", h.path, "req/a", "plan/p", "inv/none", "--json")) == [
         {"key": "req/a", "owner": "reqs", "id": second_id, "seq": 2},
         {"key": "plan/p", "owner": "planner", "id": plan["id"], "seq": 1},
-        {"key": "inv/none", "owner": "inventory", "id": None, "seq": 0}]
+        {"key": "inv/none", "owner": "inventory", "id": None, "seq": 0},
+    ]
     assert table(ok("heads", h.path, "req/a", "inv/none", "--as", "ops")) == [
-        ["key", "owner", "seq", "id"], ["req/a", "reqs", "2", second_id],
-        ["inv/none", "inventory", "0", "-"]]
+        ["key", "owner", "seq", "id"],
+        ["req/a", "reqs", "2", second_id],
+        ["inv/none", "inventory", "0", "-"],
+    ]
 
     records = json.loads(ok("get", h.path, first["id"], plan["id"], "--json"))
     assert [r["id"] for r in records] == [first["id"], plan["id"]]
-    assert records[0] == {"id": first["id"], "key": "req/a", "owner": "reqs", "seq": 1,
-                          "parents": [], "kind": "fact", "body": {"x": 1, "a": [True, None]},
-                          "size": records[0]["size"], "signature": records[0]["signature"]}
+    assert records[0] == {
+        "id": first["id"],
+        "key": "req/a",
+        "owner": "reqs",
+        "seq": 1,
+        "parents": [],
+        "kind": "fact",
+        "body": {"x": 1, "a": [True, None]},
+        "size": records[0]["size"],
+        "signature": records[0]["signature"],
+    }
     assert list(records[0]["body"]) == ["x", "a"]
     assert records[0]["size"] == 9  # 82 a1 78 01 a1 61 92 c3 c0
     assert re.fullmatch(r"[0-9a-f]{128}", records[0]["signature"])
     assert records[1]["parents"] == [second_id] and records[1]["kind"] == "plan"
 
     assert ok("get", h.path, second_id) == (
-        f"{second_id} req/a seq 2 fact by reqs parents [{first['id'][:16]}] body \"v2\"\n")
+        f'{second_id} req/a seq 2 fact by reqs parents [{first["id"][:16]}] body "v2"\n'
+    )
 
 
 def test_record_commands_fail_with_one_clear_line(live_cluster: ClusterHandle) -> None:
     h = live_cluster
     assert fails("put", h.path, "zzz/a", "--body", "1") == (
-        "error: no agent owns 'zzz/a' in the roster")
+        "error: no agent owns 'zzz/a' in the roster"
+    )
     assert fails("heads", h.path, "req/a", "zzz/b") == "error: no agent owns 'zzz/b' in the roster"
     missing = "ab" * 32
     assert fails("get", h.path, missing) == f"error: not_found: no owner has record {missing}"
     assert fails("heads", h.path, "req/a", "--as", "mallory") == (
-        f"error: no key file for agent 'mallory' at {h.cdir.key('mallory')}")
+        f"error: no key file for agent 'mallory' at {h.cdir.key('mallory')}"
+    )
     bad_id = run("get", h.path, "xyz")
-    assert bad_id.exit_code == 64 and ("'xyz' is not a record id (64 hex characters, or a "
-                                       "unique prefix of at least 8)") in " ".join(
-        bad_id.stderr.replace("│", " ").split())
+    assert bad_id.exit_code == 64 and (
+        "'xyz' is not a record id (64 hex characters, or a unique prefix of at least 8)"
+    ) in " ".join(bad_id.stderr.replace("│", " ").split())
 
     h.kill9("reqs")
     assert fails("put", h.path, "req/a", "--body", "1") == (
-        f"error: cannot connect to 127.0.0.1:{h.port('reqs')}: Connection refused")
+        f"error: cannot connect to 127.0.0.1:{h.port('reqs')}: Connection refused"
+    )
 
 
 # -- logs --------------------------------------------------------------------------------------
@@ -263,9 +335,13 @@ async def stranger_knocks(h: ClusterHandle, key: SigningKey) -> int:
     stream = await anyio.connect_tcp("127.0.0.1", h.port("reqs"))
     async with stream:
         port = int(stream.extra(SocketAttribute.local_port))
-        state = HandshakeState("IK", True, b"planfence-net/1\x00" + h.roster.cluster.encode(),
-                               s=Identity("stranger", key).noise_private,
-                               rs=h.roster.agent("reqs").noise_key)
+        state = HandshakeState(
+            "IK",
+            True,
+            b"planfence-net/1\x00" + h.roster.cluster.encode(),
+            s=Identity("stranger", key).noise_private,
+            rs=h.roster.agent("reqs").noise_key,
+        )
         await stream.send(encode_frame(state.write_message(b"")))
         with pytest.raises((anyio.EndOfStream, anyio.BrokenResourceError)):
             await stream.receive()
@@ -275,42 +351,70 @@ async def stranger_knocks(h: ClusterHandle, key: SigningKey) -> int:
 def test_logs_show_puts_and_the_refused_peer(live_cluster: ClusterHandle) -> None:
     h = live_cluster
     first = json.loads(ok("put", h.path, "req/a", "--body", "1", "--json"))["id"]
-    second = json.loads(ok("put", h.path, "req/b", "--body", "2", "--parent", first,
-                           "--json"))["id"]
+    second = json.loads(ok("put", h.path, "req/b", "--body", "2", "--parent", first, "--json"))[
+        "id"
+    ]
     stranger = SigningKey.generate()
     port = anyio.run(stranger_knocks, h, stranger)
     fingerprint = hashlib.blake2b(
-        crypto_sign_ed25519_pk_to_curve25519(bytes(stranger.verify_key)),
-        digest_size=8).hexdigest()
+        crypto_sign_ed25519_pk_to_curve25519(bytes(stranger.verify_key)), digest_size=8
+    ).hexdigest()
 
     puts = ok("logs", h.path, "reqs", "--event", "put").splitlines()
     assert len(puts) == 2
-    assert re.fullmatch(rf"{STAMP} put {{15}}key=req/a id={first[:16]} seq=1 kind=fact "
-                        r"parents=\[\]", puts[0]), puts[0]
-    assert re.fullmatch(rf"{STAMP} put {{15}}key=req/b id={second[:16]} seq=2 kind=fact "
-                        rf"parents=\[{first[:16]}\]", puts[1]), puts[1]
+    assert re.fullmatch(
+        rf"{STAMP} put {{15}}key=req/a id={first[:16]} seq=1 kind=fact "
+        r"parents=\[\]",
+        puts[0],
+    ), puts[0]
+    assert re.fullmatch(
+        rf"{STAMP} put {{15}}key=req/b id={second[:16]} seq=2 kind=fact "
+        rf"parents=\[{first[:16]}\]",
+        puts[1],
+    ), puts[1]
 
     everything = ok("logs", h.path, "reqs").splitlines()
     refused = [line for line in everything if " handshake_refused " in line]
     assert len(refused) == 1
-    assert re.fullmatch(rf"{STAMP} handshake_refused remote=127\.0\.0\.1:{port} "
-                        rf"fingerprint={fingerprint} reason=not in roster", refused[0]), refused
-    assert any(re.fullmatch(rf"{STAMP} request {{11}}peer=reqs op=put keys=\[req/b\] "
-                            r"outcome=ok latency_ms=[\d.]+", line) for line in everything)
+    assert re.fullmatch(
+        rf"{STAMP} handshake_refused remote=127\.0\.0\.1:{port} "
+        rf"fingerprint={fingerprint} reason=not in roster",
+        refused[0],
+    ), refused
+    assert any(
+        re.fullmatch(
+            rf"{STAMP} request {{11}}peer=reqs op=put keys=\[req/b\] "
+            r"outcome=ok latency_ms=[\d.]+",
+            line,
+        )
+        for line in everything
+    )
 
-    as_json = [json.loads(line) for line in
-               ok("logs", h.path, "reqs", "--event", "handshake_refused", "--json").splitlines()]
+    as_json = [
+        json.loads(line)
+        for line in ok(
+            "logs", h.path, "reqs", "--event", "handshake_refused", "--json"
+        ).splitlines()
+    ]
     assert [{k: v for k, v in e.items() if k != "ts"} for e in as_json] == [
-        {"agent": "reqs", "event": "handshake_refused", "remote": f"127.0.0.1:{port}",
-         "fingerprint": fingerprint, "reason": "not in roster"}]
+        {
+            "agent": "reqs",
+            "event": "handshake_refused",
+            "remote": f"127.0.0.1:{port}",
+            "fingerprint": fingerprint,
+            "reason": "not in roster",
+        }
+    ]
 
     assert fails("logs", h.path, "nobody") == (
-        "error: no agent 'nobody' in the roster (agents: planner, reqs, inventory, ops, audit)")
+        "error: no agent 'nobody' in the roster (agents: planner, reqs, inventory, ops, audit)"
+    )
 
 
 def test_logs_before_an_owner_ever_ran(cluster_dir: ClusterHandle) -> None:
     assert fails("logs", cluster_dir.path, "reqs") == (
-        f"error: no log for reqs yet at {cluster_dir.cdir.log('reqs')}")
+        f"error: no log for reqs yet at {cluster_dir.cdir.log('reqs')}"
+    )
 
 
 def test_logs_follow_prints_new_puts_as_they_happen(live_cluster: ClusterHandle) -> None:
@@ -321,9 +425,21 @@ def test_logs_follow_prints_new_puts_as_they_happen(live_cluster: ClusterHandle)
 
     from support.cluster import PLANFENCE, run_planfence
 
-    follower = subprocess.Popen([str(PLANFENCE), "logs", str(live_cluster.path), "reqs",
-                                 "--follow", "--event", "put", "--json"],
-                                stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    follower = subprocess.Popen(
+        [
+            str(PLANFENCE),
+            "logs",
+            str(live_cluster.path),
+            "reqs",
+            "--follow",
+            "--event",
+            "put",
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         run_planfence("put", str(live_cluster.path), "req/followed", "--body", "1")
         selector = selectors.DefaultSelector()

@@ -49,8 +49,17 @@ def test_authorize_exit_codes(live_cluster) -> None:  # type: ignore[no-untyped-
     assert (decision["outcome"], decision["reason"]) == ("blocked", "stale_plan")
     assert decision["drift"] == {"req/order-17": {"from": r3, "to": r4}}
 
-    code, out, _ = invoke("authorize", path, "--root", plan, "--dep", "req/order-17",
-                          "--dep", "audit/unread", "--json")
+    code, out, _ = invoke(
+        "authorize",
+        path,
+        "--root",
+        plan,
+        "--dep",
+        "req/order-17",
+        "--dep",
+        "audit/unread",
+        "--json",
+    )
     assert code == 3
     assert json.loads(out)["reason"] == "incomplete_declaration"
 
@@ -63,8 +72,9 @@ def test_authorize_exit_codes(live_cluster) -> None:  # type: ignore[no-untyped-
 def test_authorize_rejects_a_bad_root_id(cluster_dir) -> None:  # type: ignore[no-untyped-def]
     code, _, err = invoke("authorize", str(cluster_dir.path), "--root", "abc", "--dep", "req/x")
     assert code == 64  # a usage error (EX_USAGE), never 2 (stale)
-    assert ("'abc' is not a record id (64 hex characters, or a unique prefix of at least "
-            "8)") in " ".join(err.replace("│", " ").split())
+    assert (
+        "'abc' is not a record id (64 hex characters, or a unique prefix of at least 8)"
+    ) in " ".join(err.replace("│", " ").split())
 
 
 def test_demo_shows_freshness_invalid_and_planfence_valid(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -96,8 +106,7 @@ def processes_mentioning(fragment: str) -> list[str]:
 
 
 def test_put_as_another_agent_is_refused_with_one_clear_line(live_cluster) -> None:  # type: ignore[no-untyped-def]
-    code, out, err = invoke("put", live_cluster.path, "req/order-17", "--body", "1",
-                            "--as", "ops")
+    code, out, err = invoke("put", live_cluster.path, "req/order-17", "--body", "1", "--as", "ops")
     assert (code, out) == (1, "")
     assert err == "error: forbidden: only reqs may write 'req/order-17'; this session is ops\n"
 
@@ -105,13 +114,16 @@ def test_put_as_another_agent_is_refused_with_one_clear_line(live_cluster) -> No
 def test_demo_over_synthetic_lte_shapers_pays_the_link_delay(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from planfence_net.traces import load_profile
 
-    code, out, err = invoke("demo", "--dir", tmp_path / "demo", "--profile", "synthetic-lte",
-                            "--json")
+    code, out, err = invoke(
+        "demo", "--dir", tmp_path / "demo", "--profile", "synthetic-lte", "--json"
+    )
     assert code == 0, err
     summary = {row["policy"]: row for row in json.loads(out)["summary"]}
     assert summary["freshness"]["invalid"] == 3
-    assert all(summary[p]["invalid"] == 0 and summary[p]["issued"] == 3
-               for p in ("central", "sync", "allkeys", "planfence"))
+    assert all(
+        summary[p]["invalid"] == 0 and summary[p]["issued"] == 3
+        for p in ("central", "sync", "allkeys", "planfence")
+    )
     # PlanFence needs at least one round trip through a shaper per action
     delay_ms = load_profile("synthetic-lte").delay_ms
     assert summary["planfence"]["stall_ms_per_action"] >= 2 * delay_ms
@@ -123,13 +135,16 @@ def test_scenario_runs_on_a_running_cluster_without_a_central_store(live_cluster
     assert code == 0, err
     summary = {row["policy"]: row for row in json.loads(out)["summary"]}
     assert list(summary) == ["freshness", "sync", "allkeys", "planfence"]  # no central store
-    why = ("the roster has no agent `central`, the central store the centralized baseline "
-           "writes to (`planfence demo` starts one)")
+    why = (
+        "the roster has no agent `central`, the central store the centralized baseline "
+        "writes to (`planfence demo` starts one)"
+    )
     assert json.loads(out)["skipped"] == {"central": why}
     code, text, _ = invoke("scenario", live_cluster.path)
     assert code == 0 and f"\nno central row: {why}\n" in text
     assert summary["freshness"]["invalid"] == 3
     assert [summary[p]["invalid"] for p in ("sync", "allkeys", "planfence")] == [0, 0, 0]
     # the owners' own logs show the executor (`ops`) asking for heads
-    assert any(e["peer"] == "ops" and e["op"] == "heads"
-               for e in live_cluster.events("reqs", "request"))
+    assert any(
+        e["peer"] == "ops" and e["op"] == "heads" for e in live_cluster.events("reqs", "request")
+    )

@@ -26,17 +26,28 @@ LAB = "planfence_net.bench."  # the package itself only names the experiments fo
 
 def imported(*args: str) -> tuple[int, set[str]]:
     """Run `python -X importtime -m planfence_net ARGS`; (exit code, modules imported)."""
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "planfence_net", *args],
-                          capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
-    modules = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
-               if line.startswith("import time:") and "|" in line}
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "planfence_net", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+    )
+    modules = {
+        line.rsplit("|", 1)[1].strip()
+        for line in proc.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
     return proc.returncode, modules
 
 
 def loaded(modules: set[str], packages: tuple[str, ...]) -> list[str]:
     """The modules of `packages` (and of the lab) among `modules`."""
-    return sorted(m for m in modules if m.startswith(LAB)
-                  or any(m == p or m.startswith(p + ".") for p in packages))
+    return sorted(
+        m
+        for m in modules
+        if m.startswith(LAB) or any(m == p or m.startswith(p + ".") for p in packages)
+    )
 
 
 def test_help_loads_no_library() -> None:
@@ -49,8 +60,16 @@ def test_help_loads_no_library() -> None:
 def test_authorize_loads_only_the_executor(cluster_dir: ClusterHandle) -> None:
     """A real decision (blocked: no owner runs) goes through the gate, the session pool and
     Noise, and nothing of the lab, the daemon, SQLite or pydantic."""
-    code, modules = imported("authorize", str(cluster_dir.path), "--root", "ab" * 32,
-                             "--dep", "req/order-1", "--as", "ops")
+    code, modules = imported(
+        "authorize",
+        str(cluster_dir.path),
+        "--root",
+        "ab" * 32,
+        "--dep",
+        "req/order-1",
+        "--as",
+        "ops",
+    )
     assert code == 3  # blocked: missing lineage, every owner is down
     assert {"planfence_net.executor.runner", "planfence_net.protocol.noise"} <= modules
     assert loaded(modules, NEVER + ("aiosqlite",)) == []
@@ -63,14 +82,17 @@ def _param(path: list[str], name: str) -> Any:
     return next(p for p in command.params if p.name == name)
 
 
-@pytest.mark.parametrize(("path", "name", "values"), [
-    (["authorize"], "deadline", ["2.5", "-1", ".5", "3.", "1e3", "abc", "", " 2", "nan", 4.0]),
-    (["cluster", "init"], "base_port", ["7401", "+7", "-3", "1_0", " 7", "0x10", "7.0", 5]),
-    (["authorize"], "root", [("ab",), ["x", "y"], "ab", ()]),
-    (["authorize"], "path", ["some/dir", "-", ""]),
-    (["authorize"], "json_out", [True, False, "yes", "0"]),
-    (["put"], "as_agent", ["ops", b"ops", 3]),
-])
+@pytest.mark.parametrize(
+    ("path", "name", "values"),
+    [
+        (["authorize"], "deadline", ["2.5", "-1", ".5", "3.", "1e3", "abc", "", " 2", "nan", 4.0]),
+        (["cluster", "init"], "base_port", ["7401", "+7", "-3", "1_0", " 7", "0x10", "7.0", 5]),
+        (["authorize"], "root", [("ab",), ["x", "y"], "ab", ()]),
+        (["authorize"], "path", ["some/dir", "-", ""]),
+        (["authorize"], "json_out", [True, False, "yes", "0"]),
+        (["put"], "as_agent", ["ops", b"ops", 3]),
+    ],
+)
 def test_plain_coercion_agrees_with_typer(path: list[str], name: str, values: list[Any]) -> None:
     """Our converter gives what typer's gives, or typer's own error, for every value."""
     param = _param(path, name)

@@ -48,34 +48,48 @@ def put(path: Path, key: str, body: str, *parents: str, command: str = "put") ->
 def test_keys_records_history_lineage_and_short_ids(live_cluster: ClusterHandle) -> None:
     path = live_cluster.path
     r1 = put(path, "req/a", '{"qty": 1}')
-    r2 = put(path, "req/a", '{"qty": 2}', r1[:8])          # a parent by its 8-hex prefix
+    r2 = put(path, "req/a", '{"qty": 2}', r1[:8])  # a parent by its 8-hex prefix
     stock = put(path, "inv/s", "40")
     plan = put(path, "plan/p", '["ship"]', r2[:12], stock, command="plan")
 
     assert ok_json("keys", path, "reqs") == [{"key": "req/a", "seq": 2, "id": r2, "versions": 2}]
     table = run("keys", path, "reqs").stdout.splitlines()
-    assert [line.split() for line in table] == [["key", "seq", "head", "versions"],
-                                                ["req/a", "2", r2[:16], "2"]]
+    assert [line.split() for line in table] == [
+        ["key", "seq", "head", "versions"],
+        ["req/a", "2", r2[:16], "2"],
+    ]
     row = {"key": "req/a", "kind": "fact", "owner": "reqs"}
     assert ok_json("history", path, "req/a") == [
-        {**row, "id": r1, "seq": 1, "parents": []}, {**row, "id": r2, "seq": 2, "parents": [r1]}]
+        {**row, "id": r1, "seq": 1, "parents": []},
+        {**row, "id": r2, "seq": 2, "parents": [r1]},
+    ]
     assert ok_json("records", path, "inventory") == [
-        {"id": stock, "key": "inv/s", "seq": 1, "kind": "fact", "owner": "inventory",
-         "parents": []}]
+        {"id": stock, "key": "inv/s", "seq": 1, "kind": "fact", "owner": "inventory", "parents": []}
+    ]
     assert ok_json("records", path, "reqs", "--key", "req/a") == ok_json("history", path, "req/a")
 
     walked = ok_json("lineage", path, plan[:10])
     assert [(r["depth"], r["id"]) for r in walked] == [  # type: ignore[index]
-        (0, plan), (1, r2), (1, stock), (2, r1)]
-    assert [(r["depth"], r["id"]) for r in ok_json(  # type: ignore[index]
-        "lineage", path, plan, "--depth", "1")] == [(0, plan), (1, r2), (1, stock)]
+        (0, plan),
+        (1, r2),
+        (1, stock),
+        (2, r1),
+    ]
+    assert [
+        (r["depth"], r["id"])
+        for r in ok_json(  # type: ignore[index]
+            "lineage", path, plan, "--depth", "1"
+        )
+    ] == [(0, plan), (1, r2), (1, stock)]
 
     assert [r["id"] for r in ok_json("get", path, r1[:8], stock[:9].upper())] == [r1, stock]  # type: ignore[index]
     missing = "cd" * 32
     assert error("plan", path, "plan/q", "--body", "1", "--parent", missing) == (
-        f"error: --parent: no owner has record {missing}")
+        f"error: --parent: no owner has record {missing}"
+    )
     assert error("get", path, "0123abcd") == (
-        f"error: no record id starts with 0123abcd in the stores under {path / 'data'}")
+        f"error: no record id starts with 0123abcd in the stores under {path / 'data'}"
+    )
     assert error("history", path, "req/never") == "error: reqs holds no record of 'req/never'"
 
 
@@ -83,16 +97,19 @@ def test_an_ambiguous_id_prefix_is_refused(tmp_path: Path) -> None:
     (tmp_path / "data").mkdir()
     ids = [bytes.fromhex("aabbccdd" + "00" * 28), bytes.fromhex("aabbccdd" + "11" * 28)]
     with sqlite3.connect(tmp_path / "data" / "x.sqlite") as db:
-        db.execute("CREATE TABLE records (id BLOB PRIMARY KEY, key TEXT, owner TEXT, seq INT, "
-                   "wire BLOB)")
+        db.execute(
+            "CREATE TABLE records (id BLOB PRIMARY KEY, key TEXT, owner TEXT, seq INT, wire BLOB)"
+        )
         db.executemany("INSERT INTO records (id) VALUES (?)", [(i,) for i in ids])
     db.close()
     cdir = ClusterDir(tmp_path)
     assert resolve_ids(cdir, ["aabbccdd0"]) == [ids[0]]
     with pytest.raises(PlanfenceError) as caught:
         resolve_ids(cdir, ["AABBCCDD"])
-    assert str(caught.value) == ("id prefix AABBCCDD is ambiguous: 2 records match "
-                                 "(aabbccdd00000000, aabbccdd11111111); give more hex digits")
+    assert str(caught.value) == (
+        "id prefix AABBCCDD is ambiguous: 2 records match "
+        "(aabbccdd00000000, aabbccdd11111111); give more hex digits"
+    )
     with pytest.raises(typer.BadParameter):
         resolve_ids(cdir, ["aabbccd"])  # too short to be a prefix
 
@@ -102,22 +119,29 @@ def test_restart_one_owner_and_read_a_shaper_log(live_cluster: ClusterHandle) ->
     rid = put(path, "req/a", "1")
     old = live_cluster.owner_pid("reqs")
     restarted = ok_json("owner", "restart", path, "reqs")
-    assert restarted == {"agent": "reqs", "pid": live_cluster.owner_pid("reqs"),
-                         "was_running": True}
+    assert restarted == {
+        "agent": "reqs",
+        "pid": live_cluster.owner_pid("reqs"),
+        "was_running": True,
+    }
     assert restarted["pid"] != old  # type: ignore[index]
     assert ok_json("heads", path, "req/a")[0]["id"] == rid  # type: ignore[index]
     assert live_cluster.owner_pid("planner")  # the others were left alone
 
     assert error("logs", path, "reqs", "--event", "nosuchevent") == (
-        f"error: unknown event 'nosuchevent'; owners log: {', '.join(EVENTS)}")
+        f"error: unknown event 'nosuchevent'; owners log: {', '.join(EVENTS)}"
+    )
     assert error("logs", path, "reqs", "--shaper") == (
-        f"error: no shaper output for reqs yet at {path / 'run' / 'shaper-reqs.out'}")
+        f"error: no shaper output for reqs yet at {path / 'run' / 'shaper-reqs.out'}"
+    )
     up = run("cluster", "up", path, "--profile", "synthetic-lte", "--delay-ms", "1")
     assert up.exit_code == 0, up.output
     link = ok_json("cluster", "status", path)[1]["shaper"]["address"]  # type: ignore[index]
     lines = run("logs", path, "reqs", "--shaper").stdout.splitlines()
-    assert lines == [f"shaping {link} -> {live_cluster.roster.agent('reqs').address} with "
-                     f"profile synthetic-lte (one-way delay 1 ms)"]
+    assert lines == [
+        f"shaping {link} -> {live_cluster.roster.agent('reqs').address} with "
+        f"profile synthetic-lte (one-way delay 1 ms)"
+    ]
     assert ok_json("logs", path, "reqs", "--shaper") == {"agent": "reqs", "line": lines[0]}
 
 
@@ -126,7 +150,9 @@ def test_every_event_an_owner_writes_is_known_to_logs() -> None:
     import re
 
     root = REPO / "planfence_net" / "owners"
-    written = {m for p in root.glob("*.py")
-               for m in re.findall(r"(?:log\.write|stranger_event)\(\s*\"([a-z_]+)\"",
-                                   p.read_text())}
+    written = {
+        m
+        for p in root.glob("*.py")
+        for m in re.findall(r"(?:log\.write|stranger_event)\(\s*\"([a-z_]+)\"", p.read_text())
+    }
     assert written and written <= set(EVENTS), written - set(EVENTS)

@@ -22,14 +22,17 @@ def run(*args: str) -> Result:
     return CliRunner().invoke(app, [str(a) for a in args])
 
 
-@pytest.mark.parametrize("args", [
-    ["nosuchcommand"],
-    ["put", "somewhere"],                                    # missing KEY and --body
-    ["authorize", "c", "--root", "ab" * 32, "--dep"],        # option without its value
-    ["cluster", "init", "c", "--agents", "zero"],            # not an integer
-    ["cluster", "up", "c", "--no-such-option"],
-    ["get", "c", "not-hex"],                                 # BadParameter from a command body
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["nosuchcommand"],
+        ["put", "somewhere"],  # missing KEY and --body
+        ["authorize", "c", "--root", "ab" * 32, "--dep"],  # option without its value
+        ["cluster", "init", "c", "--agents", "zero"],  # not an integer
+        ["cluster", "up", "c", "--no-such-option"],
+        ["get", "c", "not-hex"],  # BadParameter from a command body
+    ],
+)
 def test_usage_errors_exit_64_never_2(args: list[str]) -> None:
     """Exit 2 means "stale, replan and retry"; a typo must not read as that."""
     result = run(*args)
@@ -45,18 +48,21 @@ def test_version() -> None:
 
 def test_help_lists_the_exit_codes() -> None:
     text = " ".join(run("--help").stdout.replace("│", " ").split())
-    assert ("Exit codes: 0 success (authorize: authorized); 1 error, one line on stderr; "
-            "2 stale plan, replan and retry (authorize, workspace check); 3 blocked "
-            "(authorize); 64 usage error.") in text
+    assert (
+        "Exit codes: 0 success (authorize: authorized); 1 error, one line on stderr; "
+        "2 stale plan, replan and retry (authorize, workspace check); 3 blocked "
+        "(authorize); 64 usage error."
+    ) in text
 
 
-@pytest.mark.parametrize("command", [["put"], ["cluster", "init"], ["plan"], ["authorize"],
-                                     ["get"], ["logs"], ["bench"]])
+@pytest.mark.parametrize(
+    "command", [["put"], ["cluster", "init"], ["plan"], ["authorize"], ["get"], ["logs"], ["bench"]]
+)
 def test_help_shows_plain_metavars(command: list[str]) -> None:
     text = run(*command, "--help").stdout
     assert not re.search(r"<(bool|path|str|list\[str\]|int)>|\{\w+\}", text), text
     usage = text.split("Usage: ")[1].splitlines()[0].split()
-    assert usage[1:len(command) + 2] == [*command, "[OPTIONS]"]
+    assert usage[1 : len(command) + 2] == [*command, "[OPTIONS]"]
     if command not in (["bench"],):
         assert usage[len(command) + 2] == "DIR"
 
@@ -70,7 +76,8 @@ def test_help_names_option_values() -> None:
 def test_json_output_never_prints_nan(capsys: pytest.CaptureFixture[str]) -> None:
     echo_json({"stall_ms": math.nan, "kib": math.inf, "rows": [1.5, -math.inf]})
     assert capsys.readouterr().out == (
-        '{\n  "stall_ms": null,\n  "kib": null,\n  "rows": [\n    1.5,\n    null\n  ]\n}\n')
+        '{\n  "stall_ms": null,\n  "kib": null,\n  "rows": [\n    1.5,\n    null\n  ]\n}\n'
+    )
 
 
 def test_bench_quick_writes_outside_the_checkout() -> None:
@@ -79,10 +86,14 @@ def test_bench_quick_writes_outside_the_checkout() -> None:
     from planfence_net.cli.bench import default_out
 
     assert default_out("scope", "loopback", True) == (
-        Path(tempfile.gettempdir()) / "planfence-bench" / "scope-loopback-quick")
+        Path(tempfile.gettempdir()) / "planfence-bench" / "scope-loopback-quick"
+    )
     assert default_out("scope", "att-lte", False) == Path("docs/results/scope-att-lte")
 
 
 def test_one_agent_is_counted_in_the_singular(tmp_path: Path) -> None:
     result = run("cluster", "init", tmp_path / "c", "--agents", "1", "--base-port", "0")
-    assert result.stdout.splitlines()[0] == f"cluster 'planfence-demo' with 1 agent in {tmp_path / 'c'}"
+    assert (
+        result.stdout.splitlines()[0]
+        == f"cluster 'planfence-demo' with 1 agent in {tmp_path / 'c'}"
+    )

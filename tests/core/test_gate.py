@@ -29,11 +29,15 @@ from planfence_net.core.lineage import Frontier, Missing, WalkCache
 from planfence_net.core.records import Record, make_record
 from planfence_net.core.roster import Agent, Roster
 
-OWNS = {"planner": ("plan/*", "sum/*"), "reqs": ("req/*",), "inv": ("inv/*",),
-        "cfg": ("cfg/*",)}
+OWNS = {"planner": ("plan/*", "sum/*"), "reqs": ("req/*",), "inv": ("inv/*",), "cfg": ("cfg/*",)}
 SIGNERS = {name: SigningKey.generate() for name in OWNS}
-ROSTER = Roster("test", tuple(Agent(name, "127.0.0.1", 7400 + i, bytes(SIGNERS[name].verify_key),
-                                    owns) for i, (name, owns) in enumerate(OWNS.items())))
+ROSTER = Roster(
+    "test",
+    tuple(
+        Agent(name, "127.0.0.1", 7400 + i, bytes(SIGNERS[name].verify_key), owns)
+        for i, (name, owns) in enumerate(OWNS.items())
+    ),
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,14 +61,26 @@ class World:
         self.local: dict[bytes, Record] = {}
         self.now = 100.0
 
-    def publish(self, key: str, *parents: Record, local: bool = True, kind: str = "fact",
-                seq: int | None = None) -> Record:
+    def publish(
+        self,
+        key: str,
+        *parents: Record,
+        local: bool = True,
+        kind: str = "fact",
+        seq: int | None = None,
+    ) -> Record:
         owner = ROSTER.owner_of(key)
         assert owner is not None
         self.seqs[owner] += 1
-        record = make_record(SIGNERS[owner], key=key, owner=owner, kind=kind,
-                             seq=self.seqs[owner] if seq is None else seq,
-                             parents=[p.id for p in parents], body={"v": self.seqs[owner]})
+        record = make_record(
+            SIGNERS[owner],
+            key=key,
+            owner=owner,
+            kind=kind,
+            seq=self.seqs[owner] if seq is None else seq,
+            parents=[p.id for p in parents],
+            body={"v": self.seqs[owner]},
+        )
         self.store[record.id] = record
         self.heads[key] = record
         if local:
@@ -72,19 +88,29 @@ class World:
         return record
 
     def verify(self, record: Record) -> None:
-        records.verify(record, public_key_of=self.roster.public_key_of,
-                       owner_of=self.roster.owner_of)
+        records.verify(
+            record, public_key_of=self.roster.public_key_of, owner_of=self.roster.owner_of
+        )
 
     def clock(self) -> float:
         self.now += 0.004
         return self.now
 
-    def gate(self, roots: Sequence[Record | bytes], deps: Sequence[str],
-             policy: GatePolicy = GatePolicy()) -> Gate:
+    def gate(
+        self,
+        roots: Sequence[Record | bytes],
+        deps: Sequence[str],
+        policy: GatePolicy = GatePolicy(),
+    ) -> Gate:
         ids = tuple(r if isinstance(r, bytes) else r.id for r in roots)
-        return Gate(Action("ship", ids, tuple(deps)), owner_of=self.roster.owner_of,
-                    verify=self.verify, lookup=self.local.get, clock=self.clock,
-                    policy=policy)
+        return Gate(
+            Action("ship", ids, tuple(deps)),
+            owner_of=self.roster.owner_of,
+            verify=self.verify,
+            lookup=self.local.get,
+            clock=self.clock,
+            policy=policy,
+        )
 
     def fetch(self, ids: Iterable[bytes]) -> list[Record]:
         return [self.store[rid] for rid in ids if rid in self.store]
@@ -114,9 +140,14 @@ class Run:
         return sum(isinstance(e, kind) for e in self.events)
 
 
-def drive(world: World, gate: Gate, *, answer: Answer | None = None,
-          fetch: Callable[[tuple[bytes, ...]], Iterable[Record]] | None = None,
-          replan: Callable[[Replan], Sequence[bytes]] | None = None) -> Run:
+def drive(
+    world: World,
+    gate: Gate,
+    *,
+    answer: Answer | None = None,
+    fetch: Callable[[tuple[bytes, ...]], Iterable[Record]] | None = None,
+    replan: Callable[[Replan], Sequence[bytes]] | None = None,
+) -> Run:
     """Answer the gate's events like the runtime would, through a msgpack round trip."""
     events: list[Any] = []
     roots = gate.action.roots
@@ -152,6 +183,7 @@ def simple() -> tuple[World, Record, Record]:
 
 # -- step 4: authorize, replan, changed again -----------------------------------------------
 
+
 def test_matching_heads_authorize_in_one_round_trip() -> None:
     world, fact, plan = simple()
     gate = world.gate([plan], ["req/x"])
@@ -160,7 +192,12 @@ def test_matching_heads_authorize_in_one_round_trip() -> None:
     run = drive(world, gate)
     d = run.decision
     assert (d.outcome, d.reason, d.authorized, d.replanned, d.fail_open) == (
-        "authorized", None, True, False, False)
+        "authorized",
+        None,
+        True,
+        False,
+        False,
+    )
     assert [type(e) for e in run.events] == [QueryHeads, Decision]
     assert run.events[0].queries == {"reqs": HeadsQuery(("req/x",), {"req/x": fact.id})}
     assert d.round_trips == 1
@@ -180,7 +217,8 @@ def test_keys_are_batched_one_query_per_owner() -> None:
     assert run.decision.authorized
     assert run.events[0].queries == {
         "reqs": HeadsQuery(("req/a", "req/b"), {"req/a": a.id, "req/b": b.id}),
-        "inv": HeadsQuery(("inv/c",), {"inv/c": c.id})}
+        "inv": HeadsQuery(("inv/c",), {"inv/c": c.id}),
+    }
 
 
 def test_drift_replans_once_then_authorizes() -> None:
@@ -201,8 +239,7 @@ def test_drift_replans_once_then_authorizes() -> None:
     assert d.frontier == {"req/x": new.id}
     assert d.heads == {"req/x": (new.id, new.seq)}
     # heads, then fetch the new plan (not local), then heads again
-    assert [type(e) for e in run.events] == [QueryHeads, Replan, FetchRecords, QueryHeads,
-                                             Decision]
+    assert [type(e) for e in run.events] == [QueryHeads, Replan, FetchRecords, QueryHeads, Decision]
     assert d.round_trips == 3
 
 
@@ -241,18 +278,31 @@ def test_replan_disabled_blocks_stale_plan_even_fail_open() -> None:
 
 # -- the walk cache: skips the walk, never the heads check ----------------------------------
 
-def cached_gate(world: World, walks: WalkCache, looked: list[bytes],
-                roots: Sequence[Record | bytes], deps: Sequence[str],
-                policy: GatePolicy = GatePolicy()) -> Gate:
+
+def cached_gate(
+    world: World,
+    walks: WalkCache,
+    looked: list[bytes],
+    roots: Sequence[Record | bytes],
+    deps: Sequence[str],
+    policy: GatePolicy = GatePolicy(),
+) -> Gate:
     """world.gate with a shared walk cache and a lookup that records every id it reads."""
+
     def lookup(rid: bytes) -> Record | None:
         looked.append(rid)
         return world.local.get(rid)
 
     ids = tuple(r if isinstance(r, bytes) else r.id for r in roots)
-    return Gate(Action("ship", ids, tuple(deps)), owner_of=world.roster.owner_of,
-                verify=world.verify, lookup=lookup, clock=world.clock, policy=policy,
-                walks=walks)
+    return Gate(
+        Action("ship", ids, tuple(deps)),
+        owner_of=world.roster.owner_of,
+        verify=world.verify,
+        lookup=lookup,
+        clock=world.clock,
+        policy=policy,
+        walks=walks,
+    )
 
 
 def test_a_cached_walk_never_authorizes_when_a_head_moved() -> None:
@@ -281,8 +331,9 @@ def test_a_different_root_set_or_declaration_misses_the_walk_cache() -> None:
     new = world.publish("req/x")
     plan2 = world.publish("plan/q", new, kind="plan")
     walks, looked = WalkCache(), []
-    d = drive(world, cached_gate(world, walks, looked, [plan], ["req/x"],
-                                 GatePolicy(replan=False))).decision
+    d = drive(
+        world, cached_gate(world, walks, looked, [plan], ["req/x"], GatePolicy(replan=False))
+    ).decision
     assert (d.reason, d.frontier) == ("stale_plan", {"req/x": old.id})
     looked.clear()
     d = drive(world, cached_gate(world, walks, looked, [plan2], ["req/x"])).decision
@@ -294,15 +345,18 @@ def test_a_different_root_set_or_declaration_misses_the_walk_cache() -> None:
         assert (d.outcome, d.reason) == ("blocked", "ambiguous_frontier")
     # the same roots with another declaration are walked again (sum/s is in the lineage)
     looked.clear()
-    d = drive(world, cached_gate(world, walks, looked, [plan], ["req/x", "sum/s"],
-                                 GatePolicy(replan=False))).decision
+    d = drive(
+        world,
+        cached_gate(world, walks, looked, [plan], ["req/x", "sum/s"], GatePolicy(replan=False)),
+    ).decision
     assert d.frontier == {"sum/s": world.local[plan.parents[0]].id, "req/x": old.id}
     assert looked == [plan.id, plan.parents[0], old.id]
     # missing lineage is never cached: the next gate asks for it again
     lost = world.publish("plan/r", world.publish("req/y", local=False), kind="plan")
     for _ in range(2):
-        run = drive(world, cached_gate(world, walks, looked, [lost], ["req/y"]),
-                    fetch=lambda ids: [])
+        run = drive(
+            world, cached_gate(world, walks, looked, [lost], ["req/y"]), fetch=lambda ids: []
+        )
         assert run.decision.reason == "missing_lineage" and run.count(FetchRecords) == 1
     assert len(walks) == 3
 
@@ -338,7 +392,9 @@ def test_query_keys_are_fetched_and_checked_but_not_compared() -> None:
     assert run.decision.authorized
     assert run.events[0].queries == {
         "reqs": HeadsQuery(("req/x",), {"req/x": fact.id}),
-        "inv": HeadsQuery(("inv/z",), {}), "cfg": HeadsQuery(("cfg/none",), {})}
+        "inv": HeadsQuery(("inv/z",), {}),
+        "cfg": HeadsQuery(("cfg/none",), {}),
+    }
     assert run.decision.heads["cfg/none"] == (None, 0)
     assert run.decision.heads["inv/z"][0] != other.id
 
@@ -357,6 +413,7 @@ def test_no_declared_keys_authorizes_without_round_trips() -> None:
 
 # -- step 1: lineage -------------------------------------------------------------------------
 
+
 def test_missing_lineage_is_fetched_and_the_gate_continues() -> None:
     world = World()
     fact = world.publish("req/x", local=False)
@@ -365,7 +422,10 @@ def test_missing_lineage_is_fetched_and_the_gate_continues() -> None:
     run = drive(world, world.gate([plan], ["req/x"]))
     assert run.decision.authorized
     assert [e.ids for e in run.events if isinstance(e, FetchRecords)] == [
-        (plan.id,), (mid.id,), (fact.id,)]
+        (plan.id,),
+        (mid.id,),
+        (fact.id,),
+    ]
     assert run.decision.round_trips == 4
 
 
@@ -385,8 +445,9 @@ def forged(record: Record) -> Record:
 FETCHES: dict[str, Callable[[tuple[bytes, ...], World], list[Record]]] = {
     "nothing": lambda ids, w: [],
     "forged-body": lambda ids, w: [forged(w.store[i]) for i in ids],
-    "bad-signature": lambda ids, w: [dataclasses.replace(w.store[i], signature=bytes(64))
-                                     for i in ids],
+    "bad-signature": lambda ids, w: [
+        dataclasses.replace(w.store[i], signature=bytes(64)) for i in ids
+    ],
     "only-unasked": lambda ids, w: [r for r in w.store.values() if r.id not in ids],
 }
 
@@ -397,8 +458,7 @@ def test_unfetchable_lineage_blocks_missing_lineage(name: str) -> None:
     fact = world.publish("req/x", local=False)
     plan = world.publish("plan/p", fact, kind="plan")
     world.publish("req/y", local=False)
-    run = drive(world, world.gate([plan], ["req/x"]),
-                fetch=lambda ids: FETCHES[name](ids, world))
+    run = drive(world, world.gate([plan], ["req/x"]), fetch=lambda ids: FETCHES[name](ids, world))
     assert (run.decision.outcome, run.decision.reason) == ("blocked", "missing_lineage")
     assert fact.id.hex()[:12] in run.decision.detail
     assert run.count(FetchRecords) == 1 and run.count(QueryHeads) == 0
@@ -414,8 +474,10 @@ def test_lineage_missing_while_an_owner_gave_no_answer_blocks_owner_unavailable(
     decision = gate.next_event()
     assert isinstance(decision, Decision)
     assert (decision.outcome, decision.reason) == ("blocked", "owner_unavailable")
-    assert decision.detail == (f"records {fact.id.hex()[:12]} not found at any owner that "
-                               f"answered; no answer from reqs, inv")
+    assert decision.detail == (
+        f"records {fact.id.hex()[:12]} not found at any owner that "
+        f"answered; no answer from reqs, inv"
+    )
 
 
 def test_fetched_records_that_were_not_asked_for_are_ignored() -> None:
@@ -423,8 +485,9 @@ def test_fetched_records_that_were_not_asked_for_are_ignored() -> None:
     fact = world.publish("req/x", local=False)
     mid = world.publish("sum/s", fact, local=False)
     plan = world.publish("plan/p", mid, kind="plan")
-    run = drive(world, world.gate([plan], ["req/x"]),
-                fetch=lambda ids: world.fetch([*ids, fact.id]))
+    run = drive(
+        world, world.gate([plan], ["req/x"]), fetch=lambda ids: world.fetch([*ids, fact.id])
+    )
     assert run.decision.authorized
     assert [e.ids for e in run.events if isinstance(e, FetchRecords)] == [(mid.id,), (fact.id,)]
 
@@ -432,8 +495,9 @@ def test_fetched_records_that_were_not_asked_for_are_ignored() -> None:
 def test_a_fetched_record_with_a_wrong_owner_is_ignored() -> None:
     world = World()
     # inv signs a well-formed record for req/x, a key owned by reqs
-    impostor = make_record(SIGNERS["inv"], key="req/x", owner="inv", seq=1, parents=[],
-                           kind="fact", body={"v": 1})
+    impostor = make_record(
+        SIGNERS["inv"], key="req/x", owner="inv", seq=1, parents=[], kind="fact", body={"v": 1}
+    )
     world.store[impostor.id] = impostor
     plan = world.publish("plan/p", impostor, kind="plan")
     run = drive(world, world.gate([plan], ["req/x"]))
@@ -441,12 +505,15 @@ def test_a_fetched_record_with_a_wrong_owner_is_ignored() -> None:
     assert (run.decision.outcome, run.decision.reason) == ("blocked", "missing_lineage")
 
 
-@pytest.mark.parametrize("deps, policy, reason", [
-    (["req/x", "inv/y"], GatePolicy(), "incomplete_declaration"),
-    (["req/x"], GatePolicy(max_depth=1), "incomplete_declaration"),
-    (["req/x"], GatePolicy(max_nodes=2), "missing_lineage"),
-    (["zzz/x"], GatePolicy(), "incomplete_declaration"),
-])
+@pytest.mark.parametrize(
+    "deps, policy, reason",
+    [
+        (["req/x", "inv/y"], GatePolicy(), "incomplete_declaration"),
+        (["req/x"], GatePolicy(max_depth=1), "incomplete_declaration"),
+        (["req/x"], GatePolicy(max_nodes=2), "missing_lineage"),
+        (["zzz/x"], GatePolicy(), "incomplete_declaration"),
+    ],
+)
 def test_lineage_blocks(deps: list[str], policy: GatePolicy, reason: str) -> None:
     world, _, plan = simple()
     run = drive(world, world.gate([plan], deps, policy))
@@ -466,8 +533,9 @@ def test_ambiguous_frontier_blocks_even_fail_open() -> None:
 
 def test_unknown_owner_blocks_before_any_query() -> None:
     world = World()
-    fact = make_record(SIGNERS["cfg"], key="zzz/x", owner="cfg", seq=1, parents=[],
-                       kind="fact", body=1)
+    fact = make_record(
+        SIGNERS["cfg"], key="zzz/x", owner="cfg", seq=1, parents=[], kind="fact", body=1
+    )
     world.local[fact.id] = fact
     plan = world.publish("plan/p", fact, kind="plan")
     run = drive(world, world.gate([plan], ["zzz/x"]))
@@ -494,6 +562,7 @@ def test_a_key_with_two_owners_is_unknown_owner() -> None:
 
 # -- step 3: owner failures and malformed answers ---------------------------------------------
 
+
 @pytest.mark.parametrize("reason", ["owner_unavailable", "timeout", "malformed_response"])
 def test_owner_failures_block(reason: str) -> None:
     world, _, plan = simple()
@@ -506,21 +575,25 @@ def test_first_failing_owner_in_query_order_decides() -> None:
     world = World()
     plan = world.publish("plan/p", world.publish("req/a"), world.publish("inv/b"), kind="plan")
     failures = {"reqs": Failure("timeout"), "inv": Failure("owner_unavailable")}
-    d = drive(world, world.gate([plan], ["req/a", "inv/b"]),
-              answer=lambda o, q: failures[o]).decision
+    d = drive(
+        world, world.gate([plan], ["req/a", "inv/b"]), answer=lambda o, q: failures[o]
+    ).decision
     assert d.reason == "timeout"
-    d = drive(world, world.gate([plan], ["req/a", "inv/b"]),
-              answer=lambda o, q: failures[o] if o == "inv" else world.answer(o, q)).decision
+    d = drive(
+        world,
+        world.gate([plan], ["req/a", "inv/b"]),
+        answer=lambda o, q: failures[o] if o == "inv" else world.answer(o, q),
+    ).decision
     assert d.reason == "owner_unavailable"
 
 
 def test_fail_open_authorizes_and_says_so() -> None:
     world, _, plan = simple()
     policy = GatePolicy(fail_open=True)
-    d = drive(world, world.gate([plan], ["req/x"], policy),
-              answer=lambda o, q: Failure("timeout")).decision
-    assert (d.outcome, d.reason, d.fail_open, d.authorized) == (
-        "authorized", "timeout", True, True)
+    d = drive(
+        world, world.gate([plan], ["req/x"], policy), answer=lambda o, q: Failure("timeout")
+    ).decision
+    assert (d.outcome, d.reason, d.fail_open, d.authorized) == ("authorized", "timeout", True, True)
     world.publish("req/x")
     d = drive(world, world.gate([plan], ["req/x"], policy), replan=lambda e: [plan.id]).decision
     assert (d.outcome, d.reason, d.fail_open) == ("authorized", "changed_again", True)
@@ -534,50 +607,79 @@ def _entry(answer: dict[str, Any], value: Any) -> dict[str, Any]:
 
 
 MALFORMED: dict[str, tuple[Callable[[dict[str, Any], World, Record], Any], str]] = {
-    "not-a-map": (lambda a, w, f: [a["heads"]],
-        "answer is not a map with a 'heads' list"),
-    "no-heads": (lambda a, w, f: {"records": []},
-        "answer is not a map with a 'heads' list"),
-    "heads-not-a-list": (lambda a, w, f: {"heads": {"req/x": f.id}},
-        "answer is not a map with a 'heads' list"),
-    "records-not-a-list": (lambda a, w, f: {**a, "records": {}},
-        "'records' is not a list"),
-    "entry-not-a-list": (lambda a, w, f: _entry(a, "req/x"),
-        'head entry 0 is not a [key, id, seq] or [key, seq] array'),
-    "entry-too-short": (lambda a, w, f: _entry(a, ["req/x"]),
-        'head entry 0 is not a [key, id, seq] or [key, seq] array'),
-    "entry-too-long": (lambda a, w, f: _entry(a, ["req/x", f.id, f.seq, 0]),
-        'head entry 0 is not a [key, id, seq] or [key, seq] array'),
-    "short-entry-id-for-seq": (lambda a, w, f: _entry(a, ["req/x", f.id]),
-        "head entry 0 ('req/x'): seq is not a non-negative integer"),
-    "short-entry-seq-disagrees": (lambda a, w, f: _entry(a, ["req/x", f.seq + 1]),
-        "head of 'req/x' has seq 2, its record has 1"),
-    "key-not-a-string": (lambda a, w, f: _entry(a, [b"req/x", f.id, f.seq]),
-        'head entry 0: key is not a string'),
-    "id-wrong-length": (lambda a, w, f: _entry(a, ["req/x", f.id[:31], f.seq]),
-        "head entry 0 ('req/x'): id is not 32 bytes or nil"),
-    "id-as-hex": (lambda a, w, f: _entry(a, ["req/x", f.id.hex(), f.seq]),
-        "head entry 0 ('req/x'): id is not 32 bytes or nil"),
-    "seq-a-string": (lambda a, w, f: _entry(a, ["req/x", f.id, "1"]),
-        "head entry 0 ('req/x'): seq is not a non-negative integer"),
-    "seq-a-bool": (lambda a, w, f: _entry(a, ["req/x", f.id, True]),
-        "head entry 0 ('req/x'): seq is not a non-negative integer"),
-    "seq-negative": (lambda a, w, f: _entry(a, ["req/x", f.id, -1]),
-        "head entry 0 ('req/x'): seq is not a non-negative integer"),
-    "seq-disagrees": (lambda a, w, f: _entry(a, ["req/x", f.id, f.seq + 1]),
-        "head of 'req/x' has seq 2, its record has 1"),
-    "key-not-requested": (lambda a, w, f: {**a, "heads": [*a["heads"], ["req/y", None, 0]]},
-        "head for key 'req/y' that was not requested"),
-    "key-twice": (lambda a, w, f: {**a, "heads": a["heads"] * 2},
-        "key 'req/x' answered twice"),
-    "key-missing": (lambda a, w, f: {**a, "heads": []},
-        'requested keys not answered: req/x'),
-    "head-none": (lambda a, w, f: _entry(a, ["req/x", None, 0]),
-        "no head for key 'req/x' although the plan used a version of it"),
-    "unchanged-record-inline": (lambda a, w, f: {**a, "records": [f.to_wire()]},
-        "inline record for 'req/x' sent twice or for an unchanged key"),
-    "record-garbage": (lambda a, w, f: {**a, "records": [[1, 2, 3]]},
-        'inline record rejected: a record must be an array of 9 fields'),
+    "not-a-map": (lambda a, w, f: [a["heads"]], "answer is not a map with a 'heads' list"),
+    "no-heads": (lambda a, w, f: {"records": []}, "answer is not a map with a 'heads' list"),
+    "heads-not-a-list": (
+        lambda a, w, f: {"heads": {"req/x": f.id}},
+        "answer is not a map with a 'heads' list",
+    ),
+    "records-not-a-list": (lambda a, w, f: {**a, "records": {}}, "'records' is not a list"),
+    "entry-not-a-list": (
+        lambda a, w, f: _entry(a, "req/x"),
+        "head entry 0 is not a [key, id, seq] or [key, seq] array",
+    ),
+    "entry-too-short": (
+        lambda a, w, f: _entry(a, ["req/x"]),
+        "head entry 0 is not a [key, id, seq] or [key, seq] array",
+    ),
+    "entry-too-long": (
+        lambda a, w, f: _entry(a, ["req/x", f.id, f.seq, 0]),
+        "head entry 0 is not a [key, id, seq] or [key, seq] array",
+    ),
+    "short-entry-id-for-seq": (
+        lambda a, w, f: _entry(a, ["req/x", f.id]),
+        "head entry 0 ('req/x'): seq is not a non-negative integer",
+    ),
+    "short-entry-seq-disagrees": (
+        lambda a, w, f: _entry(a, ["req/x", f.seq + 1]),
+        "head of 'req/x' has seq 2, its record has 1",
+    ),
+    "key-not-a-string": (
+        lambda a, w, f: _entry(a, [b"req/x", f.id, f.seq]),
+        "head entry 0: key is not a string",
+    ),
+    "id-wrong-length": (
+        lambda a, w, f: _entry(a, ["req/x", f.id[:31], f.seq]),
+        "head entry 0 ('req/x'): id is not 32 bytes or nil",
+    ),
+    "id-as-hex": (
+        lambda a, w, f: _entry(a, ["req/x", f.id.hex(), f.seq]),
+        "head entry 0 ('req/x'): id is not 32 bytes or nil",
+    ),
+    "seq-a-string": (
+        lambda a, w, f: _entry(a, ["req/x", f.id, "1"]),
+        "head entry 0 ('req/x'): seq is not a non-negative integer",
+    ),
+    "seq-a-bool": (
+        lambda a, w, f: _entry(a, ["req/x", f.id, True]),
+        "head entry 0 ('req/x'): seq is not a non-negative integer",
+    ),
+    "seq-negative": (
+        lambda a, w, f: _entry(a, ["req/x", f.id, -1]),
+        "head entry 0 ('req/x'): seq is not a non-negative integer",
+    ),
+    "seq-disagrees": (
+        lambda a, w, f: _entry(a, ["req/x", f.id, f.seq + 1]),
+        "head of 'req/x' has seq 2, its record has 1",
+    ),
+    "key-not-requested": (
+        lambda a, w, f: {**a, "heads": [*a["heads"], ["req/y", None, 0]]},
+        "head for key 'req/y' that was not requested",
+    ),
+    "key-twice": (lambda a, w, f: {**a, "heads": a["heads"] * 2}, "key 'req/x' answered twice"),
+    "key-missing": (lambda a, w, f: {**a, "heads": []}, "requested keys not answered: req/x"),
+    "head-none": (
+        lambda a, w, f: _entry(a, ["req/x", None, 0]),
+        "no head for key 'req/x' although the plan used a version of it",
+    ),
+    "unchanged-record-inline": (
+        lambda a, w, f: {**a, "records": [f.to_wire()]},
+        "inline record for 'req/x' sent twice or for an unchanged key",
+    ),
+    "record-garbage": (
+        lambda a, w, f: {**a, "records": [[1, 2, 3]]},
+        "inline record rejected: a record must be an array of 9 fields",
+    ),
 }
 
 
@@ -587,8 +689,11 @@ def test_malformed_answers_block(name: str) -> None:
     change, detail = MALFORMED[name]
     answer = lambda o, q: change(world.answer(o, q), world, fact)  # noqa: E731
     d = drive(world, world.gate([plan], ["req/x"]), answer=answer).decision
-    assert (d.outcome, d.reason, d.detail) == ("blocked", "malformed_response",
-                                               f"owner 'reqs': {detail}")
+    assert (d.outcome, d.reason, d.detail) == (
+        "blocked",
+        "malformed_response",
+        f"owner 'reqs': {detail}",
+    )
 
 
 def test_a_short_row_means_the_expected_id() -> None:
@@ -598,12 +703,22 @@ def test_a_short_row_means_the_expected_id() -> None:
     short = lambda o, q: {**world.answer(o, q), "heads": [["req/x", fact.seq]]}  # noqa: E731
     d = drive(world, world.gate([plan], ["req/x"]), answer=short).decision
     assert (d.outcome, d.heads) == ("authorized", {"req/x": (fact.id, fact.seq)})
-    extra = lambda o, q: {**world.answer(o, q), "heads": [["req/x", fact.id, fact.seq],  # noqa: E731
-                                                           ["req/y", 0]]}
+
+    def extra(o, q):
+        return {
+            **world.answer(o, q),
+            "heads": [
+                ["req/x", fact.id, fact.seq],
+                ["req/y", 0],
+            ],
+        }
+
     gate = world.gate([plan], ["req/x"], GatePolicy(query_keys=("req/y",)))
     d = drive(world, gate, answer=extra).decision
-    assert (d.outcome, d.detail) == ("blocked", "owner 'reqs': head entry 1 ('req/y'): "
-                                                "[key, seq] for a key without an expected id")
+    assert (d.outcome, d.detail) == (
+        "blocked",
+        "owner 'reqs': head entry 1 ('req/y'): [key, seq] for a key without an expected id",
+    )
 
 
 def drifted() -> tuple[World, Record, Record, Record]:
@@ -621,22 +736,56 @@ CHANGED_MALFORMED: dict[str, Callable[[dict[str, Any], World, Record, Record], A
     "changed-records-missing": lambda a, w, old, new: {"heads": a["heads"]},
     "record-twice": lambda a, w, old, new: {**a, "records": a["records"] * 2},
     "record-is-not-the-head": lambda a, w, old, new: _inline(
-        a, w.publish("req/x", local=False, seq=new.seq)),
+        a, w.publish("req/x", local=False, seq=new.seq)
+    ),
     "record-of-another-key": lambda a, w, old, new: {
-        "heads": [["req/x", (y := w.publish("req/y")).id, y.seq]], "records": [y.to_wire()]},
+        "heads": [["req/x", (y := w.publish("req/y")).id, y.seq]],
+        "records": [y.to_wire()],
+    },
     "bad-signature": lambda a, w, old, new: _inline(a, [*new.to_wire()[:-1], bytes(64)]),
     "signed-by-another-agent": lambda a, w, old, new: _inline(
-        a, [*new.to_wire()[:-1], SIGNERS["inv"].sign(new.id).signature]),
+        a, [*new.to_wire()[:-1], SIGNERS["inv"].sign(new.id).signature]
+    ),
     "wrong-owner": lambda a, w, old, new: {
-        "heads": [["req/x", (r := make_record(SIGNERS["inv"], key="req/x", owner="inv",
-                                               seq=new.seq, parents=[], kind="fact",
-                                               body=1)).id, r.seq]],
-        "records": [r.to_wire()]},
+        "heads": [
+            [
+                "req/x",
+                (
+                    r := make_record(
+                        SIGNERS["inv"],
+                        key="req/x",
+                        owner="inv",
+                        seq=new.seq,
+                        parents=[],
+                        kind="fact",
+                        body=1,
+                    )
+                ).id,
+                r.seq,
+            ]
+        ],
+        "records": [r.to_wire()],
+    },
     "lower-seq": lambda a, w, old, new: {
-        "heads": [["req/x", (r := make_record(SIGNERS["reqs"], key="req/x", owner="reqs",
-                                               seq=old.seq, parents=[], kind="fact",
-                                               body="older")).id, r.seq]],
-        "records": [r.to_wire()]},
+        "heads": [
+            [
+                "req/x",
+                (
+                    r := make_record(
+                        SIGNERS["reqs"],
+                        key="req/x",
+                        owner="reqs",
+                        seq=old.seq,
+                        parents=[],
+                        kind="fact",
+                        body="older",
+                    )
+                ).id,
+                r.seq,
+            ]
+        ],
+        "records": [r.to_wire()],
+    },
     "head-seq-disagrees": lambda a, w, old, new: _entry(a, ["req/x", new.id, new.seq + 1]),
 }
 
@@ -649,7 +798,7 @@ CHANGED_DETAILS = {
     "record-of-another-key": "inline record for 'req/y' is given as the head of 'req/x'",
     "bad-signature": "inline record rejected: bad signature on record for 'req/x' by 'reqs'",
     "signed-by-another-agent": "inline record rejected: bad signature on record for 'req/x' "
-                               "by 'reqs'",
+    "by 'reqs'",
     "wrong-owner": "inline record for 'req/x' is by 'inv', not its owner",
     "lower-seq": "new record for 'req/x' has seq 1, not above the plan's 1",
     "head-seq-disagrees": "head of 'req/x' has seq 3, its record 2",
@@ -662,8 +811,11 @@ def test_bad_changed_records_block(name: str) -> None:
     answer = lambda o, q: CHANGED_MALFORMED[name](world.answer(o, q), world, old, new)  # noqa
     run = drive(world, world.gate([plan], ["req/x"]), answer=answer)
     d = run.decision
-    assert (d.outcome, d.reason, d.detail) == ("blocked", "malformed_response",
-                                               f"owner 'reqs': {CHANGED_DETAILS[name]}")
+    assert (d.outcome, d.reason, d.detail) == (
+        "blocked",
+        "malformed_response",
+        f"owner 'reqs': {CHANGED_DETAILS[name]}",
+    )
     assert run.count(Replan) == 0
 
 
@@ -677,11 +829,15 @@ def test_unsolicited_and_repeated_answers_are_malformed() -> None:
         gate.heads_answered(extra, world.answer("reqs", query.queries["reqs"]))
         d = gate.next_event()
         assert isinstance(d, Decision)
-        assert (d.outcome, d.reason, d.detail) == ("blocked", "malformed_response",
-                                                   f"owner {extra!r} {why}")
+        assert (d.outcome, d.reason, d.detail) == (
+            "blocked",
+            "malformed_response",
+            f"owner {extra!r} {why}",
+        )
 
 
 # -- evidence -------------------------------------------------------------------------------
+
 
 def test_decision_json_uses_hex_ids_and_explain_names_the_drift() -> None:
     world, old, plan = simple()
@@ -693,8 +849,10 @@ def test_decision_json_uses_hex_ids_and_explain_names_the_drift() -> None:
     assert data["drift"] == {"req/x": {"from": old.id.hex(), "to": new.id.hex()}}
     assert (data["outcome"], data["reason"], data["round_trips"]) == ("blocked", "stale_plan", 1)
     text = d.explain()
-    assert text.splitlines()[0] == ("ship: stale plan: a declared key changed since the plan "
-                                    "was made; replan from the owners' heads and retry")
+    assert text.splitlines()[0] == (
+        "ship: stale plan: a declared key changed since the plan "
+        "was made; replan from the owners' heads and retry"
+    )
     assert "blocked" not in text and "stale_plan" not in text
     assert f"req/x: {old.id.hex()[:12]} -> {new.id.hex()[:12]}" in text
     assert text.splitlines()[-1] == "  1 round trip, 0 B sent, 0 B received, 4.0 ms"
@@ -704,17 +862,23 @@ def test_explain_counts_in_the_singular_for_one() -> None:
     world, old, plan = simple()
     d = drive(world, world.gate([plan], ["req/x"], GatePolicy(replan=False))).decision
     assert d.explain().splitlines()[:2] == [
-        "ship: authorized", "  the 1 declared key matches its owner's head"]
+        "ship: authorized",
+        "  the 1 declared key matches its owner's head",
+    ]
 
 
 # -- misuse ---------------------------------------------------------------------------------
+
 
 def test_calls_out_of_order_raise_local_protocol_error() -> None:
     world, fact, plan = simple()
     gate = world.gate([plan], ["req/x"])
     calls: list[Callable[[], None]] = [
-        lambda: gate.records_fetched([]), lambda: gate.replanned([plan.id]),
-        lambda: gate.heads_answered("reqs", {}), lambda: gate.heads_failed("reqs", "timeout")]
+        lambda: gate.records_fetched([]),
+        lambda: gate.replanned([plan.id]),
+        lambda: gate.heads_answered("reqs", {}),
+        lambda: gate.heads_failed("reqs", "timeout"),
+    ]
     for call in calls:
         with pytest.raises(LocalProtocolError):
             call()
@@ -763,8 +927,15 @@ def test_inline_record_with_a_lower_seq_blocks() -> None:
     world.publish("req/a")  # so that req/x gets seq 2
     old = world.publish("req/x")
     plan = world.publish("plan/p", old, kind="plan")
-    older = make_record(SIGNERS["reqs"], key="req/x", owner="reqs", seq=old.seq - 1,
-                        parents=[], kind="fact", body="rollback")
+    older = make_record(
+        SIGNERS["reqs"],
+        key="req/x",
+        owner="reqs",
+        seq=old.seq - 1,
+        parents=[],
+        kind="fact",
+        body="rollback",
+    )
 
     def rollback(owner: str, query: HeadsQuery) -> Any:
         return {"heads": [["req/x", older.id, older.seq]], "records": [older.to_wire()]}
@@ -777,8 +948,18 @@ def test_inline_record_with_a_lower_seq_blocks() -> None:
 # -- properties ------------------------------------------------------------------------------
 
 FACT_KEYS = ("req/a", "req/b", "req/c", "inv/a", "inv/b", "cfg/a", "sum/a", "sum/b")
-BAD_MODES = ("unavailable", "timeout", "not_map", "bad_entry", "dup_entry", "missing_entry",
-             "extra_key", "drop_records", "bad_record", "none_head")
+BAD_MODES = (
+    "unavailable",
+    "timeout",
+    "not_map",
+    "bad_entry",
+    "dup_entry",
+    "missing_entry",
+    "extra_key",
+    "drop_records",
+    "bad_record",
+    "none_head",
+)
 
 
 def misbehave(mode: str, answer: dict[str, Any]) -> Any:
@@ -813,27 +994,36 @@ def scenarios(draw: st.DrawFn, honest: bool | None = None) -> dict[str, Any]:
     n = draw(st.integers(1, 8))
     rarely = st.sampled_from([False, False, False, True])
     distinct = draw(st.permutations(FACT_KEYS))  # mostly one version per key, sometimes two
-    nodes = [(draw(st.sampled_from(FACT_KEYS)) if draw(rarely) else distinct[j],
-              draw(st.lists(st.integers(0, j - 1), unique=True, max_size=2)) if j else [])
-             for j in range(n)]
+    nodes = [
+        (
+            draw(st.sampled_from(FACT_KEYS)) if draw(rarely) else distinct[j],
+            draw(st.lists(st.integers(0, j - 1), unique=True, max_size=2)) if j else [],
+        )
+        for j in range(n)
+    ]
     tops = sorted(set(range(n)) - {p for _, parents in nodes for p in parents})
     honest = draw(st.booleans()) if honest is None else honest
-    deps = draw(st.lists(st.sampled_from(sorted({k for k, _ in nodes})), unique=True,
-                         min_size=1, max_size=4))
-    moved = st.lists(st.sampled_from(FACT_KEYS) | st.sampled_from(deps), unique=True,
-                     max_size=2)
+    deps = draw(
+        st.lists(
+            st.sampled_from(sorted({k for k, _ in nodes})), unique=True, min_size=1, max_size=4
+        )
+    )
+    moved = st.lists(st.sampled_from(FACT_KEYS) | st.sampled_from(deps), unique=True, max_size=2)
     return {
         "nodes": nodes,
-        "plan_parents": tops if not draw(rarely) else draw(
-            st.lists(st.integers(0, n - 1), min_size=1, max_size=3, unique=True)),
+        "plan_parents": tops
+        if not draw(rarely)
+        else draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=3, unique=True)),
         "deps": deps + (["cfg/b"] if draw(rarely) else []),
         "drift": draw(moved),
         "again": draw(moved) if draw(rarely) else [],
         "remote": draw(st.lists(st.integers(0, n - 1), unique=True, max_size=3)),
         "lost": draw(st.lists(st.integers(0, n - 1), unique=True, max_size=2))
-        if not honest and draw(rarely) else [],
-        "modes": {o: "honest" if honest else draw(st.sampled_from(("honest", *BAD_MODES)))
-                  for o in OWNS},
+        if not honest and draw(rarely)
+        else [],
+        "modes": {
+            o: "honest" if honest else draw(st.sampled_from(("honest", *BAD_MODES))) for o in OWNS
+        },
         "forge_fetch": not honest and draw(rarely),
         "fresh_replan": draw(st.booleans()),
         "honest": honest,
@@ -856,8 +1046,9 @@ def oracle(world: World, roots: Sequence[bytes], deps: Sequence[str]) -> dict[st
     return {key: next(iter(versions[key])) for key in deps}
 
 
-def play(scenario: dict[str, Any], policy: GatePolicy = GatePolicy()
-         ) -> tuple[World, Run, dict[str, bytes] | None, bool]:
+def play(
+    scenario: dict[str, Any], policy: GatePolicy = GatePolicy()
+) -> tuple[World, Run, dict[str, bytes] | None, bool]:
     """Build the scenario's world, drive a gate to its decision; also return the oracle's
     frontier of the first plan and whether the owners' heads had moved past it."""
     world = World()
@@ -890,8 +1081,7 @@ def play(scenario: dict[str, Any], policy: GatePolicy = GatePolicy()
             world.publish(key, local=False)
         return roots
 
-    run = drive(world, world.gate([plan], deps, policy), answer=answer, fetch=fetch,
-                replan=replan)
+    run = drive(world, world.gate([plan], deps, policy), answer=answer, fetch=fetch, replan=replan)
     return world, run, first, stale
 
 
@@ -908,9 +1098,15 @@ def test_never_authorizes_a_stale_or_incomplete_frontier(scenario: dict[str, Any
         assert all(world.heads[key].id == frontier[key] for key in scenario["deps"])
         assert d.reason is None
     else:
-        assert d.reason in {"missing_lineage", "incomplete_declaration", "ambiguous_frontier",
-                            "owner_unavailable", "malformed_response", "timeout",
-                            "changed_again"}
+        assert d.reason in {
+            "missing_lineage",
+            "incomplete_declaration",
+            "ambiguous_frontier",
+            "owner_unavailable",
+            "malformed_response",
+            "timeout",
+            "changed_again",
+        }
 
 
 @settings(max_examples=200, deadline=None)
@@ -927,8 +1123,7 @@ def test_authorizes_whenever_everything_matches(scenario: dict[str, Any]) -> Non
     else:
         assert run.count(Replan) == 1 and d.replanned and d.drift
         final = oracle(world, run.roots, scenario["deps"])
-        fresh = final is not None and all(world.heads[k].id == final[k]
-                                          for k in scenario["deps"])
+        fresh = final is not None and all(world.heads[k].id == final[k] for k in scenario["deps"])
         assert d.authorized == fresh
         if not fresh:
             assert d.reason in {"changed_again", "ambiguous_frontier"}
@@ -941,8 +1136,13 @@ def test_fail_open_only_suppresses_its_own_reasons(scenario: dict[str, Any]) -> 
     d = run.decision
     if d.fail_open:
         assert d.authorized
-        assert d.reason in {"missing_lineage", "owner_unavailable", "malformed_response",
-                            "timeout", "changed_again"}
+        assert d.reason in {
+            "missing_lineage",
+            "owner_unavailable",
+            "malformed_response",
+            "timeout",
+            "changed_again",
+        }
     elif d.authorized:
         frontier = oracle(world, run.roots, scenario["deps"])
         assert frontier is not None and d.reason is None

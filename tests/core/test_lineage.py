@@ -22,8 +22,9 @@ class Store:
     def rec(self, key: str, *parents: Record | bytes, keep: bool = True) -> Record:
         self.seq += 1
         ids = tuple(p if isinstance(p, bytes) else p.id for p in parents)
-        record = make_record(KEY, key=key, owner="a", seq=self.seq, parents=ids, kind="fact",
-                             body={"n": self.seq})
+        record = make_record(
+            KEY, key=key, owner="a", seq=self.seq, parents=ids, kind="fact", body={"n": self.seq}
+        )
         if keep:
             self.records[record.id] = record
         return record
@@ -63,7 +64,8 @@ def test_direct_parents_only_misses_keys_deeper_than_one_hop(depth: int) -> None
     else:
         assert result == Blocked(
             "incomplete_declaration",
-            "declared keys never reached within depth 1: req/x (2 records visited)")
+            "declared keys never reached within depth 1: req/x (2 records visited)",
+        )
 
 
 def test_max_depth_zero_looks_at_roots_only() -> None:
@@ -137,7 +139,8 @@ def test_a_missing_root_is_reported() -> None:
     plan = store.rec("plan/p", keep=False)
     other = store.rec("plan/q", store.rec("req/x", keep=False))
     assert walk([plan.id, other.id], ["req/x"], store.lookup) == Missing(
-        (plan.id, other.parents[0]))
+        (plan.id, other.parents[0])
+    )
 
 
 def test_missing_beats_incomplete_but_not_ambiguous() -> None:
@@ -173,8 +176,9 @@ def test_node_limit_blocks_as_missing_lineage() -> None:
     plan = store.rec("plan/p", *facts)
     assert isinstance(walk([plan.id], ["req/0"], store.lookup, max_nodes=6), Frontier)
     result = walk([plan.id], ["req/0"], store.lookup, max_nodes=5)
-    assert result == Blocked("missing_lineage", "lineage walk hit the node limit: more than "
-                                                "5 records reachable")
+    assert result == Blocked(
+        "missing_lineage", "lineage walk hit the node limit: more than 5 records reachable"
+    )
     roots = [f.id for f in facts]
     assert isinstance(walk(roots, [], store.lookup, max_nodes=4), Blocked)
 

@@ -32,22 +32,45 @@ KEY = SigningKey(SEED)
 OTHER = SigningKey(bytes(range(100, 132)))
 # Golden values for SEED: a change of the canonical encoding breaks every stored id.
 GOLDEN_ID = "7ac1f4408a04e58a38f5f5f3d308a96cd5306a8a9f39d7a2cb2ed3d4ed95d67e"
-GOLDEN_SIG = ("ba96e6e6c499c41ada338fb9e2d3ebde33f760011d18d501bc19d6e2cc151119"
-              "47c3e42ef0c7c9c27a033904588642d8bfd8036e4777b36a0e7675eab660d308")
-GOLDEN_WIRE = ("99a3706631ac7265712f6f726465722d3137a4726571730190a466616374c40e82a37174790"
-               "3a3736b75a3412d310ec440" + GOLDEN_SIG)
+GOLDEN_SIG = (
+    "ba96e6e6c499c41ada338fb9e2d3ebde33f760011d18d501bc19d6e2cc151119"
+    "47c3e42ef0c7c9c27a033904588642d8bfd8036e4777b36a0e7675eab660d308"
+)
+GOLDEN_WIRE = (
+    "99a3706631ac7265712f6f726465722d3137a4726571730190a466616374c40e82a37174790"
+    "3a3736b75a3412d310ec440" + GOLDEN_SIG
+)
 
-ROSTER = roster_from_dict({"cluster": "t", "agents": [
-    {"name": "reqs", "address": "127.0.0.1:1", "public_key": bytes(KEY.verify_key).hex(),
-     "owns": ["req/*"]},
-    {"name": "planner", "address": "127.0.0.1:2",
-     "public_key": bytes(OTHER.verify_key).hex(), "owns": ["plan/*"]},
-]})
+ROSTER = roster_from_dict(
+    {
+        "cluster": "t",
+        "agents": [
+            {
+                "name": "reqs",
+                "address": "127.0.0.1:1",
+                "public_key": bytes(KEY.verify_key).hex(),
+                "owns": ["req/*"],
+            },
+            {
+                "name": "planner",
+                "address": "127.0.0.1:2",
+                "public_key": bytes(OTHER.verify_key).hex(),
+                "owns": ["plan/*"],
+            },
+        ],
+    }
+)
 
 
 def sample(**overrides: Any) -> Record:
-    fields: dict[str, Any] = dict(key="req/order-17", owner="reqs", seq=1, parents=[],
-                                  kind="fact", body={"qty": 3, "sku": "A-1"})
+    fields: dict[str, Any] = dict(
+        key="req/order-17",
+        owner="reqs",
+        seq=1,
+        parents=[],
+        kind="fact",
+        body={"qty": 3, "sku": "A-1"},
+    )
     fields.update(overrides)
     return make_record(KEY, **fields)
 
@@ -62,8 +85,9 @@ def check(record: Record, **kwargs: Any) -> None:
 def test_id_is_blake2b_256_of_the_fixed_order_msgpack_array() -> None:
     record = sample()
     body_raw = msgpack.packb({"qty": 3, "sku": "A-1"}, use_bin_type=True)
-    canonical = msgpack.packb(["pf1", "req/order-17", "reqs", 1, [], "fact", body_raw,
-                               len(body_raw)], use_bin_type=True)
+    canonical = msgpack.packb(
+        ["pf1", "req/order-17", "reqs", 1, [], "fact", body_raw, len(body_raw)], use_bin_type=True
+    )
     assert record.id == hashlib.blake2b(canonical, digest_size=32).digest()
     assert record.id.hex() == GOLDEN_ID
     assert record.signature.hex() == GOLDEN_SIG
@@ -74,16 +98,26 @@ def test_id_is_deterministic_and_covers_every_signed_field() -> None:
     base = sample()
     assert sample().id == base.id and sample().signature == base.signature
     parent = sample(seq=9).id
-    variants = [sample(key="req/order-18"), sample(owner="planner"), sample(seq=2),
-                sample(parents=[parent]), sample(kind="plan"), sample(body={"qty": 4, "sku": "A-1"})]
+    variants = [
+        sample(key="req/order-18"),
+        sample(owner="planner"),
+        sample(seq=2),
+        sample(parents=[parent]),
+        sample(kind="plan"),
+        sample(body={"qty": 4, "sku": "A-1"}),
+    ]
     ids = {v.id for v in variants}
     assert len(ids) == len(variants) and base.id not in ids
 
 
 def test_record_id_function_matches_make_record() -> None:
     record = sample(parents=[sample(seq=5).id])
-    assert record_id(record.key, record.owner, record.seq, record.parents, record.kind,
-                     record.body_raw) == record.id
+    assert (
+        record_id(
+            record.key, record.owner, record.seq, record.parents, record.kind, record.body_raw
+        )
+        == record.id
+    )
 
 
 def test_parent_order_is_kept_and_changes_the_id() -> None:
@@ -106,8 +140,17 @@ def test_body_bytes_are_hashed_as_written_even_if_reencoding_differs() -> None:
     original = sample()
     wide_body = bytes.fromhex("81a178cf0000000000000001")  # {"x": uint64 1}
     rid = record_id("req/order-17", "reqs", 1, (), "fact", wide_body)
-    wire = ["pf1", "req/order-17", "reqs", 1, [], "fact", wide_body, len(wide_body),
-            KEY.sign(rid).signature]
+    wire = [
+        "pf1",
+        "req/order-17",
+        "reqs",
+        1,
+        [],
+        "fact",
+        wide_body,
+        len(wide_body),
+        KEY.sign(rid).signature,
+    ]
     record = record_from_wire(wire)
     assert record.body == {"x": 1} and record.body_raw == wide_body and record.id == rid
     assert record.id != original.id
@@ -118,9 +161,16 @@ def test_to_json_gives_lowercase_hex_ids() -> None:
     parent = sample(seq=1)
     record = sample(seq=2, parents=[parent.id])
     assert record.to_json() == {
-        "id": record.id.hex(), "key": "req/order-17", "owner": "reqs", "seq": 2,
-        "parents": [parent.id.hex()], "kind": "fact", "body": {"qty": 3, "sku": "A-1"},
-        "size": 14, "signature": record.signature.hex()}
+        "id": record.id.hex(),
+        "key": "req/order-17",
+        "owner": "reqs",
+        "seq": 2,
+        "parents": [parent.id.hex()],
+        "kind": "fact",
+        "body": {"qty": 3, "sku": "A-1"},
+        "size": 14,
+        "signature": record.signature.hex(),
+    }
     assert record.to_json()["id"] == record.id.hex().lower()
 
 
@@ -130,37 +180,56 @@ def test_to_json_gives_lowercase_hex_ids() -> None:
 def test_wire_form_is_the_nine_element_array() -> None:
     record = sample()
     wire = record.to_wire()
-    assert wire == ["pf1", "req/order-17", "reqs", 1, [], "fact", record.body_raw, 14,
-                    record.signature]
+    assert wire == [
+        "pf1",
+        "req/order-17",
+        "reqs",
+        1,
+        [],
+        "fact",
+        record.body_raw,
+        14,
+        record.signature,
+    ]
     assert msgpack.packb(wire, use_bin_type=True).hex() == GOLDEN_WIRE
 
 
 def test_wire_round_trip_through_msgpack() -> None:
-    record = sample(seq=3, parents=[sample().id, sample(seq=2).id], kind="plan",
-                    body=[1, "two", {"three": b"\x03"}])
-    again = record_from_wire(msgpack.unpackb(msgpack.packb(record.to_wire(), use_bin_type=True),
-                                             raw=False))
+    record = sample(
+        seq=3,
+        parents=[sample().id, sample(seq=2).id],
+        kind="plan",
+        body=[1, "two", {"three": b"\x03"}],
+    )
+    again = record_from_wire(
+        msgpack.unpackb(msgpack.packb(record.to_wire(), use_bin_type=True), raw=False)
+    )
     assert again == record
     check(again)
 
 
-@pytest.mark.parametrize("mutate, message", [
-    (lambda w: w[:8], "a record must be an array of 9 fields"),
-    (lambda w: "not an array", "a record must be an array of 9 fields"),
-    (lambda w: ["pf2", *w[1:]], "unknown record format 'pf2'"),
-    (lambda w: [*w[:1], "", *w[2:]], "key must be a non-empty string"),
-    (lambda w: [*w[:2], 7, *w[3:]], "owner must be a non-empty string"),
-    (lambda w: [*w[:3], 0, *w[4:]], "seq must be a positive integer"),
-    (lambda w: [*w[:3], True, *w[4:]], "seq must be a positive integer"),
-    (lambda w: [*w[:4], "x", *w[5:]], "parents must be an array"),
-    (lambda w: [*w[:4], [b"short"], *w[5:]], "every parent must be a 32-byte record id"),
-    (lambda w: [*w[:4], [bytes(32)] * 257, *w[5:]],
-     "parents must be a list of at most 256 ids"),
-    (lambda w: [*w[:5], "", *w[6:]], "kind must be a non-empty string"),
-    (lambda w: [*w[:6], "text body", *w[7:]], "body must be bytes whose length equals size"),
-    (lambda w: [*w[:7], 15, w[8]], "body must be bytes whose length equals size"),
-    (lambda w: [*w[:8], b"\x00" * 63], "signature must be 64 bytes"),
-])
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda w: w[:8], "a record must be an array of 9 fields"),
+        (lambda w: "not an array", "a record must be an array of 9 fields"),
+        (lambda w: ["pf2", *w[1:]], "unknown record format 'pf2'"),
+        (lambda w: [*w[:1], "", *w[2:]], "key must be a non-empty string"),
+        (lambda w: [*w[:2], 7, *w[3:]], "owner must be a non-empty string"),
+        (lambda w: [*w[:3], 0, *w[4:]], "seq must be a positive integer"),
+        (lambda w: [*w[:3], True, *w[4:]], "seq must be a positive integer"),
+        (lambda w: [*w[:4], "x", *w[5:]], "parents must be an array"),
+        (lambda w: [*w[:4], [b"short"], *w[5:]], "every parent must be a 32-byte record id"),
+        (
+            lambda w: [*w[:4], [bytes(32)] * 257, *w[5:]],
+            "parents must be a list of at most 256 ids",
+        ),
+        (lambda w: [*w[:5], "", *w[6:]], "kind must be a non-empty string"),
+        (lambda w: [*w[:6], "text body", *w[7:]], "body must be bytes whose length equals size"),
+        (lambda w: [*w[:7], 15, w[8]], "body must be bytes whose length equals size"),
+        (lambda w: [*w[:8], b"\x00" * 63], "signature must be 64 bytes"),
+    ],
+)
 def test_malformed_wire_records_fail_the_format_check(mutate: Any, message: str) -> None:
     with pytest.raises(RecordError) as info:
         record_from_wire(mutate(sample().to_wire()))
@@ -189,7 +258,9 @@ def test_verify_refuses_a_record_whose_fields_do_not_hash_to_its_id() -> None:
     with pytest.raises(RecordError) as info:
         check(tampered)
     assert (info.value.what, str(info.value)) == (
-        "id", "record for 'req/order-17' does not hash to its id")
+        "id",
+        "record for 'req/order-17' does not hash to its id",
+    )
 
 
 def test_verify_refuses_a_record_other_than_the_expected_one() -> None:
@@ -204,12 +275,15 @@ def test_verify_refuses_a_bad_signature() -> None:
     with pytest.raises(RecordError) as info:
         check(dataclasses.replace(record, signature=flipped))
     assert (info.value.what, str(info.value)) == (
-        "signature", "bad signature on record for 'req/order-17' by 'reqs'")
+        "signature",
+        "bad signature on record for 'req/order-17' by 'reqs'",
+    )
 
 
 def test_verify_refuses_a_record_signed_by_another_agents_key() -> None:
-    forged = make_record(OTHER, key="req/order-17", owner="reqs", seq=1, parents=[],
-                         kind="fact", body=1)
+    forged = make_record(
+        OTHER, key="req/order-17", owner="reqs", seq=1, parents=[], kind="fact", body=1
+    )
     with pytest.raises(RecordError) as info:
         check(forged)
     assert info.value.what == "signature"
@@ -220,16 +294,21 @@ def test_verify_refuses_an_owner_outside_the_roster() -> None:
     with pytest.raises(RecordError) as info:
         check(record)
     assert (info.value.what, str(info.value)) == (
-        "owner", "record owner 'mallory' is not in the roster")
+        "owner",
+        "record owner 'mallory' is not in the roster",
+    )
 
 
 def test_verify_refuses_a_member_writing_a_key_it_does_not_own() -> None:
-    by_planner = make_record(OTHER, key="req/order-17", owner="planner", seq=1, parents=[],
-                             kind="fact", body=1)
+    by_planner = make_record(
+        OTHER, key="req/order-17", owner="planner", seq=1, parents=[], kind="fact", body=1
+    )
     with pytest.raises(RecordError) as info:
         check(by_planner)
     assert (info.value.what, str(info.value)) == (
-        "owner", "'planner' does not own key 'req/order-17' (owner: reqs)")
+        "owner",
+        "'planner' does not own key 'req/order-17' (owner: reqs)",
+    )
     nobody = sample(key="zzz/1")
     with pytest.raises(RecordError) as info:
         check(nobody)
@@ -247,8 +326,9 @@ def test_generated_key_file_is_0600_hex_seed_and_loads(tmp_path: Path) -> None:
     identity = load_identity("reqs", path)
     assert identity.public_key == bytes(key.verify_key)
     # The Noise key is libsodium's Ed25519 -> X25519 conversion of the same key pair.
-    assert (crypto_scalarmult_base(identity.noise_private)
-            == crypto_sign_ed25519_pk_to_curve25519(identity.public_key))
+    assert crypto_scalarmult_base(identity.noise_private) == crypto_sign_ed25519_pk_to_curve25519(
+        identity.public_key
+    )
 
 
 def test_generate_key_file_never_overwrites(tmp_path: Path) -> None:
@@ -267,8 +347,9 @@ def test_key_file_readable_by_group_or_others_is_refused(tmp_path: Path, mode: i
     os.chmod(path, mode)
     with pytest.raises(ConfigError) as info:
         load_identity("reqs", path)
-    assert str(info.value) == (f"key file {path} is accessible by group or others "
-                               f"(mode {mode:o}); run: chmod 600 {path}")
+    assert str(info.value) == (
+        f"key file {path} is accessible by group or others (mode {mode:o}); run: chmod 600 {path}"
+    )
 
 
 def test_key_file_0400_is_accepted(tmp_path: Path) -> None:
@@ -300,20 +381,37 @@ def test_wire_from_bytes_reads_what_to_wire_wrote() -> None:
     record = sample(parents=[bytes(32), bytes(range(32))])
     assert wire_from_bytes(msgpack.packb(record.to_wire())) == record.to_wire()
     assert wire_from_bytes(bytes.fromhex(GOLDEN_WIRE)) == msgpack.unpackb(
-        bytes.fromhex(GOLDEN_WIRE))
+        bytes.fromhex(GOLDEN_WIRE)
+    )
 
 
-@pytest.mark.parametrize("wire, message", [
-    (b"\x93\x01\x02\x03", "a record must be an array of 9 fields"),
-    (b"\x81\xa1a\x01", "not a record: Unexpected type header on stream"),
-    (b"\x99\xa3pf1\xdd\x00\x10\x00\x00" + b"\x90" * 8, "an array or map where a record field belongs"),
-    (b"\x99" + b"\x01" * 4 + b"\xdc\x01\x01" + b"\xc4\x00" * 257, "a record has at most 256 parents"),
-    (b"\x99" + b"\x01" * 4 + b"\x91\x90" + b"\x01" * 4, "an array or map where a record field belongs"),
-    (b"\x99" + b"\x01" * 4 + b"\x90" + b"\x01" * 4 + b"\x01", "trailing bytes after the record"),
-    (b"\x99\x01", "not a record: No more data to unpack."),
-])
+@pytest.mark.parametrize(
+    "wire, message",
+    [
+        (b"\x93\x01\x02\x03", "a record must be an array of 9 fields"),
+        (b"\x81\xa1a\x01", "not a record: Unexpected type header on stream"),
+        (
+            b"\x99\xa3pf1\xdd\x00\x10\x00\x00" + b"\x90" * 8,
+            "an array or map where a record field belongs",
+        ),
+        (
+            b"\x99" + b"\x01" * 4 + b"\xdc\x01\x01" + b"\xc4\x00" * 257,
+            "a record has at most 256 parents",
+        ),
+        (
+            b"\x99" + b"\x01" * 4 + b"\x91\x90" + b"\x01" * 4,
+            "an array or map where a record field belongs",
+        ),
+        (
+            b"\x99" + b"\x01" * 4 + b"\x90" + b"\x01" * 4 + b"\x01",
+            "trailing bytes after the record",
+        ),
+        (b"\x99\x01", "not a record: No more data to unpack."),
+    ],
+)
 def test_wire_from_bytes_refuses_what_no_record_holds_before_building_it(
-        wire: bytes, message: str) -> None:
+    wire: bytes, message: str
+) -> None:
     with pytest.raises(RecordError) as info:
         wire_from_bytes(wire)
     assert (info.value.what, str(info.value)) == ("format", message)

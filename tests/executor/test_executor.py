@@ -35,8 +35,9 @@ class World:
     writer: OwnerWriter
     runner: GateRunner
 
-    async def put(self, key: str, body: object, parents: list[bytes] | None = None,
-                  kind: str = "fact") -> bytes:
+    async def put(
+        self, key: str, body: object, parents: list[bytes] | None = None, kind: str = "fact"
+    ) -> bytes:
         """Write as the key's owner; returns the record id."""
         return (await self.writer.put(key, body, tuple(parents or ()), kind)).id
 
@@ -44,12 +45,12 @@ class World:
         """r3 (req), a fact (inv), and a plan derived from both; returns (r3, fact, plan)."""
         r3 = await self.put(f"req/order{suffix}", {"qty": 3})
         fact = await self.put(f"inv/stock{suffix}", {"on_hand": 40})
-        plan = await self.put(f"plan/ship{suffix}", {"steps": ["ship 3"]}, [r3, fact],
-                                      kind="plan")
+        plan = await self.put(f"plan/ship{suffix}", {"steps": ["ship 3"]}, [r3, fact], kind="plan")
         return r3, fact, plan
 
-    async def decide(self, plan: bytes, deps: tuple[str, ...] = ("req/order", "inv/stock"),
-                     replan=None) -> GateRun:  # type: ignore[no-untyped-def]
+    async def decide(
+        self, plan: bytes, deps: tuple[str, ...] = ("req/order", "inv/stock"), replan=None
+    ) -> GateRun:  # type: ignore[no-untyped-def]
         return await self.runner.wait_decision(Action("ship", (plan,), deps), replan)
 
 
@@ -58,16 +59,16 @@ async def world(cluster) -> AsyncIterator[World]:  # type: ignore[no-untyped-def
     async with anyio.create_task_group() as tg:
         writer = OwnerWriter(tg, cluster.roster, cluster.identity)
         pool = SessionPool(tg, cluster.roster, cluster.identity("ops"))
-        yield World(cluster, writer, GateRunner(pool, await Replica.open(None),
-                                                 deadline=DEADLINE))
+        yield World(cluster, writer, GateRunner(pool, await Replica.open(None), deadline=DEADLINE))
         await pool.aclose()
         await writer.aclose()
         tg.cancel_scope.cancel()
 
 
 def heads_requests(cluster, agent: str) -> list[dict]:  # type: ignore[no-untyped-def]
-    return [e for e in cluster.events(agent, "request")
-            if e["op"] == "heads" and e["peer"] == "ops"]
+    return [
+        e for e in cluster.events(agent, "request") if e["op"] == "heads" and e["peer"] == "ops"
+    ]
 
 
 async def test_match_is_authorized_in_one_round_trip_per_owner(live_cluster) -> None:  # type: ignore[no-untyped-def]
@@ -96,8 +97,7 @@ async def test_revision_after_planning_replans_once_then_authorizes(live_cluster
 
         async def replan(action: Action, changed: tuple[Record, ...]) -> list[bytes]:
             calls.append(changed)
-            return [await w.put("plan/ship", {"steps": ["ship 4"]}, [r4, fact],
-                                        kind="plan")]
+            return [await w.put("plan/ship", {"steps": ["ship 4"]}, [r4, fact], kind="plan")]
 
         run = await w.decide(plan, replan=replan)
     d = run.decision
@@ -114,8 +114,7 @@ async def test_second_revision_during_replan_blocks_changed_again(live_cluster) 
         r4 = await w.put("req/order", {"qty": 4})
 
         async def replan(action: Action, changed: tuple[Record, ...]) -> list[bytes]:
-            new_plan = await w.put("plan/ship", {"steps": ["ship 4"]}, [r4, fact],
-                                           kind="plan")
+            new_plan = await w.put("plan/ship", {"steps": ["ship 4"]}, [r4, fact], kind="plan")
             await w.put("req/order", {"qty": 5})  # r5 lands while replanning
             return [new_plan]
 
@@ -203,8 +202,9 @@ async def test_a_stopped_owner_holding_lineage_blocks_owner_unavailable(live_clu
         finally:
             os.kill(pid, signal.SIGCONT)
     assert (d.outcome, d.reason) == ("blocked", "owner_unavailable")
-    assert d.detail == (f"records {r3.hex()[:12]} not found at any owner that answered; "
-                        f"no answer from reqs")
+    assert d.detail == (
+        f"records {r3.hex()[:12]} not found at any owner that answered; no answer from reqs"
+    )
 
 
 async def test_missing_lineage_blocks(live_cluster) -> None:  # type: ignore[no-untyped-def]
@@ -231,12 +231,22 @@ def faulty(live_cluster) -> Iterator:  # type: ignore[no-untyped-def]
     def start(fault: str) -> None:
         live_cluster.kill9("inventory")
         script = REPO / "tests" / "support" / "faulty_owner.py"
-        procs.append(subprocess.Popen([sys.executable, str(script), str(live_cluster.path),
-                                       "inventory", fault], stdin=subprocess.DEVNULL))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, str(script), str(live_cluster.path), "inventory", fault],
+                stdin=subprocess.DEVNULL,
+            )
+        )
         deadline = time.monotonic() + 20
-        anyio.run(lambda: wait_owner_ready(live_cluster.roster, live_cluster.identity("ops"),
-                                           "inventory", deadline,
-                                           lambda: procs[-1].poll() is None))
+        anyio.run(
+            lambda: wait_owner_ready(
+                live_cluster.roster,
+                live_cluster.identity("ops"),
+                "inventory",
+                deadline,
+                lambda: procs[-1].poll() is None,
+            )
+        )
 
     try:
         yield start
@@ -246,10 +256,15 @@ def faulty(live_cluster) -> Iterator:  # type: ignore[no-untyped-def]
             proc.wait(timeout=10)
 
 
-@pytest.mark.parametrize(("fault", "found"), [
-    ("wrong_key", "('inv/stock-not-asked')"), ("missing_key", "keys not answered: inv/stock"),
-    ("garbage_id", "head entry 0 ('inv/stock'): id is not 32 bytes or nil"),
-    ("duplicate_key", "'inv/stock' answered twice")])
+@pytest.mark.parametrize(
+    ("fault", "found"),
+    [
+        ("wrong_key", "('inv/stock-not-asked')"),
+        ("missing_key", "keys not answered: inv/stock"),
+        ("garbage_id", "head entry 0 ('inv/stock'): id is not 32 bytes or nil"),
+        ("duplicate_key", "'inv/stock' answered twice"),
+    ],
+)
 def test_faulty_owner_answers_block_malformed_response(live_cluster, faulty, fault, found) -> None:  # type: ignore[no-untyped-def]
     """Each fault reaches the answer check (not the owner's internal error, which the faulty
     owner sent for every fault while its `heads` did not take `short`)."""

@@ -36,7 +36,8 @@ async def test_a_request_given_up_is_forgotten_and_its_late_answer_dropped() -> 
 
 
 async def test_an_owner_that_leaves_too_many_requests_unanswered_loses_the_session(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(client, "MAX_ABANDONED", 3)
     async with pair() as (stream, owner), anyio.create_task_group() as tg:
         session = Session(stream, OWNER)
@@ -45,8 +46,9 @@ async def test_an_owner_that_leaves_too_many_requests_unanswered_loses_the_sessi
             with anyio.move_on_after(0.02):
                 await session.request("ping")
         assert not session.alive
-        with pytest.raises(TransportError, match="^reqs left 3 requests unanswered past "
-                                                 "their deadlines$"):
+        with pytest.raises(
+            TransportError, match="^reqs left 3 requests unanswered past their deadlines$"
+        ):
             await session.request("ping")
         assert session._pending == {} and session._abandoned == set()
         tg.cancel_scope.cancel()

@@ -9,6 +9,7 @@ and a peer's misbehaviour ends the session with a planfence error.
 from __future__ import annotations
 
 import anyio
+import anyio.lowlevel
 import pytest
 from nacl.bindings import crypto_scalarmult_base
 
@@ -21,15 +22,12 @@ from support.noise_pair import CLIENT_KEY, pair
 pytestmark = pytest.mark.anyio
 
 
-
-
 async def test_messages_arrive_whole_and_in_order() -> None:
     big = bytes(range(256)) * (3 * CHUNK_DATA // 256 + 1)  # four chunks
     async with pair() as (client, owner):
         for message in (b"one", big, b"", b"three"):
             await client.send_message(message)
-        assert [await owner.receive_message() for _ in range(4)] == [b"one", big, b"",
-                                                                     b"three"]
+        assert [await owner.receive_message() for _ in range(4)] == [b"one", big, b"", b"three"]
         assert owner.peer_key == crypto_scalarmult_base(CLIENT_KEY)
         assert client.traffic.messages_sent == owner.traffic.messages_received == 4
 
@@ -43,7 +41,7 @@ async def test_a_reader_that_falls_behind_stops_reading() -> None:
         while client.writable and sent < 1000:  # until the kernel buffers fill (16 MB max)
             client.write_message(message + sent.to_bytes(4, "big"))
             sent += 1
-            await anyio.sleep(0)  # let the owner's protocol read what it will
+            await anyio.lowlevel.checkpoint()  # let the owner's protocol read what it will
         assert not client.writable
         assert sent * len(message) > READ_AHEAD  # the kernel took more than the owner holds
         assert owner._queued <= READ_AHEAD + len(message) + 4
@@ -115,7 +113,7 @@ async def test_a_session_that_reads_a_lot_lets_the_loop_run_the_others_first() -
     wire.data_received(frame)
     assert not socket.reading
     wire.hold("backlog")
-    await anyio.sleep(0)  # one loop turn: the turn is over, the backlog is not
+    await anyio.lowlevel.checkpoint()  # one loop turn: the turn is over, the backlog is not
     assert not socket.reading
     wire.release("backlog")
     assert socket.reading

@@ -28,11 +28,6 @@ from planfence_net.owners.store import StaleSeq, Store
 from planfence_net.protocol.framing import encode_frame, split_message
 from planfence_net.protocol.noise import HandshakeState
 from support.cluster import PLANFENCE, ClusterHandle
-
-pytestmark = pytest.mark.anyio
-
-
-
 from support.owner_client import (
     DEADLINE,
     STATS_KEYS,
@@ -42,6 +37,9 @@ from support.owner_client import (
     fingerprint_of,
 )
 
+pytestmark = pytest.mark.anyio
+
+
 # -- round trip, ownership, verification --------------------------------------------------------
 
 
@@ -49,10 +47,13 @@ async def test_put_heads_get_round_trip_with_verification(live_cluster: ClusterH
     h = live_cluster
     with anyio.fail_after(DEADLINE):
         async with open_session(h.roster, h.identity("reqs"), "reqs") as writer:
-            first = await writer.request("put", {"key": "req/a", "kind": "fact", "parents": [],
-                                                 "body": {"x": 1, "a": [1, 2]}})
-            second = await writer.request("put", {"key": "req/a", "kind": "fact",
-                                                  "parents": [first["id"]], "body": {"x": 2}})
+            first = await writer.request(
+                "put",
+                {"key": "req/a", "kind": "fact", "parents": [], "body": {"x": 1, "a": [1, 2]}},
+            )
+            second = await writer.request(
+                "put", {"key": "req/a", "kind": "fact", "parents": [first["id"]], "body": {"x": 2}}
+            )
         # Ids travel as 32 raw bytes; seqs count per owner from 1.
         assert set(first) == {"id", "seq"} and first["seq"] == 1
         assert isinstance(first["id"], bytes) and len(first["id"]) == 32
@@ -60,23 +61,32 @@ async def test_put_heads_get_round_trip_with_verification(live_cluster: ClusterH
 
         async with open_session(h.roster, h.identity("planner"), "reqs") as reader:
             heads = await reader.request("heads", {"keys": ["req/a", "req/never"]})
-            assert heads == {"heads": [["req/a", second["id"], 2], ["req/never", None, 0]],
-                             "records": []}
-            same = await reader.request("heads", {"keys": ["req/a"],
-                                                  "expect": {"req/a": second["id"]}})
+            assert heads == {
+                "heads": [["req/a", second["id"], 2], ["req/never", None, 0]],
+                "records": [],
+            }
+            same = await reader.request(
+                "heads", {"keys": ["req/a"], "expect": {"req/a": second["id"]}}
+            )
             assert same == {"heads": [["req/a", second["id"], 2]], "records": []}
-            stale = await reader.request("heads", {"keys": ["req/a"],
-                                                   "expect": {"req/a": first["id"]}})
+            stale = await reader.request(
+                "heads", {"keys": ["req/a"], "expect": {"req/a": first["id"]}}
+            )
             assert stale["heads"] == [["req/a", second["id"], 2]]
             assert len(stale["records"]) == 1
             # by expect alone, short: [key, seq] for a key at its expected id, else full
-            short = await reader.request("heads", {"expect": {"req/a": second["id"],
-                                                              "req/never": first["id"]},
-                                                   "short": True})
+            short = await reader.request(
+                "heads",
+                {"expect": {"req/a": second["id"], "req/never": first["id"]}, "short": True},
+            )
             assert short == {"heads": [["req/a", 2], ["req/never", None, 0]], "records": []}
             inline = check_record(h, stale["records"][0], expected_id=second["id"])
             assert (inline.key, inline.seq, inline.parents, inline.body) == (
-                "req/a", 2, (first["id"],), {"x": 2})
+                "req/a",
+                2,
+                (first["id"],),
+                {"x": 2},
+            )
 
             missing = bytes(32)
             got = await reader.request("get", {"ids": [second["id"], missing, first["id"]]})
@@ -89,30 +99,36 @@ async def test_put_heads_get_round_trip_with_verification(live_cluster: ClusterH
         fetched = await get_records(h.roster, h.identity("ops"), [first["id"], second["id"]])
         assert [r.id for r in fetched] == [first["id"], second["id"]]
         rows = await query_heads(h.roster, h.identity("ops"), ["req/a", "inv/none"])
-        assert rows == [{"key": "req/a", "owner": "reqs", "id": second["id"], "seq": 2},
-                        {"key": "inv/none", "owner": "inventory", "id": None, "seq": 0}]
+        assert rows == [
+            {"key": "req/a", "owner": "reqs", "id": second["id"], "seq": 2},
+            {"key": "inv/none", "owner": "inventory", "id": None, "seq": 0},
+        ]
 
     puts = h.events("reqs", "put")
     assert [(e["key"], e["id"], e["seq"], e["kind"], e["parents"]) for e in puts] == [
         ("req/a", first["id"].hex(), 1, "fact", []),
-        ("req/a", second["id"].hex(), 2, "fact", [first["id"].hex()])]
+        ("req/a", second["id"].hex(), 2, "fact", [first["id"].hex()]),
+    ]
 
 
-async def test_put_to_a_key_the_writer_does_not_own_is_refused(
-        live_cluster: ClusterHandle) -> None:
+async def test_put_to_a_key_the_writer_does_not_own_is_refused(live_cluster: ClusterHandle) -> None:
     h = live_cluster
     with anyio.fail_after(DEADLINE):
         async with open_session(h.roster, h.identity("planner"), "reqs") as planner:
             with pytest.raises(RequestError) as info:
                 await planner.request("put", {"key": "req/a", "body": 1})
             assert (info.value.code, info.value.message) == (
-                "forbidden", "only reqs may write 'req/a'; this session is planner")
+                "forbidden",
+                "only reqs may write 'req/a'; this session is planner",
+            )
         async with open_session(h.roster, h.identity("reqs"), "reqs") as reqs:
             for key, owner in (("inv/a", "inventory"), ("zzz/a", "nobody")):
                 with pytest.raises(RequestError) as info:
                     await reqs.request("put", {"key": key, "body": 1})
                 assert (info.value.code, info.value.message) == (
-                    "not_owner", f"reqs does not own {key!r} (owner: {owner})")
+                    "not_owner",
+                    f"reqs does not own {key!r} (owner: {owner})",
+                )
             with pytest.raises(RequestError) as info:
                 await reqs.request("heads", {"keys": ["req/a", "inv/a"]})
             assert info.value.code == "not_owner"
@@ -124,13 +140,18 @@ async def test_put_to_a_key_the_writer_does_not_own_is_refused(
         assert str(info.value) == "forbidden: only reqs may write 'req/a'; this session is ops"
     puts = h.wait_events("reqs", "request", 4, lambda e: e["op"] == "put")
     outcomes = [(e["op"], e["keys"], e["outcome"]) for e in puts]
-    assert outcomes == [("put", ["req/a"], "forbidden"), ("put", ["inv/a"], "not_owner"),
-                        ("put", ["zzz/a"], "not_owner"), ("put", ["req/a"], "forbidden")]
+    assert outcomes == [
+        ("put", ["req/a"], "forbidden"),
+        ("put", ["inv/a"], "not_owner"),
+        ("put", ["zzz/a"], "not_owner"),
+        ("put", ["req/a"], "forbidden"),
+    ]
     assert h.events("reqs", "put") == []
 
 
 async def test_unknown_peer_is_dropped_and_the_owner_keeps_serving(
-        live_cluster: ClusterHandle) -> None:
+    live_cluster: ClusterHandle,
+) -> None:
     h = live_cluster
     pid = h.owner_pid("reqs")
     mallory = SigningKey.generate()
@@ -139,10 +160,17 @@ async def test_unknown_peer_is_dropped_and_the_owner_keeps_serving(
             await bystander.request("ping")
             raw = await RawClient.tcp(h)
             port = raw.local_port
-            await raw.send_raw(encode_frame(HandshakeState(
-                "IK", True, b"planfence-net/1\x00" + h.roster.cluster.encode(),
-                s=Identity("mallory", mallory).noise_private,
-                rs=h.roster.agent("reqs").noise_key).write_message(b"")))
+            await raw.send_raw(
+                encode_frame(
+                    HandshakeState(
+                        "IK",
+                        True,
+                        b"planfence-net/1\x00" + h.roster.cluster.encode(),
+                        s=Identity("mallory", mallory).noise_private,
+                        rs=h.roster.agent("reqs").noise_key,
+                    ).write_message(b"")
+                )
+            )
             await raw.wait_closed()  # no second handshake message: dropped
             await raw.aclose()
             # The library client gets a clear error, not a hang.
@@ -155,8 +183,12 @@ async def test_unknown_peer_is_dropped_and_the_owner_keeps_serving(
     refused = h.events("reqs", "handshake_refused")
     assert len(refused) == 2
     assert {k: v for k, v in refused[0].items() if k != "ts"} == {
-        "agent": "reqs", "event": "handshake_refused", "remote": f"127.0.0.1:{port}",
-        "fingerprint": fingerprint_of(mallory), "reason": "not in roster"}
+        "agent": "reqs",
+        "event": "handshake_refused",
+        "remote": f"127.0.0.1:{port}",
+        "fingerprint": fingerprint_of(mallory),
+        "reason": "not in roster",
+    }
     assert refused[1]["fingerprint"] == fingerprint_of(mallory)
 
 
@@ -191,14 +223,17 @@ async def test_fifty_requests_pipelined_on_one_raw_session(live_cluster: Cluster
 
 
 async def test_concurrent_puts_get_distinct_seqs_and_are_group_committed(
-        live_cluster: ClusterHandle) -> None:
+    live_cluster: ClusterHandle,
+) -> None:
     h = live_cluster
     results: dict[int, dict[str, Any]] = {}
     with anyio.fail_after(DEADLINE):
         async with open_session(h.roster, h.identity("reqs"), "reqs") as session:
+
             async def put(i: int) -> None:
-                results[i] = await session.request("put", {"key": f"req/k{i % 10}",
-                                                           "body": {"i": i}})
+                results[i] = await session.request(
+                    "put", {"key": f"req/k{i % 10}", "body": {"i": i}}
+                )
 
             async with anyio.create_task_group() as tg:
                 for i in range(50):
@@ -215,28 +250,36 @@ async def test_concurrent_puts_get_distinct_seqs_and_are_group_committed(
         key = f"req/k{i % 10}"
         if key not in last or results[i]["seq"] > last[key]["seq"]:
             last[key] = results[i]
-    assert heads["heads"] == [[k, last[k]["id"], last[k]["seq"]]
-                              for k in (f"req/k{j}" for j in range(10))]
+    assert heads["heads"] == [
+        [k, last[k]["id"], last[k]["seq"]] for k in (f"req/k{j}" for j in range(10))
+    ]
 
 
 async def test_subscribe_pushes_heads_with_the_subscribe_request_id(
-        live_cluster: ClusterHandle) -> None:
+    live_cluster: ClusterHandle,
+) -> None:
     h = live_cluster
     with anyio.fail_after(DEADLINE):
         client = await RawClient.session(h)
         first = await client.call(msgpack.packb([41, "subscribe", {"keys": ["req/a"]}]))
         assert first == [41, True, {"subscribed": True, "heads": [["req/a", None, 0]]}]
         refused = await client.call(msgpack.packb([42, "subscribe", {"keys": ["inv/a"]}]))
-        assert refused == [42, False, {"code": "not_owner",
-                                       "message": "reqs does not own 'inv/a' (owner: inventory)"}]
+        assert refused == [
+            42,
+            False,
+            {"code": "not_owner", "message": "reqs does not own 'inv/a' (owner: inventory)"},
+        ]
         async with open_session(h.roster, h.identity("reqs"), "reqs") as writer:
             await writer.request("put", {"key": "req/other", "body": 0})
             done = await writer.request("put", {"key": "req/a", "body": 1})
         pushed = await client.receive_message()
         assert pushed is not None
         # Only the subscribed key is pushed, addressed to the subscribe request's id.
-        assert msgpack.unpackb(pushed, raw=False) == [41, True,
-                                                      {"heads": [["req/a", done["id"], 2]]}]
+        assert msgpack.unpackb(pushed, raw=False) == [
+            41,
+            True,
+            {"heads": [["req/a", done["id"], 2]]},
+        ]
         everything = await client.call(msgpack.packb([43, "subscribe", {}]))
         assert {row[0] for row in everything[2]["heads"]} == {"req/a", "req/other"}
         await client.aclose()
@@ -253,19 +296,28 @@ async def test_subscribe_pushes_heads_with_the_subscribe_request_id(
 
 
 async def test_subscribe_every_k_pushes_once_k_updates_gathered(
-        live_cluster: ClusterHandle) -> None:
+    live_cluster: ClusterHandle,
+) -> None:
     h = live_cluster
     with anyio.fail_after(DEADLINE):
-        async with open_session(h.roster, h.identity("ops"), "reqs") as session, \
-                open_session(h.roster, h.identity("reqs"), "reqs") as writer:
+        async with (
+            open_session(h.roster, h.identity("ops"), "reqs") as session,
+            open_session(h.roster, h.identity("reqs"), "reqs") as writer,
+        ):
             updates = await session.subscribe(["req/a", "req/b"], every=3)
             with updates:
-                written = [await writer.request("put", {"key": key, "body": i})
-                           for i, key in enumerate(["req/a", "req/zzz", "req/b", "req/a"])]
+                written = [
+                    await writer.request("put", {"key": key, "body": i})
+                    for i, key in enumerate(["req/a", "req/zzz", "req/b", "req/a"])
+                ]
                 # req/zzz is not subscribed: the third subscribed update completes the batch
-                assert await updates.receive() == {"heads": [
-                    ["req/a", written[0]["id"], 1], ["req/b", written[2]["id"], 3],
-                    ["req/a", written[3]["id"], 4]]}
+                assert await updates.receive() == {
+                    "heads": [
+                        ["req/a", written[0]["id"], 1],
+                        ["req/b", written[2]["id"], 3],
+                        ["req/a", written[3]["id"], 4],
+                    ]
+                }
                 with pytest.raises(anyio.WouldBlock):
                     updates.receive_nowait()
 
@@ -273,12 +325,12 @@ async def test_subscribe_every_k_pushes_once_k_updates_gathered(
 # -- durability ---------------------------------------------------------------------------------
 
 
-async def test_kill9_right_after_acknowledged_puts_loses_none(
-        live_cluster: ClusterHandle) -> None:
+async def test_kill9_right_after_acknowledged_puts_loses_none(live_cluster: ClusterHandle) -> None:
     h = live_cluster
     acked: list[tuple[str, dict[str, Any]]] = []
     with anyio.fail_after(DEADLINE):
         async with open_session(h.roster, h.identity("reqs"), "reqs") as session:
+
             async def put(i: int) -> None:
                 key = f"req/d{i % 4}"
                 acked.append((key, await session.request("put", {"key": key, "body": i})))
@@ -303,8 +355,9 @@ async def test_kill9_right_after_acknowledged_puts_loses_none(
     for key, r in acked:
         if key not in last or r["seq"] > last[key]["seq"]:
             last[key] = r
-    assert heads["heads"] == [[k, last[k]["id"], last[k]["seq"]]
-                              for k in (f"req/d{j}" for j in range(4))]
+    assert heads["heads"] == [
+        [k, last[k]["id"], last[k]["seq"]] for k in (f"req/d{j}" for j in range(4))
+    ]
     assert (stats["last_seq"], stats["keys"], stats["commits"]) == (30, 4, 0)
     assert after["seq"] == 31
 
@@ -350,7 +403,8 @@ async def test_store_is_insert_only_wal_full_and_loads_heads(tmp_path: Path) -> 
             assert reopened.heads == heads and reopened.last_seq == 12
             assert {k: (v.id, v.seq) for k, v in heads.items()} == {
                 k: max((r.seq, r.id) for r in made if r.key == k)[::-1]
-                for k in ("req/0", "req/1", "req/2")}
+                for k in ("req/0", "req/1", "req/2")
+            }
             got = await reopened.get([r.id for r in made])
             assert got == made
         finally:
@@ -362,9 +416,13 @@ async def test_store_is_insert_only_wal_full_and_loads_heads(tmp_path: Path) -> 
 
 async def test_sigterm_finishes_and_exits_0(cluster_dir: ClusterHandle) -> None:
     h = cluster_dir
-    proc = subprocess.Popen([str(PLANFENCE), "owner", "serve", str(h.path), "--agent", "reqs"],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [str(PLANFENCE), "owner", "serve", str(h.path), "--agent", "reqs"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -394,19 +452,27 @@ async def test_owner_refuses_a_key_file_others_can_read(cluster_dir: ClusterHand
     h = cluster_dir
     key = h.cdir.key("reqs")
     os.chmod(key, 0o644)
-    proc = await anyio.run_process([str(PLANFENCE), "owner", "serve", str(h.path),
-                                    "--agent", "reqs"], check=False)
+    proc = await anyio.run_process(
+        [str(PLANFENCE), "owner", "serve", str(h.path), "--agent", "reqs"], check=False
+    )
     assert proc.returncode == 1
     assert proc.stdout == b""
-    assert proc.stderr.decode() == (f"error: key file {key} is accessible by group or others "
-                                    f"(mode 644); run: chmod 600 {key}\n")
+    assert proc.stderr.decode() == (
+        f"error: key file {key} is accessible by group or others (mode 644); run: chmod 600 {key}\n"
+    )
 
 
 async def test_store_takes_records_signed_elsewhere_only_with_a_rising_seq(tmp_path: Path) -> None:
     keys = {name: SigningKey.generate() for name in ("reqs", "inventory")}
-    made = {name: [make_record(key, key=f"{name}/k", owner=name, seq=seq, parents=(),
-                               kind="fact", body=seq) for seq in (1, 2)]
-            for name, key in keys.items()}
+    made = {
+        name: [
+            make_record(
+                key, key=f"{name}/k", owner=name, seq=seq, parents=(), kind="fact", body=seq
+            )
+            for seq in (1, 2)
+        ]
+        for name, key in keys.items()
+    }
     store = await Store.open(tmp_path / "central.sqlite")
     async with anyio.create_task_group() as tg:
         tg.start_soon(store.run_committer)

@@ -35,18 +35,39 @@ pytestmark = pytest.mark.anyio
 
 
 @contextmanager
-def serve_owner(h: ClusterHandle, agent: str = "reqs", *, limits: tuple[str, ...] = (),
-                nofile: int | None = None) -> Iterator[subprocess.Popen[str]]:
+def serve_owner(
+    h: ClusterHandle,
+    agent: str = "reqs",
+    *,
+    limits: tuple[str, ...] = (),
+    nofile: int | None = None,
+) -> Iterator[subprocess.Popen[str]]:
     """`planfence owner serve` for `agent` with `--limit`s and an optional descriptor limit;
     yields once it listens, stops it (SIGTERM, then SIGKILL) on exit."""
+
     def lower_nofile() -> None:
         if nofile is not None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
 
-    argv = [sys.executable, "-m", "planfence_net", "owner", "serve", str(h.path.resolve()),
-            "--agent", agent, *(f"--limit={limit}" for limit in limits)]
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=lower_nofile)
+    argv = [
+        sys.executable,
+        "-m",
+        "planfence_net",
+        "owner",
+        "serve",
+        str(h.path.resolve()),
+        "--agent",
+        agent,
+        *(f"--limit={limit}" for limit in limits),
+    ]
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lower_nofile,
+    )
     try:
         assert proc.stdout is not None and proc.stderr is not None
         line = proc.stdout.readline()  # printed once the owner listens
@@ -73,12 +94,16 @@ async def stats(h: ClusterHandle, owner: str = "reqs") -> dict[str, object]:
 # -- D1: descriptors ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("limits, counter", [
-    ((), "refused_connections"),  # the default connection limit fits the descriptor limit
-    (("max_connections=1000", "max_handshakes=1000"), "accept_errors"),  # accept() hits EMFILE
-])
+@pytest.mark.parametrize(
+    "limits, counter",
+    [
+        ((), "refused_connections"),  # the default connection limit fits the descriptor limit
+        (("max_connections=1000", "max_handshakes=1000"), "accept_errors"),  # accept() hits EMFILE
+    ],
+)
 async def test_running_out_of_descriptors_never_kills_the_owner(
-        cluster_dir: ClusterHandle, limits: tuple[str, ...], counter: str) -> None:
+    cluster_dir: ClusterHandle, limits: tuple[str, ...], counter: str
+) -> None:
     h = cluster_dir
     with serve_owner(h, limits=limits, nofile=256) as proc, anyio.fail_after(DEADLINE):
         flood = [socket.create_connection(("127.0.0.1", h.port("reqs"))) for _ in range(300)]
@@ -95,8 +120,11 @@ async def test_running_out_of_descriptors_never_kills_the_owner(
                 sock.close()
         figures = await stats(h)
         assert figures[counter] > 0 and proc.poll() is None
-    reasons = {e["reason"] for e in h.events("reqs")
-               if e["event"] in ("connection_refused", "accept_failed")}
+    reasons = {
+        e["reason"]
+        for e in h.events("reqs")
+        if e["event"] in ("connection_refused", "accept_failed")
+    }
     assert reasons <= {"64 handshakes in progress" if not limits else "Too many open files"}
 
 
@@ -104,7 +132,8 @@ async def test_running_out_of_descriptors_never_kills_the_owner(
 
 
 async def test_a_log_that_cannot_be_written_is_counted_and_the_owner_serves(
-        cluster_dir: ClusterHandle) -> None:
+    cluster_dir: ClusterHandle,
+) -> None:
     """/dev/full fails every write with ENOSPC, as a full disk does (no mount needed)."""
     h = cluster_dir
     log = h.log_path("reqs")
@@ -141,7 +170,10 @@ def test_rate_limit_is_a_token_bucket_that_counts_what_it_left_out() -> None:
     assert bucket.allow(100.4) is False  # 0.8 of a token
     assert bucket.allow(100.5) is True  # a whole token again
     assert (bucket.take_suppressed(), bucket.take_suppressed(), bucket.suppressed_total) == (
-        3, 0, 3)
+        3,
+        0,
+        3,
+    )
     assert [bucket.allow(200.0) for _ in range(4)] == [True, True, True, False]
 
 
@@ -149,14 +181,19 @@ def test_rate_limit_is_a_token_bucket_that_counts_what_it_left_out() -> None:
 
 
 async def test_a_replayed_first_handshake_message_gives_no_session(
-        live_cluster: ClusterHandle) -> None:
+    live_cluster: ClusterHandle,
+) -> None:
     """Whoever captured a client's IK message 1 can replay it and get message 2 back, but
     cannot send a valid transport message: the owner closes such a session after 5 s and
     never logs it as the peer it claims to be."""
     h = live_cluster
-    state = HandshakeState("IK", True, b"planfence-net/1\x00" + h.roster.cluster.encode(),
-                           s=h.identity("planner").noise_private,
-                           rs=h.roster.agent("reqs").noise_key)
+    state = HandshakeState(
+        "IK",
+        True,
+        b"planfence-net/1\x00" + h.roster.cluster.encode(),
+        s=h.identity("planner").noise_private,
+        rs=h.roster.agent("reqs").noise_key,
+    )
     captured = encode_frame(state.write_message(b""))
     ports: list[int] = []
 
@@ -181,10 +218,13 @@ async def test_a_replayed_first_handshake_message_gives_no_session(
 
 
 async def test_handshakes_in_progress_and_sessions_per_peer_are_bounded(
-        cluster_dir: ClusterHandle) -> None:
+    cluster_dir: ClusterHandle,
+) -> None:
     h = cluster_dir
-    with serve_owner(h, limits=("max_handshakes=2", "sessions_per_peer=2")), \
-            anyio.fail_after(DEADLINE):
+    with (
+        serve_owner(h, limits=("max_handshakes=2", "sessions_per_peer=2")),
+        anyio.fail_after(DEADLINE),
+    ):
         silent = [await RawClient.tcp(h) for _ in range(2)]
         third = await RawClient.tcp(h)
         await third.wait_closed()  # closed at once: two handshakes are in progress
@@ -192,8 +232,10 @@ async def test_handshakes_in_progress_and_sessions_per_peer_are_bounded(
         for raw in silent:
             await raw.aclose()
         h.wait_events("reqs", "handshake_failed", 2)
-        async with open_session(h.roster, h.identity("planner"), "reqs") as one, \
-                open_session(h.roster, h.identity("planner"), "reqs") as two:
+        async with (
+            open_session(h.roster, h.identity("planner"), "reqs") as one,
+            open_session(h.roster, h.identity("planner"), "reqs") as two,
+        ):
             assert (await one.request("ping"))["agent"] == (await two.request("ping"))["agent"]
             async with open_session(h.roster, h.identity("planner"), "reqs") as three:
                 with pytest.raises(TransportError):
@@ -201,7 +243,9 @@ async def test_handshakes_in_progress_and_sessions_per_peer_are_bounded(
             async with open_session(h.roster, h.identity("ops"), "reqs") as other:
                 assert (await other.request("stats"))["sessions"] == 3
     refused = h.events("reqs", "session_refused")
-    assert [(e["peer"], e["reason"]) for e in refused] == [("planner", "2 sessions of planner open")]
+    assert [(e["peer"], e["reason"]) for e in refused] == [
+        ("planner", "2 sessions of planner open")
+    ]
     assert h.events("reqs", "connection_refused")[0]["reason"] == "2 handshakes in progress"
 
 
@@ -209,7 +253,8 @@ async def test_handshakes_in_progress_and_sessions_per_peer_are_bounded(
 
 
 async def test_a_large_message_waits_for_a_slot_and_a_stalled_sender_loses_it(
-        cluster_dir: ClusterHandle) -> None:
+    cluster_dir: ClusterHandle,
+) -> None:
     """With one slot for large messages: a session that sends the first chunk of a large
     request and stops holds the slot; another session's large request waits (the owner stops
     reading it) until the first has been silent for `message_stall`. Then that session is
@@ -219,8 +264,7 @@ async def test_a_large_message_waits_for_a_slot_and_a_stalled_sender_loses_it(
     big = msgpack.packb([1, "heads", {"keys": [f"req/{i:04d}" + "k" * 490 for i in range(1000)]}])
     chunks = split_message(big)
     assert len(chunks) == 8
-    with serve_owner(h, limits=("large_messages=1", "message_stall=1")), \
-            anyio.fail_after(DEADLINE):
+    with serve_owner(h, limits=("large_messages=1", "message_stall=1")), anyio.fail_after(DEADLINE):
         async with open_session(h.roster, h.identity("inventory"), "reqs") as small:
             stalled = await RawClient.session(h)
             assert (await stalled.call(msgpack.packb([0, "ping", {}])))[:2] == [0, True]
@@ -240,8 +284,13 @@ async def test_a_large_message_waits_for_a_slot_and_a_stalled_sender_loses_it(
     assert 0.5 < waited < DEADLINE
     assert (figures["large_message_waits"], figures["stalled_senders"]) == (1, 1)
     closed = [(e["peer"], e["reason"]) for e in h.events("reqs", "error")]
-    assert closed == [("planner", "session closed: no chunk for 1 s in the middle of a message "
-                                  "while other sessions waited to send theirs")]
+    assert closed == [
+        (
+            "planner",
+            "session closed: no chunk for 1 s in the middle of a message "
+            "while other sessions waited to send theirs",
+        )
+    ]
 
 
 # -- D7: subscriptions --------------------------------------------------------------------------
@@ -257,7 +306,9 @@ async def test_subscriptions_per_session_are_bounded(live_cluster: ClusterHandle
             for stream in streams:
                 stream.close()
     assert (info.value.code, info.value.message) == (
-        "limit_exceeded", "at most 16 subscriptions per session")
+        "limit_exceeded",
+        "at most 16 subscriptions per session",
+    )
 
 
 async def test_a_subscriber_that_falls_behind_is_dropped(cluster_dir: ClusterHandle) -> None:
@@ -303,5 +354,4 @@ async def test_a_key_cannot_forge_lines_in_the_text_log(live_cluster: ClusterHan
     assert len(lines) == len(h.events("reqs", "request"))
     heads = [line for line in lines if " op=heads " in line]
     assert len(heads) == 1
-    assert ("keys=[req/a\\x0a12:00:00.000 put               key=req/b seq=1\\x1b[2K]"
-            in heads[0])
+    assert "keys=[req/a\\x0a12:00:00.000 put               key=req/b seq=1\\x1b[2K]" in heads[0]

@@ -53,7 +53,8 @@ async def put_bodies(h: ClusterHandle, bodies: dict[str, bytes]) -> dict[str, by
 
 
 async def test_repeated_ids_and_keys_collapse_and_big_replies_stop_at_the_limit(
-        live_cluster: ClusterHandle) -> None:
+    live_cluster: ClusterHandle,
+) -> None:
     h = live_cluster
     pid = h.owner_pid("reqs")
     with anyio.fail_after(DEADLINE):
@@ -63,8 +64,9 @@ async def test_repeated_ids_and_keys_collapse_and_big_replies_stop_at_the_limit(
             once = await reader.request("get", {"ids": [big0] * 1024})
             assert [check_record(h, w, big0).key for w in once["records"]] == ["req/big0"]
             assert "omitted" not in once
-            heads = await reader.request("heads", {"keys": ["req/big0"] * 4096,
-                                                   "expect": {"req/big0": bytes(32)}})
+            heads = await reader.request(
+                "heads", {"keys": ["req/big0"] * 4096, "expect": {"req/big0": bytes(32)}}
+            )
             assert heads["heads"] == [["req/big0", big0, 1]]
             assert [check_record(h, w).id for w in heads["records"]] == [big0]
             every = list(ids.values())
@@ -82,32 +84,36 @@ async def test_repeated_ids_and_keys_collapse_and_big_replies_stop_at_the_limit(
 
 
 async def test_a_put_body_is_stored_as_sent_and_readable_in_one_reply(
-        live_cluster: ClusterHandle) -> None:
+    live_cluster: ClusterHandle,
+) -> None:
     h = live_cluster
-    largest = (DEFAULT_MAX_MESSAGE - ONE_RECORD
-               - wire_size_bound("req/max", "reqs", "fact", [], 0))
+    largest = DEFAULT_MAX_MESSAGE - ONE_RECORD - wire_size_bound("req/max", "reqs", "fact", [], 0)
     with anyio.fail_after(DEADLINE):
         writer = await RawClient.session(h, as_agent="reqs")
-        floats = msgpack.packb([2, "put", {"key": "req/f32", "body": [1.5] * 1000}],
-                               use_single_float=True)
+        floats = msgpack.packb(
+            [2, "put", {"key": "req/f32", "body": [1.5] * 1000}], use_single_float=True
+        )
         assert len(floats) < 6000  # 5 bytes a float32
         put = await writer.call(floats)
         assert put[:2] == [2, True]
         # body as a bin: 5 header bytes (bin 32) + payload
-        over = await writer.call(msgpack.packb(
-            [3, "put", {"key": "req/max", "body": bytes(largest - 5 + 1)}]))
-        fits = await writer.call(msgpack.packb(
-            [4, "put", {"key": "req/max", "body": bytes(largest - 5)}]))
+        over = await writer.call(
+            msgpack.packb([3, "put", {"key": "req/max", "body": bytes(largest - 5 + 1)}])
+        )
+        fits = await writer.call(
+            msgpack.packb([4, "put", {"key": "req/max", "body": bytes(largest - 5)}])
+        )
         await writer.aclose()
         assert over[:2] == [3, False] and over[2]["code"] == "too_large"
-        assert over[2]["message"].endswith(f"could not be read back in one reply of at most "
-                                           f"{DEFAULT_MAX_MESSAGE} bytes")
+        assert over[2]["message"].endswith(
+            f"could not be read back in one reply of at most {DEFAULT_MAX_MESSAGE} bytes"
+        )
         assert fits[:2] == [4, True], fits
         async with open_session(h.roster, h.identity("planner"), "reqs") as reader:
             got = await reader.request("get", {"ids": [fits[2]["id"]]})
             small = await reader.request("get", {"ids": [put[2]["id"]]})
-    biggest, = (check_record(h, w) for w in got["records"])
-    f32, = (check_record(h, w) for w in small["records"])
+    (biggest,) = (check_record(h, w) for w in got["records"])
+    (f32,) = (check_record(h, w) for w in small["records"])
     assert f32.body_raw == msgpack.packb([1.5] * 1000, use_single_float=True)
     assert f32.size == 3 + 5 * 1000
     assert biggest.size == largest and "omitted" not in got
@@ -117,26 +123,36 @@ async def test_a_put_body_is_stored_as_sent_and_readable_in_one_reply(
 
 
 async def test_a_request_full_of_empty_arrays_costs_the_owner_nothing(
-        live_cluster: ClusterHandle) -> None:
+    live_cluster: ClusterHandle,
+) -> None:
     h = live_cluster
     pid = h.owner_pid("reqs")
     count = DEFAULT_MAX_MESSAGE - 100  # a 16 MiB message of empty arrays (1 byte each)
     arrays = b"\xdd" + count.to_bytes(4, "big") + b"\x90" * count
     with anyio.fail_after(DEADLINE):
         client = await RawClient.session(h)
-        unknown = await client.call(b"\x93\x01\xa5heads\x82\xa4keys\x91\xa5req/a\xa4junk"
-                                    + arrays)
-        assert unknown == [1, False, {"code": "bad_request", "message": "unknown argument "
-                                      "'junk': only a string, id or number is ignored"}]
+        unknown = await client.call(b"\x93\x01\xa5heads\x82\xa4keys\x91\xa5req/a\xa4junk" + arrays)
+        assert unknown == [
+            1,
+            False,
+            {
+                "code": "bad_request",
+                "message": "unknown argument 'junk': only a string, id or number is ignored",
+            },
+        ]
         refused = await client.call(b"\x93\x02\xa5heads\x81\xa4keys" + arrays)
-        assert refused == [2, False, {"code": "too_large",
-                                      "message": "at most 4096 keys per request"}]
+        assert refused == [
+            2,
+            False,
+            {"code": "too_large", "message": "at most 4096 keys per request"},
+        ]
         await client.aclose()
     assert peak_rss_mb(pid) < 300
 
 
 async def test_a_request_bad_from_its_first_chunk_is_answered_before_the_rest_arrives(
-        live_cluster: ClusterHandle) -> None:
+    live_cluster: ClusterHandle,
+) -> None:
     """The owner answers a 16 MiB flood from its first chunk and drops the rest as it comes,
     so it never holds the message whole (four such floods at once had held every other
     peer's ping for up to 118 ms); the session goes on after the dropped message."""
@@ -149,7 +165,10 @@ async def test_a_request_bad_from_its_first_chunk_is_answered_before_the_rest_ar
         await client.send_chunks(chunks[:1])  # the rest is not sent yet
         early = await client.receive_message()
         assert early is not None and msgpack.unpackb(early) == [
-            7, False, {"code": "too_large", "message": "at most 4096 keys per request"}]
+            7,
+            False,
+            {"code": "too_large", "message": "at most 4096 keys per request"},
+        ]
         await client.send_chunks(chunks[1:])
         pong = await client.call(msgpack.packb([8, "ping", {}]))
         assert pong[:2] == [8, True] and pong[2]["agent"] == "reqs"
@@ -157,7 +176,8 @@ async def test_a_request_bad_from_its_first_chunk_is_answered_before_the_rest_ar
 
 
 async def test_large_messages_being_received_are_bounded_across_sessions(
-        live_cluster: ClusterHandle) -> None:
+    live_cluster: ClusterHandle,
+) -> None:
     """Twenty sessions each send all but the last chunk of a 16 MiB put (not this peer's to
     write, but only the whole message could show it): the owner receives four such messages
     at a time and stops reading the other sessions, so its peak RSS stays under 300 MB (it
@@ -165,8 +185,7 @@ async def test_large_messages_being_received_are_bounded_across_sessions(
     h = live_cluster
     pid = h.owner_pid("reqs")
     size = DEFAULT_MAX_MESSAGE - 100
-    put = (b"\x93\x01\xa3put\x82\xa3key\xa5req/a\xa4body\xc6" + size.to_bytes(4, "big")
-           + bytes(size))
+    put = b"\x93\x01\xa3put\x82\xa3key\xa5req/a\xa4body\xc6" + size.to_bytes(4, "big") + bytes(size)
     chunks = split_message(put)[:-1]
 
     async def send_all_but_last(client: RawClient) -> None:
@@ -193,8 +212,7 @@ async def test_large_messages_being_received_are_bounded_across_sessions(
 # -- D10: a malformed request is answered with its own req_id -----------------------------------
 
 
-async def test_bad_arguments_are_answered_with_the_request_id(
-        live_cluster: ClusterHandle) -> None:
+async def test_bad_arguments_are_answered_with_the_request_id(live_cluster: ClusterHandle) -> None:
     h = live_cluster
     with anyio.fail_after(DEADLINE):
         client = await RawClient.session(h)
@@ -202,9 +220,16 @@ async def test_bad_arguments_are_answered_with_the_request_id(
         truncated = await client.call(msgpack.packb([6, "heads", {"keys": ["req/a"]}])[:-2])
         shape = await client.call(msgpack.packb([7, "ping"]))
         await client.aclose()
-    assert int_key == [5, False, {"code": "bad_request",
-                                  "message": "invalid msgpack: argument names must be strings"}]
-    assert truncated == [6, False, {"code": "bad_request", "message": "invalid msgpack: No more data to unpack."}]
+    assert int_key == [
+        5,
+        False,
+        {"code": "bad_request", "message": "invalid msgpack: argument names must be strings"},
+    ]
+    assert truncated == [
+        6,
+        False,
+        {"code": "bad_request", "message": "invalid msgpack: No more data to unpack."},
+    ]
     assert shape == [7, False, {"code": "bad_request", "message": BAD_SHAPE}]
 
 

@@ -29,27 +29,38 @@ from support.cluster import PLANFENCE, ClusterHandle, wait_exit
 
 pytestmark = pytest.mark.anyio
 SERVE_TIMEOUT = 20.0
-LOST = ("acknowledged records were lost; restore the store from a backup, or start with "
-        "--accept-loss to sign above seq {0} (the lost records stay lost)")
+LOST = (
+    "acknowledged records were lost; restore the store from a backup, or start with "
+    "--accept-loss to sign above seq {0} (the lost records stay lost)"
+)
 
 
 def serve(h: ClusterHandle, *extra: str) -> subprocess.CompletedProcess[str]:
     """`planfence owner serve` for reqs, expected to exit; AssertionError if it hangs."""
     try:
-        return subprocess.run([str(PLANFENCE), "owner", "serve", str(h.path), "--agent", "reqs",
-                               *extra], capture_output=True, text=True, timeout=SERVE_TIMEOUT,
-                              stdin=subprocess.DEVNULL)
+        return subprocess.run(
+            [str(PLANFENCE), "owner", "serve", str(h.path), "--agent", "reqs", *extra],
+            capture_output=True,
+            text=True,
+            timeout=SERVE_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired as exc:
-        raise AssertionError(f"owner serve did not exit within {SERVE_TIMEOUT} s: "
-                             f"{exc.stdout!r} {exc.stderr!r}") from None
+        raise AssertionError(
+            f"owner serve did not exit within {SERVE_TIMEOUT} s: {exc.stdout!r} {exc.stderr!r}"
+        ) from None
 
 
 @contextmanager
 def running_owner(h: ClusterHandle, *extra: str) -> Iterator[subprocess.Popen[str]]:
     """reqs' owner as a real process, serving once this yields; SIGKILLed on exit."""
-    proc = subprocess.Popen([str(PLANFENCE), "owner", "serve", str(h.path), "--agent", "reqs",
-                             *extra], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [str(PLANFENCE), "owner", "serve", str(h.path), "--agent", "reqs", *extra],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -64,9 +75,18 @@ def running_owner(h: ClusterHandle, *extra: str) -> Iterator[subprocess.Popen[st
 
 async def put_many(h: ClusterHandle, count: int, prefix: str = "n") -> list[dict]:  # type: ignore[type-arg]
     async with open_session(h.roster, h.identity("reqs"), "reqs") as session:
-        return [await session.request("put", {"key": f"req/{i % 3}", "kind": "fact",
-                                               "parents": [], "body": {"m": f"{prefix}{i}"}})
-                for i in range(count)]
+        return [
+            await session.request(
+                "put",
+                {
+                    "key": f"req/{i % 3}",
+                    "kind": "fact",
+                    "parents": [],
+                    "body": {"m": f"{prefix}{i}"},
+                },
+            )
+            for i in range(count)
+        ]
 
 
 async def write_records(h: ClusterHandle, count: int) -> None:
@@ -85,20 +105,22 @@ async def write_records(h: ClusterHandle, count: int) -> None:
 def one_line(proc: subprocess.CompletedProcess[str]) -> str:
     assert (proc.returncode, proc.stdout) == (1, ""), (proc.returncode, proc.stdout, proc.stderr)
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: "), proc.stderr
-    return proc.stderr[len("error: "):-1]
+    return proc.stderr[len("error: ") : -1]
 
 
 # -- D8: a damaged store refuses to start ------------------------------------------------------
 
 
 async def test_a_store_with_a_bad_header_refuses_to_start_in_one_line(
-        cluster_dir: ClusterHandle) -> None:
+    cluster_dir: ClusterHandle,
+) -> None:
     await write_records(cluster_dir, 12)
     db = cluster_dir.cdir.db("reqs")
     with open(db, "r+b") as f:
         f.write(b"not a database!\0")
-    assert one_line(serve(cluster_dir)) == (f"store {db} is damaged (file is not a database); "
-                                            f"restore it from a backup")
+    assert one_line(serve(cluster_dir)) == (
+        f"store {db} is damaged (file is not a database); restore it from a backup"
+    )
     assert cluster_dir.events("reqs", "store_refused")[0]["code"] == "store_damaged"
 
 
@@ -108,27 +130,33 @@ async def test_a_truncated_store_refuses_to_start_in_one_line(cluster_dir: Clust
     os.truncate(db, db.stat().st_size // 2)
     line = one_line(serve(cluster_dir))
     assert line.startswith(f"store {db} is damaged (") and line.endswith(
-        "); restore it from a backup"), line
+        "); restore it from a backup"
+    ), line
 
 
 async def test_a_zero_byte_store_of_an_owner_that_acknowledged_refuses_to_start(
-        cluster_dir: ClusterHandle) -> None:
+    cluster_dir: ClusterHandle,
+) -> None:
     await write_records(cluster_dir, 12)
     db = cluster_dir.cdir.db("reqs")
     os.truncate(db, 0)
-    assert one_line(serve(cluster_dir)) == (f"store {db} holds seqs up to 0 but seq 12 was "
-                                            f"acknowledged: " + LOST.format(12))
+    assert one_line(serve(cluster_dir)) == (
+        f"store {db} holds seqs up to 0 but seq 12 was acknowledged: " + LOST.format(12)
+    )
 
 
 def test_cluster_up_reports_the_refused_store_and_never_calls_it_running(
-        cluster_dir: ClusterHandle) -> None:
+    cluster_dir: ClusterHandle,
+) -> None:
     anyio.run(write_records, cluster_dir, 3)
     db = cluster_dir.cdir.db("reqs").resolve()
     with open(db, "r+b") as f:
         f.write(b"not a database!\0")
-    expected = (f"error: reqs failed to start: store {db} is damaged (file is not a database); "
-                f"restore it from a backup (stopped the owners this command started: planner, "
-                f"inventory, ops, audit)\n")
+    expected = (
+        f"error: reqs failed to start: store {db} is damaged (file is not a database); "
+        f"restore it from a backup (stopped the owners this command started: planner, "
+        f"inventory, ops, audit)\n"
+    )
     for _ in range(2):  # a second `cluster up` tries again and says the same
         result = CliRunner().invoke(app, ["cluster", "up", str(cluster_dir.path)])
         assert (result.exit_code, result.stdout, result.stderr) == (1, "", expected)
@@ -149,15 +177,18 @@ async def test_a_damaged_index_column_refuses_to_start(cluster_dir: ClusterHandl
         conn.commit()
     finally:
         conn.close()
-    assert one_line(serve(cluster_dir)) == (f"store {db} is damaged (the head of 'req/1' does "
-                                            f"not match its record); restore it from a backup")
+    assert one_line(serve(cluster_dir)) == (
+        f"store {db} is damaged (the head of 'req/1' does "
+        f"not match its record); restore it from a backup"
+    )
 
 
 # -- D9: lost acknowledged records, damaged records ----------------------------------------------
 
 
 async def test_a_store_that_lost_its_wal_after_kill9_refuses_then_accept_loss_signs_above(
-        cluster_dir: ClusterHandle) -> None:
+    cluster_dir: ClusterHandle,
+) -> None:
     h = cluster_dir
     db = h.cdir.db("reqs")
     with running_owner(h) as proc:
@@ -169,14 +200,16 @@ async def test_a_store_that_lost_its_wal_after_kill9_refuses_then_accept_loss_si
         db.with_name(db.name + suffix).unlink()
     line = one_line(serve(h))
     assert line.startswith(f"store {db} holds seqs up to ") and line.endswith(
-        " but seq 40 was acknowledged: " + LOST.format(40)), line
+        " but seq 40 was acknowledged: " + LOST.format(40)
+    ), line
     with running_owner(h, "--accept-loss"):
         after = await put_many(h, 1, "after")
     assert after[0]["seq"] == 41  # never a used seq again
 
 
 async def test_a_flipped_bit_in_a_stored_record_is_refused_not_served(
-        cluster_dir: ClusterHandle) -> None:
+    cluster_dir: ClusterHandle,
+) -> None:
     h = cluster_dir
     with running_owner(h) as proc:
         flipped, kept = (await put_many(h, 4, "FLIP-ME-"))[:2]  # neither is a head: a
@@ -193,8 +226,10 @@ async def test_a_flipped_bit_in_a_stored_record_is_refused_not_served(
             with pytest.raises(RequestError) as refused:
                 await session.request("get", {"ids": [flipped["id"]]})
             served = await session.request("get", {"ids": [kept["id"]]})
-    why = f"record {flipped['id'].hex()} in store reqs.sqlite does not hash to its id: " \
-          f"the store is damaged"
+    why = (
+        f"record {flipped['id'].hex()} in store reqs.sqlite does not hash to its id: "
+        f"the store is damaged"
+    )
     assert (refused.value.code, refused.value.message) == ("store_damaged", why)
     assert [record_from_wire(w).seq for w in served["records"]] == [2]  # the intact one
     assert h.wait_event("reqs", "error", lambda e: e.get("reason") == why)["op"] == "get"
@@ -204,12 +239,14 @@ async def test_a_flipped_bit_in_a_stored_record_is_refused_not_served(
 
 
 async def test_a_second_daemon_on_the_same_store_is_refused_with_the_pid(
-        cluster_dir: ClusterHandle) -> None:
+    cluster_dir: ClusterHandle,
+) -> None:
     h = cluster_dir
     with running_owner(h) as first:
         second = serve(h, "--listen", "127.0.0.1:0")
-        assert one_line(second) == (f"store {h.cdir.db('reqs')} is in use by pid {first.pid}; "
-                                    f"stop that owner first")
+        assert one_line(second) == (
+            f"store {h.cdir.db('reqs')} is in use by pid {first.pid}; stop that owner first"
+        )
         assert (await put_many(h, 1))[0]["seq"] == 1  # the first one still serves
 
 
@@ -229,7 +266,8 @@ def small_disk(folder: Path, size: str = "2m") -> Iterator[None]:
 
 
 async def test_a_full_disk_is_reported_as_store_full_and_reads_keep_working(
-        cluster_dir: ClusterHandle) -> None:
+    cluster_dir: ClusterHandle,
+) -> None:
     h = cluster_dir
     with small_disk(h.cdir.db("reqs").parent), running_owner(h):
         acked = await put_many(h, 5)
@@ -237,16 +275,21 @@ async def test_a_full_disk_is_reported_as_store_full_and_reads_keep_working(
         fill(filler)
         async with open_session(h.roster, h.identity("reqs"), "reqs") as session:
             with pytest.raises(RequestError) as full:
-                for i in range(50):  # the WAL may still hold a page or two
-                    await session.request("put", {"key": "req/full", "kind": "fact",
-                                                  "parents": [], "body": "x" * 4000})
+                for _i in range(50):  # the WAL may still hold a page or two
+                    await session.request(
+                        "put",
+                        {"key": "req/full", "kind": "fact", "parents": [], "body": "x" * 4000},
+                    )
             assert (full.value.code, full.value.message) == (
-                "store_full", "the owner's disk is full; the put is not acknowledged")
+                "store_full",
+                "the owner's disk is full; the put is not acknowledged",
+            )
             got = await session.request("get", {"ids": [a["id"] for a in acked]})
             assert len(got["records"]) == 5
             assert (await session.request("ping"))["agent"] == "reqs"
             filler.unlink()
-            again = await session.request("put", {"key": "req/full", "kind": "fact",
-                                                  "parents": [], "body": "after"})
+            again = await session.request(
+                "put", {"key": "req/full", "kind": "fact", "parents": [], "body": "after"}
+            )
             stats = await session.request("stats")
         assert again["seq"] == stats["last_seq"] > 5

@@ -40,23 +40,31 @@ def test_a_group_push_says_the_seq_it_covers() -> None:
     rows = subscription.flush()
     assert rows is not None and subscription.rows == []
     assert msgpack.unpackb(subscription.push(7, rows), raw=False) == [
-        7, True, {"heads": rows, "seq": 6}]
+        7,
+        True,
+        {"heads": rows, "seq": 6},
+    ]
     assert subscription.sent == 6
 
 
 @pytest.mark.anyio
 async def test_synced_answers_only_after_every_member_acknowledged(
-        live_cluster: ClusterHandle) -> None:
+    live_cluster: ClusterHandle,
+) -> None:
     h = live_cluster
     answered: list[dict[str, object]] = []
     with anyio.fail_after(DEADLINE):
-        async with open_session(h.roster, h.identity("planner"), "reqs") as planner, \
-                open_session(h.roster, h.identity("ops"), "reqs") as ops, \
-                open_session(h.roster, h.identity("reqs"), "reqs") as writer:
+        async with (
+            open_session(h.roster, h.identity("planner"), "reqs") as planner,
+            open_session(h.roster, h.identity("ops"), "reqs") as ops,
+            open_session(h.roster, h.identity("reqs"), "reqs") as writer,
+        ):
             with pytest.raises(RequestError) as info:
                 await ops.request("ack", {"group": "w", "seq": 1})
             assert (info.value.code, str(info.value)) == (
-                "bad_request", "bad_request: this session has no subscription in 'w'")
+                "bad_request",
+                "bad_request: this session has no subscription in 'w'",
+            )
             # planner holds its pushes back (K = 5): `synced` must flush them
             to_planner = await planner.subscribe(["req/a"], every=5, group="w")
             to_ops = await ops.subscribe(["req/a", "req/b"], group="w")
@@ -72,8 +80,9 @@ async def test_synced_answers_only_after_every_member_acknowledged(
 
             async def wait_synced() -> None:  # asked by a member, on another session
                 async with open_session(h.roster, h.identity("ops"), "reqs") as asker:
-                    answered.append(await asker.request("synced", {"group": "w",
-                                                                   "keys": ["req/a"]}))
+                    answered.append(
+                        await asker.request("synced", {"group": "w", "keys": ["req/a"]})
+                    )
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(wait_synced)

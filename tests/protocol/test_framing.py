@@ -61,8 +61,7 @@ def test_decoder_checks_the_cap_on_the_length_prefix_before_the_body_arrives() -
     decoder = FrameDecoder(HANDSHAKE_FRAME_CAP)
     decoder.feed((HANDSHAKE_FRAME_CAP + 1).to_bytes(2, "big"))
     assert decoder.buffered == 2  # only the prefix: the 257-byte body was never waited for
-    with pytest.raises(RemoteProtocolError,
-                       match="^frame of 257 bytes exceeds the limit of 256$"):
+    with pytest.raises(RemoteProtocolError, match="^frame of 257 bytes exceeds the limit of 256$"):
         decoder.next_frame()
 
 
@@ -83,8 +82,9 @@ def test_decoder_cap_can_be_raised_after_the_handshake() -> None:
 def test_garbage_before_a_handshake_is_refused_at_its_first_two_bytes() -> None:
     decoder = FrameDecoder(HANDSHAKE_FRAME_CAP)
     decoder.feed(b"GET / HTTP/1.1\r\n")  # "GE" = 0x4745 = 18245
-    with pytest.raises(RemoteProtocolError,
-                       match="^frame of 18245 bytes exceeds the limit of 256$"):
+    with pytest.raises(
+        RemoteProtocolError, match="^frame of 18245 bytes exceeds the limit of 256$"
+    ):
         decoder.next_frame()
 
 
@@ -131,8 +131,7 @@ def test_assembler_cap_counts_data_bytes_across_chunks() -> None:
     assert assembler.add(b"\x01" + b"x" * 6) is None
     assert assembler.add(b"\x00" + b"x" * 4) == b"x" * 10  # exactly the cap is fine
     assembler.add(b"\x01" + b"x" * 6)
-    with pytest.raises(RemoteProtocolError,
-                       match="^message exceeds the limit of 10 bytes$"):
+    with pytest.raises(RemoteProtocolError, match="^message exceeds the limit of 10 bytes$"):
         assembler.add(b"\x01" + b"x" * 5)
 
 

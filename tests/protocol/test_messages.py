@@ -72,14 +72,24 @@ def test_request_is_a_three_element_msgpack_array() -> None:
 
 def test_response_and_error_shapes() -> None:
     assert msgpack.unpackb(encode_response(3, True, {"id": RID, "seq": 1}), raw=False) == [
-        3, True, {"id": RID, "seq": 1}]
+        3,
+        True,
+        {"id": RID, "seq": 1},
+    ]
     assert msgpack.unpackb(encode_error(4, "not_owner", "no"), raw=False) == [
-        4, False, {"code": "not_owner", "message": "no"}]
+        4,
+        False,
+        {"code": "not_owner", "message": "no"},
+    ]
     assert msgpack.unpackb(encode_error(None, "bad_request", "x"), raw=False) == [
-        -1, False, {"code": "bad_request", "message": "x"}]
+        -1,
+        False,
+        {"code": "bad_request", "message": "x"},
+    ]
     assert decode_response(encode_response(3, True, {"a": 1})) == Response(3, True, {"a": 1})
     assert decode_response(encode_error(5, "c", "m")) == Response(
-        5, False, {"code": "c", "message": "m"})
+        5, False, {"code": "c", "message": "m"}
+    )
 
 
 def test_unpack_refuses_trailing_bytes_and_garbage() -> None:
@@ -89,19 +99,32 @@ def test_unpack_refuses_trailing_bytes_and_garbage() -> None:
             unpack(data)
 
 
-@pytest.mark.parametrize("value", [
-    {"req_id": 1}, [1, "ping"], [1, "ping", {}, 4], [True, "ping", {}], ["1", "ping", {}],
-    [1.0, "ping", {}], [1, b"ping", {}], [1, "ping", []], [1, "ping", None],
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"req_id": 1},
+        [1, "ping"],
+        [1, "ping", {}, 4],
+        [True, "ping", {}],
+        ["1", "ping", {}],
+        [1.0, "ping", {}],
+        [1, b"ping", {}],
+        [1, "ping", []],
+        [1, "ping", None],
+    ],
+)
 def test_wrong_request_shapes_are_bad_request(value: Any) -> None:
     with pytest.raises(BadRequest) as info:
         decode_request(pack(value))
     assert (info.value.code, info.value.message) == (
-        "bad_request", "a request is [req_id: int, op: str, args: map]")
+        "bad_request",
+        "a request is [req_id: int, op: str, args: map]",
+    )
 
 
-@pytest.mark.parametrize("data", [b"\xc1", b"\x93\x01", pack([1, "ping", {}]) + b"\x00",
-                                  b"\x93\x01\xa4ping\x81\x01\x02"])  # last: int map key
+@pytest.mark.parametrize(
+    "data", [b"\xc1", b"\x93\x01", pack([1, "ping", {}]) + b"\x00", b"\x93\x01\xa4ping\x81\x01\x02"]
+)  # last: int map key
 def test_undecodable_requests_are_bad_request(data: bytes) -> None:
     with pytest.raises(BadRequest) as info:
         decode_request(data)
@@ -109,9 +132,16 @@ def test_undecodable_requests_are_bad_request(data: bytes) -> None:
     assert info.value.message.startswith("invalid msgpack: ")
 
 
-@pytest.mark.parametrize("data, req_id", [
-    (b"\xc1", None), (b"\x93\x01", 1), (pack([1, "ping", {}]) + b"\x00", 1),
-    (b"\x93\x01\xa4ping\x81\x01\x02", 1), (pack([7, "heads", {"keys": [b"\xc1"]}])[:-1], 7)])
+@pytest.mark.parametrize(
+    "data, req_id",
+    [
+        (b"\xc1", None),
+        (b"\x93\x01", 1),
+        (pack([1, "ping", {}]) + b"\x00", 1),
+        (b"\x93\x01\xa4ping\x81\x01\x02", 1),
+        (pack([7, "heads", {"keys": [b"\xc1"]}])[:-1], 7),
+    ],
+)
 def test_a_malformed_request_keeps_its_req_id_once_read(data: bytes, req_id: int | None) -> None:
     with pytest.raises(BadRequest) as info:
         decode_request(data)
@@ -122,16 +152,25 @@ def test_the_reader_builds_only_what_the_op_uses() -> None:
     flood = b"\x90" * 1_000_000  # a million empty arrays: never built, never walked
     million = b"\xdd" + (1_000_000).to_bytes(4, "big") + flood
     assert decode_request(pack([5, "heads", {"keys": ["req/a"], "note": "x" * 5000}])) == (
-        Request(5, "heads", {"keys": ["req/a"]}))  # an unknown scalar argument is dropped
+        Request(5, "heads", {"keys": ["req/a"]})
+    )  # an unknown scalar argument is dropped
     for data, error in [
-        (b"\x93\x05\xa5heads\x82\xa4keys\x91\xa5req/a\xa4junk" + million,
-         ("bad_request", "unknown argument 'junk': only a string, id or number is ignored", 5)),
-        (b"\x93\x06\xa3get\x81\xa3ids" + million,
-         ("too_large", "at most 4096 ids per request", 6)),  # refused from the array header
-        (b"\x93\x07\xa5heads\x81\xa4keys\x91" + million,
-         ("bad_request", "an array or map in 'keys' where a string, id or number belongs", 7)),
-        (b"\x93\x08\xa5heads\x81\xa4keys\xdf" + (1_000_000).to_bytes(4, "big"),
-         ("bad_request", "'keys' must be an array", 8)),
+        (
+            b"\x93\x05\xa5heads\x82\xa4keys\x91\xa5req/a\xa4junk" + million,
+            ("bad_request", "unknown argument 'junk': only a string, id or number is ignored", 5),
+        ),
+        (
+            b"\x93\x06\xa3get\x81\xa3ids" + million,
+            ("too_large", "at most 4096 ids per request", 6),
+        ),  # refused from the array header
+        (
+            b"\x93\x07\xa5heads\x81\xa4keys\x91" + million,
+            ("bad_request", "an array or map in 'keys' where a string, id or number belongs", 7),
+        ),
+        (
+            b"\x93\x08\xa5heads\x81\xa4keys\xdf" + (1_000_000).to_bytes(4, "big"),
+            ("bad_request", "'keys' must be an array", 8),
+        ),
     ]:
         with pytest.raises(BadRequest) as info:
             decode_request(data)
@@ -166,12 +205,21 @@ def test_request_id_of_malformed_requests() -> None:
     assert request_id_of(b"\xc1") is None
 
 
-@pytest.mark.parametrize("value", [
-    {"a": 1}, [1, True], [1, 1, {}], [1, True, []], [False, True, {}], [1, True, {}, 0],
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"a": 1},
+        [1, True],
+        [1, 1, {}],
+        [1, True, []],
+        [False, True, {}],
+        [1, True, {}, 0],
+    ],
+)
 def test_malformed_responses(value: Any) -> None:
-    with pytest.raises(RemoteProtocolError,
-                       match=r"^a response is \[req_id: int, ok: bool, result: map\]$"):
+    with pytest.raises(
+        RemoteProtocolError, match=r"^a response is \[req_id: int, ok: bool, result: map\]$"
+    ):
         decode_response(pack(value))
 
 
@@ -195,43 +243,57 @@ KEY_MSG = f"a key must be a string of 1 to {MAX_KEY_LEN} chars"
 
 def test_parse_heads() -> None:
     assert parse_heads({"keys": ["req/a", "req/b"]}) == (["req/a", "req/b"], {})
-    assert parse_heads({"keys": ["req/a"], "expect": {"req/a": RID}}) == (
-        ["req/a"], {"req/a": RID})
+    assert parse_heads({"keys": ["req/a"], "expect": {"req/a": RID}}) == (["req/a"], {"req/a": RID})
     assert parse_heads({"keys": ["k" * MAX_KEY_LEN] * MAX_KEYS})[0][0] == "k" * MAX_KEY_LEN
     # expect alone asks for its keys, in its order; with keys, extra expected keys are ignored
     assert parse_heads({"expect": {"req/b": RID, "req/a": RID}}) == (
-        ["req/b", "req/a"], {"req/b": RID, "req/a": RID})
-    assert parse_heads({"keys": ["req/a"], "expect": {"req/a": RID, "req/b": RID}})[0] == [
-        "req/a"]
+        ["req/b", "req/a"],
+        {"req/b": RID, "req/a": RID},
+    )
+    assert parse_heads({"keys": ["req/a"], "expect": {"req/a": RID, "req/b": RID}})[0] == ["req/a"]
 
 
-@pytest.mark.parametrize("args, error", [
-    ({}, ("bad_request", KEYS_MSG)),
-    ({"keys": []}, ("bad_request", KEYS_MSG)),
-    ({"keys": "req/a"}, ("bad_request", KEYS_MSG)),
-    ({"keys": ["k"] * (MAX_KEYS + 1)}, ("too_large", "at most 4096 keys per request")),
-    ({"keys": [""]}, ("bad_request", KEY_MSG)),
-    ({"keys": [1]}, ("bad_request", KEY_MSG)),
-    ({"keys": ["k" * (MAX_KEY_LEN + 1)]}, ("bad_request", KEY_MSG)),
-    ({"keys": ["req/a"], "expect": [RID]}, ("bad_request", "'expect' must be a map of key to id")),
-    ({"keys": ["req/a"], "expect": {"req/a": RID.hex()}},
-     ("bad_request", "expect['req/a'] must be 32 raw bytes")),
-    ({"keys": ["req/a"], "expect": {"req/a": RID[:31]}},
-     ("bad_request", "expect['req/a'] must be 32 raw bytes")),
-    ({"keys": ["req/a"], "expect": {"": RID}}, ("bad_request", KEY_MSG)),
-    ({"expect": {}}, ("bad_request", KEYS_MSG)),
-    ({"expect": {f"k{i}": RID for i in range(MAX_KEYS + 1)}},
-     ("too_large", "at most 4096 keys per request")),
-])
+@pytest.mark.parametrize(
+    "args, error",
+    [
+        ({}, ("bad_request", KEYS_MSG)),
+        ({"keys": []}, ("bad_request", KEYS_MSG)),
+        ({"keys": "req/a"}, ("bad_request", KEYS_MSG)),
+        ({"keys": ["k"] * (MAX_KEYS + 1)}, ("too_large", "at most 4096 keys per request")),
+        ({"keys": [""]}, ("bad_request", KEY_MSG)),
+        ({"keys": [1]}, ("bad_request", KEY_MSG)),
+        ({"keys": ["k" * (MAX_KEY_LEN + 1)]}, ("bad_request", KEY_MSG)),
+        (
+            {"keys": ["req/a"], "expect": [RID]},
+            ("bad_request", "'expect' must be a map of key to id"),
+        ),
+        (
+            {"keys": ["req/a"], "expect": {"req/a": RID.hex()}},
+            ("bad_request", "expect['req/a'] must be 32 raw bytes"),
+        ),
+        (
+            {"keys": ["req/a"], "expect": {"req/a": RID[:31]}},
+            ("bad_request", "expect['req/a'] must be 32 raw bytes"),
+        ),
+        ({"keys": ["req/a"], "expect": {"": RID}}, ("bad_request", KEY_MSG)),
+        ({"expect": {}}, ("bad_request", KEYS_MSG)),
+        (
+            {"expect": {f"k{i}": RID for i in range(MAX_KEYS + 1)}},
+            ("too_large", "at most 4096 keys per request"),
+        ),
+    ],
+)
 def test_parse_heads_errors(args: dict[str, Any], error: tuple[str, str]) -> None:
     assert bad(parse_heads, args) == error
 
 
 def test_parse_heads_short() -> None:
     assert [parse_heads_short(a) for a in ({}, {"short": False}, {"short": True})] == [
-        False, False, True]
-    assert bad(parse_heads_short, {"short": 1}) == ("bad_request",
-                                                    "'short' must be true or false")
+        False,
+        False,
+        True,
+    ]
+    assert bad(parse_heads_short, {"short": 1}) == ("bad_request", "'short' must be true or false")
 
 
 def test_parse_get() -> None:
@@ -239,14 +301,17 @@ def test_parse_get() -> None:
     assert len(parse_get({"ids": [RID] * MAX_IDS})) == MAX_IDS
 
 
-@pytest.mark.parametrize("args, error", [
-    ({}, ("bad_request", "'ids' must be a non-empty array of ids")),
-    ({"ids": []}, ("bad_request", "'ids' must be a non-empty array of ids")),
-    ({"ids": RID}, ("bad_request", "'ids' must be a non-empty array of ids")),
-    ({"ids": [RID] * (MAX_IDS + 1)}, ("too_large", "at most 4096 ids per request")),
-    ({"ids": [RID.hex()]}, ("bad_request", "id must be 32 raw bytes")),
-    ({"ids": [RID + b"\x00"]}, ("bad_request", "id must be 32 raw bytes")),
-])
+@pytest.mark.parametrize(
+    "args, error",
+    [
+        ({}, ("bad_request", "'ids' must be a non-empty array of ids")),
+        ({"ids": []}, ("bad_request", "'ids' must be a non-empty array of ids")),
+        ({"ids": RID}, ("bad_request", "'ids' must be a non-empty array of ids")),
+        ({"ids": [RID] * (MAX_IDS + 1)}, ("too_large", "at most 4096 ids per request")),
+        ({"ids": [RID.hex()]}, ("bad_request", "id must be 32 raw bytes")),
+        ({"ids": [RID + b"\x00"]}, ("bad_request", "id must be 32 raw bytes")),
+    ],
+)
 def test_parse_get_errors(args: dict[str, Any], error: tuple[str, str]) -> None:
     assert bad(parse_get, args) == error
 
@@ -254,25 +319,34 @@ def test_parse_get_errors(args: dict[str, Any], error: tuple[str, str]) -> None:
 def test_parse_put_defaults_and_values() -> None:
     assert parse_put({"key": "req/a", "body": None}) == ("req/a", "fact", [], None)
     assert parse_put({"key": "req/a", "kind": "plan", "parents": [RID], "body": {"x": 1}}) == (
-        "req/a", "plan", [RID], {"x": 1})
+        "req/a",
+        "plan",
+        [RID],
+        {"x": 1},
+    )
 
 
 PARENTS_MSG = "'parents' must be an array of at most 256 ids"
 KIND_MSG = "'kind' must be a string of 1 to 64 chars"
 
 
-@pytest.mark.parametrize("args, error", [
-    ({"body": 1}, ("bad_request", KEY_MSG)),
-    ({"key": 5, "body": 1}, ("bad_request", KEY_MSG)),
-    ({"key": "req/a", "kind": "", "body": 1}, ("bad_request", KIND_MSG)),
-    ({"key": "req/a", "kind": "k" * 65, "body": 1}, ("bad_request", KIND_MSG)),
-    ({"key": "req/a", "kind": 3, "body": 1}, ("bad_request", KIND_MSG)),
-    ({"key": "req/a", "parents": RID, "body": 1}, ("bad_request", PARENTS_MSG)),
-    ({"key": "req/a", "parents": [RID] * 257, "body": 1}, ("bad_request", PARENTS_MSG)),
-    ({"key": "req/a", "parents": [RID[:8]], "body": 1},
-     ("bad_request", "parent must be 32 raw bytes")),
-    ({"key": "req/a"}, ("bad_request", "'body' is required")),
-])
+@pytest.mark.parametrize(
+    "args, error",
+    [
+        ({"body": 1}, ("bad_request", KEY_MSG)),
+        ({"key": 5, "body": 1}, ("bad_request", KEY_MSG)),
+        ({"key": "req/a", "kind": "", "body": 1}, ("bad_request", KIND_MSG)),
+        ({"key": "req/a", "kind": "k" * 65, "body": 1}, ("bad_request", KIND_MSG)),
+        ({"key": "req/a", "kind": 3, "body": 1}, ("bad_request", KIND_MSG)),
+        ({"key": "req/a", "parents": RID, "body": 1}, ("bad_request", PARENTS_MSG)),
+        ({"key": "req/a", "parents": [RID] * 257, "body": 1}, ("bad_request", PARENTS_MSG)),
+        (
+            {"key": "req/a", "parents": [RID[:8]], "body": 1},
+            ("bad_request", "parent must be 32 raw bytes"),
+        ),
+        ({"key": "req/a"}, ("bad_request", "'body' is required")),
+    ],
+)
 def test_parse_put_errors(args: dict[str, Any], error: tuple[str, str]) -> None:
     assert bad(parse_put, args) == error
 
@@ -283,7 +357,9 @@ def test_parse_subscribe() -> None:
     assert bad(parse_subscribe, {"keys": []}) == ("bad_request", KEYS_MSG)
     assert bad(parse_subscribe, {"keys": [None]}) == ("bad_request", KEY_MSG)
     assert bad(parse_subscribe, {"keys": ["k"] * (MAX_KEYS + 1)}) == (
-        "too_large", "at most 4096 keys per request")
+        "too_large",
+        "at most 4096 keys per request",
+    )
 
 
 # -- docs/PROTOCOL.md: the worked example is the code's own output -----------------------------
@@ -292,7 +368,7 @@ def test_parse_subscribe() -> None:
 def doc_vectors() -> dict[str, bytes]:
     """The `name: hex` lines of the worked example in docs/PROTOCOL.md."""
     text = (REPO / "docs" / "PROTOCOL.md").read_text()
-    block = text.split("<!-- The block below is read by tests/test_messages.py", 1)[1]
+    block = text.split("<!-- The block below is read by tests/protocol/test_messages.py", 1)[1]
     block = block.split("```text\n", 1)[1].split("```", 1)[0]
     vectors = {}
     for line in block.splitlines():
@@ -322,8 +398,9 @@ def test_protocol_doc_worked_example_matches_the_code() -> None:
     e_i, e_r = doc["initiator_ephemeral_private"], doc["responder_ephemeral_private"]
     got["initiator_ephemeral_private"], got["responder_ephemeral_private"] = e_i, e_r
 
-    client = HandshakeState("IK", True, prologue(cluster), s=planner.noise_private, e=e_i,
-                            rs=got["reqs_x25519_public"])
+    client = HandshakeState(
+        "IK", True, prologue(cluster), s=planner.noise_private, e=e_i, rs=got["reqs_x25519_public"]
+    )
     owner = HandshakeState("IK", False, prologue(cluster), s=reqs.noise_private, e=e_r)
     got["frame_handshake_1"] = encode_frame(client.write_message(b""))
     owner.read_message(doc["frame_handshake_1"][2:])
@@ -345,10 +422,18 @@ def test_protocol_doc_worked_example_matches_the_code() -> None:
     assert c2.decrypt_with_ad(b"", doc["frame_response_ping"][2:]) == chunk
 
     body = {"qty": 3, "sku": "A-1"}
-    got["request_put"] = encode_request(2, "put", {"key": "req/order-17", "kind": "fact",
-                                                   "parents": [], "body": body})
-    record = make_record(reqs.signing_key, key="req/order-17", owner="reqs", seq=1,
-                         parents=[], kind="fact", body=body)
+    got["request_put"] = encode_request(
+        2, "put", {"key": "req/order-17", "kind": "fact", "parents": [], "body": body}
+    )
+    record = make_record(
+        reqs.signing_key,
+        key="req/order-17",
+        owner="reqs",
+        seq=1,
+        parents=[],
+        kind="fact",
+        body=body,
+    )
     got["record_body_raw"] = record.body_raw
     got["record_signed_fields"] = pack(record.to_wire()[:8])
     got["record_id"] = record.id
@@ -357,18 +442,25 @@ def test_protocol_doc_worked_example_matches_the_code() -> None:
     SigningKey(doc["reqs_seed"]).verify_key.verify(doc["record_id"], doc["record_signature"])
     got["record_wire"] = pack(record.to_wire())
     got["response_put"] = encode_response(2, True, {"id": record.id, "seq": 1})
-    got["request_heads"] = encode_request(3, "heads", {"keys": ["req/order-17"],
-                                                       "expect": {"req/order-17": bytes(32)}})
-    got["response_heads"] = encode_response(3, True, {
-        "heads": [["req/order-17", record.id, 1]], "records": [record.to_wire()]})
-    got["response_error"] = encode_error(4, "not_owner",
-                                         "reqs does not own 'inv/a' (owner: inventory)")
+    got["request_heads"] = encode_request(
+        3, "heads", {"keys": ["req/order-17"], "expect": {"req/order-17": bytes(32)}}
+    )
+    got["response_heads"] = encode_response(
+        3, True, {"heads": [["req/order-17", record.id, 1]], "records": [record.to_wire()]}
+    )
+    got["response_error"] = encode_error(
+        4, "not_owner", "reqs does not own 'inv/a' (owner: inventory)"
+    )
     assert list(doc) == list(got)
     for name in got:
         assert doc[name].hex() == got[name].hex(), name
     # The example request parses as the owner would parse it: the body kept as sent.
     assert parse_put(decode_request(doc["request_put"]).args) == (
-        "req/order-17", "fact", [], RawValue(doc["record_body_raw"]))
+        "req/order-17",
+        "fact",
+        [],
+        RawValue(doc["record_body_raw"]),
+    )
     assert record_from_wire(unpack(doc["record_wire"])) == record
 
 
@@ -382,23 +474,26 @@ def test_parse_subscribe_every() -> None:
         assert bad(parse_subscribe_every, {"every": value}) == ("bad_request", message)
 
 
-@pytest.mark.parametrize("value", [
-    [1, "heads", {"keys": ["req/a"], "expect": {"req/a": RID}, "short": True}],
-    [2, "heads", {"expect": {"req/a": RID, "req/b": RID}, "junk": "x", "n": 3}],
-    [3, "get", {"ids": [RID, RID]}],
-    [4, "ping", {}],
-    [5, "put", {"key": "req/a", "kind": "fact", "parents": [], "body": {"x": 1.5}}],
-    [6, "heads", {"keys": "req/a"}],                        # a scalar where an array belongs
-    [7, "heads", {"keys": [["nested"]]}],
-    [8, "heads", {"junk": [1, 2]}],                         # unknown argument, not a scalar
-    [9, "heads", {"keys": ["k" * (4 * MAX_KEY_LEN + 1)]}],  # over the reader's scalar cap
-    [10, "heads", {"keys": ["k"] * (MAX_KEYS + 1)}],
-    [11, "heads", {"expect": {1: RID}}],                    # a non-string map key
-    [12, "nosuchop", {}],
-    [True, "ping", {}],
-    [13, "ping", {}, "extra"],
-    [14, "heads", {"expect": {f"k{i}": RID for i in range(5000)}}],  # over PLAIN_MAX too
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        [1, "heads", {"keys": ["req/a"], "expect": {"req/a": RID}, "short": True}],
+        [2, "heads", {"expect": {"req/a": RID, "req/b": RID}, "junk": "x", "n": 3}],
+        [3, "get", {"ids": [RID, RID]}],
+        [4, "ping", {}],
+        [5, "put", {"key": "req/a", "kind": "fact", "parents": [], "body": {"x": 1.5}}],
+        [6, "heads", {"keys": "req/a"}],  # a scalar where an array belongs
+        [7, "heads", {"keys": [["nested"]]}],
+        [8, "heads", {"junk": [1, 2]}],  # unknown argument, not a scalar
+        [9, "heads", {"keys": ["k" * (4 * MAX_KEY_LEN + 1)]}],  # over the reader's scalar cap
+        [10, "heads", {"keys": ["k"] * (MAX_KEYS + 1)}],
+        [11, "heads", {"expect": {1: RID}}],  # a non-string map key
+        [12, "nosuchop", {}],
+        [True, "ping", {}],
+        [13, "ping", {}, "extra"],
+        [14, "heads", {"expect": {f"k{i}": RID for i in range(5000)}}],  # over PLAIN_MAX too
+    ],
+)
 def test_the_fast_path_reads_what_the_careful_reader_reads(value: list[Any]) -> None:
     """decode_request (fast path first) and the careful reader alone agree on every request,
     in the request read or in the error (code, message, req_id)."""
@@ -413,22 +508,51 @@ def test_the_fast_path_reads_what_the_careful_reader_reads(value: list[Any]) -> 
     careful = outcome(lambda: _RequestReader(data).read(REQUESTS))
     assert outcome(lambda: decode_request(data)) == careful
     assert (read_plain(data, REQUESTS, MAX_ARGS, 4 * MAX_KEY_LEN) is not None) == (
-        type(value[0]) is int and value[0] <= 4)  # well formed, no raw body: it takes them
+        type(value[0]) is int and value[0] <= 4
+    )  # well formed, no raw body: it takes them
 
 
 # -- screening a request from its first bytes ---------------------------------------------------
 
-_NAMES = st.sampled_from(["keys", "expect", "short", "ids", "key", "kind", "body", "parents",
-                          "every", "group", "seq", "junk"])
-_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-2**40, 2**40), st.floats(),
-                     st.text(max_size=8), st.binary(max_size=40))
-_VALUES = st.recursive(_SCALARS, lambda inner: st.one_of(
-    st.lists(inner, max_size=6), st.dictionaries(st.text(max_size=6), inner, max_size=4)),
-    max_leaves=20)
+_NAMES = st.sampled_from(
+    [
+        "keys",
+        "expect",
+        "short",
+        "ids",
+        "key",
+        "kind",
+        "body",
+        "parents",
+        "every",
+        "group",
+        "seq",
+        "junk",
+    ]
+)
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**40), 2**40),
+    st.floats(),
+    st.text(max_size=8),
+    st.binary(max_size=40),
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=6), st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
 _REQUESTS = st.one_of(
-    st.tuples(st.integers(0, 2**31), st.sampled_from([*OPS, "nosuchop"]),
-              st.dictionaries(_NAMES, _VALUES, max_size=5)).map(list),
-    _VALUES)
+    st.tuples(
+        st.integers(0, 2**31),
+        st.sampled_from([*OPS, "nosuchop"]),
+        st.dictionaries(_NAMES, _VALUES, max_size=5),
+    ).map(list),
+    _VALUES,
+)
 
 
 def _outcome(read: Any) -> Any:
@@ -441,7 +565,8 @@ def _outcome(read: Any) -> Any:
 @given(value=_REQUESTS, tail=st.binary(max_size=3), cut=st.integers(1, 400))
 @settings(max_examples=400, deadline=None)
 def test_a_request_refused_from_its_first_bytes_is_refused_whole_alike(
-        value: Any, tail: bytes, cut: int) -> None:
+    value: Any, tail: bytes, cut: int
+) -> None:
     """Whatever screen_request refuses from a prefix, decode_request refuses too (same code,
     message and req_id) once the whole has arrived; a request it would serve is never refused
     from any prefix of it."""
@@ -463,5 +588,8 @@ def test_the_empty_array_floods_are_refused_from_their_first_chunk() -> None:
     body = screen_request(b"\x93\x03\xa3put\x82\xa3key\xa5req/a\xa4body" + flood)
     assert junk is not None and (junk.code, junk.req_id) == ("bad_request", 1)
     assert keys is not None and (keys.code, keys.message, keys.req_id) == (
-        "too_large", f"at most {MAX_KEYS} keys per request", 2)
+        "too_large",
+        f"at most {MAX_KEYS} keys per request",
+        2,
+    )
     assert body is None  # a put's body may be long: only the whole decides

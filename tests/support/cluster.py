@@ -85,11 +85,17 @@ def _reap_if_child(pid: int) -> None:
 
 def run_planfence(*args: str) -> subprocess.CompletedProcess[str]:
     """Run the installed `planfence` command; raises AssertionError with its output on failure."""
-    proc = subprocess.run([str(PLANFENCE), *args], capture_output=True, text=True,
-                          timeout=COMMAND_TIMEOUT, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [str(PLANFENCE), *args],
+        capture_output=True,
+        text=True,
+        timeout=COMMAND_TIMEOUT,
+        stdin=subprocess.DEVNULL,
+    )
     if proc.returncode != 0:
-        raise AssertionError(f"planfence {' '.join(args)} exited {proc.returncode}:\n"
-                             f"{proc.stdout}{proc.stderr}")
+        raise AssertionError(
+            f"planfence {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}{proc.stderr}"
+        )
     return proc
 
 
@@ -123,8 +129,10 @@ class ClusterHandle:
 
     def alive(self, name: str) -> bool:
         """True when the pid recorded for `name` is a running owner."""
-        return clusterlib.running_pid(self.cdir, name,
-                                      clusterlib.owner_marker(self.cdir, name)) is not None
+        return (
+            clusterlib.running_pid(self.cdir, name, clusterlib.owner_marker(self.cdir, name))
+            is not None
+        )
 
     def kill9(self, name: str) -> int:
         """SIGKILL the owner of `name` and wait until it has exited; returns its pid."""
@@ -165,9 +173,14 @@ class ClusterHandle:
         entries = [json.loads(line) for line in lines if line.strip()]
         return [e for e in entries if event is None or e.get("event") == event]
 
-    def wait_events(self, name: str, event: str, count: int,
-                    match: Callable[[dict[str, Any]], bool] = lambda e: True,
-                    timeout: float = 10.0) -> list[dict[str, Any]]:
+    def wait_events(
+        self,
+        name: str,
+        event: str,
+        count: int,
+        match: Callable[[dict[str, Any]], bool] = lambda e: True,
+        timeout: float = 10.0,
+    ) -> list[dict[str, Any]]:
         """Wait until the owner's log holds at least `count` `event`s satisfying `match`;
         returns all of them (so a test can also assert there are not more).
 
@@ -181,14 +194,18 @@ class ClusterHandle:
             if len(found) >= count:
                 return found
             if time.monotonic() > deadline:
-                raise AssertionError(f"{len(found)} of {count} {event!r} events in {name}'s log "
-                                     f"after {timeout}s; last lines: {self.events(name)[-5:]}")
+                raise AssertionError(
+                    f"{len(found)} of {count} {event!r} events in {name}'s log "
+                    f"after {timeout}s; last lines: {self.events(name)[-5:]}"
+                )
             time.sleep(0.01)  # tailing a file another process appends to
 
-    def wait_event(self, name: str, event: str,
-                   match: Callable[[dict[str, Any]], bool] = lambda e: True,
-                   timeout: float = 10.0) -> dict[str, Any]:
+    def wait_event(
+        self,
+        name: str,
+        event: str,
+        match: Callable[[dict[str, Any]], bool] = lambda e: True,
+        timeout: float = 10.0,
+    ) -> dict[str, Any]:
         """Wait for the first `event` satisfying `match` in the owner's log; returns it."""
         return self.wait_events(name, event, 1, match, timeout)[0]
-
-

@@ -39,14 +39,17 @@ def main() -> None:
     assert fault in FAULTS, fault
     honest = OwnerDaemon._heads
 
-    async def faulty_heads(self: OwnerDaemon, keys: list[str], expect: dict[str, bytes], *,
-                           short: bool = False) -> dict[str, Any]:
+    async def faulty_heads(
+        self: OwnerDaemon, keys: list[str], expect: dict[str, bytes], *, short: bool = False
+    ) -> dict[str, Any]:
         return corrupt(fault, await honest(self, keys, expect, short=short))
 
     OwnerDaemon._heads = faulty_heads  # type: ignore[method-assign, assignment]
     cdir = ClusterDir(path)
-    anyio.run(lambda: run_owner(cdir.roster(), cdir.identity(agent), cdir.db(agent),
-                                cdir.log(agent)), backend="asyncio")
+    anyio.run(
+        lambda: run_owner(cdir.roster(), cdir.identity(agent), cdir.db(agent), cdir.log(agent)),
+        backend="asyncio",
+    )
 
 
 if __name__ == "__main__":

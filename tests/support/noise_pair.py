@@ -20,8 +20,9 @@ async def pair() -> AsyncIterator[tuple[NoiseStream, NoiseStream]]:
     ready = anyio.Event()
 
     async def handle(raw: anyio.abc.SocketStream) -> None:
-        accepted.append(await NoiseStream.wrap(raw, initiator=False, cluster="t",
-                                               static_private=OWNER_KEY))
+        accepted.append(
+            await NoiseStream.wrap(raw, initiator=False, cluster="t", static_private=OWNER_KEY)
+        )
         ready.set()
         await anyio.sleep_forever()
 
@@ -29,8 +30,13 @@ async def pair() -> AsyncIterator[tuple[NoiseStream, NoiseStream]]:
     port = listener.extra(anyio.abc.SocketAttribute.local_port)
     async with listener, anyio.create_task_group() as tg:
         tg.start_soon(listener.serve, handle)
-        client = await connect("127.0.0.1", port, cluster="t", static_private=CLIENT_KEY,
-                               remote_static=crypto_scalarmult_base(OWNER_KEY))
+        client = await connect(
+            "127.0.0.1",
+            port,
+            cluster="t",
+            static_private=CLIENT_KEY,
+            remote_static=crypto_scalarmult_base(OWNER_KEY),
+        )
         await ready.wait()
         try:
             yield client, accepted[0]

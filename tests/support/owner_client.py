@@ -20,21 +20,42 @@ from planfence_net.protocol.noise import CipherState, HandshakeState
 from support.cluster import ClusterHandle
 
 DEADLINE = 20.0
-STATS_KEYS = {"agent", "sessions", "in_flight", "requests_served", "refused_peers", "keys",
-              "connections", "refused_connections", "accept_errors", "dropped_subscribers",
-              "log_suppressed", "log_failed_writes", "large_message_waits", "stalled_senders", "unread_replies", "reply_bytes_held", "request_bytes_held",
-              "last_seq_by_owner",
-              "last_seq", "commits", "records_written"}
+STATS_KEYS = {
+    "agent",
+    "sessions",
+    "in_flight",
+    "requests_served",
+    "refused_peers",
+    "keys",
+    "connections",
+    "refused_connections",
+    "accept_errors",
+    "dropped_subscribers",
+    "log_suppressed",
+    "log_failed_writes",
+    "large_message_waits",
+    "stalled_senders",
+    "unread_replies",
+    "reply_bytes_held",
+    "request_bytes_held",
+    "last_seq_by_owner",
+    "last_seq",
+    "commits",
+    "records_written",
+}
 BAD_SHAPE = "a request is [req_id: int, op: str, args: map]"
 DECRYPT_FAILED = "decryption failed: forged, corrupted or out of order"
-
 
 
 def check_record(h: ClusterHandle, wire: Any, expected_id: bytes | None = None) -> Record:
     """Parse and fully verify a record from the wire (id, signature, ownership)."""
     record = record_from_wire(wire)
-    verify(record, public_key_of=h.roster.public_key_of, owner_of=h.roster.owner_of,
-           expected_id=expected_id)
+    verify(
+        record,
+        public_key_of=h.roster.public_key_of,
+        owner_of=h.roster.owner_of,
+        expected_id=expected_id,
+    )
     return record
 
 
@@ -61,12 +82,19 @@ class RawClient:
         return cls(await anyio.connect_tcp("127.0.0.1", h.port(owner)))
 
     @classmethod
-    async def session(cls, h: ClusterHandle, as_agent: str = "planner", owner: str = "reqs",
-                      cluster: str | None = None) -> RawClient:
+    async def session(
+        cls,
+        h: ClusterHandle,
+        as_agent: str = "planner",
+        owner: str = "reqs",
+        cluster: str | None = None,
+    ) -> RawClient:
         client = await cls.tcp(h, owner)
-        await client.handshake(h.identity(as_agent).noise_private,
-                               h.roster.agent(owner).noise_key,
-                               cluster if cluster is not None else h.roster.cluster)
+        await client.handshake(
+            h.identity(as_agent).noise_private,
+            h.roster.agent(owner).noise_key,
+            cluster if cluster is not None else h.roster.cluster,
+        )
         return client
 
     @property
@@ -74,8 +102,9 @@ class RawClient:
         return int(self.stream.extra(anyio.abc.SocketAttribute.local_port))
 
     async def handshake(self, static_private: bytes, owner_key: bytes, cluster: str) -> None:
-        state = HandshakeState("IK", True, b"planfence-net/1\x00" + cluster.encode(),
-                               s=static_private, rs=owner_key)
+        state = HandshakeState(
+            "IK", True, b"planfence-net/1\x00" + cluster.encode(), s=static_private, rs=owner_key
+        )
         first = state.write_message(b"")
         assert len(first) == 96
         await self.stream.send(encode_frame(first))
@@ -96,8 +125,9 @@ class RawClient:
 
     async def send_chunks(self, chunks: list[bytes]) -> None:
         assert self.send_cipher is not None
-        await self.stream.send(b"".join(encode_frame(self.send_cipher.encrypt_with_ad(b"", c))
-                                        for c in chunks))
+        await self.stream.send(
+            b"".join(encode_frame(self.send_cipher.encrypt_with_ad(b"", c)) for c in chunks)
+        )
 
     async def send_message(self, data: bytes) -> None:
         await self.send_chunks(split_message(data))

@@ -1,11 +1,11 @@
 """Helpers for the workspace and hook tests: git repositories, served worktrees, payloads.
 
-    make_repo        a git repository with files, on a branch, committed
-    served           `planfence workspace serve PATH` as a real process on 127.0.0.1, stopped
-                     (SIGTERM, then SIGKILL) when the block ends, also when a test fails
-    run_cli          a `planfence` command in-process (CliRunner): exit code, stdout, stderr
-    run_hook         `planfence hook AGENT` as a fresh process fed a payload on stdin
-    payload          a recorded payload of tests/fixtures/hooks with $PROJECT filled in
+make_repo        a git repository with files, on a branch, committed
+served           `planfence workspace serve PATH` as a real process on 127.0.0.1, stopped
+                 (SIGTERM, then SIGKILL) when the block ends, also when a test fails
+run_cli          a `planfence` command in-process (CliRunner): exit code, stdout, stderr
+run_hook         `planfence hook AGENT` as a fresh process fed a payload on stdin
+payload          a recorded payload of tests/fixtures/hooks with $PROJECT filled in
 """
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ _runner = CliRunner()
 
 def git(repo: Path, *args: str) -> str:
     """Run git in `repo`; returns stdout (raises on failure)."""
-    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True,
-                          text=True).stdout
+    return subprocess.run(
+        ["git", *args], cwd=repo, check=True, capture_output=True, text=True
+    ).stdout
 
 
 def make_repo(path: Path, files: dict[str, str], branch: str = "main") -> Path:
@@ -54,9 +55,13 @@ def write(root: Path, files: dict[str, str]) -> None:
 @contextmanager
 def served(path: Path, *extra: str) -> Iterator[str]:
     """`planfence workspace serve PATH` running; yields its first output line."""
-    proc = subprocess.Popen([str(PLANFENCE), "workspace", "serve", str(path), *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [str(PLANFENCE), "workspace", "serve", str(path), *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()  # printed once the owner accepts sessions
@@ -98,11 +103,17 @@ def payload(name: str, project: Path, **changes: Any) -> dict[str, Any]:
     return value
 
 
-def run_hook(agent: str, data: bytes | dict[str, Any], *args: str,
-             env: dict[str, str] | None = None) -> tuple[int, str]:
+def run_hook(
+    agent: str, data: bytes | dict[str, Any], *args: str, env: dict[str, str] | None = None
+) -> tuple[int, str]:
     """`planfence hook AGENT ARGS` as a fresh process; returns (exit code, stderr)."""
     stdin = data if isinstance(data, bytes) else json.dumps(data).encode()
-    proc = subprocess.run([str(PLANFENCE), "hook", agent, *args], input=stdin,
-                          capture_output=True, timeout=30, env=env)
+    proc = subprocess.run(
+        [str(PLANFENCE), "hook", agent, *args],
+        input=stdin,
+        capture_output=True,
+        timeout=30,
+        env=env,
+    )
     assert proc.stdout == b"", proc.stdout
     return proc.returncode, proc.stderr.decode()

@@ -73,7 +73,10 @@ async def test_bytes_arrive_intact_in_order_through_a_small_queue(fast_profile: 
     payload = bytes(i * 7 % 251 for i in range(2_000_000))
     with anyio.fail_after(20):
         async with relay(fast_profile, queue_bytes=16_384) as (shaper, port):
-            async with await anyio.connect_tcp(HOST, port) as client, anyio.create_task_group() as tg:
+            async with (
+                await anyio.connect_tcp(HOST, port) as client,
+                anyio.create_task_group() as tg,
+            ):
                 tg.start_soon(client.send, payload)
                 assert await receive_exactly(client, len(payload)) == payload
             stats = shaper.statistics()
@@ -164,7 +167,9 @@ async def test_cancelling_the_shaper_closes_its_connections(fast_profile: Profil
 
             async def run_shaper(*, task_status: anyio.abc.TaskStatus[int]) -> None:
                 with shaper_scope:
-                    await serve_shaper(HOST, 0, HOST, upstream_port, fast_profile, task_status=task_status)
+                    await serve_shaper(
+                        HOST, 0, HOST, upstream_port, fast_profile, task_status=task_status
+                    )
 
             port = await tg.start(run_shaper)
             async with await anyio.connect_tcp(HOST, port) as client:
@@ -214,17 +219,27 @@ def test_cli_lists_profiles_as_json() -> None:
     assert result.exit_code == 0
     listed = json.loads(result.stdout)
     assert [p["name"] for p in listed] == [p.name for p in list_profiles()]
-    assert listed[1] == {"name": "loopback", "description": listed[1]["description"], "up": None, "down": None, "delay_ms": 0}
+    assert listed[1] == {
+        "name": "loopback",
+        "description": listed[1]["description"],
+        "up": None,
+        "down": None,
+        "delay_ms": 0,
+    }
 
 
 def test_cli_rejects_a_bad_address() -> None:
-    result = CliRunner().invoke(cli(), ["shape", "--listen", "nowhere", "--upstream", f"{HOST}:1", "--profile", "loopback"])
+    result = CliRunner().invoke(
+        cli(), ["shape", "--listen", "nowhere", "--upstream", f"{HOST}:1", "--profile", "loopback"]
+    )
     assert result.exit_code == 2
     assert "'nowhere' is not HOST:PORT (port 0-65535)" in result.output
 
 
 def test_cli_reports_an_unknown_profile_in_one_line() -> None:
-    result = CliRunner().invoke(cli(), ["shape", "--listen", f"{HOST}:0", "--upstream", f"{HOST}:1", "--profile", "nope"])
+    result = CliRunner().invoke(
+        cli(), ["shape", "--listen", f"{HOST}:0", "--upstream", f"{HOST}:1", "--profile", "nope"]
+    )
     assert result.exit_code == 1
     assert result.stderr == (
         "error: unknown profile 'nope'; known profiles: synthetic-lte, loopback, att-lte, "
@@ -250,8 +265,9 @@ async def test_routes_share_one_link_inward_through_the_downlink(fast_profile: P
         async with server, anyio.create_task_group() as tg:
             tg.start_soon(server.serve, answer_thrice)
             shaper = Shaper(HOST, upstream[1], fast_profile, delay_ms=1)
-            ports = await tg.start(shaper.serve_routes, [(upstream, True, given),
-                                                         (upstream, False, None)])
+            ports = await tg.start(
+                shaper.serve_routes, [(upstream, True, given), (upstream, False, None)]
+            )
             assert ports[0] == given.extra(SocketAttribute.local_port)
             seen = []
             for port in ports:

@@ -64,7 +64,10 @@ def test_every_shared_trace_file_is_in_the_table(mahimahi_traces: Path) -> None:
         ("", "the file is empty (a trace needs at least one line)"),
         ("1\n\n2\n", "line 2: empty line"),
         ("\n", "line 1: empty line"),
-        ("1\n2\n1\n", "line 3: 1 is smaller than the previous value 2 (timestamps must not decrease)"),
+        (
+            "1\n2\n1\n",
+            "line 3: 1 is smaller than the previous value 2 (timestamps must not decrease)",
+        ),
         ("0\n0\n", "line 2: the last value is 0 (it is the loop period and must be > 0)"),
         ("1\nx\n", "line 2: 'x' is not a non-negative integer"),
         ("1\n-3\n", "line 2: '-3' is not a non-negative integer"),
@@ -73,7 +76,9 @@ def test_every_shared_trace_file_is_in_the_table(mahimahi_traces: Path) -> None:
         ("1\r\n2\r\n", "line 1: '1\\r' is not a non-negative integer"),
     ],
 )
-def test_malformed_trace_is_rejected_naming_file_and_line(tmp_path: Path, text: str, problem: str) -> None:
+def test_malformed_trace_is_rejected_naming_file_and_line(
+    tmp_path: Path, text: str, problem: str
+) -> None:
     path = tmp_path / "bad.up"
     path.write_text(text, encoding="ascii", newline="")
     with pytest.raises(ConfigError) as caught:
@@ -139,7 +144,9 @@ def test_negative_offset_is_a_config_error() -> None:
 # --- search path and profiles ----------------------------------------------------------------
 
 
-def test_search_path_puts_the_environment_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_search_path_puts_the_environment_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     first, second = tmp_path / "a", tmp_path / "b"
     first.mkdir()
     second.mkdir()
@@ -147,25 +154,31 @@ def test_search_path_puts_the_environment_first(tmp_path: Path, monkeypatch: pyt
     (second / "synthetic-lte.up").write_text("7\n")
     monkeypatch.setenv(TRACES_ENV, f"{first}{os.pathsep}{os.pathsep}{second}")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    assert trace_dirs() == [first, second, tmp_path / "data" / "planfence" / "traces",
-                            PROJECT_TRACES]
+    assert trace_dirs() == [
+        first,
+        second,
+        tmp_path / "data" / "planfence" / "traces",
+        PROJECT_TRACES,
+    ]
     assert find_trace("x.up") == second / "x.up"
     assert find_trace("synthetic-lte.up") == second / "synthetic-lte.up"
     assert load_trace("synthetic-lte.up").timestamps == (7,)
 
 
 def test_user_and_project_folders_are_searched_without_the_environment(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv(TRACES_ENV, raising=False)
     monkeypatch.delenv("XDG_DATA_HOME", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
-    assert trace_dirs() == [tmp_path / ".local" / "share" / "planfence" / "traces",
-                            PROJECT_TRACES]
+    assert trace_dirs() == [tmp_path / ".local" / "share" / "planfence" / "traces", PROJECT_TRACES]
     assert PROJECT_TRACES == REPO / "traces"
     assert find_trace("synthetic-lte.down") == PROJECT_TRACES / "synthetic-lte.down"
 
 
-def test_missing_trace_lists_folders_and_where_to_get_traces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_trace_lists_folders_and_where_to_get_traces(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(TRACES_ENV, str(tmp_path))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     user = tmp_path / "data" / "planfence" / "traces"
@@ -179,7 +192,9 @@ def test_missing_trace_lists_folders_and_where_to_get_traces(tmp_path: Path, mon
     )
 
 
-def test_a_relative_xdg_data_home_is_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_relative_xdg_data_home_is_ignored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("XDG_DATA_HOME", "relative/data")
     monkeypatch.setenv("HOME", str(tmp_path))
     assert user_traces_dir() == tmp_path / ".local" / "share" / "planfence" / "traces"
@@ -188,12 +203,21 @@ def test_a_relative_xdg_data_home_is_ignored(tmp_path: Path, monkeypatch: pytest
 def test_profiles_are_listed_in_file_order() -> None:
     profiles = list_profiles()
     assert [p.name for p in profiles] == [
-        "synthetic-lte", "loopback", "att-lte", "att-lte-2016", "tmobile-lte", "verizon-lte",
+        "synthetic-lte",
+        "loopback",
+        "att-lte",
+        "att-lte-2016",
+        "tmobile-lte",
+        "verizon-lte",
     ]
     assert all(0 <= p.delay_ms <= 40 for p in profiles)
     assert not load_profile("loopback").shaped
     verizon = load_profile("verizon-lte")
-    assert (verizon.up, verizon.down, verizon.delay_ms) == ("Verizon-LTE-short.up", "Verizon-LTE-short.down", 30)
+    assert (verizon.up, verizon.down, verizon.delay_ms) == (
+        "Verizon-LTE-short.up",
+        "Verizon-LTE-short.down",
+        30,
+    )
 
 
 def test_every_mahimahi_profile_resolves(mahimahi_traces: Path) -> None:
@@ -219,7 +243,9 @@ def test_unknown_profile_names_the_known_ones() -> None:
 def test_generator_is_reproducible_from_its_seed() -> None:
     assert generate.generate("up", seed=3, seconds=5) == generate.generate("up", seed=3, seconds=5)
     assert generate.generate("up", seed=3, seconds=5) != generate.generate("up", seed=4, seconds=5)
-    assert generate.generate("up", seed=3, seconds=5) != generate.generate("down", seed=3, seconds=5)
+    assert generate.generate("up", seed=3, seconds=5) != generate.generate(
+        "down", seed=3, seconds=5
+    )
 
 
 def test_committed_synthetic_traces_equal_a_fresh_generation() -> None:
@@ -318,7 +344,12 @@ def test_release_is_departure_plus_delay_and_waits_for_it() -> None:
     assert link.next_event_ms() == 24
     assert link.poll(23) == []
     (release,) = link.poll(24)
-    assert (release.data, release.arrival_ms, release.departure_ms, release.release_ms) == (b"ping", 2, 4, 24)
+    assert (release.data, release.arrival_ms, release.departure_ms, release.release_ms) == (
+        b"ping",
+        2,
+        4,
+        24,
+    )
 
 
 def test_end_of_stream_follows_the_data() -> None:
@@ -356,7 +387,11 @@ def test_statistics_count_bytes_and_queueing_delay() -> None:
     link.poll(100)
     stats = link.statistics()
     assert (stats.bytes_in, stats.bytes_out, stats.chunks_out) == (4 * MSS, 4 * MSS, 4)
-    assert (stats.queue_delay_mean_ms, stats.queue_delay_median_ms, stats.queue_delay_max_ms) == (2.5, 2.5, 4)
+    assert (stats.queue_delay_mean_ms, stats.queue_delay_median_ms, stats.queue_delay_max_ms) == (
+        2.5,
+        2.5,
+        4,
+    )
     assert (stats.queued_bytes, stats.queued_bytes_max) == (0, 4 * MSS)
 
 

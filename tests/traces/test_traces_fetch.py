@@ -35,7 +35,8 @@ def serve(folder: Path) -> Iterator[tuple[str, list[str]]]:
     requests: list[str] = []
     handler = type("Handler", (_QuietHandler,), {"requests": requests})
     server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(handler, directory=str(folder)))
+        ("127.0.0.1", 0), functools.partial(handler, directory=str(folder))
+    )
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -56,7 +57,8 @@ def listing(folder: Path) -> list[str]:
 
 
 def test_fetch_downloads_the_nine_traces_and_keeps_them_on_the_search_path(
-        mahimahi_traces: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    mahimahi_traces: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.setenv("PLANFENCE_TRACES", "")
     dest = tmp_path / "data" / "planfence" / "traces"
@@ -65,7 +67,8 @@ def test_fetch_downloads_the_nine_traces_and_keeps_them_on_the_search_path(
         assert (code, err.count("error")) == (0, 0), err
         assert out.splitlines() == [
             *(f"downloaded {n} ({(mahimahi_traces / n).stat().st_size:,} B)" for n in NAMES),
-            f"9 traces in {dest}: 9 downloaded, 0 already present, every SHA-256 as pinned"]
+            f"9 traces in {dest}: 9 downloaded, 0 already present, every SHA-256 as pinned",
+        ]
         assert sorted(requests) == [f"/{n}" for n in NAMES]
         assert listing(dest) == NAMES  # no temporary file left behind
         assert all((dest / n).read_bytes() == (mahimahi_traces / n).read_bytes() for n in NAMES)
@@ -77,20 +80,23 @@ def test_fetch_downloads_the_nine_traces_and_keeps_them_on_the_search_path(
         code, out, _ = fetch("--from", url)
         assert code == 0
         assert requests == [f"/{FIRST}"]
-        assert out.splitlines()[-1] == (f"9 traces in {dest}: 1 downloaded, 8 already present, "
-                                        "every SHA-256 as pinned")
+        assert out.splitlines()[-1] == (
+            f"9 traces in {dest}: 1 downloaded, 8 already present, every SHA-256 as pinned"
+        )
         assert file_sha256(dest / FIRST) == PINNED_SHA256[FIRST]
 
 
 def test_progress_reaches_each_file_size(mahimahi_traces: Path, tmp_path: Path) -> None:
     seen: dict[str, tuple[int, int | None]] = {}
     with serve(mahimahi_traces) as (url, _):
-        fetched = fetch_traces(tmp_path, url, progress=lambda n, done, total: seen.update(
-            {n: (done, total)}))
+        fetched = fetch_traces(
+            tmp_path, url, progress=lambda n, done, total: seen.update({n: (done, total)})
+        )
     sizes = {n: (mahimahi_traces / n).stat().st_size for n in NAMES}
     assert seen == {n: (size, size) for n, size in sizes.items()}
     assert [(t.name, t.size, t.status) for t in fetched] == [
-        (n, sizes[n], "downloaded") for n in NAMES]
+        (n, sizes[n], "downloaded") for n in NAMES
+    ]
 
 
 def test_a_tampered_trace_is_refused_and_not_kept(tmp_path: Path) -> None:
@@ -101,14 +107,15 @@ def test_a_tampered_trace_is_refused_and_not_kept(tmp_path: Path) -> None:
         code, out, err = fetch("--from", url, "--dir", str(dest))
     digest = file_sha256(served / FIRST)
     assert (code, out) == (1, "")
-    assert err == (f"error: refused {FIRST} from {url}{FIRST}: its SHA-256 is {digest}, not "
-                   f"the pinned {PINNED_SHA256[FIRST]}; not kept\n")
+    assert err == (
+        f"error: refused {FIRST} from {url}{FIRST}: its SHA-256 is {digest}, not "
+        f"the pinned {PINNED_SHA256[FIRST]}; not kept\n"
+    )
     assert requests == [f"/{FIRST}"]  # stopped at the first refusal
     assert listing(dest) == []
 
 
-def test_a_modified_copy_of_a_real_trace_is_refused(mahimahi_traces: Path,
-                                                     tmp_path: Path) -> None:
+def test_a_modified_copy_of_a_real_trace_is_refused(mahimahi_traces: Path, tmp_path: Path) -> None:
     served, dest = tmp_path / "served", tmp_path / "dest"
     served.mkdir()
     for name in NAMES:
@@ -134,10 +141,12 @@ def test_a_missing_file_is_one_line_naming_the_url(tmp_path: Path) -> None:
     assert listing(tmp_path / "dest") == []
 
 
-def test_a_folder_not_on_the_search_path_says_how_to_use_it(mahimahi_traces: Path,
-                                                             tmp_path: Path) -> None:
+def test_a_folder_not_on_the_search_path_says_how_to_use_it(
+    mahimahi_traces: Path, tmp_path: Path
+) -> None:
     dest = tmp_path / "elsewhere"
     code, out, _ = fetch("--from", str(mahimahi_traces), "--dir", str(dest))  # a folder works
     assert code == 0
-    assert out.splitlines()[-1] == (f"{dest} is not on the trace search path: "
-                                    f"set PLANFENCE_TRACES={dest}")
+    assert out.splitlines()[-1] == (
+        f"{dest} is not on the trace search path: set PLANFENCE_TRACES={dest}"
+    )

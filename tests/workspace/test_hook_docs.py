@@ -25,34 +25,67 @@ def examples() -> dict[str, str]:
     out = {}
     for name in ("claude-edit", "claude-bash", "codex-apply-patch"):
         out[f"payload-{name}"] = json.dumps(payload(name, PROJECT), indent=2) + "\n"
-    theirs = {"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
-        {"type": "command", "command": ".claude/hooks/guard.sh"}]}]}}
+    theirs = {
+        "hooks": {
+            "PreToolUse": [
+                {
+                    "matcher": "Bash",
+                    "hooks": [{"type": "command", "command": ".claude/hooks/guard.sh"}],
+                }
+            ]
+        }
+    }
     out["claude-settings"] = install.dump(
-        Path("settings.json"), install.merged(theirs, "claude", "planfence hook claude"))
+        Path("settings.json"), install.merged(theirs, "claude", "planfence hook claude")
+    )
     codex = install.merged({}, "codex", "planfence hook codex")
     out["codex-hooks-json"] = install.dump(Path("hooks.json"), codex)
     out["codex-config-toml"] = "".join(
         install.toml_block(event, install.our_group("codex", "planfence hook codex", event))
-        for event in install.EVENTS).lstrip("\n")
-    out["blocked"] = block_message(
-        parse_payload("claude", json.dumps(payload("claude-edit", PROJECT)).encode()),
-        sample_verdict()) + "\n"
+        for event in install.EVENTS
+    ).lstrip("\n")
+    out["blocked"] = (
+        block_message(
+            parse_payload("claude", json.dumps(payload("claude-edit", PROJECT)).encode()),
+            sample_verdict(),
+        )
+        + "\n"
+    )
     return out
 
 
 def sample_verdict() -> Verdict:
     """The Codex-tracker drift: branch switch, another agent's edit, a lockfile update."""
-    roles = {"ws:branch": ("branch",), "ws:head": ("head",), "ws:file/auth.ts": ("read",),
-             "ws:file/package-lock.json": ("lockfile",), "ws:evidence/9c1f": ("evidence",)}
-    evidence = {"ws:evidence/9c1f": {"command": "npm test", "exit": 0,
-                                     "inputs": ["ws:file/auth.ts"]}}
-    report = classify(TrustedState("auth-fix", 1, roles, evidence), {
-        "ws:branch": ({"branch": "feature/auth"}, {"branch": "main"}),
-        "ws:head": ({"head": "a17c92f5e0"}, {"head": "d09b34a71c"}),
-        "ws:file/auth.ts": ({"hash": "git:1"}, {"hash": "git:2"}),
-        "ws:file/package-lock.json": ({"hash": "git:3"}, {"hash": "git:4"})})
-    return Verdict("auth-fix", report.level, tuple(summary(report)), report.reread,
-                   report.changed_again, 1, None, "", None)
+    roles = {
+        "ws:branch": ("branch",),
+        "ws:head": ("head",),
+        "ws:file/auth.ts": ("read",),
+        "ws:file/package-lock.json": ("lockfile",),
+        "ws:evidence/9c1f": ("evidence",),
+    }
+    evidence = {
+        "ws:evidence/9c1f": {"command": "npm test", "exit": 0, "inputs": ["ws:file/auth.ts"]}
+    }
+    report = classify(
+        TrustedState("auth-fix", 1, roles, evidence),
+        {
+            "ws:branch": ({"branch": "feature/auth"}, {"branch": "main"}),
+            "ws:head": ({"head": "a17c92f5e0"}, {"head": "d09b34a71c"}),
+            "ws:file/auth.ts": ({"hash": "git:1"}, {"hash": "git:2"}),
+            "ws:file/package-lock.json": ({"hash": "git:3"}, {"hash": "git:4"}),
+        },
+    )
+    return Verdict(
+        "auth-fix",
+        report.level,
+        tuple(summary(report)),
+        report.reread,
+        report.changed_again,
+        1,
+        None,
+        "",
+        None,
+    )
 
 
 def test_every_example_in_the_doc_is_what_the_code_makes() -> None:

@@ -16,9 +16,13 @@ from planfence_net.net.client import open_session
 from support.workspace import git, make_repo, payload, run_cli, run_hook, served, write
 
 AUTH = "export const timeout = 30;\n"
-FILES = {"auth.ts": AUTH, "package-lock.json": '{"lockfileVersion": 3}\n',
-         "README.md": "# app\n", "tests/auth.test.ts": "test('timeout')\n",
-         **{f"src/mod{i}.ts": f"export const m{i} = {i};\n" for i in range(30)}}
+FILES = {
+    "auth.ts": AUTH,
+    "package-lock.json": '{"lockfileVersion": 3}\n',
+    "README.md": "# app\n",
+    "tests/auth.test.ts": "test('timeout')\n",
+    **{f"src/mod{i}.ts": f"export const m{i} = {i};\n" for i in range(30)},
+}
 HEADER = "Workspace drift detected since the previous trusted state:"
 
 
@@ -38,25 +42,35 @@ def test_codex_tracker_scenario_is_critical(tmp_path: Path) -> None:
     git(repo, "branch", "main")
     with served(repo):
         out = trust(repo, "--read", "auth.ts", "--evidence", "grep -q timeout auth.ts")
-        assert out.startswith("trusted auth-fix (trust 1): 1 read, 0 target, 1 lockfile, "
-                              "1 evidence; record ")
+        assert out.startswith(
+            "trusted auth-fix (trust 1): 1 read, 0 target, 1 lockfile, 1 evidence; record "
+        )
         assert out.endswith("evidence `grep -q timeout auth.ts` exited 0\n")
         assert check(repo) == (0, ["No workspace drift since the trusted state."])
         old = git(repo, "rev-parse", "HEAD").strip()
         git(repo, "checkout", "-q", "main")
-        write(repo, {"auth.ts": "export const timeout = 5;\n",  # another agent's edit
-                     "package-lock.json": '{"lockfileVersion": 3, "packages": {}}\n'})
+        write(
+            repo,
+            {
+                "auth.ts": "export const timeout = 5;\n",  # another agent's edit
+                "package-lock.json": '{"lockfileVersion": 3, "packages": {}}\n',
+            },
+        )
         git(repo, "commit", "-q", "-am", "other agent")
         new = git(repo, "rev-parse", "HEAD").strip()
-        assert check(repo) == (2, [
-            HEADER,
-            "- Branch changed: feature/auth -> main",
-            f"- HEAD changed: {old[:7]} -> {new[:7]}",
-            "- 1 previously inspected file changed: auth.ts",
-            "- package-lock.json changed",
-            "- Previous test result is now stale: `grep -q timeout auth.ts` ran against "
-            "auth.ts, package-lock.json",
-            "Drift class: critical"])
+        assert check(repo) == (
+            2,
+            [
+                HEADER,
+                "- Branch changed: feature/auth -> main",
+                f"- HEAD changed: {old[:7]} -> {new[:7]}",
+                "- 1 previously inspected file changed: auth.ts",
+                "- package-lock.json changed",
+                "- Previous test result is now stale: `grep -q timeout auth.ts` ran against "
+                "auth.ts, package-lock.json",
+                "Drift class: critical",
+            ],
+        )
         code, out, _ = run_cli("workspace", "check", "auth-fix", "--json", cwd=repo)
         report = json.loads(out)
         assert (code, report["class"], report["exit_code"]) == (2, "critical", 2)
@@ -69,9 +83,14 @@ def test_unrelated_change_is_informational_and_the_hook_allows(tmp_path: Path) -
     with served(repo):
         trust(repo, "--read", "auth.ts", "--target", "src/mod1.ts")
         write(repo, {"README.md": "# app, documented\n"})
-        assert check(repo) == (0, [
-            HEADER, "- Unrelated tracked files changed (informational): README.md",
-            "Drift class: informational"])
+        assert check(repo) == (
+            0,
+            [
+                HEADER,
+                "- Unrelated tracked files changed (informational): README.md",
+                "Drift class: informational",
+            ],
+        )
         assert run_hook("claude", payload("claude-edit", repo)) == (0, "")
         # Only the 3 declared files were ever hashed (at most once per observation: trust,
         # check, hook, as they are younger than the racy window), never the other 31.
@@ -81,13 +100,27 @@ def test_unrelated_change_is_informational_and_the_hook_allows(tmp_path: Path) -
 def test_evidence_goes_stale_when_its_input_changes(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", FILES)
     with served(repo):
-        trust(repo, "--read", "auth.ts", "--evidence", "grep -q timeout tests/auth.test.ts",
-              "--evidence-input", "tests/auth.test.ts", "--lockfiles", "none")
+        trust(
+            repo,
+            "--read",
+            "auth.ts",
+            "--evidence",
+            "grep -q timeout tests/auth.test.ts",
+            "--evidence-input",
+            "tests/auth.test.ts",
+            "--lockfiles",
+            "none",
+        )
         write(repo, {"tests/auth.test.ts": "test('timeout', retries)\n"})
-        assert check(repo) == (2, [
-            HEADER, "- Previous test result is now stale: `grep -q timeout tests/auth.test.ts` "
-                    "ran against tests/auth.test.ts",
-            "Drift class: relevant"])
+        assert check(repo) == (
+            2,
+            [
+                HEADER,
+                "- Previous test result is now stale: `grep -q timeout tests/auth.test.ts` "
+                "ran against tests/auth.test.ts",
+                "Drift class: relevant",
+            ],
+        )
 
 
 def test_a_folder_without_git(tmp_path: Path) -> None:
@@ -97,9 +130,10 @@ def test_a_folder_without_git(tmp_path: Path) -> None:
         trust(folder, "--read", "notes.txt", "--target", "out/plan.md")
         assert check(folder) == (0, ["No workspace drift since the trusted state."])
         write(folder, {"out/plan.md": "done\n"})
-        assert check(folder) == (2, [
-            HEADER, "- 1 file the plan will modify changed: out/plan.md",
-            "Drift class: critical"])
+        assert check(folder) == (
+            2,
+            [HEADER, "- 1 file the plan will modify changed: out/plan.md", "Drift class: critical"],
+        )
         heads = file_record(folder, "out/plan.md")
         assert heads["hash"].startswith("blake2b:") and heads["size"] == 5
 
@@ -111,18 +145,25 @@ def test_a_second_drift_after_the_replan_is_changed_again(tmp_path: Path) -> Non
         write(repo, {"auth.ts": "v2\n"})
         assert check(repo)[1][-1] == "Drift class: relevant"
         assert trust(repo, "--read", "auth.ts", "--lockfiles", "none").startswith(
-            "trusted auth-fix (trust 2)")
+            "trusted auth-fix (trust 2)"
+        )
         assert check(repo)[0] == 0
         write(repo, {"auth.ts": "v3\n"})
-        assert check(repo) == (2, [
-            HEADER, "- 1 previously inspected file changed: auth.ts",
-            "Drift class: relevant; it changed again after a replan: stop and report"])
+        assert check(repo) == (
+            2,
+            [
+                HEADER,
+                "- 1 previously inspected file changed: auth.ts",
+                "Drift class: relevant; it changed again after a replan: stop and report",
+            ],
+        )
         code, reason = run_hook("claude", payload("claude-edit", repo))
         assert code == 2
-        assert reason.endswith("It changed again after the plan was already re-made once. "
-                               "Stop: do not replan again; report the drift above to the user.\n")
-        assert trust(repo, "--read", "auth.ts", "--fresh").startswith(
-            "trusted auth-fix (trust 1)")
+        assert reason.endswith(
+            "It changed again after the plan was already re-made once. "
+            "Stop: do not replan again; report the drift above to the user.\n"
+        )
+        assert trust(repo, "--read", "auth.ts", "--fresh").startswith("trusted auth-fix (trust 1)")
 
 
 def test_cannot_decide_exits_3(tmp_path: Path) -> None:
@@ -133,15 +174,23 @@ def test_cannot_decide_exits_3(tmp_path: Path) -> None:
         shutil.move(repo, moved)
         code, lines = check(moved, "auth-fix", "--cluster", str(moved / ".planfence"))
         assert code == 3
-        assert lines[0].startswith("Cannot decide whether plan 'auth-fix' is still valid: "
-                                   "owner 'ws': owner unavailable (worktree_gone: worktree ")
+        assert lines[0].startswith(
+            "Cannot decide whether plan 'auth-fix' is still valid: "
+            "owner 'ws': owner unavailable (worktree_gone: worktree "
+        )
         shutil.move(moved, repo)
-    assert check(repo) == (3, ["Cannot decide whether plan 'auth-fix' is still valid: owner "
-                               "'ws': owner unavailable"])
+    assert check(repo) == (
+        3,
+        ["Cannot decide whether plan 'auth-fix' is still valid: owner 'ws': owner unavailable"],
+    )
     with served(repo):
-        assert check(repo, "never-trusted") == (3, [
-            "Cannot decide whether plan 'never-trusted' is still valid: no trusted state for "
-            "plan 'never-trusted': run `planfence workspace trust never-trusted ...` first"])
+        assert check(repo, "never-trusted") == (
+            3,
+            [
+                "Cannot decide whether plan 'never-trusted' is still valid: no trusted state for "
+                "plan 'never-trusted': run `planfence workspace trust never-trusted ...` first"
+            ],
+        )
 
 
 def stats(repo: Path) -> dict[str, object]:
@@ -159,9 +208,11 @@ def file_record(folder: Path, rel: str) -> dict[str, object]:
 
     async def ask() -> dict[str, object]:
         async with open_session(cdir.roster(), cdir.identity("ws"), "ws") as session:
-            answer = await session.request("heads", {"keys": [f"ws:file/{rel}"],
-                                                     "expect": {f"ws:file/{rel}": b"\0" * 32}})
+            answer = await session.request(
+                "heads", {"keys": [f"ws:file/{rel}"], "expect": {f"ws:file/{rel}": b"\0" * 32}}
+            )
         from planfence_net.core.records import record_from_wire
+
         body: dict[str, object] = record_from_wire(answer["records"][0]).body
         return body
 

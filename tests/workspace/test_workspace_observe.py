@@ -15,13 +15,16 @@ from support.workspace import git, make_repo, write
 
 
 def test_git_facts_match_git(tmp_path: Path) -> None:
-    repo = make_repo(tmp_path / "repo", {"a.txt": "alpha\n", "dir/b.txt": "beta\n"},
-                     branch="feature/auth")
+    repo = make_repo(
+        tmp_path / "repo", {"a.txt": "alpha\n", "dir/b.txt": "beta\n"}, branch="feature/auth"
+    )
     observer = Observer(repo)
-    facts = observer.observe(["file/a.txt", "file/gone.txt", "branch", "head", "repo",
-                              "status"])
-    assert facts["file/a.txt"] == {"hash": "git:" + git(repo, "hash-object", "a.txt").strip(),
-                                   "size": 6, "mode": "100644"}
+    facts = observer.observe(["file/a.txt", "file/gone.txt", "branch", "head", "repo", "status"])
+    assert facts["file/a.txt"] == {
+        "hash": "git:" + git(repo, "hash-object", "a.txt").strip(),
+        "size": 6,
+        "mode": "100644",
+    }
     assert facts["file/gone.txt"] == {"missing": True}
     assert facts["branch"] == {"branch": "feature/auth"}
     assert facts["head"] == {"head": git(repo, "rev-parse", "HEAD").strip()}
@@ -32,8 +35,11 @@ def test_git_facts_match_git(tmp_path: Path) -> None:
     git(repo, "pack-refs", "--all")  # HEAD now resolves through packed-refs
     changed = observer.observe(["status", "branch", "head"])
     size, mtime = (repo / "dir/b.txt").stat().st_size, (repo / "dir/b.txt").stat().st_mtime_ns
-    assert changed == {"status": {"changed": [["dir/b.txt", size, mtime]]},
-                       "branch": {"branch": None}, "head": facts["head"]}
+    assert changed == {
+        "status": {"changed": [["dir/b.txt", size, mtime]]},
+        "branch": {"branch": None},
+        "head": facts["head"],
+    }
 
 
 def test_an_old_unchanged_file_is_not_hashed_again(tmp_path: Path) -> None:
@@ -53,7 +59,10 @@ def test_a_folder_without_git_uses_blake2b(tmp_path: Path) -> None:
     digest = hashlib.blake2b(b"read me\n", digest_size=32).hexdigest()
     assert observer.observe(["file/notes.txt", "branch", "head", "status"]) == {
         "file/notes.txt": {"hash": f"blake2b:{digest}", "size": 8, "mode": "100644"},
-        "branch": {"branch": None}, "head": {"head": None}, "status": {"changed": None}}
+        "branch": {"branch": None},
+        "head": {"head": None},
+        "status": {"changed": None},
+    }
 
 
 @pytest.mark.parametrize("rel", ["../x", "/etc/passwd", "a/../../b", "", "a//b"])

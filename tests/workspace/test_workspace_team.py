@@ -16,17 +16,32 @@ from support.workspace import git, make_repo, payload, run_cli, run_hook, write
 @pytest.fixture
 def team(tmp_path: Path) -> Iterator[tuple[ClusterHandle, Path, Path]]:
     """Worktrees `api` (main) and `web` (branch web) of one repository, each served."""
-    api = make_repo(tmp_path / "api", {"src/auth.ts": "export const v = 1;\n",
-                                       "web/page.tsx": "<Login />\n"})
+    api = make_repo(
+        tmp_path / "api", {"src/auth.ts": "export const v = 1;\n", "web/page.tsx": "<Login />\n"}
+    )
     web = tmp_path / "web"
     git(api, "worktree", "add", "-q", "-b", "web", str(web))
     path = tmp_path / "cluster"
-    code, out, err = run_cli("cluster", "init", path, "--agents", "1", "--base-port", "0",
-                             "--workspace", f"api={api}", "--workspace", f"web={web}")
+    code, out, err = run_cli(
+        "cluster",
+        "init",
+        path,
+        "--agents",
+        "1",
+        "--base-port",
+        "0",
+        "--workspace",
+        f"api={api}",
+        "--workspace",
+        f"web={web}",
+    )
     assert code == 0, out + err
     handle = ClusterHandle(path, ClusterDir(path), ClusterDir(path).roster())
     assert [(a.name, a.owns) for a in handle.roster.agents] == [
-        ("planner", ("plan/*",)), ("api", ("api:*",)), ("web", ("web:*",))]
+        ("planner", ("plan/*",)),
+        ("api", ("api:*",)),
+        ("web", ("web:*",)),
+    ]
     try:
         assert handle.up() == "started 3 owner(s): planner, api, web; 3 running\n"
         yield handle, api, web
@@ -35,11 +50,23 @@ def team(tmp_path: Path) -> Iterator[tuple[ClusterHandle, Path, Path]]:
 
 
 def test_a_change_in_either_worktree_blocks_the_parents_write(
-        team: tuple[ClusterHandle, Path, Path]) -> None:
+    team: tuple[ClusterHandle, Path, Path],
+) -> None:
     handle, api, web = team
-    code, out, err = run_cli("workspace", "trust", "login", "--cluster", handle.path,
-                             "--read", "api:src/auth.ts", "--target", "web:web/page.tsx",
-                             "--lockfiles", "none", cwd=api)
+    code, out, err = run_cli(
+        "workspace",
+        "trust",
+        "login",
+        "--cluster",
+        handle.path,
+        "--read",
+        "api:src/auth.ts",
+        "--target",
+        "web:web/page.tsx",
+        "--lockfiles",
+        "none",
+        cwd=api,
+    )
     assert code == 0 and out.startswith("trusted login (trust 1): 1 read, 1 target"), out + err
     write_call = payload("claude-write", api, file_path=str(web / "web" / "page.tsx"))
     hook = ("--cluster", str(handle.path))
@@ -49,10 +76,10 @@ def test_a_change_in_either_worktree_blocks_the_parents_write(
     code, reason = run_hook("claude", write_call, *hook)
     assert code == 2
     assert reason.splitlines()[:3] == [
-        f"PlanFence blocked Write of {web}/web/page.tsx: plan 'login' is stale "
-        f"(critical drift).",
+        f"PlanFence blocked Write of {web}/web/page.tsx: plan 'login' is stale (critical drift).",
         "Workspace drift detected since the previous trusted state:",
-        "- 1 file the plan will modify changed: web:web/page.tsx"]
+        "- 1 file the plan will modify changed: web:web/page.tsx",
+    ]
 
     write(web, {"web/page.tsx": "<Login />\n"})  # back to the trusted content: allowed again
     assert run_hook("claude", write_call, *hook) == (0, "")
@@ -65,13 +92,14 @@ def test_a_change_in_either_worktree_blocks_the_parents_write(
         assert handle.events(name, "request")[-1]["op"] == "heads"
 
 
-@pytest.mark.parametrize(("option", "error"), [
-    ("api", "--workspace 'api': expected NAME=PATH (NAME: letters, digits, '_', '.', '-')"),
-    ("a/b=.", "--workspace 'a/b=.': expected NAME=PATH (NAME: letters, digits, '_', '.', "
-              "'-')"),
-    ("api=/nonexistent/x", "--workspace 'api=/nonexistent/x': /nonexistent/x is not a "
-                           "folder"),
-])
+@pytest.mark.parametrize(
+    ("option", "error"),
+    [
+        ("api", "--workspace 'api': expected NAME=PATH (NAME: letters, digits, '_', '.', '-')"),
+        ("a/b=.", "--workspace 'a/b=.': expected NAME=PATH (NAME: letters, digits, '_', '.', '-')"),
+        ("api=/nonexistent/x", "--workspace 'api=/nonexistent/x': /nonexistent/x is not a folder"),
+    ],
+)
 def test_a_bad_workspace_option_is_refused(tmp_path: Path, option: str, error: str) -> None:
     code, out, err = run_cli("cluster", "init", tmp_path / "c", "--workspace", option)
     assert (code, out, err) == (1, "", f"error: {error}\n")

@@ -32,9 +32,10 @@ class FaultResult:
 def format_table(results: list[FaultResult]) -> str:
     """The results as an aligned text table (fault, rounds, acknowledged, lost, outcome)."""
     header = ("fault", "rounds", "acknowledged", "lost", "outcome")
-    rows = [(r.fault, str(r.rounds), str(r.acknowledged), str(r.lost), r.outcome)
-            for r in results]
+    rows = [(r.fault, str(r.rounds), str(r.acknowledged), str(r.lost), r.outcome) for r in results]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip()
-             for row in [header, *rows]]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)).rstrip()
+        for row in [header, *rows]
+    ]
     return "\n".join(lines)

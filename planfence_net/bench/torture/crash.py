@@ -18,8 +18,9 @@ QUICK_ROUNDS, ROUNDS = 3, 50
 ACKS_PER_ROUND = (20, 300)  # the kill comes after this many acknowledgements (random)
 
 
-async def run(workdir: Path, *, quick: bool, rounds: int | None = None,
-              seed: int = 0) -> list[FaultResult]:
+async def run(
+    workdir: Path, *, quick: bool, rounds: int | None = None, seed: int = 0
+) -> list[FaultResult]:
     """`rounds` kill -9 rounds (default 3 with `quick`, else 50); one result row."""
     rounds = rounds or (QUICK_ROUNDS if quick else ROUNDS)
     victim, ledger, rng = Victim(workdir / "crash"), Ledger(), random.Random(seed)
@@ -30,9 +31,13 @@ async def run(workdir: Path, *, quick: bool, rounds: int | None = None,
         await victim.start()
         lost = await ledger.lost(victim)
         code = victim.stop()
-        problem = ledger.check_store(victim) or (f"owner exited {code} on SIGTERM" if code
-                                                 else None)
+        problem = ledger.check_store(victim) or (
+            f"owner exited {code} on SIGTERM" if code else None
+        )
     finally:
         victim.kill9()
-    return [FaultResult("kill -9 under concurrent puts", rounds, len(ledger.acked), lost,
-                        problem or "held")]
+    return [
+        FaultResult(
+            "kill -9 under concurrent puts", rounds, len(ledger.acked), lost, problem or "held"
+        )
+    ]

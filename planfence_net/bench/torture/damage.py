@@ -43,8 +43,9 @@ DAMAGE: list[tuple[str, Callable[[Path], None], str]] = [
 async def run(workdir: Path, *, quick: bool) -> list[FaultResult]:
     """One row per damage, then the flipped bit, the lost WAL and the second daemon."""
     records = QUICK_RECORDS if quick else RECORDS
-    rows = [await _refused(workdir / f"damage{i}", records, *damage)
-            for i, damage in enumerate(DAMAGE)]
+    rows = [
+        await _refused(workdir / f"damage{i}", records, *damage) for i, damage in enumerate(DAMAGE)
+    ]
     rows.append(await _bit_flip(workdir / "bitflip", records))
     rows.append(await _wal_deleted(workdir / "wal", records))
     rows.append(await _two_daemons(workdir / "twice"))
@@ -64,16 +65,21 @@ async def _filled(root: Path, records: int) -> tuple[Victim, Ledger]:
 
 
 def _refusal(exc: Refused, expected: str) -> str:
-    """"held" when the owner exited 1 with one line naming the store's problem."""
+    """ "held" when the owner exited 1 with one line naming the store's problem."""
     lines = exc.stderr.splitlines()
-    if exc.code == 1 and len(lines) == 1 and lines[0].startswith("error: store ") \
-            and expected in lines[0]:
+    if (
+        exc.code == 1
+        and len(lines) == 1
+        and lines[0].startswith("error: store ")
+        and expected in lines[0]
+    ):
         return "held"
     return f"refused badly: exit {exc.code}, {exc.stderr[:120]!r}"
 
 
-async def _refused(root: Path, records: int, name: str, damage: Callable[[Path], None],
-                   expected: str) -> FaultResult:
+async def _refused(
+    root: Path, records: int, name: str, damage: Callable[[Path], None], expected: str
+) -> FaultResult:
     victim, ledger = await _filled(root, records)
     damage(victim.db)
     try:
@@ -97,15 +103,17 @@ async def _bit_flip(root: Path, records: int) -> FaultResult:
     await victim.start()
     try:
         async with victim.session() as session:
-            flipped = [seq for seq, rid in ledger.acked.items()
-                       if await _refused_as_damaged(session, rid)]
+            flipped = [
+                seq for seq, rid in ledger.acked.items() if await _refused_as_damaged(session, rid)
+            ]
         others = [seq for seq in ledger.acked if seq not in flipped]
         lost = await ledger.lost(victim, others)
     finally:
         victim.kill9()
     outcome = "held" if len(flipped) == 1 else f"{len(flipped)} records refused, not 1"
-    return FaultResult("bit flip in a stored record", 1, len(ledger.acked) - len(flipped),
-                       lost, outcome)
+    return FaultResult(
+        "bit flip in a stored record", 1, len(ledger.acked) - len(flipped), lost, outcome
+    )
 
 
 async def _refused_as_damaged(session: object, rid: bytes) -> bool:

@@ -36,8 +36,11 @@ async def run(workdir: Path, *, quick: bool) -> list[FaultResult]:
 
 def mount_tmpfs(folder: Path, size: str) -> str | None:
     """Mount a tmpfs of `size` on `folder`; None when mounted, else why not (one line)."""
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs",
-                              str(folder)], capture_output=True, text=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+        capture_output=True,
+        text=True,
+    )
     if mounted.returncode == 0:
         return None
     return (mounted.stderr.strip().splitlines() or ["mount failed"])[-1]
@@ -68,8 +71,11 @@ async def _fill_and_free(victim: Victim, filler: Path) -> FaultResult:
     lost = await ledger.lost(victim)
     victim.stop()
     problem = ledger.check_store(victim)
-    outcome = ("held" if code == "store_full" and reads == 0 and problem is None else
-               f"answered {code!r}, {reads} unreadable while full, {problem or 'store ok'}")
+    outcome = (
+        "held"
+        if code == "store_full" and reads == 0 and problem is None
+        else f"answered {code!r}, {reads} unreadable while full, {problem or 'store ok'}"
+    )
     return FaultResult(NAME, 1, len(ledger.acked), lost, outcome)
 
 

@@ -56,10 +56,24 @@ class Victim:
     async def start(self, *extra: str) -> None:
         """Start the owner and wait until it listens. Raises Refused when it exits instead
         (its one-line reason in `stderr`), TimeoutError when it neither listens nor exits."""
-        argv = [sys.executable, "-m", "planfence_net", "owner", "serve", str(self.root),
-                "--agent", AGENT, *extra]
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+        argv = [
+            sys.executable,
+            "-m",
+            "planfence_net",
+            "owner",
+            "serve",
+            str(self.root),
+            "--agent",
+            AGENT,
+            *extra,
+        ]
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self.proc = proc
         assert proc.stdout is not None
         try:
@@ -104,8 +118,10 @@ class Victim:
         """(seq, id) of every record in the store file, by seq (the owner must be stopped)."""
         conn = sqlite3.connect(self.db)
         try:
-            return [(seq, bytes(rid)) for seq, rid in
-                    conn.execute("SELECT seq, id FROM records ORDER BY seq")]
+            return [
+                (seq, bytes(rid))
+                for seq, rid in conn.execute("SELECT seq, id FROM records ORDER BY seq")
+            ]
         finally:
             conn.close()
 
@@ -118,8 +134,7 @@ def _close(proc: subprocess.Popen[str]) -> None:
 
 async def put(session: Session, key: str, body: Any) -> tuple[int, bytes]:
     """One put; returns the acknowledged (seq, id)."""
-    result = await session.request("put", {"key": key, "kind": "fact", "parents": [],
-                                           "body": body})
+    result = await session.request("put", {"key": key, "kind": "fact", "parents": [], "body": body})
     return int(result["seq"]), bytes(result["id"])
 
 
@@ -142,7 +157,7 @@ class Ledger:
         served: set[bytes] = set()
         async with victim.session() as session:
             for at in range(0, len(wanted), GET_BATCH):
-                batch = wanted[at:at + GET_BATCH]
+                batch = wanted[at : at + GET_BATCH]
                 try:
                     result = await session.request("get", {"ids": batch})
                 except RequestError:
@@ -169,8 +184,9 @@ def _verified(victim: Victim, result: dict[str, Any]) -> list[Record]:
     for wire in result.get("records", []):
         try:
             record = record_from_wire(wire)
-            verify(record, public_key_of=victim.roster.public_key_of,
-                   owner_of=victim.roster.owner_of)
+            verify(
+                record, public_key_of=victim.roster.public_key_of, owner_of=victim.roster.owner_of
+            )
         except PlanfenceError:
             continue
         records.append(record)
@@ -189,8 +205,9 @@ async def load(victim: Victim, ledger: Ledger, count: int, *, kill: bool = False
         n = 0
         while not enough.is_set() or kill:
             try:
-                seq, rid = await put(session, f"plan/w{w}", {"w": w, "n": n,
-                                                             "tag": f"torture-{w}-{n}"})
+                seq, rid = await put(
+                    session, f"plan/w{w}", {"w": w, "n": n, "tag": f"torture-{w}-{n}"}
+                )
             except PlanfenceError:
                 return  # killed, or the owner refused: the put was not acknowledged
             ledger.add(seq, rid)

@@ -36,10 +36,20 @@ class OwnerProcess:
     """`planfence owner serve DIR --agent NAME` as a child process; a context manager that
     starts it (returning once it listens) and stops it (SIGTERM, then SIGKILL)."""
 
-    def __init__(self, root: Path, agent: str, *, limits: tuple[str, ...] = (),
-                 nofile: int | None = None) -> None:
-        self.argv = [sys.executable, "-m", "planfence_net", "owner", "serve", str(root),
-                     "--agent", agent, *(f"--limit={limit}" for limit in limits)]
+    def __init__(
+        self, root: Path, agent: str, *, limits: tuple[str, ...] = (), nofile: int | None = None
+    ) -> None:
+        self.argv = [
+            sys.executable,
+            "-m",
+            "planfence_net",
+            "owner",
+            "serve",
+            str(root),
+            "--agent",
+            agent,
+            *(f"--limit={limit}" for limit in limits),
+        ]
         self.agent = agent
         self.nofile = nofile
         self.proc: subprocess.Popen[str] | None = None
@@ -51,8 +61,14 @@ class OwnerProcess:
             if nofile is not None:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
 
-        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, preexec_fn=lower_nofile)
+        self.proc = subprocess.Popen(
+            self.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=lower_nofile,
+        )
         assert self.proc.stdout is not None and self.proc.stderr is not None
         line = await anyio.to_thread.run_sync(self.proc.stdout.readline)
         if not line.startswith(f"owner {self.agent} listening on "):
@@ -115,8 +131,13 @@ class Bystander:
         self.proc: subprocess.Popen[str] | None = None
 
     async def start(self) -> None:
-        self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            self.argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         assert self.proc.stdout is not None
         ready = await anyio.to_thread.run_sync(self.proc.stdout.readline)
         if ready.strip() != "ready":
@@ -131,8 +152,11 @@ class Bystander:
             report = json.loads(out)
         except json.JSONDecodeError:
             raise PlanfenceError(f"bystander failed: {err.strip()[-300:]}") from None
-        return Watch(report["pings_ms"], [bytes.fromhex(i) for i in report["acknowledged"]],
-                     report["failures"])
+        return Watch(
+            report["pings_ms"],
+            [bytes.fromhex(i) for i in report["acknowledged"]],
+            report["failures"],
+        )
 
 
 async def _watch(root: Path, owner: str) -> dict[str, Any]:
@@ -163,8 +187,10 @@ async def _watch(root: Path, owner: str) -> dict[str, Any]:
                 report["failures"] += 1
             await anyio.sleep(PUT_EVERY)
 
-    async with open_session(roster, cdir.identity("planner"), owner) as pinger, \
-            open_session(roster, cdir.identity(owner), owner) as writer:
+    async with (
+        open_session(roster, cdir.identity("planner"), owner) as pinger,
+        open_session(roster, cdir.identity(owner), owner) as writer,
+    ):
         async with anyio.create_task_group() as tg:
             tg.start_soon(ping, pinger)
             tg.start_soon(write, writer)

@@ -58,9 +58,13 @@ class Target:
     async def session(self, as_agent: str = "planner") -> NoiseStream:
         """A raw Noise session to the owner (requests are sent as bytes)."""
         agent = self.roster.agent(OWNER)
-        return await connect("127.0.0.1", self.port, cluster=self.roster.cluster,
-                             static_private=self.cdir.identity(as_agent).noise_private,
-                             remote_static=agent.noise_key)
+        return await connect(
+            "127.0.0.1",
+            self.port,
+            cluster=self.roster.cluster,
+            static_private=self.cdir.identity(as_agent).noise_private,
+            remote_static=agent.noise_key,
+        )
 
 
 async def run(workdir: Path, *, quick: bool) -> list[FaultResult]:
@@ -98,8 +102,9 @@ async def _prepare(root: Path) -> bytes:
     return big_id
 
 
-async def _one(root: Path, name: str, attack: Attack, owner_args: dict[str, Any],
-               quick: bool) -> FaultResult:
+async def _one(
+    root: Path, name: str, attack: Attack, owner_args: dict[str, Any], quick: bool
+) -> FaultResult:
     async with OwnerProcess(root, OWNER, **owner_args) as owner:
         bystander = Bystander(root, OWNER)
         await bystander.start()
@@ -151,7 +156,7 @@ async def _read_back(root: Path, ids: list[bytes]) -> int:
     found: set[bytes] = set()
     async with open_session(cdir.roster(), cdir.identity("planner"), OWNER) as reader:
         for start in range(0, len(ids), 1024):
-            result = await reader.request("get", {"ids": ids[start:start + 1024]})
+            result = await reader.request("get", {"ids": ids[start : start + 1024]})
             # a record's id is recomputed from its fields, never taken from the answer
             found.update(record_from_wire(w).id for w in result["records"])
     return len(set(ids) - found)
@@ -180,8 +185,9 @@ def _get_request(big_id: bytes) -> bytes:
 
 
 def _heads_request() -> bytes:
-    return encode_request(1, "heads", {"keys": ["req/big"] * 4096,
-                                       "expect": {"req/big": bytes(32)}})
+    return encode_request(
+        1, "heads", {"keys": ["req/big"] * 4096, "expect": {"req/big": bytes(32)}}
+    )
 
 
 async def _amplify(target: Target, quick: bool, request: bytes) -> int:

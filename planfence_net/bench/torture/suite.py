@@ -27,8 +27,11 @@ def groups(*, quick: bool, rounds: int | None) -> list[tuple[str, Group, float]]
     """(name, run, time bound) of every group this installation has."""
     crash_rounds = rounds or (crash.QUICK_ROUNDS if quick else crash.ROUNDS)
     found: list[tuple[str, Group, float]] = [
-        ("kill -9", lambda d: crash.run(d, quick=quick, rounds=crash_rounds),
-         BOUND + crash_rounds * SECONDS_PER_ROUND),
+        (
+            "kill -9",
+            lambda d: crash.run(d, quick=quick, rounds=crash_rounds),
+            BOUND + crash_rounds * SECONDS_PER_ROUND,
+        ),
         ("store damage", lambda d: damage.run(d, quick=quick), BOUND),
         ("disk full", lambda d: diskfull.run(d, quick=quick), BOUND),
     ]
@@ -40,9 +43,13 @@ def groups(*, quick: bool, rounds: int | None) -> list[tuple[str, Group, float]]
     return found
 
 
-async def run_suite(*, quick: bool, rounds: int | None = None,
-                    only: Collection[str] | None = None,
-                    progress: Callable[[str], None] = lambda line: None) -> list[FaultResult]:
+async def run_suite(
+    *,
+    quick: bool,
+    rounds: int | None = None,
+    only: Collection[str] | None = None,
+    progress: Callable[[str], None] = lambda line: None,
+) -> list[FaultResult]:
     """Every group (or those named in `only`), each in a fresh temporary folder; returns all
     rows in order."""
     rows: list[FaultResult] = []
@@ -78,7 +85,6 @@ def main(argv: list[str] | None = None) -> int:
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
-    rows = anyio.run(lambda: run_suite(quick=args.quick, rounds=args.rounds,
-                                       progress=progress))
+    rows = anyio.run(lambda: run_suite(quick=args.quick, rounds=args.rounds, progress=progress))
     print(format_table(rows))
     return 0 if all(r.held or r.outcome.startswith("skipped") for r in rows) else 1
