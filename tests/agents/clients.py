@@ -1,6 +1,7 @@
 """Run the real Claude Code and Codex CLIs offline, against a ModelServer on 127.0.0.1.
 
     find_clients      the executables `scripts/install-agents` put in .agents/, or None
+    skip_without_clients  at the top of a test module: one skip line when either is missing
     run_claude        `claude -p PROMPT --permission-mode acceptEdits --output-format json`
     run_codex         `codex exec --dangerously-bypass-approvals-and-sandbox --skip-git-repo-check`
     write_codex_config  $CODEX_HOME/config.toml: the scripted provider, project trust, hook trust
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 import tomli_w
 
 AGENTS_DIR_ENV = "PLANFENCE_AGENTS_DIR"  # the same override scripts/install-agents reads
@@ -37,6 +39,7 @@ CODEX_MODEL = "gpt-5.5"  # a model Codex ships metadata for: it offers apply_pat
 CODEX_PROVIDER = "scripted"
 CODEX_KEY_ENV = "PLANFENCE_TEST_MODEL_KEY"
 DUMMY_KEY = "dummy-key-for-the-scripted-model-server"
+MISSING = "the pinned Claude Code and Codex CLIs are not installed: run scripts/install-agents"
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +70,13 @@ def find_clients() -> Clients:
     found = {name: bin_dir / name for name in ("claude", "codex")}
     return Clients(**{name: path if os.access(path, os.X_OK) else None
                       for name, path in found.items()})
+
+
+def skip_without_clients() -> None:
+    """Skip the calling test module, with one line, unless both clients are installed."""
+    clients = find_clients()
+    if clients.claude is None or clients.codex is None:
+        pytest.skip(MISSING, allow_module_level=True)
 
 
 def base_env(server_url: str, home: Path) -> dict[str, str]:

@@ -1,6 +1,7 @@
 """Fixtures for the end-to-end tests with the real Claude Code and Codex CLIs.
 
-    claude, codex   the pinned executables from scripts/install-agents, or a skip (one line)
+    claude, codex   the pinned executables from scripts/install-agents (a test module
+                    calls clients.skip_without_clients() first: one skip line when they are absent)
     model_server    a scripted ModelServer on 127.0.0.1, closed after the test
     workspace       a git repository (notes.txt, a.txt committed) served by a real
                     `planfence workspace serve` process, stopped after the test
@@ -18,28 +19,23 @@ from pathlib import Path
 
 import pytest
 
-from .clients import find_clients
+from .clients import MISSING, find_clients
 from .model_server import ModelServer
 from .workspaces import COMMAND_TIMEOUT, FILES, PLANFENCE, Workspace
-
-MISSING = "the pinned Claude Code and Codex CLIs are not installed: run scripts/install-agents"
-
-
-def _client(name: str) -> Path:
-    path = getattr(find_clients(), name)
-    if path is None:
-        pytest.skip(MISSING)  # one line in the summary for every test that needs a client
-    return Path(path)
 
 
 @pytest.fixture
 def claude() -> Path:
-    return _client("claude")
+    path = find_clients().claude
+    assert path is not None, MISSING
+    return path
 
 
 @pytest.fixture
 def codex() -> Path:
-    return _client("codex")
+    path = find_clients().codex
+    assert path is not None, MISSING
+    return path
 
 
 @pytest.fixture

@@ -225,6 +225,7 @@ def anthropic_stream(server: ModelServer, request: dict[str, Any],
     message.update(stop_reason=None, usage=_usage())
     events: list[dict[str, Any]] = [{"type": "message_start", "message": message}]
     for index, block in enumerate(blocks):
+        start: dict[str, Any]
         if block["type"] == "text":
             start = {"type": "text", "text": ""}
             delta = {"type": "text_delta", "text": block["text"]}

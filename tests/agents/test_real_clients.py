@@ -16,11 +16,12 @@ from typing import Any
 import pytest
 
 from .clients import (clone_venv, codex_env, codex_hook_hash, codex_hooks_list, run_claude,
-                      run_codex, write_codex_config)
+                      run_codex, skip_without_clients, write_codex_config)
 from .model_server import ANTHROPIC, OPENAI, ApplyPatch, ModelServer, Text, ToolCall, Turn
 from .workspaces import Workspace
 
 pytestmark = pytest.mark.agents
+skip_without_clients()
 
 PLAN = "p1"
 DRIFT = "- 1 previously inspected file changed: notes.txt"
@@ -54,7 +55,7 @@ def assert_scripted_and_offline(server: ModelServer, api: str, turns: list[Turn]
 
 
 def claude_write_turns(target: Path) -> list[Turn]:
-    """Read a.txt (Claude Code writes only files it has read), write it, finish."""
+    """Read a.txt (Read is not gated), write it (gated), finish."""
     return [ToolCall("Read", {"file_path": str(target)}),
             ToolCall("Write", {"file_path": str(target), "content": "new\n"}),
             Text("done")]
