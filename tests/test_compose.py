@@ -410,7 +410,7 @@ def _compose_stack(
         )
 
 
-@pytest.mark.slow
+@pytest.mark.compose
 @pytest.mark.timeout(600)
 def test_the_compose_stack_runs_the_scenario_and_the_executor_exits_0(compose_stack) -> None:  # type: ignore[no-untyped-def]
     engine, command, env, path = compose_stack

@@ -68,8 +68,9 @@ def find_clients() -> Clients:
     """The installed executables (None for a missing one)."""
     bin_dir = agents_dir() / "node_modules" / ".bin"
     found = {name: bin_dir / name for name in ("claude", "codex")}
-    return Clients(**{name: path if os.access(path, os.X_OK) else None
-                      for name, path in found.items()})
+    return Clients(
+        **{name: path if os.access(path, os.X_OK) else None for name, path in found.items()}
+    )
 
 
 def skip_without_clients() -> None:
@@ -82,20 +83,36 @@ def skip_without_clients() -> None:
 def base_env(server_url: str, home: Path) -> dict[str, str]:
     """What every client run gets: PATH, a fresh HOME, and the refusing proxy."""
     home.mkdir(parents=True, exist_ok=True)
-    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home),
-            "LANG": "C.UTF-8", "SHELL": "/bin/sh", "TMPDIR": str(home),
-            "HTTPS_PROXY": server_url, "HTTP_PROXY": server_url,
-            "https_proxy": server_url, "http_proxy": server_url,
-            "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        "SHELL": "/bin/sh",
+        "TMPDIR": str(home),
+        "HTTPS_PROXY": server_url,
+        "HTTP_PROXY": server_url,
+        "https_proxy": server_url,
+        "http_proxy": server_url,
+        "NO_PROXY": "127.0.0.1,localhost",
+        "no_proxy": "127.0.0.1,localhost",
+    }
 
 
-def run_bounded(argv: list[str], cwd: Path, env: dict[str, str],
-                timeout: float = CLIENT_TIMEOUT) -> ClientRun:
+def run_bounded(
+    argv: list[str], cwd: Path, env: dict[str, str], timeout: float = CLIENT_TIMEOUT
+) -> ClientRun:
     """Run `argv` in its own process group with no stdin; kill the group when it ends."""
     started = time.monotonic()
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     finally:
@@ -114,15 +131,30 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
 # -- Claude Code --------------------------------------------------------------------------------
 
 
-def run_claude(claude: Path, server_url: str, project: Path, home: Path, prompt: str,
-               timeout: float = CLIENT_TIMEOUT) -> ClientRun:
+def run_claude(
+    claude: Path,
+    server_url: str,
+    project: Path,
+    home: Path,
+    prompt: str,
+    timeout: float = CLIENT_TIMEOUT,
+) -> ClientRun:
     """One headless Claude Code turn in `project`, its model being the server at `server_url`."""
     env = base_env(server_url, home)
-    env.update(ANTHROPIC_BASE_URL=server_url, ANTHROPIC_API_KEY=DUMMY_KEY,
-               CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_AUTOUPDATER="1",
-               DISABLE_TELEMETRY="1", DISABLE_ERROR_REPORTING="1")
-    return run_bounded([str(claude), "-p", prompt, "--permission-mode", "acceptEdits",
-                        "--output-format", "json"], project, env, timeout)
+    env.update(
+        ANTHROPIC_BASE_URL=server_url,
+        ANTHROPIC_API_KEY=DUMMY_KEY,
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+        DISABLE_AUTOUPDATER="1",
+        DISABLE_TELEMETRY="1",
+        DISABLE_ERROR_REPORTING="1",
+    )
+    return run_bounded(
+        [str(claude), "-p", prompt, "--permission-mode", "acceptEdits", "--output-format", "json"],
+        project,
+        env,
+        timeout,
+    )
 
 
 # -- Codex --------------------------------------------------------------------------------------
@@ -135,48 +167,85 @@ def codex_env(server_url: str, home: Path, codex_home: Path) -> dict[str, str]:
     return env
 
 
-def write_codex_config(codex_home: Path, server_url: str, trusted_projects: tuple[Path, ...] = (),
-                       trusted_hooks: dict[str, str] | None = None) -> Path:
+def write_codex_config(
+    codex_home: Path,
+    server_url: str,
+    trusted_projects: tuple[Path, ...] = (),
+    trusted_hooks: dict[str, str] | None = None,
+) -> Path:
     """Write $CODEX_HOME/config.toml: the scripted provider as the model, each project in
     `trusted_projects` trusted, and each hook key -> hash in `trusted_hooks` trusted."""
     config: dict[str, Any] = {
         "model": CODEX_MODEL,
         "model_provider": CODEX_PROVIDER,
-        "model_providers": {CODEX_PROVIDER: {
-            "name": CODEX_PROVIDER, "base_url": f"{server_url}/v1", "wire_api": "responses",
-            "env_key": CODEX_KEY_ENV, "request_max_retries": 0, "stream_max_retries": 0}},
+        "model_providers": {
+            CODEX_PROVIDER: {
+                "name": CODEX_PROVIDER,
+                "base_url": f"{server_url}/v1",
+                "wire_api": "responses",
+                "env_key": CODEX_KEY_ENV,
+                "request_max_retries": 0,
+                "stream_max_retries": 0,
+            }
+        },
     }
     if trusted_projects:
         config["projects"] = {str(p): {"trust_level": "trusted"} for p in trusted_projects}
     if trusted_hooks:
-        config["hooks"] = {"state": {key: {"trusted_hash": digest}
-                                     for key, digest in trusted_hooks.items()}}
+        config["hooks"] = {
+            "state": {key: {"trusted_hash": digest} for key, digest in trusted_hooks.items()}
+        }
     codex_home.mkdir(parents=True, exist_ok=True)
     path = codex_home / "config.toml"
     path.write_text(tomli_w.dumps(config))
     return path
 
 
-def run_codex(codex: Path, server_url: str, project: Path, home: Path, codex_home: Path,
-              prompt: str, timeout: float = CLIENT_TIMEOUT) -> ClientRun:
+def run_codex(
+    codex: Path,
+    server_url: str,
+    project: Path,
+    home: Path,
+    codex_home: Path,
+    prompt: str,
+    timeout: float = CLIENT_TIMEOUT,
+) -> ClientRun:
     """One `codex exec` turn in `project` (its config.toml written beforehand)."""
-    return run_bounded([str(codex), "exec", "--dangerously-bypass-approvals-and-sandbox",
-                        "--skip-git-repo-check", "--json", prompt], project,
-                       codex_env(server_url, home, codex_home), timeout)
+    return run_bounded(
+        [
+            str(codex),
+            "exec",
+            "--dangerously-bypass-approvals-and-sandbox",
+            "--skip-git-repo-check",
+            "--json",
+            prompt,
+        ],
+        project,
+        codex_env(server_url, home, codex_home),
+        timeout,
+    )
 
 
-def codex_hooks_list(codex: Path, env: dict[str, str], folder: Path,
-                     timeout: float = 30.0) -> dict[str, Any]:
+def codex_hooks_list(
+    codex: Path, env: dict[str, str], folder: Path, timeout: float = 30.0
+) -> dict[str, Any]:
     """Ask `codex app-server` (JSON-RPC, one message a line on stdio) which hooks apply to
     `folder`: returns the `hooks/list` entry for it ({"cwd", "hooks", "warnings", "errors"})."""
-    proc = subprocess.Popen([str(codex), "app-server"], cwd=folder, env=env,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [str(codex), "app-server"],
+        cwd=folder,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + timeout
     try:
         rpc = _LineRpc(proc)
-        rpc.call(1, "initialize", {"clientInfo": {"name": "planfence-tests", "version": "0"}},
-                 deadline)
+        rpc.call(
+            1, "initialize", {"clientInfo": {"name": "planfence-tests", "version": "0"}}, deadline
+        )
         result = rpc.call(2, "hooks/list", {"cwds": [str(folder)]}, deadline)
         (entry,) = result["data"]
         return dict(entry)
@@ -192,13 +261,18 @@ def codex_hooks_list(codex: Path, env: dict[str, str], folder: Path,
         proc.stdout.close()
 
 
-def codex_hook_hash(event: str, matcher: str | None, command: str,
-                    timeout: int | None = None) -> str:
+def codex_hook_hash(
+    event: str, matcher: str | None, command: str, timeout: int | None = None
+) -> str:
     """The `currentHash` Codex reports for one command handler of a group: "sha256:" and the
     hex SHA-256 of the compact, key-sorted JSON of the handler alone in its group, normalized
     (`event` is the snake_case label, e.g. "pre_tool_use"; a missing timeout is 600 s)."""
-    handler = {"type": "command", "command": command, "async": False,
-               "timeout": max(600 if timeout is None else timeout, 1)}
+    handler = {
+        "type": "command",
+        "command": command,
+        "async": False,
+        "timeout": max(600 if timeout is None else timeout, 1),
+    }
     identity: dict[str, Any] = {"event_name": event, "hooks": [handler]}
     if matcher is not None:
         identity["matcher"] = matcher
@@ -217,11 +291,13 @@ class _LineRpc:
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._fd, selectors.EVENT_READ)
 
-    def call(self, request_id: int, method: str, params: dict[str, Any],
-             deadline: float) -> dict[str, Any]:
+    def call(
+        self, request_id: int, method: str, params: dict[str, Any], deadline: float
+    ) -> dict[str, Any]:
         """Send a request; returns its `result` (raises on an `error` or at the deadline)."""
-        self._stdin.write(json.dumps({"id": request_id, "method": method,
-                                      "params": params}).encode() + b"\n")
+        self._stdin.write(
+            json.dumps({"id": request_id, "method": method, "params": params}).encode() + b"\n"
+        )
         self._stdin.flush()
         while True:
             message = json.loads(self._line(deadline))

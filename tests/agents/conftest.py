@@ -58,9 +58,13 @@ def workspace(tmp_path: Path) -> Iterator[Workspace]:
         (ws.path / name).write_text(text)
     ws.git("add", ".")
     ws.git("commit", "-q", "-m", "initial")
-    proc = subprocess.Popen([str(PLANFENCE), "workspace", "serve", str(ws.path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [str(PLANFENCE), "workspace", "serve", str(ws.path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()  # printed once the owner accepts sessions

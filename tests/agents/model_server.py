@@ -97,14 +97,18 @@ class ModelServer:
     """
 
     def __init__(self, anthropic: list[Turn] | None = None, openai: list[Turn] | None = None):
-        self.scripts = {ANTHROPIC: Script(list(anthropic or [])), OPENAI: Script(list(openai or []))}
+        self.scripts = {
+            ANTHROPIC: Script(list(anthropic or [])),
+            OPENAI: Script(list(openai or [])),
+        }
         self.requests: list[Recorded] = []
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="model-server",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, name="model-server", daemon=True
+        )
 
     @property
     def url(self) -> str:
@@ -138,8 +142,11 @@ class ModelServer:
         came after the script ran out, in order."""
         path = "/v1/messages" if api == ANTHROPIC else "/v1/responses"
         with self._lock:
-            return [r.body for r in self.requests
-                    if r.path == path and isinstance(r.body, dict) and r.body.get("tools")]
+            return [
+                r.body
+                for r in self.requests
+                if r.path == path and isinstance(r.body, dict) and r.body.get("tools")
+            ]
 
     def refused(self) -> list[Recorded]:
         """Requests meant for other hosts (CONNECT or an absolute URL): all refused."""
@@ -150,9 +157,11 @@ class ModelServer:
         """Requests to paths this server does not serve (answered 404)."""
         known = {"/v1/messages", "/v1/messages/count_tokens", "/v1/responses"}
         with self._lock:
-            return [r for r in self.requests
-                    if r.method != "CONNECT" and not r.path.startswith("http")
-                    and r.path not in known]
+            return [
+                r
+                for r in self.requests
+                if r.method != "CONNECT" and not r.path.startswith("http") and r.path not in known
+            ]
 
     def overruns(self, api: str) -> int:
         return self.scripts[api].overruns
@@ -178,11 +187,21 @@ class ModelServer:
             blocks = self._anthropic_blocks(turn)
             if body.get("stream"):
                 return 200, "text/event-stream", anthropic_stream(self, body, blocks), index
-            return 200, "application/json", json.dumps(anthropic_message(self, body, blocks)).encode(), index
+            return (
+                200,
+                "application/json",
+                json.dumps(anthropic_message(self, body, blocks)).encode(),
+                index,
+            )
         if path == "/v1/responses" and isinstance(body, dict):
             index, turn = self._turn(OPENAI, body)
             return 200, "text/event-stream", responses_stream(self, body, turn), index
-        return 404, "application/json", json.dumps({"error": {"message": f"no {path}"}}).encode(), None
+        return (
+            404,
+            "application/json",
+            json.dumps({"error": {"message": f"no {path}"}}).encode(),
+            None,
+        )
 
     def _turn(self, api: str, body: dict[str, Any]) -> tuple[int | None, Turn]:
         if not body.get("tools"):
@@ -193,8 +212,14 @@ class ModelServer:
         if isinstance(turn, Text):
             return [{"type": "text", "text": turn.text}]
         if isinstance(turn, ToolCall):
-            return [{"type": "tool_use", "id": self.new_id("toolu"), "name": turn.name,
-                     "input": turn.input}]
+            return [
+                {
+                    "type": "tool_use",
+                    "id": self.new_id("toolu"),
+                    "name": turn.name,
+                    "input": turn.input,
+                }
+            ]
         raise ValueError(f"Claude Code has no {type(turn).__name__} turn")
 
 
@@ -202,24 +227,37 @@ class ModelServer:
 
 
 def _usage(output_tokens: int = 1) -> dict[str, int]:
-    return {"input_tokens": 100, "output_tokens": output_tokens,
-            "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+    return {
+        "input_tokens": 100,
+        "output_tokens": output_tokens,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+    }
 
 
 def _stop_reason(blocks: list[dict[str, Any]]) -> str:
     return "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
 
 
-def anthropic_message(server: ModelServer, request: dict[str, Any],
-                      blocks: list[dict[str, Any]]) -> dict[str, Any]:
+def anthropic_message(
+    server: ModelServer, request: dict[str, Any], blocks: list[dict[str, Any]]
+) -> dict[str, Any]:
     """A whole (non-streamed) Messages response holding `blocks`."""
-    return {"id": server.new_id("msg"), "type": "message", "role": "assistant",
-            "model": request.get("model", "claude"), "content": blocks,
-            "stop_reason": _stop_reason(blocks), "stop_sequence": None, "usage": _usage(10)}
+    return {
+        "id": server.new_id("msg"),
+        "type": "message",
+        "role": "assistant",
+        "model": request.get("model", "claude"),
+        "content": blocks,
+        "stop_reason": _stop_reason(blocks),
+        "stop_sequence": None,
+        "usage": _usage(10),
+    }
 
 
-def anthropic_stream(server: ModelServer, request: dict[str, Any],
-                     blocks: list[dict[str, Any]]) -> bytes:
+def anthropic_stream(
+    server: ModelServer, request: dict[str, Any], blocks: list[dict[str, Any]]
+) -> bytes:
     """The server-sent events of a streamed Messages response holding `blocks`."""
     message = anthropic_message(server, request, [])
     message.update(stop_reason=None, usage=_usage())
@@ -232,13 +270,19 @@ def anthropic_stream(server: ModelServer, request: dict[str, Any],
         else:
             start = {**block, "input": {}}
             delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
-        events += [{"type": "content_block_start", "index": index, "content_block": start},
-                   {"type": "content_block_delta", "index": index, "delta": delta},
-                   {"type": "content_block_stop", "index": index}]
-    events += [{"type": "message_delta",
-                "delta": {"stop_reason": _stop_reason(blocks), "stop_sequence": None},
-                "usage": {"output_tokens": 10}},
-               {"type": "message_stop"}]
+        events += [
+            {"type": "content_block_start", "index": index, "content_block": start},
+            {"type": "content_block_delta", "index": index, "delta": delta},
+            {"type": "content_block_stop", "index": index},
+        ]
+    events += [
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": _stop_reason(blocks), "stop_sequence": None},
+            "usage": {"output_tokens": 10},
+        },
+        {"type": "message_stop"},
+    ]
     return sse(events)
 
 
@@ -256,34 +300,60 @@ def offered_apply_patch(request: dict[str, Any]) -> str | None:
 def responses_item(server: ModelServer, request: dict[str, Any], turn: Turn) -> dict[str, Any]:
     """The output item a Responses stream carries for `turn`."""
     if isinstance(turn, Text):
-        return {"type": "message", "role": "assistant", "id": server.new_id("msg"),
-                "content": [{"type": "output_text", "text": turn.text}]}
+        return {
+            "type": "message",
+            "role": "assistant",
+            "id": server.new_id("msg"),
+            "content": [{"type": "output_text", "text": turn.text}],
+        }
     call_id = server.new_id("call")
     if isinstance(turn, ToolCall):
-        return {"type": "function_call", "id": server.new_id("fc"), "call_id": call_id,
-                "name": turn.name, "arguments": json.dumps(turn.input)}
+        return {
+            "type": "function_call",
+            "id": server.new_id("fc"),
+            "call_id": call_id,
+            "name": turn.name,
+            "arguments": json.dumps(turn.input),
+        }
     kind = offered_apply_patch(request)
     if kind is None:
         raise ValueError("the request offers no apply_patch tool: use a model Codex knows")
     if kind == "custom":
-        return {"type": "custom_tool_call", "id": server.new_id("ctc"), "call_id": call_id,
-                "name": "apply_patch", "input": turn.patch}
-    return {"type": "function_call", "id": server.new_id("fc"), "call_id": call_id,
-            "name": "apply_patch", "arguments": json.dumps({"input": turn.patch})}
+        return {
+            "type": "custom_tool_call",
+            "id": server.new_id("ctc"),
+            "call_id": call_id,
+            "name": "apply_patch",
+            "input": turn.patch,
+        }
+    return {
+        "type": "function_call",
+        "id": server.new_id("fc"),
+        "call_id": call_id,
+        "name": "apply_patch",
+        "arguments": json.dumps({"input": turn.patch}),
+    }
 
 
 def responses_stream(server: ModelServer, request: dict[str, Any], turn: Turn) -> bytes:
     """The server-sent events of a streamed Responses answer carrying one item for `turn`."""
     response_id = server.new_id("resp")
     item = responses_item(server, request, turn)
-    usage = {"input_tokens": 100, "input_tokens_details": None, "output_tokens": 10,
-             "output_tokens_details": None, "total_tokens": 110}
-    return sse([
-        {"type": "response.created", "response": {"id": response_id}},
-        {"type": "response.output_item.added", "output_index": 0, "item": item},
-        {"type": "response.output_item.done", "output_index": 0, "item": item},
-        {"type": "response.completed", "response": {"id": response_id, "usage": usage}},
-    ])
+    usage = {
+        "input_tokens": 100,
+        "input_tokens_details": None,
+        "output_tokens": 10,
+        "output_tokens_details": None,
+        "total_tokens": 110,
+    }
+    return sse(
+        [
+            {"type": "response.created", "response": {"id": response_id}},
+            {"type": "response.output_item.added", "output_index": 0, "item": item},
+            {"type": "response.output_item.done", "output_index": 0, "item": item},
+            {"type": "response.completed", "response": {"id": response_id, "usage": usage}},
+        ]
+    )
 
 
 def sse(events: list[dict[str, Any]]) -> bytes:
@@ -300,8 +370,9 @@ def _handler_for(server: ModelServer) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib's name
             pass  # the record is the log
 
-        def _reply(self, status: int, content_type: str, payload: bytes,
-                   close: bool = False) -> None:
+        def _reply(
+            self, status: int, content_type: str, payload: bytes, close: bool = False
+        ) -> None:
             self.send_response(status)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(payload)))
@@ -321,8 +392,9 @@ def _handler_for(server: ModelServer) -> type[BaseHTTPRequestHandler]:
 
         def _refuse(self) -> None:
             server.record(Recorded(self.command, self.path, None))
-            self._reply(403, "text/plain", b"the test's model server reaches no other host\n",
-                        close=True)
+            self._reply(
+                403, "text/plain", b"the test's model server reaches no other host\n", close=True
+            )
 
         def do_CONNECT(self) -> None:  # noqa: N802 - http.server's naming
             self._refuse()

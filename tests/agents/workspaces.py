@@ -20,16 +20,30 @@ class Workspace:
 
     path: Path
 
-    def planfence(self, *args: str | Path, executable: Path = PLANFENCE,
-                  check: bool = True) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run([str(executable), *map(str, args)], cwd=self.path,
-                              capture_output=True, text=True, timeout=COMMAND_TIMEOUT,
-                              stdin=subprocess.DEVNULL)
+    def planfence(
+        self, *args: str | Path, executable: Path = PLANFENCE, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            [str(executable), *map(str, args)],
+            cwd=self.path,
+            capture_output=True,
+            text=True,
+            timeout=COMMAND_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+        )
         if check and proc.returncode != 0:
-            pytest.fail(f"planfence {' '.join(map(str, args))} exited {proc.returncode}: "
-                        f"{proc.stdout}{proc.stderr}")
+            pytest.fail(
+                f"planfence {' '.join(map(str, args))} exited {proc.returncode}: "
+                f"{proc.stdout}{proc.stderr}"
+            )
         return proc
 
     def git(self, *args: str) -> str:
-        return subprocess.run(["git", *args], cwd=self.path, check=True, capture_output=True,
-                              text=True, timeout=COMMAND_TIMEOUT).stdout
+        return subprocess.run(
+            ["git", *args],
+            cwd=self.path,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=COMMAND_TIMEOUT,
+        ).stdout
