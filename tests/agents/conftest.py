@@ -12,16 +12,16 @@ used is the one next to the interpreter running the tests.
 
 from __future__ import annotations
 
-import signal
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from support.workspace import make_repo, served
+
 from .clients import MISSING, find_clients
 from .model_server import ModelServer
-from .workspaces import COMMAND_TIMEOUT, FILES, PLANFENCE, Workspace
+from .workspaces import FILES, Workspace
 
 
 @pytest.fixture
@@ -49,35 +49,6 @@ def model_server() -> Iterator[ModelServer]:
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Iterator[Workspace]:
-    ws = Workspace(tmp_path / "repo")
-    ws.path.mkdir()
-    ws.git("init", "-q", "-b", "main")
-    ws.git("config", "user.email", "test@example.invalid")
-    ws.git("config", "user.name", "test")
-    for name, text in FILES.items():
-        (ws.path / name).write_text(text)
-    ws.git("add", ".")
-    ws.git("commit", "-q", "-m", "initial")
-    proc = subprocess.Popen(
-        [str(PLANFENCE), "workspace", "serve", str(ws.path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        stdin=subprocess.DEVNULL,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()  # printed once the owner accepts sessions
-        if "serving" not in line:
-            pytest.fail(f"workspace serve did not start: {line}")
+    ws = Workspace(make_repo(tmp_path / "repo", FILES))
+    with served(ws.path):  # returns once the owner accepts sessions; stopped after the test
         yield ws
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=COMMAND_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
