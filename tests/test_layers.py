@@ -23,7 +23,8 @@ ALLOWED: dict[str, set[str]] = {
     "traces": BELOW_OWNERS,
     "workspace": BELOW_OWNERS | {"owners", "executor", "traces"},
     "bench": BELOW_OWNERS | {"owners", "executor", "traces"},
-    "cli": BELOW_OWNERS | {"owners", "executor", "traces", "workspace", "bench"},
+    "mcp": BELOW_OWNERS | {"owners", "executor", "traces", "workspace"},
+    "cli": BELOW_OWNERS | {"owners", "executor", "traces", "workspace", "bench", "mcp"},
     "__main__": {"cli"},
     "__init__": set(),
 }

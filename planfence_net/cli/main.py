@@ -13,6 +13,7 @@ from . import bench as cli_bench
 from . import executor as cli_executor
 from . import hook as cli_hook
 from . import inspect as cli_inspect
+from . import mcp as cli_mcp
 from . import ping as cli_ping
 from . import shape as cli_shape
 from . import traces as cli_traces
@@ -476,4 +477,5 @@ cli_traces.register(app)
 cli_inspect.register(app, owner_app)
 cli_workspace.register(app)
 cli_hook.register(app)
+cli_mcp.register(app)
 cli_ping.register(app)

@@ -1,0 +1,64 @@
+"""`planfence mcp ...`: PlanFence in front of an agent's MCP servers."""
+
+from __future__ import annotations
+
+import functools
+import re
+
+import typer
+
+mcp_app = typer.Typer(no_args_is_help=True, help="Check MCP write tools against what was read.")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `planfence mcp ...` to `app`."""
+    app.add_typer(mcp_app, name="mcp")
+
+
+def _pattern(value: str) -> str:
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise typer.BadParameter(f"{value!r} is not a regular expression: {exc}") from None
+    return value
+
+
+@mcp_app.command(
+    "proxy", context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
+)
+def proxy(
+    ctx: typer.Context,
+    name: str = typer.Option(..., "--name", help="The server's name in keys (NAME:resource/URI)."),
+    reads: str = typer.Option(
+        "(?!)",
+        "--reads",
+        callback=_pattern,
+        help="Tools that only read (a regex over the whole name): recorded, never checked.",
+    ),
+    timeout: float = typer.Option(
+        5.0, "--timeout", min=0.1, help="Seconds one write check may take (then it is refused)."
+    ),
+) -> None:
+    """Serve MCP on stdin/stdout in front of `-- COMMAND ...`, the real server.
+
+    Every resource and read-tool answer the session sees joins its read set; every other
+    tool call is a write: before it reaches the server, what the session read is looked at
+    again, and a change refuses the call with a tool error that says what to read again.
+    """
+    command = list(ctx.args)
+    if not command:
+        raise typer.BadParameter("give the MCP server's command after `--`", param_hint="COMMAND")
+    from ..mcp.proxy import run_proxy
+    from ..mcp.relay import ToolPolicy
+    from .support import run_async
+
+    try:
+        code = run_async(
+            functools.partial(
+                run_proxy, name, command, ToolPolicy(reads=reads), check_timeout=timeout
+            )
+        )
+    except OSError as exc:
+        typer.echo(f"error: cannot start {command[0]}: {exc.strerror or exc}", err=True)
+        raise typer.Exit(1) from None
+    raise typer.Exit(code)
