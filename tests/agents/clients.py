@@ -138,8 +138,10 @@ def run_claude(
     home: Path,
     prompt: str,
     timeout: float = CLIENT_TIMEOUT,
+    extra: tuple[str, ...] = (),
 ) -> ClientRun:
-    """One headless Claude Code turn in `project`, its model being the server at `server_url`."""
+    """One headless Claude Code turn in `project`, its model being the server at `server_url`;
+    `extra` arguments go to `claude` after the usual ones."""
     env = base_env(server_url, home)
     env.update(
         ANTHROPIC_BASE_URL=server_url,
@@ -150,7 +152,11 @@ def run_claude(
         DISABLE_ERROR_REPORTING="1",
     )
     return run_bounded(
-        [str(claude), "-p", prompt, "--permission-mode", "acceptEdits", "--output-format", "json"],
+        [
+            str(claude),
+            *("-p", prompt, "--permission-mode", "acceptEdits", "--output-format", "json"),
+            *extra,
+        ],
         project,
         env,
         timeout,
