@@ -206,3 +206,23 @@ def test_what_the_proxy_cannot_read_is_refused_not_forwarded(session) -> None:  
     )
     assert agent.answer("b2")["result"]["isError"] is True  # a write cannot hide in a batch
     assert served(log, "tools/call") == 0
+
+
+def test_the_proxy_benchmark_runs() -> None:
+    """scripts/bench-mcp (figures in docs/PERFORMANCE.md) still runs end to end."""
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "bench-mcp"), "--runs", "3"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("planfence mcp proxy, 3 requests of each kind, load ")
+    assert [line.split("  ")[0] for line in lines[2:5]] == [
+        "ping (forwarded)",
+        "resources/read (recorded)",
+        "put_row (checked)",
+    ]
+    assert lines[5].startswith("a forwarded call costs ")
