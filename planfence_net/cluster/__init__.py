@@ -1,0 +1,1 @@
+"""This machine's cluster folder: roster and keys on disk, owner and shaper processes, ports."""
