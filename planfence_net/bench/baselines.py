@@ -11,7 +11,8 @@ template queried; `central` runs the gate against the central store only (every 
 merged into one request; plan and lineage read from the store, not handed over); `sync`
 (bench/sync.py) acts on pushed, acknowledged head metadata once the owners of D(a) say it is
 synchronized. Variants for the ablations: `planfence-d1` (direct parents only), `planfence-noreplan`,
-`planfence-failopen`.
+`planfence-failopen` (the gate's decision, with the blocks in `policy.FAIL_OPEN_REASONS`
+issued anyway).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from ..core.gate import Action, Gate, GatePolicy, QueryHeads
 from ..core.lineage import FetchRound
 from ..executor.runner import GateRunner, ReplanHook, verified_records
 from ..net.api import group_by_owner
-from .policy import Baseline, Parts, PolicyBase, Verdict
+from .policy import Baseline, Parts, PolicyBase, Verdict, fails_open
 from .sync import Sync
 from .writers import CENTRAL
 
@@ -48,11 +49,17 @@ def make_baseline(name: str, parts: Parts) -> Baseline:
         "allkeys": GatePolicy(),
         "planfence-d1": GatePolicy(max_depth=1),
         "planfence-noreplan": GatePolicy(replan=False),
-        "planfence-failopen": GatePolicy(fail_open=True),
+        "planfence-failopen": GatePolicy(),
     }
     if name not in policies:
         raise ConfigError(f"unknown policy {name!r} (known: {', '.join(POLICIES + VARIANTS)})")
-    return PlanFence(name, parts, policies[name], all_keys=name == "allkeys")
+    return PlanFence(
+        name,
+        parts,
+        policies[name],
+        all_keys=name == "allkeys",
+        fail_open=name == "planfence-failopen",
+    )
 
 
 class Freshness(PolicyBase):
@@ -97,14 +104,22 @@ class Freshness(PolicyBase):
 
 
 class PlanFence(PolicyBase):
-    """The gate under a policy; `all_keys` adds every shared key."""
+    """The gate under a policy; `all_keys` adds every shared key; `fail_open` issues the
+    actions the gate blocked for a reason in FAIL_OPEN_REASONS (the ablation)."""
 
     def __init__(
-        self, name: str, parts: Parts, policy: GatePolicy, *, all_keys: bool = False
+        self,
+        name: str,
+        parts: Parts,
+        policy: GatePolicy,
+        *,
+        all_keys: bool = False,
+        fail_open: bool = False,
     ) -> None:
         super().__init__(name, parts)
         self.policy = policy
         self.all_keys = all_keys
+        self.fail_open = fail_open
         self.runner = self._runner()
 
     def _runner(self) -> GateRunner:
@@ -116,10 +131,9 @@ class PlanFence(PolicyBase):
             policy = dataclasses.replace(policy, query_keys=tuple(keys))
         run = await self.runner.wait_decision(action, replan, policy)
         decision = run.decision
-        blocked = None if decision.authorized else decision.reason
-        return Verdict(
-            decision.authorized, run.roots, run.stall, blocked, decision.replanned, decision
-        )
+        issued = decision.authorized or (self.fail_open and fails_open(decision))
+        blocked = None if issued else decision.reason
+        return Verdict(issued, run.roots, run.stall, blocked, decision.replanned, decision)
 
 
 class CentralRunner(GateRunner):

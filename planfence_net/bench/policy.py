@@ -13,7 +13,8 @@ from typing import Any, Protocol
 from anyio.abc import TaskGroup
 
 from ..core.errors import PlanfenceError
-from ..core.gate import Action, Decision
+from ..core.gate import CHANGED_AGAIN, HEADS_FAILURES, Action, Decision
+from ..core.lineage import MISSING_LINEAGE
 from ..core.roster import Roster
 from ..executor.pool import SessionPool
 from ..executor.replica import Replica
@@ -22,6 +23,17 @@ from ..net.api import group_by_owner
 from .writers import Writer
 
 Addresses = dict[str, tuple[str, int]]
+
+# The blocks an availability-first executor would let through: lineage it could not find, an
+# owner that gave no usable answer, a second change after replanning. A stale plan without
+# replanning and an incomplete or ambiguous declaration still block.
+FAIL_OPEN_REASONS = frozenset({MISSING_LINEAGE, *HEADS_FAILURES, CHANGED_AGAIN})
+
+
+def fails_open(decision: Decision) -> bool:
+    """True when the fail-open ablation issues an action the gate blocked: the gate always
+    fails closed, and this baseline overrides the blocks in FAIL_OPEN_REASONS."""
+    return not decision.authorized and decision.reason in FAIL_OPEN_REASONS
 
 
 @dataclass(frozen=True, slots=True)

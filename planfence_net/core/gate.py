@@ -35,7 +35,6 @@ TIMEOUT = "timeout"
 CHANGED_AGAIN = "changed_again"
 STALE_PLAN = "stale_plan"
 HEADS_FAILURES = frozenset({OWNER_UNAVAILABLE, TIMEOUT, MALFORMED_RESPONSE})
-FAIL_OPEN_REASONS = frozenset({MISSING_LINEAGE, *HEADS_FAILURES, CHANGED_AGAIN})
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,16 +50,15 @@ class Action:
 class GatePolicy:
     """Limits and ablations. The defaults are PlanFence as designed.
 
-    `replan=False` blocks a drift with `stale_plan`; `fail_open=True` authorizes instead of
-    blocking for the reasons in FAIL_OPEN_REASONS; `query_keys` are extra keys whose heads are
-    fetched and checked (the all-keys baseline) but never compared with the frontier.
+    `replan=False` blocks a drift with `stale_plan`; `query_keys` are extra keys whose heads
+    are fetched and checked (the all-keys baseline) but never compared with the frontier.
+    The gate always fails closed; the bench's fail-open ablation reads its decisions.
     Raises ConfigError for max_depth < 0 or max_nodes < 1.
     """
 
     max_depth: int = 32
     max_nodes: int = 4096
     replan: bool = True
-    fail_open: bool = False
     query_keys: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
@@ -97,8 +95,7 @@ class Replan:
 class Decision:
     """The final outcome with its evidence (step 5 of the gate: explain).
 
-    `reason` is None for a plain authorization; with `fail_open` it names the block that was
-    suppressed. `drift` maps key -> (plan's id, owner's head id) of the first drifting round;
+    `reason` is None for an authorization and names the block otherwise. `drift` maps key -> (plan's id, owner's head id) of the first drifting round;
     `heads` maps key -> (head id, seq) of the last heads round.
     """
 
@@ -107,7 +104,6 @@ class Decision:
     reason: str | None
     detail: str
     replanned: bool
-    fail_open: bool
     frontier: dict[str, bytes]
     heads: dict[str, tuple[bytes | None, int]]
     drift: dict[str, tuple[bytes, bytes]]
@@ -128,7 +124,6 @@ class Decision:
             "reason": self.reason,
             "detail": self.detail,
             "replanned": self.replanned,
-            "fail_open": self.fail_open,
             "frontier": {key: rid.hex() for key, rid in self.frontier.items()},
             "heads": {
                 key: {"id": None if rid is None else rid.hex(), "seq": seq}
@@ -146,13 +141,13 @@ class Decision:
     def explain(self) -> str:
         """A few lines a person can read: outcome, reason, drifted keys, cost."""
         head = f"{self.action}: {self.outcome}"
-        if self.reason == STALE_PLAN and not self.fail_open:
+        if self.reason == STALE_PLAN:
             head = (
                 f"{self.action}: stale plan: a declared key changed since the plan was "
                 f"made; replan from the owners' heads and retry"
             )
         elif self.reason is not None:
-            head += f" ({self.reason}{', fail-open' if self.fail_open else ''})"
+            head += f" ({self.reason})"
         lines = [head, f"  {self.detail}"]
         if self.replanned:
             lines.append("  replanned once")
@@ -418,13 +413,9 @@ class Gate:
         return Replan(records, dict(drift))
 
     def _block(self, reason: str, detail: str) -> Decision:
-        if self.policy.fail_open and reason in FAIL_OPEN_REASONS:
-            return self._finish(AUTHORIZED, reason, detail, fail_open=True)
         return self._finish(BLOCKED, reason, detail)
 
-    def _finish(
-        self, outcome: str, reason: str | None, detail: str, *, fail_open: bool = False
-    ) -> Decision:
+    def _finish(self, outcome: str, reason: str | None, detail: str) -> Decision:
         self._state = _State.DONE
         self._decision = Decision(
             action=self.action.name,
@@ -432,7 +423,6 @@ class Gate:
             reason=reason,
             detail=detail,
             replanned=self._replanned,
-            fail_open=fail_open,
             frontier={key: record.id for key, record in self._frontier.items()},
             heads=dict(self._heads),
             drift=dict(self._drift),
