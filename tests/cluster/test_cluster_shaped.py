@@ -11,8 +11,8 @@ import anyio
 import pytest
 from typer.testing import CliRunner
 
-from planfence_net.cluster import processes as clusterlib
 from planfence_net.cli.main import app
+from planfence_net.cluster import processes as clusterlib
 from planfence_net.net.client import open_session
 from planfence_net.traces import load_profile
 
@@ -55,8 +55,9 @@ def shaped(cluster_dir):  # type: ignore[no-untyped-def]
 async def ping_rtts(cluster_dir, via: dict[str, tuple[str, int]] | None, n: int = 8) -> list[float]:  # type: ignore[no-untyped-def]
     address = {"host": via["reqs"][0], "port": via["reqs"][1]} if via else {}
     rtts = []
-    async with open_session(cluster_dir.roster, cluster_dir.identity("ops"), "reqs",
-                            **address) as session:
+    async with open_session(
+        cluster_dir.roster, cluster_dir.identity("ops"), "reqs", **address
+    ) as session:
         for _ in range(n):
             started = time.perf_counter()
             await session.request("heads", {"keys": ["req/shaped"]})
@@ -94,8 +95,7 @@ def test_att_lte_cluster_down_leaves_no_process(shaped) -> None:  # type: ignore
     fragments = [f"127.0.0.1:{a.port}" for a in shaped.roster.agents]
     assert sum(len(shaper_processes(f)) for f in fragments) == 5
     out = invoke("cluster", "down", shaped.path)
-    assert out == ("stopped 5 owner(s): planner, reqs, inventory, ops, audit; "
-                   "5 shaper(s)\n")
+    assert out == ("stopped 5 owner(s): planner, reqs, inventory, ops, audit; 5 shaper(s)\n")
     assert sum(len(shaper_processes(f)) for f in fragments) == 0
     assert owner_processes(str(shaped.path.resolve())) == {}
 

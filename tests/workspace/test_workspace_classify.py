@@ -166,9 +166,7 @@ def decision(
     drift: dict[str, tuple[bytes, bytes]],
     frontier: dict[str, bytes],
 ) -> Decision:
-    return Decision(
-        "a", outcome, reason, "detail", bool(drift), False, frontier, {}, drift, 2, 0, 0, 0.0
-    )
+    return Decision("a", outcome, reason, "detail", bool(drift), frontier, {}, drift, 2, 0, 0, 0.0)
 
 
 def test_the_machine_asks_for_the_plan_then_runs_the_gate_then_reports() -> None:
@@ -264,7 +262,6 @@ def test_a_known_plan_takes_one_round_and_a_retrusted_one_is_asked_for() -> None
             None,
             "ok",
             False,
-            False,
             {"ws:head": head.id},
             {"ws:head": (head.id, 1), "plan/p": (plan.id, 2)},
             {},
@@ -292,7 +289,6 @@ def test_a_known_plan_takes_one_round_and_a_retrusted_one_is_asked_for() -> None
             "authorized",
             None,
             "ok",
-            False,
             False,
             {"ws:head": head.id},
             {"ws:head": (head.id, 1), "plan/p": (b"\7" * 32, 3)},
