@@ -57,36 +57,54 @@ class Observer:
         if not self.root.is_dir():
             raise ConfigError(f"worktree {self.root} is gone")
         bodies: dict[str, Any] = {}
-        for fact in facts:
-            if fact.startswith(FILE_PREFIX):
-                bodies[fact] = self.file(fact[len(FILE_PREFIX) :])
-            elif fact in (REPO, BRANCH, HEAD):
-                bodies[fact] = self._git_fact(fact)
-            elif fact == STATUS:
-                bodies[fact] = {"changed": self.changed_tracked()}
-            else:
-                raise ConfigError(f"{fact!r} is not an observable fact")
+        folders: dict[str, int | BaseException] = {}  # one walk per folder in one look
+        try:
+            for fact in facts:
+                if fact.startswith(FILE_PREFIX):
+                    bodies[fact] = self.file(fact[len(FILE_PREFIX) :], folders)
+                elif fact in (REPO, BRANCH, HEAD):
+                    bodies[fact] = self._git_fact(fact)
+                elif fact == STATUS:
+                    bodies[fact] = {"changed": self.changed_tracked()}
+                else:
+                    raise ConfigError(f"{fact!r} is not an observable fact")
+        finally:
+            for fd in folders.values():
+                if isinstance(fd, int):
+                    os.close(fd)
         return bodies
 
-    def file(self, rel: str) -> dict[str, Any]:
+    def file(
+        self, rel: str, folders: dict[str, int | BaseException] | None = None
+    ) -> dict[str, Any]:
         """{"hash", "size", "mode"} of the file at `rel`, {"missing": True} (with a "kind"
         for something that is not a regular file or symlink), or {"refused": WHY, ...} for a
         file it will not hash: over `max_bytes`, or reached through a symlink that leads out
         of the worktree. A symlink at `rel` itself is hashed as its target text, as git does.
+
+        `folders` keeps the folders walked to (descriptors, or why not) for the caller to
+        close; without it, the folder is closed before returning.
         """
         parts = check_relative(rel).split("/")
+        where, name = "/".join(parts[:-1]), parts[-1]
+        walked = {} if folders is None else folders
+        if where not in walked:
+            try:
+                walked[where] = walk_inside(self.root, parts[:-1])
+            except (Outside, FileNotFoundError, NotADirectoryError) as exc:
+                walked[where] = exc
+        folder = walked[where]
         try:
-            folder = walk_inside(self.root, parts[:-1])
-        except Outside as exc:
-            self._cache.pop(rel, None)
-            return {"refused": str(exc)}
-        except (FileNotFoundError, NotADirectoryError):
-            self._cache.pop(rel, None)
-            return {"missing": True}
-        try:
-            return self._file_in(folder, parts[-1], rel)
+            if isinstance(folder, Outside):
+                self._cache.pop(rel, None)
+                return {"refused": str(folder)}
+            if isinstance(folder, BaseException):
+                self._cache.pop(rel, None)
+                return {"missing": True}
+            return self._file_in(folder, name, rel)
         finally:
-            os.close(folder)
+            if folders is None and isinstance(folder, int):
+                os.close(folder)
 
     def _file_in(self, folder: int, name: str, rel: str) -> dict[str, Any]:
         try:
@@ -130,7 +148,8 @@ class Observer:
             if st.st_size > self.max_bytes:
                 return {
                     "refused": f"{st.st_size} bytes, over the cap of {self.max_bytes}",
-                    "size": st.st_size,
+                    "size": st.st_size,  # and the stat signature: any rewrite shows
+                    "stat": [st.st_ino, st.st_mtime_ns, st.st_ctime_ns],
                 }
             hasher, done = self._hasher(st.st_size), 0
             os.lseek(fd, 0, os.SEEK_SET)

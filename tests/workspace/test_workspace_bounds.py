@@ -137,11 +137,11 @@ class GatedObserver(Observer):
     entered = threading.Event()
     release = threading.Event()
 
-    def file(self, rel: str) -> dict[str, Any]:
+    def file(self, rel: str, folders: Any = None) -> dict[str, Any]:
         if rel == "slow.txt":
             self.entered.set()
             assert self.release.wait(30)
-        return super().file(rel)
+        return super().file(rel, folders)
 
 
 def test_one_session_hashing_never_makes_another_wait(
