@@ -52,9 +52,9 @@ def test_a_roster_name_that_walks_to_another_key_is_refused(tmp_path: Path) -> N
         )
     )
     (shipped / "workspace.json").write_text(json.dumps({"current": "fix"}))
-    assert (shipped / "keys" / f"{TRAVERSAL}.key").resolve() == ClusterDir(
-        repo / ".planfence"
-    ).key("ws")
+    assert (shipped / "keys" / f"{TRAVERSAL}.key").resolve() == ClusterDir(repo / ".planfence").key(
+        "ws"
+    )
     call = payload("claude-edit", repo, file_path=str(repo / "vendor/dep/x.ts"))
     assert run_hook("claude", call, "--cluster", str(shipped)) == (
         2,
