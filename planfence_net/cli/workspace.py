@@ -129,7 +129,15 @@ def trust(
     """
     from ..cluster.processes import link_addresses
     from ..workspace.config import find_cluster, remember_plan, workspaces
-    from ..workspace.trust import Evidence, TrustSpec, auto_lockfiles, run_evidence, wait_trust
+    from ..workspace.trust import (
+        Evidence,
+        TrustSpec,
+        auto_lockfiles,
+        require_files,
+        run_evidence,
+        stale_binding,
+        wait_trust,
+    )
 
     if lockfiles not in ("auto", "none"):
         raise typer.BadParameter("--lockfiles must be auto or none")
@@ -141,6 +149,9 @@ def trust(
     inputs = keys(evidence_input) if evidence_input else reads + targets + created
     locks = auto_lockfiles(spaces, reads + targets + inputs) if lockfiles == "auto" else []
     agent, where = _evidence_place(spaces, cwd, reads + targets + created)
+    require_files(plan, reads + targets + created)  # before any evidence runs
+    addresses = link_addresses(cdir)
+    replaces = None if narrow else stale_binding(cdir, roster, plan, session, addresses)
     ran = tuple(
         Evidence(cmd, agent, run_evidence(cmd, where), tuple(inputs + locks)) for cmd in evidence
     )
@@ -154,8 +165,9 @@ def trust(
         fresh,
         narrow=narrow,
         new=tuple(created),
+        replaces=replaces,
     )
-    result = run_async(wait_trust, cdir, roster, spec, link_addresses(cdir))
+    result = run_async(wait_trust, cdir, roster, spec, addresses)
     current = remember_plan(cdir, plan, session, make_current)
     if json_out:
         echo_json({**result, "evidence": [{"command": e.command, "exit": e.exit} for e in ran]})

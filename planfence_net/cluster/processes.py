@@ -1,13 +1,13 @@
 """A cluster folder and the owner processes running from it.
 
-    DIR/cluster.toml        the roster
-    DIR/keys/NAME.key       each agent's Ed25519 seed (hex, mode 0600)
-    DIR/data/NAME.sqlite    each owner's store (NAME.sqlite.lock: held by the owner serving
-                            it; NAME.sqlite.seq: the highest seq it acknowledged)
-    DIR/logs/NAME.jsonl     each owner's structured log
-    DIR/run/NAME.pid        pid of a running owner; NAME.out its stdout and stderr
-    DIR/.gitignore          keeps keys, stores, logs and pids out of git (the roster may be
-                            committed: it holds public keys only)
+DIR/cluster.toml        the roster
+DIR/keys/NAME.key       each agent's Ed25519 seed (hex, mode 0600)
+DIR/data/NAME.sqlite    each owner's store (NAME.sqlite.lock: held by the owner serving
+                        it; NAME.sqlite.seq: the highest seq it acknowledged)
+DIR/logs/NAME.jsonl     each owner's structured log
+DIR/run/NAME.pid        pid of a running owner; NAME.out its stdout and stderr
+DIR/.gitignore          keeps keys, stores, logs and pids out of git (the roster may be
+                        committed: it holds public keys only)
 """
 
 from __future__ import annotations
@@ -119,8 +119,9 @@ def check_port(name: str, host: str, port: int, remedy: str) -> None:
         return
     holder, other = port_holder(f"{host}:{port}")
     stop = f"stop it (`planfence cluster down {other}`)" if other else "stop that program"
-    raise ConfigError(f"port {port} of {name} ({host}:{port}) is already in use by {holder}; "
-                      f"{stop}, or {remedy}")
+    raise ConfigError(
+        f"port {port} of {name} ({host}:{port}) is already in use by {holder}; {stop}, or {remedy}"
+    )
 
 
 # docker-compose.yml: every owner listens on 7401 in its container, its shaper on 7402, and
@@ -128,10 +129,16 @@ def check_port(name: str, host: str, port: int, remedy: str) -> None:
 COMPOSE_OWNER_PORT, COMPOSE_SHAPER_PORT, COMPOSE_HOST_BASE_PORT = 7401, 7402, 7411
 
 
-def init_cluster(root: Path, *, agents: int = 5, base_port: int | None = None,
-                 host: str | None = None, name: str | None = None,
-                 compose: bool = False,
-                 workspaces: tuple[tuple[str, Path], ...] = ()) -> Roster:
+def init_cluster(
+    root: Path,
+    *,
+    agents: int = 5,
+    base_port: int | None = None,
+    host: str | None = None,
+    name: str | None = None,
+    compose: bool = False,
+    workspaces: tuple[tuple[str, Path], ...] = (),
+) -> Roster:
     """Create a cluster folder with keys and a roster. Refuses to overwrite an existing one.
 
     `workspaces` adds a workspace owner per (NAME, PATH): it owns `NAME:*` and its roster
@@ -152,19 +159,29 @@ def init_cluster(root: Path, *, agents: int = 5, base_port: int | None = None,
         raise ConfigError(f"{cdir.roster_path} already exists; remove the folder or use another")
     defaults, templates = default_agents(agents)
     templates = templates + [
-        {"name": ws, "owns": [f"{ws}:*"] + (["plan/*"] if agents < 1 and i == 0 else []),
-         "workspace": str(path.resolve())} for i, (ws, path) in enumerate(workspaces)]
+        {
+            "name": ws,
+            "owns": [f"{ws}:*"] + (["plan/*"] if agents < 1 and i == 0 else []),
+            "workspace": str(path.resolve()),
+        }
+        for i, (ws, path) in enumerate(workspaces)
+    ]
     existing = [str(cdir.key(t["name"])) for t in templates if cdir.key(t["name"]).exists()]
     if existing:
-        raise ConfigError(f"key files already exist: {', '.join(existing)}; "
-                          f"remove them or use another folder")
+        raise ConfigError(
+            f"key files already exist: {', '.join(existing)}; remove them or use another folder"
+        )
     host = host or defaults.get("host", "127.0.0.1")
     default_base = COMPOSE_HOST_BASE_PORT if compose else defaults.get("base_port", 7401)
     base = default_base if base_port is None else base_port
     if base != 0 and not compose:  # refuse taken ports before writing anything
         for i, template in enumerate(templates):
-            check_port(template["name"], host, base + i,
-                       "choose other ports with --base-port N (0 picks free ports)")
+            check_port(
+                template["name"],
+                host,
+                base + i,
+                "choose other ports with --base-port N (0 picks free ports)",
+            )
     for sub in ("keys", "data", "logs", "run"):
         (root / sub).mkdir(parents=True, exist_ok=True)
     os.chmod(root / "keys", 0o700)
@@ -173,10 +190,15 @@ def init_cluster(root: Path, *, agents: int = 5, base_port: int | None = None,
     for i, template in enumerate(templates):
         key = generate_key_file(cdir.key(template["name"]))
         port = free_port(host) if base == 0 else base + i
-        rows.append({"name": template["name"], "address": f"{host}:{port}",
-                     "public_key": bytes(key.verify_key).hex(), "owns": template["owns"],
-                     **({"workspace": template["workspace"]} if "workspace" in template
-                        else {})})
+        rows.append(
+            {
+                "name": template["name"],
+                "address": f"{host}:{port}",
+                "public_key": bytes(key.verify_key).hex(),
+                "owns": template["owns"],
+                **({"workspace": template["workspace"]} if "workspace" in template else {}),
+            }
+        )
     data = {"cluster": name or defaults.get("cluster", "planfence"), "agents": rows}
     roster = roster_from_dict(data)
     cdir.roster_path.write_text(tomli_w.dumps(data))
@@ -205,11 +227,19 @@ def _write_compose_view(cdir: ClusterDir, data: dict[str, Any]) -> None:
     folder = cdir.root / "compose"
     folder.mkdir(exist_ok=True)
     agents = [row["name"] for row in data["agents"]]
-    inside = {**data, "agents": [{**row, "address": f"owner-{row['name']}:{COMPOSE_OWNER_PORT}"}
-                                 for row in data["agents"]]}
+    inside = {
+        **data,
+        "agents": [
+            {**row, "address": f"owner-{row['name']}:{COMPOSE_OWNER_PORT}"}
+            for row in data["agents"]
+        ],
+    }
     (folder / "cluster.toml").write_text(tomli_w.dumps(inside))
-    (folder / "links.toml").write_text(tomli_w.dumps({"links": {
-        agent: f"shaper-{agent}:{COMPOSE_SHAPER_PORT}" for agent in agents}}))
+    (folder / "links.toml").write_text(
+        tomli_w.dumps(
+            {"links": {agent: f"shaper-{agent}:{COMPOSE_SHAPER_PORT}" for agent in agents}}
+        )
+    )
 
 
 def read_pid(cdir: ClusterDir, name: str) -> int | None:
@@ -267,16 +297,30 @@ def spawn(cdir: ClusterDir, name: str, argv: list[str]) -> int:
     """Start a detached background process logging to run/NAME.out (this run's output only:
     the file is truncated, so errors never show fragments of an earlier run); records its pid."""
     with open(cdir.out(name), "wb") as out:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                                start_new_session=True, cwd=cdir.root)
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            start_new_session=True,
+            cwd=cdir.root,
+        )
     _CHILDREN[proc.pid] = proc
     cdir.pid_file(name).write_text(f"{proc.pid}\n")
     return proc.pid
 
 
 def owner_argv(cdir: ClusterDir, agent: str) -> list[str]:
-    return [sys.executable, "-m", "planfence_net", "owner", "serve", str(cdir.root.resolve()),
-            "--agent", agent]
+    return [
+        sys.executable,
+        "-m",
+        "planfence_net",
+        "owner",
+        "serve",
+        str(cdir.root.resolve()),
+        "--agent",
+        agent,
+    ]
 
 
 def stop_process(cdir: ClusterDir, name: str, marker: str, grace: float = 10.0) -> bool:
@@ -301,12 +345,13 @@ def last_error_line(path: Path) -> str:
     """The last `error: ...` line a process wrote to its output file (its one-line reason for
     exiting), else its last line; "" when it wrote nothing."""
     try:
-        lines = [line.strip() for line in path.read_text(errors="replace").splitlines()
-                 if line.strip()]
+        lines = [
+            line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()
+        ]
     except FileNotFoundError:
         return ""
     errors = [line for line in lines if line.startswith("error: ")]
-    return errors[-1][len("error: "):] if errors else (lines[-1] if lines else "")
+    return errors[-1][len("error: ") :] if errors else (lines[-1] if lines else "")
 
 
 def start_owners(cdir: ClusterDir, only: list[str] | None = None) -> list[str]:
@@ -314,14 +359,21 @@ def start_owners(cdir: ClusterDir, only: list[str] | None = None) -> list[str]:
     started. Raises ConfigError, starting none, when the port of an owner to start is in use.
     """
     roster = cdir.roster()
-    to_start = [agent.name for agent in roster.agents
-                if (only is None or agent.name in only)
-                and running_pid(cdir, agent.name, owner_marker(cdir, agent.name)) is None]
+    to_start = [
+        agent.name
+        for agent in roster.agents
+        if (only is None or agent.name in only)
+        and running_pid(cdir, agent.name, owner_marker(cdir, agent.name)) is None
+    ]
     for name in to_start:
         agent = roster.agent(name)
-        check_port(name, agent.host, agent.port,
-                   f"give this cluster other ports: edit {cdir.roster_path}, or make a new "
-                   f"cluster with `planfence cluster init NEWDIR --base-port 0` (free ports)")
+        check_port(
+            name,
+            agent.host,
+            agent.port,
+            f"give this cluster other ports: edit {cdir.roster_path}, or make a new "
+            f"cluster with `planfence cluster init NEWDIR --base-port 0` (free ports)",
+        )
     for name in to_start:
         spawn(cdir, name, owner_argv(cdir, name))
     return to_start
@@ -329,11 +381,15 @@ def start_owners(cdir: ClusterDir, only: list[str] | None = None) -> list[str]:
 
 def stop_owners(cdir: ClusterDir) -> list[str]:
     """Stop every running owner; returns the names stopped."""
-    return [agent.name for agent in cdir.roster().agents
-            if stop_process(cdir, agent.name, owner_marker(cdir, agent.name))]
+    return [
+        agent.name
+        for agent in cdir.roster().agents
+        if stop_process(cdir, agent.name, owner_marker(cdir, agent.name))
+    ]
 
 
 # ---- shapers: one trace-replaying relay in front of each owner --------------------------------
+
 
 def shaper_name(agent: str) -> str:
     return f"shaper-{agent}"
@@ -371,23 +427,28 @@ def link_addresses(cdir: ClusterDir) -> dict[str, tuple[str, int]]:
     links = read_links(cdir).get("links", {})
     addresses = {}
     for agent in cdir.roster().agents:
-        if agent.name in links and running_pid(cdir, shaper_name(agent.name),
-                                               shaper_marker(agent.address)):
+        if agent.name in links and running_pid(
+            cdir, shaper_name(agent.name), shaper_marker(agent.address)
+        ):
             host, port = parse_address(links[agent.name])
             addresses[agent.name] = (host, port)
     return addresses
 
 
-def start_shapers(cdir: ClusterDir, profile: str, *, delay_ms: int | None = None,
-                  loss: float = 0.0, seed: int = 0) -> dict[str, tuple[str, int]]:
+def start_shapers(
+    cdir: ClusterDir, profile: str, *, delay_ms: int | None = None, loss: float = 0.0, seed: int = 0
+) -> dict[str, tuple[str, int]]:
     """Put a shaper replaying `profile` in front of every owner; returns agent -> address.
 
     Running shapers of the same profile are kept; a different profile replaces them.
     `loopback` means no shaping: every shaper is stopped and {} returned.
     """
     previous = read_links(cdir)
-    if previous.get("profile") != profile or previous.get("delay_ms") != delay_ms \
-            or previous.get("loss") != loss:
+    if (
+        previous.get("profile") != profile
+        or previous.get("delay_ms") != delay_ms
+        or previous.get("loss") != loss
+    ):
         stop_shapers(cdir)
         previous = {}
     if profile == "loopback":
@@ -398,8 +459,20 @@ def start_shapers(cdir: ClusterDir, profile: str, *, delay_ms: int | None = None
         if agent.name in links and running_pid(cdir, name, marker):
             continue
         listen = f"{agent.host}:{free_port(agent.host)}"
-        argv = [sys.executable, "-m", "planfence_net", "shape", "--listen", listen,
-                "--upstream", agent.address, "--profile", profile, "--seed", str(seed + i)]
+        argv = [
+            sys.executable,
+            "-m",
+            "planfence_net",
+            "shape",
+            "--listen",
+            listen,
+            "--upstream",
+            agent.address,
+            "--profile",
+            profile,
+            "--seed",
+            str(seed + i),
+        ]
         if delay_ms is not None:
             argv += ["--delay-ms", str(delay_ms)]
         if loss:
@@ -415,7 +488,10 @@ def start_shapers(cdir: ClusterDir, profile: str, *, delay_ms: int | None = None
 
 def stop_shapers(cdir: ClusterDir) -> list[str]:
     """Stop every recorded shaper; returns the agents whose shaper was running."""
-    stopped = [agent.name for agent in cdir.roster().agents
-               if stop_process(cdir, shaper_name(agent.name), shaper_marker(agent.address))]
+    stopped = [
+        agent.name
+        for agent in cdir.roster().agents
+        if stop_process(cdir, shaper_name(agent.name), shaper_marker(agent.address))
+    ]
     links_path(cdir).unlink(missing_ok=True)
     return stopped

@@ -13,9 +13,14 @@ from .folder import ClusterDir
 from .processes import last_error_line, process_alive, read_pid
 
 
-async def wait_cluster_ready(cdir: ClusterDir, names: list[str], timeout: float = 20.0,
-                             addresses: Addresses | None = None, *,
-                             watch: Callable[[str], str] = lambda name: name) -> None:
+async def wait_cluster_ready(
+    cdir: ClusterDir,
+    names: list[str],
+    timeout: float = 20.0,
+    addresses: Addresses | None = None,
+    *,
+    watch: Callable[[str], str] = lambda name: name,
+) -> None:
     """Wait until each named owner accepts an authenticated session (through `addresses`).
 
     `watch(name)` names the process whose exit means failure (the owner itself, or the
@@ -40,8 +45,9 @@ async def wait_cluster_ready(cdir: ClusterDir, names: list[str], timeout: float 
             tg.start_soon(wait_one, name)
 
 
-async def wait_owners_reachable(cdir: ClusterDir, names: list[str], timeout: float,
-                                addresses: Addresses | None = None) -> None:
+async def wait_owners_reachable(
+    cdir: ClusterDir, names: list[str], timeout: float, addresses: Addresses | None = None
+) -> None:
     """Wait until each named owner accepts an authenticated session (through `addresses`),
     for owners this process did not start (another host, a container); each is asked as
     itself. Raises TransportError naming the first owner still unreachable after `timeout` s.
@@ -49,5 +55,13 @@ async def wait_owners_reachable(cdir: ClusterDir, names: list[str], timeout: flo
     roster, deadline = cdir.roster(), time.monotonic() + timeout
     async with collapsing_task_group() as tg:
         for name in names:
-            tg.start_soon(functools.partial(wait_owner_ready, roster, cdir.identity(name), name,
-                                            deadline, addresses=addresses))
+            tg.start_soon(
+                functools.partial(
+                    wait_owner_ready,
+                    roster,
+                    cdir.identity(name),
+                    name,
+                    deadline,
+                    addresses=addresses,
+                )
+            )

@@ -96,10 +96,14 @@ def locate(spaces: dict[str, Path], path: Path) -> tuple[str, str] | None:
 
 def select_plan(cdir: ClusterDir, session: str | None) -> str | None:
     """The plan bound to `session`, else the folder's current plan, else None."""
-    data = _selection(cdir)
-    sessions = data.get("sessions")
+    plan = bound_plan(cdir, session) or _selection(cdir).get("current")
+    return plan if isinstance(plan, str) else None
+
+
+def bound_plan(cdir: ClusterDir, session: str | None) -> str | None:
+    """The plan bound to `session` (no fallback), else None."""
+    sessions = _selection(cdir).get("sessions")
     plan = sessions.get(session) if session and isinstance(sessions, dict) else None
-    plan = plan or data.get("current")
     return plan if isinstance(plan, str) else None
 
 

@@ -10,6 +10,7 @@ An agent cannot lower its own fence with a trust: a plan must declare at least o
 declared file must exist (one the plan will create is declared `new`, recorded as missing on
 purpose); and a re-trust declares at least every key and role its current trusted state
 declared, unless `narrow` (like `fresh`, a person's decision: the hook blocks both flags).
+Trusting another plan for a session whose plan is stale counts as a re-trust of that plan.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ class TrustSpec:
     fresh: bool = False
     narrow: bool = False
     new: tuple[str, ...] = ()  # targets that must not exist yet (recorded as missing)
+    replaces: str | None = None  # a stale plan the session moves from: covered too
     extra: dict[str, Any] = field(default_factory=dict)
 
     def declaration(self) -> dict[str, list[str]]:
@@ -142,11 +144,7 @@ async def wait_trust(
     """Write the evidence records and the plan record of `spec`; returns the plan's
     {"key", "id", "seq", "trust", "declaration"}. Raises PlanfenceError when an owner
     refuses or cannot be reached."""
-    if not spec.reads and not spec.targets and not spec.new:
-        raise ConfigError(
-            f"plan {spec.plan!r} declares no file: a trusted state must name what the plan "
-            f"depends on (--read FILE, --target FILE, or --new FILE for one it will create)"
-        )
+    require_files(spec.plan, [*spec.reads, *spec.targets, *spec.new])
     declaration = spec.declaration()
     pkey = plan_key(spec.plan)
     owner = roster.owner_of(pkey)
@@ -154,15 +152,23 @@ async def wait_trust(
         raise ConfigError(f"no agent owns {pkey!r}: add one owning plan/* to the roster")
     me = cdir.identity(owner)
     facts = [k for k, roles in declaration.items() if "evidence" not in roles]
-    rows = await query_heads(roster, me, facts + [pkey], addresses)
+    old = plan_key(spec.replaces) if spec.replaces else None
+    rows = await query_heads(roster, me, facts + [pkey] + ([old] if old else []), addresses)
     ids = {row["key"]: row["id"] for row in rows}
     files = [k for k in facts if file_of(k) is not None and ids.get(k)]
-    wanted = [ids[k] for k in files] + ([ids[pkey]] if ids.get(pkey) else [])
+    wanted = [ids[k] for k in [*files, pkey, *([old] if old else [])] if ids.get(k)]
     bodies = {r.id: r.body for r in await get_records(roster, me, wanted, addresses)}
     _check_files(spec, {k: bodies[ids[k]] for k in files})
     previous = bodies.get(ids[pkey]) if ids.get(pkey) else None
-    if not spec.narrow and isinstance(previous, dict):
-        _check_superset(spec.plan, previous.get("declaration"), declaration)
+    replaced = bodies.get(ids[old]) if old and ids.get(old) else None
+    if not spec.narrow:
+        _check_superset(f"trusting {spec.plan} again", previous, declaration)
+        _check_superset(
+            f"trusting {spec.plan} for session {spec.session} would replace the stale plan "
+            f"{spec.replaces} and",
+            replaced,
+            declaration,
+        )
     trust = _next_trust(previous, spec.fresh)
     parents = [ids[k] for k in facts]
     for ev in spec.evidence:
@@ -200,6 +206,36 @@ async def wait_trust(
         "trust": trust,
         "declaration": declaration,
     }
+
+
+def require_files(plan: str, files: list[str]) -> None:
+    """Raise ConfigError when a trusted state of `plan` would declare no file."""
+    if not files:
+        raise ConfigError(
+            f"plan {plan!r} declares no file: a trusted state must name what the plan "
+            f"depends on (--read FILE, --target FILE, or --new FILE for one it will create)"
+        )
+
+
+def stale_binding(
+    cdir: ClusterDir,
+    roster: Roster,
+    plan: str,
+    session: str | None,
+    addresses: dict[str, tuple[str, int]] | None = None,
+) -> str | None:
+    """The plan `session` is bound to, when it is not `plan` and its check does not pass
+    (blocking drift, or cannot decide): trusting `plan` for the session replaces it, so the
+    new declaration must cover it (TrustSpec.replaces). None otherwise."""
+    from .check import run_check
+    from .config import bound_plan
+
+    bound = bound_plan(cdir, session)
+    if bound is None or bound == plan:
+        return None
+    owner = roster.owner_of(plan_key(bound)) or roster.agents[0].name
+    verdict = run_check(roster, cdir.identity(owner), bound, addresses=addresses)
+    return None if verdict.exit_code == 0 else bound
 
 
 def _next_trust(previous: Any, fresh: bool) -> int:
@@ -240,8 +276,10 @@ def _check_files(spec: TrustSpec, bodies: dict[str, Any]) -> None:
         )
 
 
-def _check_superset(plan: str, before: Any, after: dict[str, list[str]]) -> None:
-    """Raise ConfigError when `after` drops a key or a role of the declaration `before`."""
+def _check_superset(doing: str, record: Any, after: dict[str, list[str]]) -> None:
+    """Raise ConfigError when `after` drops a key or a role the plan record body `record`
+    declared (`doing` says what the trust does, for the message)."""
+    before = record.get("declaration") if isinstance(record, dict) else None
     if not isinstance(before, dict):
         return
     dropped = []
@@ -251,7 +289,7 @@ def _check_superset(plan: str, before: Any, after: dict[str, list[str]]) -> None
             dropped.append(f"{_shown(key)} ({', '.join(map(str, lost))})")
     if dropped:
         raise ConfigError(
-            f"trusting {plan} again would declare less than its trusted state: "
+            f"{doing} would declare less than its trusted state: "
             f"{', '.join(dropped)} no longer declared; declare them again (dropping them "
             f"is the user's decision: `--narrow`, which the hook never lets an agent run)"
         )

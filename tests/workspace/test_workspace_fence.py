@@ -176,3 +176,28 @@ def test_a_name_that_is_not_utf8_gives_one_line(tmp_path: Path) -> None:
         b"",
         b"error: 'caf\\\\xe9.ts': file names must be UTF-8 (keys are UTF-8 text)\n",
     )
+
+
+def test_moving_a_session_off_a_stale_plan_is_a_re_trust_of_it(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", FILES)
+    edit = payload("claude-edit", repo)
+    session = edit["session_id"]
+    with served(repo):
+        assert trust(repo, "a", "--read", "auth.ts", "--session", session)[0] == 0
+        # a is fresh: the session may move to a plan about something else
+        assert trust(repo, "b", "--read", "README.md", "--session", session)[0] == 0
+        write(repo, {"README.md": "# app, edited by someone else\n"})
+        assert run_hook("claude", edit)[0] == 2  # b is stale
+        assert trust(repo, "c", "--read", "auth.ts", "--session", session) == (
+            1,
+            f"error: trusting c for session {session} would replace the stale plan b and "
+            f"would declare less than its trusted state: ws:README.md (read) no longer "
+            f"declared; declare them again (dropping them is the user's decision: "
+            f"`--narrow`, which the hook never lets an agent run)\n",
+        )
+        assert run_hook("claude", edit)[0] == 2  # still checked against the stale b
+        assert (
+            trust(repo, "c", "--read", "auth.ts", "--read", "README.md", "--session", session)[0]
+            == 0
+        )
+        assert run_hook("claude", edit) == (0, "")
