@@ -3,9 +3,9 @@
 Kept apart from `cluster` so that reading a roster or a key file (the agents' hook does it
 before every tool call) does not import what starting processes needs.
 
-Every per-agent path is built from a checked agent name (`core.roster.check_name`) and, with
-symlinks resolved, must lie inside the cluster folder: a roster or a `--as NAME` can never
-make PlanFence read or write a key or a store elsewhere.
+Every per-agent path is built from a checked agent name (`core.roster.check_name`), and key
+and store paths, with symlinks resolved, must lie inside the cluster folder: a roster or a
+`--as NAME` can never make PlanFence read or write a key or a store elsewhere.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ class ClusterDir:
         return self.inside("data", f"{check_name(agent)}.sqlite")
 
     def log(self, agent: str) -> Path:
-        return self.inside("logs", f"{check_name(agent)}.jsonl")
+        # not resolved: a log may be sent elsewhere on purpose (a symlink to another disk)
+        return self.root / "logs" / f"{check_name(agent)}.jsonl"
 
     def pid_file(self, name: str) -> Path:
         return self.root / "run" / f"{name}.pid"
