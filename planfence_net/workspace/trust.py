@@ -142,7 +142,10 @@ async def wait_trust(
     addresses: dict[str, tuple[str, int]] | None = None,
 ) -> dict[str, Any]:
     """Write the evidence records and the plan record of `spec`; returns the plan's
-    {"key", "id", "seq", "trust", "declaration"}. Raises PlanfenceError when an owner
+    {"key", "id", "seq", "trust", "declaration"}. Raises ConfigError, writing nothing, when
+    it declares no file, a declared file is missing (unless `new`), exists (if `new`) or is
+    refused by its owner, or when, without `narrow`, it declares less than the plan's
+    current trusted state or than the stale plan it `replaces`; PlanfenceError when an owner
     refuses or cannot be reached."""
     require_files(spec.plan, [*spec.reads, *spec.targets, *spec.new])
     declaration = spec.declaration()
