@@ -84,6 +84,9 @@ def trust(
     plan: str = typer.Argument(..., help="Plan name (its record is plan/PLAN)."),
     read: list[str] = typer.Option([], "--read", help="A file the analysis read."),
     target: list[str] = typer.Option([], "--target", help="A file the plan will modify."),
+    new: list[str] = typer.Option(
+        [], "--new", help="A file the plan will create: a target that must not exist yet."
+    ),
     evidence: list[str] = typer.Option(
         [],
         "--evidence",
@@ -100,34 +103,72 @@ def trust(
     session: str | None = typer.Option(
         None, "--session", help="Bind the plan to this agent session id."
     ),
-    fresh: bool = typer.Option(False, "--fresh", help="Start the replan count over."),
+    fresh: bool = typer.Option(
+        False, "--fresh", help="Start the replan count over (a person's decision)."
+    ),
+    narrow: bool = typer.Option(
+        False,
+        "--narrow",
+        help="Allow declaring less than the trusted state replaced (a person's decision).",
+    ),
+    make_current: bool = typer.Option(
+        False,
+        "--make-current",
+        help="Make PLAN the folder's current plan, the one sessions without their own plan "
+        "are checked against (a person's decision; the first trusted plan becomes current).",
+    ),
     cluster: Path | None = ClusterOpt,
     json_out: bool = JsonOpt,
 ) -> None:
     """Record the trusted state of PLAN: the current records of what it depends on.
 
-    Files are paths (relative to here) inside a served worktree, or NAME:PATH. Trusting a
-    plan again is its one replan: if it drifts after that, checks say "changed again".
+    Files are paths (relative to here) inside a served worktree, or NAME:PATH; each must
+    exist (--new: must not). Trusting a plan again is its one replan: it declares at least
+    what its trusted state declared, and if it drifts after that, checks say "changed again".
+    The hook blocks any agent command carrying --fresh, --narrow or --make-current.
     """
     from ..cluster.processes import link_addresses
     from ..workspace.config import find_cluster, remember_plan, workspaces
-    from ..workspace.trust import Evidence, TrustSpec, auto_lockfiles, run_evidence, wait_trust
+    from ..workspace.trust import (
+        Evidence,
+        TrustSpec,
+        auto_lockfiles,
+        require_files,
+        run_evidence,
+        stale_binding,
+        wait_trust,
+    )
 
     if lockfiles not in ("auto", "none"):
         raise typer.BadParameter("--lockfiles must be auto or none")
     cdir = find_cluster(cluster)
     roster, spaces, cwd = cdir.roster(), workspaces(cdir), Path.cwd()
     keys = functools.partial(_keys, spaces, cwd)
-    reads, targets = keys(read), keys(target)
-    inputs = keys(evidence_input) if evidence_input else reads + targets
+    _utf8(plan, *evidence, *([session] if session else []))
+    reads, targets, created = keys(read), keys(target), keys(new)
+    inputs = keys(evidence_input) if evidence_input else reads + targets + created
     locks = auto_lockfiles(spaces, reads + targets + inputs) if lockfiles == "auto" else []
-    agent, where = _evidence_place(spaces, cwd, reads + targets)
+    agent, where = _evidence_place(spaces, cwd, reads + targets + created)
+    require_files(plan, reads + targets + created)  # before any evidence runs
+    addresses = link_addresses(cdir)
+    replaces = None if narrow else stale_binding(cdir, roster, plan, session, addresses)
     ran = tuple(
         Evidence(cmd, agent, run_evidence(cmd, where), tuple(inputs + locks)) for cmd in evidence
     )
-    spec = TrustSpec(plan, tuple(reads), tuple(targets), tuple(locks), ran, session, fresh)
-    result = run_async(wait_trust, cdir, roster, spec, link_addresses(cdir))
-    remember_plan(cdir, plan, session)
+    spec = TrustSpec(
+        plan,
+        tuple(reads),
+        tuple(targets),
+        tuple(locks),
+        ran,
+        session,
+        fresh,
+        narrow=narrow,
+        new=tuple(created),
+        replaces=replaces,
+    )
+    result = run_async(wait_trust, cdir, roster, spec, addresses)
+    current = remember_plan(cdir, plan, session, make_current)
     if json_out:
         echo_json({**result, "evidence": [{"command": e.command, "exit": e.exit} for e in ran]})
         return
@@ -138,6 +179,11 @@ def trust(
     )
     for e in ran:
         typer.echo(f"evidence `{e.command}` exited {e.exit}")
+    if current != plan:
+        typer.echo(
+            f"the current plan stays {current} (sessions without a plan of their own are "
+            f"checked against it){'' if session else f'; {plan} is bound to no session'}"
+        )
 
 
 @workspace_app.command("check")
@@ -182,6 +228,18 @@ def check(
         for line in verdict.text():
             typer.echo(line)
     raise typer.Exit(verdict.exit_code)
+
+
+def _utf8(*texts: str) -> None:
+    """Raise ConfigError for a text the shell passed as bytes that are not UTF-8."""
+    from ..core.errors import ConfigError
+
+    for text in texts:
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            shown = text.encode(errors="surrogateescape").decode(errors="backslashreplace")
+            raise ConfigError(f"{shown!r} is not UTF-8 text") from None
 
 
 def _keys(spaces: Spaces, cwd: Path, files: list[str]) -> list[str]:

@@ -6,6 +6,8 @@ DIR/data/NAME.sqlite    each owner's store (NAME.sqlite.lock: held by the owner 
                         it; NAME.sqlite.seq: the highest seq it acknowledged)
 DIR/logs/NAME.jsonl     each owner's structured log
 DIR/run/NAME.pid        pid of a running owner; NAME.out its stdout and stderr
+DIR/.gitignore          keeps keys, stores, logs and pids out of git (the roster may be
+                        committed: it holds public keys only)
 """
 
 from __future__ import annotations
@@ -183,6 +185,7 @@ def init_cluster(
     for sub in ("keys", "data", "logs", "run"):
         (root / sub).mkdir(parents=True, exist_ok=True)
     os.chmod(root / "keys", 0o700)
+    write_gitignore(root)
     rows = []
     for i, template in enumerate(templates):
         key = generate_key_file(cdir.key(template["name"]))
@@ -202,6 +205,21 @@ def init_cluster(
     if compose:
         _write_compose_view(cdir, data)
     return roster
+
+
+GITIGNORE = ("keys/", "data/", "logs/", "run/", "*.key", "*.sqlite*")
+
+
+def write_gitignore(root: Path) -> None:
+    """Make git ignore the private parts of the cluster folder at `root` (a .gitignore in it;
+    lines already there are kept, ours are added when missing)."""
+    path = root / ".gitignore"
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        lines = ["# planfence: private keys, stores, logs and pids never belong in git"]
+    lines += [line for line in GITIGNORE if line not in lines]
+    path.write_text("\n".join(lines) + "\n")
 
 
 def _write_compose_view(cdir: ClusterDir, data: dict[str, Any]) -> None:

@@ -10,7 +10,8 @@ The roster is a TOML file:
     public_key = "<64 hex chars: Ed25519 public key>"
     owns = ["req/*"]
 
-Ownership patterns are shell-style (`fnmatch`, case-sensitive). Exactly one agent may own a
+Agent names are letters, digits, '_', '.' and '-' (they name key and store files), checked
+when the roster is read. Ownership patterns are shell-style (`fnmatch`, case-sensitive). Exactly one agent may own a
 key; a key matched by no pattern has no owner, a key matched by two is a roster error.
 """
 
@@ -40,6 +41,21 @@ def _matcher(patterns: tuple[str, ...]) -> Callable[[str], re.Match[str] | None]
 
 
 OWNER_CACHE = 65536  # keys whose owner is remembered
+# An agent's name becomes part of file names (keys/NAME.key, data/NAME.sqlite) and of keys
+# (NAME:*): letters, digits, '_', '.', '-', starting with a letter or digit, so it can
+# never be a path separator, '..' or a hidden file.
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def check_name(name: object, where: str = "agent name") -> str:
+    """`name` if it is a valid agent name (see NAME); raises ConfigError in one line."""
+    if not isinstance(name, str) or NAME.fullmatch(name) is None:
+        shown = repr(name)[:80]
+        raise ConfigError(
+            f"{where} {shown} is not a valid agent name: use up to 64 letters, digits, "
+            f"'_', '.' or '-', starting with a letter or digit"
+        )
+    return name
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,8 +191,7 @@ def roster_from_dict(data: dict[str, Any], source: str = "roster") -> Roster:
             )
         except (KeyError, TypeError) as exc:
             raise ConfigError(f"{where}: missing field {exc}") from None
-        if not isinstance(name, str) or not name:
-            raise ConfigError(f"{where}: 'name' must be a non-empty string")
+        check_name(name, f"{where}: 'name'")
         try:
             public_key = bytes.fromhex(key_hex)
         except (TypeError, ValueError):

@@ -14,6 +14,7 @@ import os
 import re
 import tomllib
 from pathlib import Path
+from typing import Any
 
 from ..cluster.folder import ClusterDir
 from ..core.errors import ConfigError
@@ -61,6 +62,11 @@ def workspaces(cdir: ClusterDir) -> dict[str, Path]:
 def file_key_for(spaces: dict[str, Path], text: str, cwd: Path) -> str:
     """The key of a file named on the command line: `NAME:REL`, or a path (relative to `cwd`)
     inside one of the worktrees. Raises ConfigError when it is in none of them."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:  # a name the shell passed as bytes (surrogate escapes)
+        shown = text.encode(errors="surrogateescape").decode(errors="backslashreplace")
+        raise ConfigError(f"{shown!r}: file names must be UTF-8 (keys are UTF-8 text)") from None
     match = _EXPLICIT.match(text)
     if match and match.group(1) in spaces:
         return file_key(match.group(1), match.group(2))
@@ -90,28 +96,44 @@ def locate(spaces: dict[str, Path], path: Path) -> tuple[str, str] | None:
 
 def select_plan(cdir: ClusterDir, session: str | None) -> str | None:
     """The plan bound to `session`, else the folder's current plan, else None."""
-    try:
-        data = json.loads((cdir.root / SELECTION).read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
-    plan = data.get("sessions", {}).get(session) if session else None
-    plan = plan or data.get("current")
+    plan = bound_plan(cdir, session) or _selection(cdir).get("current")
     return plan if isinstance(plan, str) else None
 
 
-def remember_plan(cdir: ClusterDir, plan: str, session: str | None) -> None:
-    """Make `plan` the current plan (and `session`'s plan). Written atomically."""
+def bound_plan(cdir: ClusterDir, session: str | None) -> str | None:
+    """The plan bound to `session` (no fallback), else None."""
+    sessions = _selection(cdir).get("sessions")
+    plan = sessions.get(session) if session and isinstance(sessions, dict) else None
+    return plan if isinstance(plan, str) else None
+
+
+def remember_plan(
+    cdir: ClusterDir, plan: str, session: str | None, make_current: bool = False
+) -> str:
+    """Bind `session` to `plan`; make `plan` the folder's current plan when there is none yet
+    or `make_current` (trusting another plan never silently moves what sessions without a
+    plan of their own are checked against). Written atomically; returns the current plan."""
     path = cdir.root / SELECTION
-    try:
-        data = json.loads(path.read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        data = {}
-    data["current"] = plan
+    data = _selection(cdir)
+    current = data.get("current")
+    if make_current or not isinstance(current, str):
+        data["current"] = current = plan
     if session:
-        data.setdefault("sessions", {})[session] = plan
+        if not isinstance(data.get("sessions"), dict):
+            data["sessions"] = {}
+        data["sessions"][session] = plan
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=2) + "\n")
     tmp.replace(path)
+    return current
+
+
+def _selection(cdir: ClusterDir) -> dict[str, Any]:
+    try:
+        data = json.loads((cdir.root / SELECTION).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def parse_workspace_option(text: str) -> tuple[str, Path]:

@@ -19,6 +19,7 @@ maps each key to its roles.
 from __future__ import annotations
 
 import hashlib
+import re
 
 REPO, BRANCH, HEAD, STATUS = "repo", "branch", "head", "status"
 OBSERVED = (REPO, BRANCH, HEAD, STATUS)
@@ -48,6 +49,27 @@ LOCKFILES = (
     "Cargo.toml",
     "go.mod",
 )
+
+
+# `workspace trust` options that lower a plan's fence: declaring less than the trusted state
+# replaced (--narrow), starting the replan count over (--fresh), switching the plan that
+# sessions without their own plan are checked against (--make-current). They are a person's
+# decision: the hook blocks every shell command that carries one (`person_flag`).
+PERSON_FLAGS = ("--narrow", "--fresh", "--make-current")
+_SHELL_QUOTING = str.maketrans("", "", "\"'\\")
+
+
+def person_flag(command: str) -> str | None:
+    """The first of PERSON_FLAGS that the shell command `command` carries, else None.
+
+    Quotes and backslashes are ignored (`--fr""esh` is `--fresh` to a shell), and a flag
+    counts anywhere in the text, also as `--fresh=yes`: an agent has no reason to write one.
+    """
+    text = command.translate(_SHELL_QUOTING)
+    for flag in PERSON_FLAGS:
+        if re.search(re.escape(flag) + r"(?![A-Za-z0-9_-])", text):
+            return flag
+    return None
 
 
 def plan_key(plan: str) -> str:

@@ -62,6 +62,9 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str]:
         call = parse_payload(agent, data)
     except PayloadError as exc:
         return BLOCK, f"PlanFence blocked this call: unreadable hook input ({exc})"
+    refused = _person_only(call)
+    if refused:
+        return BLOCK, refused
     if not call.gated:
         return ALLOW, ""
     from ..core.errors import PlanfenceError
@@ -90,6 +93,21 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str]:
     if verdict.exit_code == 0:
         return ALLOW, ""
     return BLOCK, block_message(call, verdict)
+
+
+def _person_only(call: ToolCall) -> str:
+    """The reason to block a shell command carrying a flag only a person may pass, or ""."""
+    from .facts import person_flag
+
+    if call.event != "PreToolUse" or call.command is None or call.tool == "apply_patch":
+        return ""
+    flag = person_flag(call.command)
+    if flag is None:
+        return ""
+    return (
+        f"PlanFence blocked {call.describe()}: {flag} lowers the plan's fence and is the "
+        f"user's decision, never the agent's. Do not try another way; ask the user."
+    )
 
 
 def _context(

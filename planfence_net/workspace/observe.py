@@ -9,6 +9,7 @@ uses git's own index stat cache and never hashes the whole tree.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import stat
@@ -23,6 +24,10 @@ from .facts import BRANCH, FILE_PREFIX, HEAD, REPO, STATUS
 
 RACY_NS = 2_000_000_000  # a file modified this recently is always re-hashed
 GIT_TIMEOUT = 10.0
+MAX_FILE_BYTES = 64 * 1024 * 1024  # a declared file larger than this is refused, never read
+CHUNK = 1024 * 1024  # hashing streams the file in pieces of this size
+HASH_TRIES = 3  # reads of a file whose size changes while it is hashed
+MAX_LINKS = 40  # symlinks followed for one path, as the kernel allows
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,8 +42,9 @@ class GitDirs:
 class Observer:
     """The facts of the worktree at `root`. Sync: the owner calls it from a worker thread."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, max_bytes: int = MAX_FILE_BYTES) -> None:
         self.root = root.resolve()
+        self.max_bytes = max_bytes
         self.git = find_git(self.root)
         self._cache: dict[str, tuple[tuple[int, int, int, int], int, dict[str, Any]]] = {}
         self.hashed = 0  # files hashed (not served from the stat cache), for statistics
@@ -51,22 +57,58 @@ class Observer:
         if not self.root.is_dir():
             raise ConfigError(f"worktree {self.root} is gone")
         bodies: dict[str, Any] = {}
-        for fact in facts:
-            if fact.startswith(FILE_PREFIX):
-                bodies[fact] = self.file(fact[len(FILE_PREFIX) :])
-            elif fact in (REPO, BRANCH, HEAD):
-                bodies[fact] = self._git_fact(fact)
-            elif fact == STATUS:
-                bodies[fact] = {"changed": self.changed_tracked()}
-            else:
-                raise ConfigError(f"{fact!r} is not an observable fact")
+        folders: dict[str, int | BaseException] = {}  # one walk per folder in one look
+        try:
+            for fact in facts:
+                if fact.startswith(FILE_PREFIX):
+                    bodies[fact] = self.file(fact[len(FILE_PREFIX) :], folders)
+                elif fact in (REPO, BRANCH, HEAD):
+                    bodies[fact] = self._git_fact(fact)
+                elif fact == STATUS:
+                    bodies[fact] = {"changed": self.changed_tracked()}
+                else:
+                    raise ConfigError(f"{fact!r} is not an observable fact")
+        finally:
+            for fd in folders.values():
+                if isinstance(fd, int):
+                    os.close(fd)
         return bodies
 
-    def file(self, rel: str) -> dict[str, Any]:
-        """{"hash", "size", "mode"} of the file at `rel`, or {"missing": True}."""
-        path = self.root / check_relative(rel)
+    def file(
+        self, rel: str, folders: dict[str, int | BaseException] | None = None
+    ) -> dict[str, Any]:
+        """{"hash", "size", "mode"} of the file at `rel`, {"missing": True} (with a "kind"
+        for something that is not a regular file or symlink), or {"refused": WHY, ...} for a
+        file it will not hash: over `max_bytes`, or reached through a symlink that leads out
+        of the worktree. A symlink at `rel` itself is hashed as its target text, as git does.
+
+        `folders` keeps the folders walked to (descriptors, or why not) for the caller to
+        close; without it, the folder is closed before returning.
+        """
+        parts = check_relative(rel).split("/")
+        where, name = "/".join(parts[:-1]), parts[-1]
+        walked = {} if folders is None else folders
+        if where not in walked:
+            try:
+                walked[where] = walk_inside(self.root, parts[:-1])
+            except (Outside, FileNotFoundError, NotADirectoryError) as exc:
+                walked[where] = exc
+        folder = walked[where]
         try:
-            st = path.lstat()
+            if isinstance(folder, Outside):
+                self._cache.pop(rel, None)
+                return {"refused": str(folder)}
+            if isinstance(folder, BaseException):
+                self._cache.pop(rel, None)
+                return {"missing": True}
+            return self._file_in(folder, name, rel)
+        finally:
+            if folders is None and isinstance(folder, int):
+                os.close(folder)
+
+    def _file_in(self, folder: int, name: str, rel: str) -> dict[str, Any]:
+        try:
+            st = os.stat(name, dir_fd=folder, follow_symlinks=False)
         except (FileNotFoundError, NotADirectoryError):
             self._cache.pop(rel, None)
             return {"missing": True}
@@ -75,23 +117,63 @@ class Observer:
         if cached is not None and cached[0] == signature and st.st_mtime_ns < cached[1] - RACY_NS:
             return cached[2]
         hashed_at = time.time_ns()
-        body = self._hash(path, st)
+        body = self._hash(folder, name, st)
         self._cache[rel] = (signature, hashed_at, body)
         self.hashed += 1
         return body
 
-    def _hash(self, path: Path, st: os.stat_result) -> dict[str, Any]:
+    def _hash(self, folder: int, name: str, st: os.stat_result) -> dict[str, Any]:
         if stat.S_ISLNK(st.st_mode):
-            data = os.readlink(path).encode()
-        elif stat.S_ISREG(st.st_mode):
-            data = path.read_bytes()
-        else:
+            text = os.readlink(name, dir_fd=folder).encode(errors="surrogateescape")
+            return self._body(self._hasher(len(text), text), len(text), st.st_mode)
+        if not stat.S_ISREG(st.st_mode):
             return {"missing": True, "kind": "not a regular file"}
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
+        except FileNotFoundError:
+            return {"missing": True}
+        except OSError as exc:  # replaced by a symlink or a fifo since the stat
+            return {"missing": True, "kind": f"cannot open: {exc.strerror}"}
+        try:
+            return self._hash_open(fd)
+        finally:
+            os.close(fd)
+
+    def _hash_open(self, fd: int) -> dict[str, Any]:
+        """Stream the open file through the hash, never holding more than CHUNK bytes."""
+        for _ in range(HASH_TRIES):
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                return {"missing": True, "kind": "not a regular file"}
+            if st.st_size > self.max_bytes:
+                return {
+                    "refused": f"{st.st_size} bytes, over the cap of {self.max_bytes}",
+                    "size": st.st_size,  # and the stat signature: any rewrite shows
+                    "stat": [st.st_ino, st.st_mtime_ns, st.st_ctime_ns],
+                }
+            hasher, done = self._hasher(st.st_size), 0
+            os.lseek(fd, 0, os.SEEK_SET)
+            while done <= st.st_size:
+                chunk = os.read(fd, CHUNK)
+                if not chunk:
+                    break
+                hasher.update(chunk)
+                done += len(chunk)
+            if done == st.st_size:  # else it changed size while read: read it again
+                return self._body(hasher, done, st.st_mode)
+        return {"refused": "its size kept changing while it was hashed"}
+
+    def _hasher(self, size: int, data: bytes = b"") -> Any:
         if self.git is not None:  # git's blob id, as `git hash-object` prints it
-            digest = "git:" + hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+            hasher = hashlib.sha1(b"blob %d\0" % size)
         else:
-            digest = "blake2b:" + hashlib.blake2b(data, digest_size=32).hexdigest()
-        return {"hash": digest, "size": len(data), "mode": f"{st.st_mode:o}"}
+            hasher = hashlib.blake2b(digest_size=32)
+        hasher.update(data)
+        return hasher
+
+    def _body(self, hasher: Any, size: int, mode: int) -> dict[str, Any]:
+        prefix = "git:" if self.git is not None else "blake2b:"
+        return {"hash": prefix + hasher.hexdigest(), "size": size, "mode": f"{mode:o}"}
 
     def _git_fact(self, fact: str) -> Any:
         if self.git is None:
@@ -129,10 +211,64 @@ class Observer:
             rel = entry[3:]
             try:
                 st = (self.git.toplevel / rel).lstat()
-                rows.append([rel, st.st_size, st.st_mtime_ns])
+                rows.append([printable(rel), st.st_size, st.st_mtime_ns])
             except FileNotFoundError:
-                rows.append([rel, None, None])
+                rows.append([printable(rel), None, None])
         return sorted(rows)
+
+
+class Outside(Exception):
+    """A path whose directories, symlinks resolved, lead out of the worktree."""
+
+
+def walk_inside(root: Path, folders: list[str]) -> int:
+    """An open descriptor of the folder ROOT/FOLDERS, every component resolved one at a time
+    (no component is followed by the kernel), so a symlink anywhere on the way is followed
+    only while it stays inside `root` (a resolved path). Raises Outside when it leaves,
+    FileNotFoundError or NotADirectoryError when a component is missing or not a folder.
+    """
+    stack = [os.open(root, os.O_RDONLY | os.O_DIRECTORY)]
+    todo, links = list(folders), 0
+    try:
+        while todo:
+            part = todo.pop(0)
+            if part in ("", "."):
+                continue
+            if part == "..":
+                if len(stack) == 1:
+                    raise Outside("a symlink on its path leads outside the worktree")
+                os.close(stack.pop())
+                continue
+            try:
+                stack.append(
+                    os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=stack[-1])
+                )
+                continue
+            except OSError as exc:
+                if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                    raise
+                try:
+                    target = os.readlink(part, dir_fd=stack[-1])
+                except OSError:
+                    raise NotADirectoryError(part) from None
+            links += 1
+            if links > MAX_LINKS:
+                raise Outside("too many symlinks on its path")
+            if target.startswith("/"):
+                inside = Path(target).parts[1:]
+                if inside[: len(root.parts) - 1] != root.parts[1:]:
+                    raise Outside("a symlink on its path leads outside the worktree")
+                while len(stack) > 1:
+                    os.close(stack.pop())
+                target = "/".join(inside[len(root.parts) - 1 :])
+            todo[:0] = target.split("/")
+        while len(stack) > 1:
+            os.close(stack.pop(0))
+        return stack[0]
+    except BaseException:
+        for fd in stack:
+            os.close(fd)
+        raise
 
 
 def check_relative(rel: str) -> str:
@@ -143,6 +279,12 @@ def check_relative(rel: str) -> str:
     return rel
 
 
+def printable(name: str) -> str:
+    """`name` as UTF-8 text: bytes that are not UTF-8 (kept as surrogate escapes) become
+    backslash escapes, so a record body can always be encoded."""
+    return name.encode(errors="surrogateescape").decode(errors="backslashreplace")
+
+
 def run_git(cwd: Path, *args: str) -> str:
     """Run git in `cwd`; returns stdout. Raises ConfigError when git fails."""
     try:
@@ -150,7 +292,8 @@ def run_git(cwd: Path, *args: str) -> str:
             ["git", *args],
             cwd=cwd,
             capture_output=True,
-            text=True,
+            encoding="utf-8",
+            errors="surrogateescape",  # file names are bytes: keep them, see `printable`
             timeout=GIT_TIMEOUT,
             stdin=subprocess.DEVNULL,
         )

@@ -39,11 +39,15 @@ class WorkspaceDaemon(OwnerDaemon):
         self.observer = observer
         self._lock = anyio.Lock()
         self._last: dict[str, bytes] = {}  # key -> packed body of its head record
+        self._tickets = 0  # looks begun, in order
+        self._seen: dict[str, int] = {}  # fact -> ticket of the look its head comes from
 
     async def observe(self, keys: list[str]) -> None:
         """Bring the records of the observed facts among `keys` up to date (see module doc).
 
-        Raises BadRequest("worktree_gone") when the worktree cannot be observed.
+        Raises BadRequest("worktree_gone") when the worktree cannot be observed. Looks run
+        concurrently; a fact's head only ever moves to a value observed by a later-begun look,
+        so every answer holds a value the worktree had at some instant during the request.
         """
         facts = {}
         for key in keys:
@@ -52,11 +56,17 @@ class WorkspaceDaemon(OwnerDaemon):
                 facts[parts[1]] = key
         if not facts:
             return
+        self._tickets += 1
+        ticket = self._tickets
+        try:  # hashing runs outside the lock: other sessions' heads never wait for it
+            bodies = await anyio.to_thread.run_sync(self.observer.observe, list(facts))
+        except (ConfigError, OSError) as exc:
+            raise BadRequest("worktree_gone", str(exc)) from None
         async with self._lock:  # two sessions asking at once must not write a fact twice
-            try:
-                bodies = await anyio.to_thread.run_sync(self.observer.observe, list(facts))
-            except (ConfigError, OSError) as exc:
-                raise BadRequest("worktree_gone", str(exc)) from None
+            # A look that began after this one already wrote its (newer) value: keep it.
+            bodies = {f: b for f, b in bodies.items() if self._seen.get(f, 0) < ticket}
+            for fact in bodies:
+                self._seen[fact] = ticket
             await self._load_last([facts[f] for f in bodies])
             changed = {
                 facts[f]: body

@@ -90,7 +90,14 @@ def test_cluster_init_writes_roster_and_0600_keys(tmp_path: Path) -> None:
         [name, f"127.0.0.1:{base + i}", OWNS[name][0]] for i, name in enumerate(NAMES)
     ]
 
-    assert sorted(p.name for p in path.iterdir()) == ["cluster.toml", "data", "keys", "logs", "run"]
+    assert sorted(p.name for p in path.iterdir()) == [
+        ".gitignore",
+        "cluster.toml",
+        "data",
+        "keys",
+        "logs",
+        "run",
+    ]
     assert stat.S_IMODE((path / "keys").stat().st_mode) == 0o700
     roster = tomllib.loads((path / "cluster.toml").read_text())
     assert roster["cluster"] == "mine"
