@@ -163,7 +163,7 @@ def test_dockerfile_runs_planfence_as_a_user_and_keys_stay_out_of_git_and_images
     assert 'ENTRYPOINT ["planfence"]' in lines
     assert "USER planfence" in lines
     assert "RUN useradd --uid 1000 --user-group --create-home planfence" in lines
-    assert "cluster/" in (ROOT / ".gitignore").read_text().splitlines()
+    assert "/cluster/" in (ROOT / ".gitignore").read_text().splitlines()
     ignored = (ROOT / ".dockerignore").read_text().splitlines()
     assert ignored[1] == "*" and "!planfence_net/" in ignored and "!cluster/" not in ignored
 

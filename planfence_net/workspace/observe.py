@@ -164,10 +164,11 @@ class Observer:
         return {"refused": "its size kept changing while it was hashed"}
 
     def _hasher(self, size: int, data: bytes = b"") -> Any:
-        if self.git is not None:  # git's blob id, as `git hash-object` prints it
-            hasher = hashlib.sha1(b"blob %d\0" % size)
-        else:
-            hasher = hashlib.blake2b(digest_size=32)
+        hasher: Any = (
+            hashlib.sha1(b"blob %d\0" % size)  # git's blob id, as `git hash-object` prints it
+            if self.git is not None
+            else hashlib.blake2b(digest_size=32)
+        )
         hasher.update(data)
         return hasher
 
