@@ -1,6 +1,6 @@
 """`planfence hook ...`: the agents' PreToolUse hook and installing it into their configs.
 
-`hook claude|codex` normally never reaches typer: `planfence_net.cli.main` sends it to the
+`hook claude|codex` normally never reaches click: `planfence_net.cli.main` sends it to the
 lean hook module first. The commands here serve `install`, `uninstall`, and `--help`.
 """
 
