@@ -69,6 +69,8 @@ def ping(
             raise TransportError(
                 f"{agent} at {host}:{port} did not answer within {timeout:g} s"
             ) from None
+        except TransportError as exc:  # "cannot connect to HOST:PORT: ...": say whose it is
+            raise TransportError(f"owner {agent}: {exc}") from None
         return time.perf_counter() - started
 
     elapsed = run_async(once)

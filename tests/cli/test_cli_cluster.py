@@ -351,6 +351,7 @@ def test_record_commands_fail_with_one_clear_line(live_cluster: ClusterHandle) -
     assert fails("put", h.path, "req/a", "--body", "1") == (
         f"error: owner reqs: cannot connect to 127.0.0.1:{h.port('reqs')}: Connection refused"
     )
+    assert fails("ping", h.path, "reqs") == fails("put", h.path, "req/a", "--body", "1")
 
 
 # -- logs --------------------------------------------------------------------------------------
