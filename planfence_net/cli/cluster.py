@@ -167,7 +167,7 @@ def cluster_status(
             cdir, agent.name, clusterlib.owner_marker(cdir, agent.name)
         )
         known_pid = running or clusterlib.read_pid(cdir, agent.name)
-        pid = running if agent.name in answered else None
+        alive = agent.name in answered  # also an owner this host did not start (compose)
         link = links.get(agent.name)
         shaper = f"{link[0]}:{link[1]}" if link else None
         rows.append(
@@ -175,7 +175,7 @@ def cluster_status(
                 "name": agent.name,
                 "address": agent.address,
                 "pid": known_pid,
-                "alive": pid is not None,
+                "alive": alive,
                 "owns": list(agent.owns),
                 "shaper": {
                     "address": shaper,
@@ -191,7 +191,7 @@ def cluster_status(
                 agent.name,
                 agent.address,
                 known_pid or "-",
-                "yes" if pid is not None else "no",
+                "yes" if alive else "no",
                 " ".join(agent.owns),
                 f"{shaper} ({profile})" if shaper else "-",
             ]
