@@ -12,7 +12,7 @@ COPY planfence_net /app/planfence_net
 COPY owners /app/owners
 COPY executor /app/executor
 COPY traces /app/traces
-RUN pip install --no-cache-dir --no-deps --no-build-isolation -e /app
+RUN pip install --no-cache-dir --no-deps --no-build-isolation /app && rm -rf /app/build
 # Not root. docker-compose.yml runs the services as ${PLANFENCE_UID}:${PLANFENCE_GID} (your
 # own uid and gid) so they can read the 0600 keys you made and you can read what they write.
 RUN useradd --uid 1000 --user-group --create-home planfence

@@ -1,6 +1,6 @@
 """The `planfence` command: the composition root, one module per command group.
 
-`main` builds the typer app; the modules here are thin shells over the library.
+`main` runs the click group of `main.py`; the modules here are thin shells over the library.
 """
 
 from __future__ import annotations
@@ -13,15 +13,16 @@ def main() -> None:
     """Console-script entry point.
 
     `planfence hook claude|codex` runs before every agent tool call: it goes to the lean hook
-    module before typer, rich or anything else heavy is imported, and exits 2 on any failure
-    (even an import error), never 1.
+    module before click, rich or anything else heavy is imported, and exits 2 on any failure
+    (even an import error), never 1. `hook claude --help` is help like any other command's.
     """
     argv = sys.argv[1:]
-    if len(argv) >= 2 and argv[0] == "hook" and argv[1] in ("claude", "codex"):
+    asks_help = "--help" in argv[2:]
+    if len(argv) >= 2 and argv[0] == "hook" and argv[1] in ("claude", "codex") and not asks_help:
         _hook(argv[1], argv[2:])
     from .main import app
 
-    app()
+    app.main(prog_name="planfence")
 
 
 def _hook(agent: str, args: list[str]) -> NoReturn:

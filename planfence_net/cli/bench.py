@@ -2,7 +2,7 @@
 
     planfence bench safety --profile att-lte --quick
 
-`register(app)` adds the command to the composition root's typer app. The command creates a
+`register(app)` adds the command to the composition root's click group. The command creates a
 temporary 8-agent cluster plus the central store, starts every process, gives every agent its
 own access link for shaped profiles (bench/network.py), runs the experiment with a progress
 bar, stops everything (also on errors and Ctrl-C) and writes rows, report.md and plots to the
@@ -17,10 +17,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import typer
+import click
 
 from ..bench import EXPERIMENTS
 from ..core.errors import ConfigError, PlanfenceError
+from .group import Group
+from .params import Argument, Option
 
 if TYPE_CHECKING:  # imported where used: `planfence --help` never loads the harness
     from ..bench.experiments import Experiment
@@ -36,27 +38,27 @@ def count_actions(experiment: Experiment, seed: int) -> int:
     )
 
 
-def register(app: typer.Typer) -> None:
+def register(app: Group) -> None:
     """Add the `bench` command to `app`."""
 
     @app.command("bench")
     def bench(
-        experiment: str = typer.Argument(..., help=f"One of: {', '.join(EXPERIMENTS)}."),
-        profile: str = typer.Option(
+        experiment: str = Argument(..., help=f"One of: {', '.join(EXPERIMENTS)}."),
+        profile: str = Option(
             "loopback", "--profile", help="Link profile (see `planfence profiles`)."
         ),
-        quick: bool = typer.Option(False, "--quick", help="Few actions: under two minutes."),
-        out: Path | None = typer.Option(
+        quick: bool = Option(False, "--quick", help="Few actions: under two minutes."),
+        out: Path | None = Option(
             None,
             "--out",
             help="Output folder (default docs/results/EXPERIMENT-PROFILE; with "
             "--quick a temporary folder, never the checkout).",
         ),
-        seed: int = typer.Option(0, "--seed", help="Schedule and trace seed."),
-        sync_k: int = typer.Option(
+        seed: int = Option(0, "--seed", help="Schedule and trace seed."),
+        sync_k: int = Option(
             1, "--sync-k", min=1, help="K of the sync baseline: owners push after every K updates."
         ),
-        phases: str = typer.Option(
+        phases: str = Option(
             "paired",
             "--phases",
             help="Trace phases per action: paired (every policy meets "
@@ -84,10 +86,13 @@ def register(app: typer.Typer) -> None:
                 *(["--phases", phases] if phases != "paired" else []),
             ]
         )
+        if phases not in PHASES:
+            raise click.BadParameter(
+                f"{phases!r} is not one of {', '.join(PHASES)}", param_hint="'--phases'"
+            )
         folder = out or default_out(experiment, profile, quick, phases)
         try:
-            if phases not in PHASES:
-                raise ConfigError(f"unknown --phases {phases!r} (known: {', '.join(PHASES)})")
+            require_plotting()  # before the run, not after it
             plan = build(experiment, quick=quick)
             found = require_traces(profile)
             links = LinkModel(found, phases) if found.shaped else None
@@ -103,15 +108,29 @@ def register(app: typer.Typer) -> None:
                 _notes(links, sync_k),
             )
         except (PlanfenceError, ConfigError) as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(1) from None
+            click.echo(f"error: {exc}", err=True)
+            raise click.exceptions.Exit(1) from None
         for s in summaries:
-            typer.echo(
+            click.echo(
                 f"{s.case:<16} {s.policy:<20} issued {s.issued:>3}/{s.actions:<3} "
                 f"invalid {s.invalid:>3}  stall mean {s.stall_mean:8.1f} median "
                 f"{s.stall_median:8.1f} ms  {s.kib_mean:7.2f} KiB"
             )
-        typer.echo(f"report: {folder / 'report.md'}")
+        click.echo(f"report: {folder / 'report.md'}")
+
+
+PLOTTING_MISSING = (
+    "`planfence bench` draws its plots with matplotlib, which is not installed: "
+    "pip install 'planfence-net[bench]'"
+)
+
+
+def require_plotting() -> None:
+    """Raise ConfigError (one line saying how to install it) when matplotlib is missing."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise ConfigError(PLOTTING_MISSING) from None
 
 
 def default_out(experiment: str, profile: str, quick: bool, phases: str = "paired") -> Path:
@@ -189,6 +208,6 @@ def _notes(links: LinkModel | None, sync_k: int = 1) -> list[str]:
 
 
 if __name__ == "__main__":
-    _app = typer.Typer()
+    _app = Group("bench", help="The bench alone.")
     register(_app)
     _app()

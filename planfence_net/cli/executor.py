@@ -6,9 +6,10 @@ import functools
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import typer
+import click
 
-from .group import EXIT_BLOCKED, EXIT_OK, EXIT_STALE
+from .group import EXIT_BLOCKED, EXIT_OK, EXIT_STALE, Group
+from .params import Argument, Option
 from .support import (
     AsOpt,
     DirArg,
@@ -28,7 +29,7 @@ if TYPE_CHECKING:  # each command imports what it uses: authorize never loads th
     from ..core.gate import Decision
 
 
-def register(app: typer.Typer) -> None:
+def register(app: Group) -> None:
     """Add the executor commands to `app`."""
     app.command("plan")(plan)
     app.command("authorize")(authorize)
@@ -39,9 +40,9 @@ def register(app: typer.Typer) -> None:
 @user_errors
 def plan(
     path: Path = DirArg,
-    key: str = typer.Argument(..., help="Plan key (e.g. plan/x)."),
-    body: str = typer.Option(..., "--body", help="Plan body as JSON."),
-    parent: list[str] = typer.Option(..., "--parent", help="Record the plan used (repeat)."),
+    key: str = Argument(..., help="Plan key (e.g. plan/x)."),
+    body: str = Option(..., "--body", help="Plan body as JSON."),
+    parent: list[str] = Option(..., "--parent", help="Record the plan used (repeat)."),
     json_out: bool = JsonOpt,
 ) -> None:
     """Write a plan record, derived from the given parent records, as its owner."""
@@ -51,11 +52,11 @@ def plan(
 @user_errors
 def authorize(
     path: Path = DirArg,
-    root: list[str] = typer.Option(..., "--root", help="Plan record id (repeat)."),
-    dep: list[str] = typer.Option(..., "--dep", help="Declared key (repeat)."),
+    root: list[str] = Option(..., "--root", help="Plan record id (repeat)."),
+    dep: list[str] = Option(..., "--dep", help="Declared key (repeat)."),
     as_agent: str | None = AsOpt,
-    name: str = typer.Option("action", "--name", help="Action name for the log."),
-    deadline: float = typer.Option(5.0, "--deadline", help="Seconds per step."),
+    name: str = Option("action", "--name", help="Action name for the log."),
+    deadline: float = Option(5.0, "--deadline", help="Seconds per step."),
     json_out: bool = JsonOpt,
 ) -> None:
     """Validate a plan's declared dependencies against their owners, right now.
@@ -89,18 +90,18 @@ def authorize(
     if json_out:
         echo_json(decision.to_json())
     else:
-        typer.echo(decision.explain())
+        click.echo(decision.explain())
     if decision.authorized:
-        raise typer.Exit(EXIT_OK)
-    raise typer.Exit(EXIT_STALE if decision.reason == "stale_plan" else EXIT_BLOCKED)
+        raise click.exceptions.Exit(EXIT_OK)
+    raise click.exceptions.Exit(EXIT_STALE if decision.reason == "stale_plan" else EXIT_BLOCKED)
 
 
 @user_errors
 def demo(
-    keep: Path | None = typer.Option(
+    keep: Path | None = Option(
         None, "--dir", help="Cluster folder to create and keep (default: a temporary one)."
     ),
-    profile: str = typer.Option(
+    profile: str = Option(
         "loopback",
         "--profile",
         help="Put a shaper replaying this link profile in front of every owner.",
@@ -168,7 +169,7 @@ def demo(
 def scenario(
     path: Path = DirArg,
     json_out: bool = JsonOpt,
-    wait: float = typer.Option(
+    wait: float = Option(
         0.0,
         "--wait",
         min=0.0,
@@ -242,7 +243,7 @@ def report_outcomes(
             }
         )
         return
-    typer.echo(
+    click.echo(
         f"stale-plan scenario: {where}, {len(outcomes) // len(rows)} workflow families per policy\n"
     )
     print_table(
@@ -261,10 +262,10 @@ def report_outcomes(
         ],
     )
     for policy, why in skipped.items():
-        typer.echo(f"no {policy} row: {why}")
+        click.echo(f"no {policy} row: {why}")
     if drifted is not None and drifted.decision is not None:
-        typer.echo(f"\nwhy PlanFence replanned the {drifted.family} action:")
-        typer.echo(drifted.decision.explain())
+        click.echo(f"\nwhy PlanFence replanned the {drifted.family} action:")
+        click.echo(drifted.decision.explain())
 
 
 def outcome_json(o: Outcome) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The `planfence` command group: exit codes and help text that mean one thing each.
+"""The `planfence` command groups on plain click: exit codes and help that mean one thing each.
 
 Exit codes of every command:
 
@@ -9,19 +9,21 @@ Exit codes of every command:
     64  usage error: unknown command or option, missing or malformed argument (EX_USAGE)
 
 Click gives usage errors exit 2, the code a script reads as "replan and retry"; a typo in
-such a script would loop forever. `PlanfenceGroup` moves them to 64. It also gives the help
-plain metavars: `DIR` and `ID` instead of typer's `{path}`, `<bool>` and `<list[str]>`.
+such a script would loop forever. `PlanfenceGroup` gives every `click.UsageError` (raised
+while parsing or by a command body, e.g. `click.BadParameter`) the exit code 64 through the
+exception's public `exit_code`. Commands are declared as functions with `params.Option` and
+`params.Argument` defaults and added with `Group.command(name)`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import inspect
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from typer._click.decorators import help_option
-from typer._click.exceptions import UsageError  # typer bundles its own click
-from typer.core import TyperArgument, TyperGroup, TyperOption
+import click
 
-from .coerce import install as install_plain_coercion
+from .params import params_of
 
 EXIT_OK, EXIT_ERROR, EXIT_STALE, EXIT_BLOCKED, EXIT_USAGE = 0, 1, 2, 3, 64
 
@@ -31,77 +33,55 @@ EXIT_CODES_HELP = (
     "3 blocked (authorize); 64 usage error."
 )
 
-
-class _PlainArgument(TyperArgument):
-    """An argument shown as `DIR`, `[DIR]` or `ID...` in the usage line."""
-
-    def _usage_display_name(self) -> str:
-        name = self.display_name_raw
-        name = name if self.required else f"[{name}]"
-        return name + ("..." if self.nargs != 1 else "")
-
-    def display_type_rich(self, ctx: Any) -> str | None:
-        return None  # the name says it; no `<path>` column
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-# parameter name -> what the user types; the rest show their upper-case name
-_METAVARS = {
-    "as_agent": "AGENT",
-    "parent": "ID",
-    "root": "ID",
-    "ids": "ID",
-    "keys": "KEY",
-    "dep": "KEY",
-    "path": "DIR",
-}
+class Group(click.Group):
+    """A click group that lists its commands in the order they were added and builds a
+    command from a function's signature (see `params`)."""
+
+    def __init__(self, name: str, *, help: str, **attrs: Any) -> None:
+        attrs.setdefault("no_args_is_help", True)
+        super().__init__(name, help=help, **attrs)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)
+
+    def command(self, name: str, **settings: Any) -> Callable[[F], F]:  # type: ignore[override]
+        """Decorator: add a command called `name` running the function; the function stays
+        callable as it is. `settings` go to click.Command (e.g. context_settings)."""
+
+        def add(fn: F) -> F:
+            params, wants_context = params_of(fn)
+            callback = click.pass_context(fn) if wants_context else fn
+            help_text = inspect.getdoc(fn)
+            self.add_command(
+                click.Command(name, callback=callback, params=params, help=help_text, **settings)
+            )
+            return fn
+
+        return add
 
 
-def _plain_metavars(command: Any) -> None:
-    """Give every parameter of `command` (and its subcommands) a plain metavar: arguments
-    their upper-case name, flags none, other options their upper-case value name."""
-    if getattr(command, "add_help_option", False) and command._help_option is None:
-        # the help option is made on first use; make it now so it gets the plain metavar too
-        help_option(["--help"])(command)
-        command._help_option = command.params.pop()
-    for param in [*getattr(command, "params", []), getattr(command, "_help_option", None)]:
-        if isinstance(param, TyperArgument):
-            if param.metavar is None and param.name:
-                param.metavar = _METAVARS.get(param.name, param.name.upper())
-            param.__class__ = _PlainArgument
-        elif isinstance(param, TyperOption) and param.metavar is None:
-            if param.is_flag:
-                param.metavar = ""
-            elif param.name:
-                param.metavar = _METAVARS.get(param.name, param.name.upper())
-    for sub in getattr(command, "commands", {}).values():
-        _plain_metavars(sub)
+class PlanfenceGroup(Group):
+    """The root group: usage errors exit EXIT_USAGE instead of click's 2."""
 
-
-class PlanfenceGroup(TyperGroup):
-    """The root group: usage errors exit EXIT_USAGE, help shows plain metavars, plain values
-    are converted without pydantic (see `coerce`)."""
-
-    def __init__(self, **attrs: Any) -> None:
-        super().__init__(**attrs)
-        _plain_metavars(self)
-        install_plain_coercion(self)  # no pydantic on the way to a command
-
-    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
         try:
             return super().make_context(*args, **kwargs)
-        except Exception as exc:
+        except click.UsageError as exc:
             _usage_exit_code(exc)
             raise
 
-    def invoke(self, ctx: Any) -> Any:
+    def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except Exception as exc:
+        except click.UsageError as exc:
             _usage_exit_code(exc)
             raise
 
 
-def _usage_exit_code(exc: BaseException) -> None:
-    """Give a usage error (typo, missing option, typer.BadParameter) the usage exit code."""
-    if isinstance(exc, UsageError):
-        exc.exit_code = EXIT_USAGE
+def _usage_exit_code(exc: click.UsageError) -> None:
+    """Click exits with the exception's `exit_code` (typed as a class variable; this one
+    error, shown as click shows it, gets the usage code)."""
+    exc.exit_code = EXIT_USAGE  # type: ignore[misc]

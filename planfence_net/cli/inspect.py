@@ -12,9 +12,11 @@ import functools
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import typer
+import click
 
 from ..core.errors import ConfigError, PlanfenceError
+from .group import Group
+from .params import Argument, Option
 from .support import (
     AsOpt,
     DeadlineOpt,
@@ -35,11 +37,11 @@ if TYPE_CHECKING:  # imported where used: `planfence --help` loads no library
     from ..core.records import Record
     from ..owners.reader import StoreReader
 
-AgentArg = typer.Argument(..., help="Agent name (see `planfence cluster status`).")
+AgentArg = Argument(..., help="Agent name (see `planfence cluster status`).")
 MAX_LINEAGE = 1000  # records a lineage walk fetches before it stops
 
 
-def register(app: typer.Typer, owner_app: typer.Typer) -> None:
+def register(app: Group, owner_app: Group) -> None:
     """Add `keys`, `records`, `history`, `lineage` to `app` and `restart` to `owner_app`."""
     app.command("keys")(keys)
     app.command("records")(records)
@@ -103,7 +105,7 @@ def keys(path: Path = DirArg, agent: str = AgentArg, json_out: bool = JsonOpt) -
 def records(
     path: Path = DirArg,
     agent: str = AgentArg,
-    key: str | None = typer.Option(None, "--key", help="Only this key's records."),
+    key: str | None = Option(None, "--key", help="Only this key's records."),
     json_out: bool = JsonOpt,
 ) -> None:
     """Every record AGENT's owner holds, oldest first: seq, key, kind, id, parents."""
@@ -118,7 +120,7 @@ def records(
 @user_errors
 def history(
     path: Path = DirArg,
-    key: str = typer.Argument(..., help="Semantic key."),
+    key: str = Argument(..., help="Semantic key."),
     json_out: bool = JsonOpt,
 ) -> None:
     """Every version of KEY, oldest first (the last is the head), from its owner's store."""
@@ -138,10 +140,8 @@ def history(
 @user_errors
 def lineage(
     path: Path = DirArg,
-    record_id: str = typer.Argument(
-        ..., metavar="ID", help="Record id (or a unique prefix of 8+ hex)."
-    ),
-    depth: int = typer.Option(8, "--depth", min=1, help="Parent levels to follow."),
+    record_id: str = Argument(..., metavar="ID", help="Record id (or a unique prefix of 8+ hex)."),
+    depth: int = Option(8, "--depth", min=1, help="Parent levels to follow."),
     as_agent: str | None = AsOpt,
     deadline: float = DeadlineOpt,
     json_out: bool = JsonOpt,
@@ -198,7 +198,7 @@ async def _walk(
 def restart(
     path: Path = DirArg,
     agent: str = AgentArg,
-    timeout: float = typer.Option(20.0, "--timeout", help="Seconds to wait for it."),
+    timeout: float = Option(20.0, "--timeout", help="Seconds to wait for it."),
     json_out: bool = JsonOpt,
 ) -> None:
     """Stop AGENT's owner (SIGTERM, SIGKILL after 10 s) and start it again; returns once it
@@ -215,4 +215,4 @@ def restart(
     if json_out:
         echo_json({"agent": agent, "pid": pid, "was_running": was_running})
     else:
-        typer.echo(f"{'restarted' if was_running else 'started'} {agent} (pid {pid})")
+        click.echo(f"{'restarted' if was_running else 'started'} {agent} (pid {pid})")

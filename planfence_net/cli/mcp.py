@@ -5,21 +5,24 @@ from __future__ import annotations
 import functools
 import re
 
-import typer
+import click
 
-mcp_app = typer.Typer(no_args_is_help=True, help="Check MCP write tools against what was read.")
+from .group import Group
+from .params import Option
+
+mcp_app = Group("mcp", help="Check MCP write tools against what was read.")
 
 
-def register(app: typer.Typer) -> None:
+def register(app: Group) -> None:
     """Add `planfence mcp ...` to `app`."""
-    app.add_typer(mcp_app, name="mcp")
+    app.add_command(mcp_app)
 
 
 def _pattern(value: str) -> str:
     try:
         re.compile(value)
     except re.error as exc:
-        raise typer.BadParameter(f"{value!r} is not a regular expression: {exc}") from None
+        raise click.BadParameter(f"{value!r} is not a regular expression: {exc}") from None
     return value
 
 
@@ -27,15 +30,15 @@ def _pattern(value: str) -> str:
     "proxy", context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
 )
 def proxy(
-    ctx: typer.Context,
-    name: str = typer.Option(..., "--name", help="The server's name in keys (NAME:resource/URI)."),
-    reads: str = typer.Option(
+    ctx: click.Context,
+    name: str = Option(..., "--name", help="The server's name in keys (NAME:resource/URI)."),
+    reads: str = Option(
         "(?!)",
         "--reads",
         callback=_pattern,
         help="Tools that only read (a regex over the whole name): recorded, never checked.",
     ),
-    timeout: float = typer.Option(
+    timeout: float = Option(
         5.0, "--timeout", min=0.1, help="Seconds one write check may take (then it is refused)."
     ),
 ) -> None:
@@ -47,7 +50,7 @@ def proxy(
     """
     command = list(ctx.args)
     if not command:
-        raise typer.BadParameter("give the MCP server's command after `--`", param_hint="COMMAND")
+        raise click.BadParameter("give the MCP server's command after `--`", param_hint="COMMAND")
     from ..mcp.proxy import run_proxy
     from ..mcp.relay import ToolPolicy
     from .support import run_async
@@ -59,6 +62,6 @@ def proxy(
             )
         )
     except OSError as exc:
-        typer.echo(f"error: cannot start {command[0]}: {exc.strerror or exc}", err=True)
-        raise typer.Exit(1) from None
-    raise typer.Exit(code)
+        click.echo(f"error: cannot start {command[0]}: {exc.strerror or exc}", err=True)
+        raise click.exceptions.Exit(1) from None
+    raise click.exceptions.Exit(code)

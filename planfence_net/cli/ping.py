@@ -2,7 +2,7 @@
 
 One try under one deadline, for scripts and container health checks (docker-compose.yml):
 exit 0 when the owner answered a ping over a Noise session, 1 with one line otherwise.
-`register(app)` adds the command to the composition root's typer app.
+`register(app)` adds the command to the composition root's click group.
 """
 
 from __future__ import annotations
@@ -10,12 +10,14 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import typer
+import click
 
+from .group import Group
+from .params import Argument, Option
 from .support import DirArg, JsonOpt, cluster_dir, echo_json, run_async, user_errors
 
 
-def register(app: typer.Typer) -> None:
+def register(app: Group) -> None:
     """Add the `ping` command to `app`."""
     app.command("ping")(ping)
 
@@ -23,17 +25,17 @@ def register(app: typer.Typer) -> None:
 @user_errors
 def ping(
     path: Path = DirArg,
-    agent: str = typer.Argument(..., metavar="AGENT", help="Whose owner to ping."),
-    address: str | None = typer.Option(
+    agent: str = Argument(..., metavar="AGENT", help="Whose owner to ping."),
+    address: str | None = Option(
         None,
         "--address",
         metavar="HOST:PORT",
         help="Where to reach it (default: its shaper if it has one, else the roster's address).",
     ),
-    as_agent: str | None = typer.Option(
+    as_agent: str | None = Option(
         None, "--as", metavar="AGENT", help="Roster member to connect as (default: AGENT)."
     ),
-    timeout: float = typer.Option(
+    timeout: float = Option(
         5.0, "--timeout", min=0.1, help="Seconds for connect, handshake and answer."
     ),
     json_out: bool = JsonOpt,
@@ -67,10 +69,12 @@ def ping(
             raise TransportError(
                 f"{agent} at {host}:{port} did not answer within {timeout:g} s"
             ) from None
+        except TransportError as exc:  # "cannot connect to HOST:PORT: ...": say whose it is
+            raise TransportError(f"owner {agent}: {exc}") from None
         return time.perf_counter() - started
 
     elapsed = run_async(once)
     if json_out:
         echo_json({"agent": agent, "address": f"{host}:{port}", "ms": round(elapsed * 1000, 2)})
     else:
-        typer.echo(f"{agent} at {host}:{port} answered in {elapsed * 1000:.1f} ms")
+        click.echo(f"{agent} at {host}:{port} answered in {elapsed * 1000:.1f} ms")

@@ -1,6 +1,6 @@
 """`planfence shape` and `planfence profiles`: a thin shell over `planfence_net.traces`.
 
-`register(app)` adds both commands to the composition root's typer app.
+`register(app)` adds both commands to the composition root's click group.
 """
 
 from __future__ import annotations
@@ -10,55 +10,53 @@ import json
 import signal
 from typing import TYPE_CHECKING
 
-import typer
+import click
 
 from ..core.errors import PlanfenceError
+from .group import Group
+from .params import Option
 
 if TYPE_CHECKING:
     from ..traces.shaper import Shaper
 
 
 def parse_address(text: str, option: str) -> tuple[str, int]:
-    """Split `HOST:PORT` (IPv6 as `[::1]:PORT`); typer.BadParameter naming `option` if invalid."""
+    """Split `HOST:PORT` (IPv6 as `[::1]:PORT`); click.BadParameter naming `option` if invalid."""
     from ..core.roster import parse_address as parse
 
     try:
         return parse(text)
     except PlanfenceError:
-        raise typer.BadParameter(
+        raise click.BadParameter(
             f"{text!r} is not HOST:PORT (port 0-65535)", param_hint=option
         ) from None
 
 
-def register(app: typer.Typer) -> None:
+def register(app: Group) -> None:
     """Add the `shape` and `profiles` commands to `app`."""
 
     @app.command("shape")
     def shape(
-        listen: str = typer.Option(
+        listen: str = Option(
             ..., "--listen", help="HOST:PORT to accept clients on (port 0: any free port)."
         ),
-        upstream: str = typer.Option(
-            ..., "--upstream", help="HOST:PORT to relay each connection to."
-        ),
-        profile: str = typer.Option(
-            ..., "--profile", help="Link profile (see `planfence profiles`)."
-        ),
-        offset_ms: int = typer.Option(
+        upstream: str = Option(..., "--upstream", help="HOST:PORT to relay each connection to."),
+        profile: str = Option(..., "--profile", help="Link profile (see `planfence profiles`)."),
+        offset_ms: int = Option(
             0, "--offset-ms", min=0, help="Trace phase: start the traces at this ms."
         ),
-        delay_ms: int | None = typer.Option(
+        delay_ms: int | None = Option(
             None, "--delay-ms", min=0, help="One-way delay per direction; default: the profile's."
         ),
-        loss: float = typer.Option(
+        loss: float = Option(
             0.0,
             "--loss",
             min=0.0,
             max=0.99,
             help="Chunk loss probability, emulated as a retransmission delay.",
         ),
-        seed: int = typer.Option(0, "--seed", help="Seed of the loss draws."),
-        queue_bytes: int | None = typer.Option(
+        seed: int = Option(0, "--seed", help="Seed of the loss draws."),
+        queue_bytes: int | None = Option(
             None,
             "--queue-bytes",
             min=1,
@@ -89,12 +87,12 @@ def register(app: typer.Typer) -> None:
                 _serve_until_signal, shaper, listen_host, listen_port, upstream, backend="asyncio"
             )
         except PlanfenceError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(1) from None
+            click.echo(f"error: {exc}", err=True)
+            raise click.exceptions.Exit(1) from None
 
     @app.command("profiles")
     def profiles(
-        as_json: bool = typer.Option(False, "--json", help="Print JSON instead of lines."),
+        as_json: bool = Option(False, "--json", help="Print JSON instead of lines."),
     ) -> None:
         """List the link profiles of traces/profiles.toml."""
         from ..traces.profiles import list_profiles
@@ -102,14 +100,14 @@ def register(app: typer.Typer) -> None:
         try:
             found = list_profiles()
         except PlanfenceError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(1) from None
+            click.echo(f"error: {exc}", err=True)
+            raise click.exceptions.Exit(1) from None
         if as_json:
-            typer.echo(json.dumps([dataclasses.asdict(p) for p in found], indent=2))
+            click.echo(json.dumps([dataclasses.asdict(p) for p in found], indent=2))
             return
         for p in found:
             traces = f"{p.up} / {p.down}" if p.shaped else "no traces"
-            typer.echo(f"{p.name:<14} {p.delay_ms:>3} ms  {traces}  {p.description}")
+            click.echo(f"{p.name:<14} {p.delay_ms:>3} ms  {traces}  {p.description}")
 
 
 async def _serve_until_signal(shaper: Shaper, host: str, port: int, upstream: str) -> None:

@@ -13,17 +13,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import typer
+import click
 
 from ..core.errors import PlanfenceError
+from .params import Argument, Option
 
 if TYPE_CHECKING:  # imported where used: a command imports only what it needs
     from ..cluster.folder import ClusterDir
     from ..core.identity import Identity
 
 F = TypeVar("F", bound=Callable[..., Any])
-DirArg = typer.Argument(..., help="Cluster folder (made by `planfence cluster init`).")
-JsonOpt = typer.Option(False, "--json", help="Print JSON instead of a table.")
+DirArg = Argument(..., help="Cluster folder (made by `planfence cluster init`).")
+JsonOpt = Option(False, "--json", help="Print JSON instead of a table.")
 
 
 def run_async(fn: Callable[..., Any], *args: Any) -> Any:
@@ -48,8 +49,8 @@ def user_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except PlanfenceError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(1) from None
+            click.echo(f"error: {exc}", err=True)
+            raise click.exceptions.Exit(1) from None
 
     return wrapper  # type: ignore[return-value]
 
@@ -68,20 +69,20 @@ def to_jsonable(value: Any) -> Any:
 
 
 def echo_json(value: Any) -> None:
-    typer.echo(json.dumps(to_jsonable(value), indent=2, allow_nan=False))
+    click.echo(json.dumps(to_jsonable(value), indent=2, allow_nan=False))
 
 
 MIN_ID_PREFIX = 8
 
 
 def parse_id(text: str) -> bytes:
-    """A full record id (64 hex characters); typer.BadParameter (a usage error) otherwise."""
+    """A full record id (64 hex characters); click.BadParameter (a usage error) otherwise."""
     try:
         rid = bytes.fromhex(text)
     except ValueError:
         rid = b""
     if len(rid) != 32:
-        raise typer.BadParameter(
+        raise click.BadParameter(
             f"{text!r} is not a record id (64 hex characters, or a "
             f"unique prefix of at least {MIN_ID_PREFIX})"
         )
@@ -91,7 +92,7 @@ def parse_id(text: str) -> bytes:
 def resolve_ids(cdir: ClusterDir, texts: list[str]) -> list[bytes]:
     """Record ids from full ids or unique prefixes of at least MIN_ID_PREFIX hex characters
     (outputs show ids shortened). Prefixes are looked up in the stores of the cluster
-    folder. Raises typer.BadParameter for text that is no id or prefix, PlanfenceError for a
+    folder. Raises click.BadParameter for text that is no id or prefix, PlanfenceError for a
     prefix that matches no record or several."""
     ids = []
     for text in texts:
@@ -136,12 +137,12 @@ def parse_body(text: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise typer.BadParameter(f"--body is not valid JSON: {exc}") from None
+        raise click.BadParameter(f"--body is not valid JSON: {exc}") from None
 
 
-AsOpt = typer.Option(None, "--as", help="Roster member to connect as (default: the first).")
+AsOpt = Option(None, "--as", help="Roster member to connect as (default: the first).")
 DEFAULT_DEADLINE = 5.0  # api.DEFAULT_DEADLINE, repeated so --help loads no library
-DeadlineOpt = typer.Option(
+DeadlineOpt = Option(
     DEFAULT_DEADLINE,
     "--deadline",
     min=0.01,
@@ -211,4 +212,4 @@ def write_record(
     if json_out:
         echo_json(result)
     else:
-        typer.echo(f"{key} seq {result['seq']} id {result['id'].hex()} (owner {owner})")
+        click.echo(f"{key} seq {result['seq']} id {result['id'].hex()} (owner {owner})")

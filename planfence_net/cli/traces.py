@@ -1,6 +1,6 @@
 """`planfence traces fetch`: a thin shell over `planfence_net.traces.fetch`.
 
-`register(app)` adds the `traces` command group to the composition root's typer app.
+`register(app)` adds the `traces` command group to the composition root's click group.
 """
 
 from __future__ import annotations
@@ -8,9 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import typer
+import click
 
 from ..traces.profiles import MAHIMAHI_URL, TRACES_ENV, trace_dirs, user_traces_dir
+from .group import Group
+from .params import Option
 from .support import JsonOpt, echo_json, user_errors
 
 if TYPE_CHECKING:  # imported where used: `planfence --help` loads neither rich nor urllib
@@ -18,28 +20,28 @@ if TYPE_CHECKING:  # imported where used: `planfence --help` loads neither rich 
 
     from ..traces.fetch import FetchedTrace
 
-traces_app = typer.Typer(no_args_is_help=True, help="Get the Mahimahi LTE traces.")
+traces_app = Group("traces", help="Get the Mahimahi LTE traces.")
 
 
-def register(app: typer.Typer) -> None:
+def register(app: Group) -> None:
     """Add the `traces` command group to `app`."""
-    app.add_typer(traces_app, name="traces")
+    app.add_command(traces_app)
 
 
 @traces_app.command("fetch")
 @user_errors
 def fetch(
-    source: str = typer.Option(
+    source: str = Option(
         MAHIMAHI_URL, "--from", metavar="URL", help="Base URL (or folder) holding the trace files."
     ),
-    folder: Path | None = typer.Option(
+    folder: Path | None = Option(
         None,
         "--dir",
         metavar="DIR",
         help="Where to put them (default: the user's "
         "trace folder, which the search path includes).",
     ),
-    timeout: float = typer.Option(
+    timeout: float = Option(
         30.0, "--timeout", min=1.0, help="Seconds without data before giving up."
     ),
     json_out: bool = JsonOpt,
@@ -54,14 +56,14 @@ def fetch(
         echo_json({"dir": str(dest), "source": source, "traces": [_row(t) for t in fetched]})
         return
     for t in fetched:
-        typer.echo(f"{t.status:<10} {t.name} ({t.size:,} B)")
+        click.echo(f"{t.status:<10} {t.name} ({t.size:,} B)")
     downloaded = sum(t.status == "downloaded" for t in fetched)
-    typer.echo(
+    click.echo(
         f"{len(fetched)} traces in {dest}: {downloaded} downloaded, "
         f"{len(fetched) - downloaded} already present, every SHA-256 as pinned"
     )
     if dest.resolve() not in [d.resolve() for d in trace_dirs()]:
-        typer.echo(f"{dest} is not on the trace search path: set {TRACES_ENV}={dest}")
+        click.echo(f"{dest} is not on the trace search path: set {TRACES_ENV}={dest}")
 
 
 def _row(t: FetchedTrace) -> dict[str, object]:

@@ -6,17 +6,17 @@ import functools
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import typer
+import click
 
+from .group import Group
+from .params import Argument, Option
 from .support import JsonOpt, echo_json, run_async, user_errors
 
 if TYPE_CHECKING:  # imported where used: `planfence --help` loads none of the library
     from ..workspace.config import Spaces
 
-workspace_app = typer.Typer(
-    no_args_is_help=True, help="Workspace owners, trusted states and drift checks."
-)
-ClusterOpt = typer.Option(
+workspace_app = Group("workspace", help="Workspace owners, trusted states and drift checks.")
+ClusterOpt = Option(
     None,
     "--cluster",
     help="Cluster folder (default: $PLANFENCE_CLUSTER, then the nearest .planfence/ above here).",
@@ -24,17 +24,17 @@ ClusterOpt = typer.Option(
 EXIT_DRIFT, EXIT_UNDECIDED = 2, 3
 
 
-def register(app: typer.Typer) -> None:
+def register(app: Group) -> None:
     """Add `planfence workspace ...` to `app`."""
-    app.add_typer(workspace_app, name="workspace")
+    app.add_command(workspace_app)
 
 
 @workspace_app.command("serve")
 @user_errors
 def serve(
-    path: Path = typer.Argument(..., help="The worktree (a git worktree or any folder)."),
-    name: str = typer.Option("ws", "--name", help="Agent name; it owns NAME:*."),
-    listen: str | None = typer.Option(
+    path: Path = Argument(..., help="The worktree (a git worktree or any folder)."),
+    name: str = Option("ws", "--name", help="Agent name; it owns NAME:*."),
+    listen: str | None = Option(
         None, "--listen", help="HOST:PORT to bind instead of the roster address."
     ),
 ) -> None:
@@ -70,7 +70,7 @@ def serve(
                 )
             )
             host = bind[0] if bind else roster.agent(agent).host
-            typer.echo(
+            click.echo(
                 f"workspace owner {agent} serving {root} on {host}:{port} "
                 f"(cluster folder {cdir.root}{', created' if created else ''})"
             )
@@ -81,37 +81,35 @@ def serve(
 @workspace_app.command("trust")
 @user_errors
 def trust(
-    plan: str = typer.Argument(..., help="Plan name (its record is plan/PLAN)."),
-    read: list[str] = typer.Option([], "--read", help="A file the analysis read."),
-    target: list[str] = typer.Option([], "--target", help="A file the plan will modify."),
-    new: list[str] = typer.Option(
+    plan: str = Argument(..., help="Plan name (its record is plan/PLAN)."),
+    read: list[str] = Option([], "--read", help="A file the analysis read."),
+    target: list[str] = Option([], "--target", help="A file the plan will modify."),
+    new: list[str] = Option(
         [], "--new", help="A file the plan will create: a target that must not exist yet."
     ),
-    evidence: list[str] = typer.Option(
+    evidence: list[str] = Option(
         [],
         "--evidence",
         help="A command to run now and record with its exit code (e.g. the tests).",
     ),
-    evidence_input: list[str] = typer.Option(
+    evidence_input: list[str] = Option(
         [],
         "--evidence-input",
         help="A file the evidence ran against (default: every --read and --target file).",
     ),
-    lockfiles: str = typer.Option(
+    lockfiles: str = Option(
         "auto", "--lockfiles", help="auto: declare the lockfiles and manifests found; none: do not."
     ),
-    session: str | None = typer.Option(
-        None, "--session", help="Bind the plan to this agent session id."
-    ),
-    fresh: bool = typer.Option(
+    session: str | None = Option(None, "--session", help="Bind the plan to this agent session id."),
+    fresh: bool = Option(
         False, "--fresh", help="Start the replan count over (a person's decision)."
     ),
-    narrow: bool = typer.Option(
+    narrow: bool = Option(
         False,
         "--narrow",
         help="Allow declaring less than the trusted state replaced (a person's decision).",
     ),
-    make_current: bool = typer.Option(
+    make_current: bool = Option(
         False,
         "--make-current",
         help="Make PLAN the folder's current plan, the one sessions without their own plan "
@@ -140,7 +138,7 @@ def trust(
     )
 
     if lockfiles not in ("auto", "none"):
-        raise typer.BadParameter("--lockfiles must be auto or none")
+        raise click.BadParameter("--lockfiles must be auto or none")
     cdir = find_cluster(cluster)
     roster, spaces, cwd = cdir.roster(), workspaces(cdir), Path.cwd()
     keys = functools.partial(_keys, spaces, cwd)
@@ -172,15 +170,15 @@ def trust(
     if json_out:
         echo_json({**result, "evidence": [{"command": e.command, "exit": e.exit} for e in ran]})
         return
-    typer.echo(
+    click.echo(
         f"trusted {plan} (trust {result['trust']}): {len(reads)} read, "
         f"{len(targets)} target, {len(locks)} lockfile, {len(ran)} evidence; "
         f"record {result['id'].hex()}"
     )
     for e in ran:
-        typer.echo(f"evidence `{e.command}` exited {e.exit}")
+        click.echo(f"evidence `{e.command}` exited {e.exit}")
     if current != plan:
-        typer.echo(
+        click.echo(
             f"the current plan stays {current} (sessions without a plan of their own are "
             f"checked against it){'' if session else f'; {plan} is bound to no session'}"
         )
@@ -188,13 +186,13 @@ def trust(
 
 @workspace_app.command("check")
 def check(
-    plan: str | None = typer.Argument(
+    plan: str | None = Argument(
         None, help="Plan name (default: the current plan of the cluster folder)."
     ),
-    as_agent: str | None = typer.Option(
+    as_agent: str | None = Option(
         None, "--as", help="Roster member to connect as (default: the plan's owner)."
     ),
-    deadline: float = typer.Option(5.0, "--deadline", help="Seconds per step."),
+    deadline: float = Option(5.0, "--deadline", help="Seconds per step."),
     cluster: Path | None = ClusterOpt,
     json_out: bool = JsonOpt,
 ) -> None:
@@ -220,14 +218,14 @@ def check(
             roster, cdir.identity(me), plan, addresses=link_addresses(cdir), deadline=deadline
         )
     except PlanfenceError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(EXIT_UNDECIDED) from None
+        click.echo(f"error: {exc}", err=True)
+        raise click.exceptions.Exit(EXIT_UNDECIDED) from None
     if json_out:
         echo_json(verdict.to_json())
     else:
         for line in verdict.text():
-            typer.echo(line)
-    raise typer.Exit(verdict.exit_code)
+            click.echo(line)
+    raise click.exceptions.Exit(verdict.exit_code)
 
 
 def _utf8(*texts: str) -> None:

@@ -21,9 +21,12 @@ from ..core.roster import Roster, check_name, load_roster
 
 @dataclass(frozen=True, slots=True)
 class ClusterDir:
-    """Paths inside a cluster folder."""
+    """Paths inside a cluster folder; `root` may be given as a str."""
 
     root: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root))  # frozen: set once, here
 
     @property
     def roster_path(self) -> Path:

@@ -187,9 +187,13 @@ def init_cluster(
     os.chmod(root / "keys", 0o700)
     write_gitignore(root)
     rows = []
+    taken: set[int] = set()
     for i, template in enumerate(templates):
         key = generate_key_file(cdir.key(template["name"]))
         port = free_port(host) if base == 0 else base + i
+        while base == 0 and port in taken:  # two random draws may meet
+            port = free_port(host)
+        taken.add(port)
         rows.append(
             {
                 "name": template["name"],

@@ -34,7 +34,8 @@ async def owner_session(
     deadline: float = DEFAULT_DEADLINE,
 ) -> AsyncIterator[Session]:
     """A session to `owner` whose whole use (connect, handshake, requests) must end within
-    `deadline` seconds; raises TransportError naming the owner and its address otherwise.
+    `deadline` seconds; raises TransportError naming the owner and its address otherwise
+    (and for any other transport failure).
 
     A program other than the owner on the roster port accepts the connection and then never
     answers the handshake: without the deadline the caller would wait forever.
@@ -50,6 +51,11 @@ async def owner_session(
             f"owner {owner} at {address} did not answer within {deadline:g} s "
             f"(is it running? is another program on that port?)"
         ) from None
+    except TransportError as exc:  # "cannot connect to HOST:PORT: ...": say whose it is
+        message = str(exc)
+        if message.startswith(f"owner {owner} "):
+            raise
+        raise TransportError(f"owner {owner}: {message}") from None
 
 
 async def wait_owner_ready(
@@ -112,14 +118,8 @@ async def ping_owners(
     TransportError naming the first owner that could not be reached within `deadline`."""
 
     async def ping(owner: str) -> None:
-        try:
-            async with owner_session(roster, identity, owner, addresses, deadline) as session:
-                await session.request("ping")
-        except TransportError as exc:
-            message = str(exc)
-            raise TransportError(
-                message if message.startswith(f"owner {owner} ") else f"owner {owner}: {message}"
-            ) from None
+        async with owner_session(roster, identity, owner, addresses, deadline) as session:
+            await session.request("ping")
 
     async with collapsing_task_group() as tg:
         for name in names:
@@ -169,18 +169,19 @@ async def get_records(
 ) -> list[Record]:
     """Fetch records by id from every owner, verified.
 
-    Raises RequestError("not_found") for ids no reachable owner has, naming the owners that
-    could not be asked.
+    Raises RequestError("not_found") for ids no owner has when every owner answered, and
+    TransportError naming the owners that could not be asked (with the first one's reason:
+    owner and address) when an id is missing and some owner did not answer: it may hold it.
     """
     found: dict[bytes, Record] = {}
-    unreachable: list[str] = []
+    unreachable: dict[str, str] = {}
 
     async def ask(owner: str) -> None:
         try:
             async with owner_session(roster, identity, owner, addresses, deadline) as session:
                 result = await get_in_parts(lambda args: session.request("get", args), ids)
-        except TransportError:
-            unreachable.append(owner)
+        except TransportError as exc:
+            unreachable[owner] = str(exc)
             return
         for wire in result["records"]:
             record = record_from_wire(wire)
@@ -191,12 +192,14 @@ async def get_records(
         for owner in roster.names:
             tg.start_soon(ask, owner)
     missing = [rid.hex() for rid in ids if rid not in found]
-    if missing:
-        raise RequestError(
-            "not_found",
-            f"no owner has record {', '.join(missing)}"
-            + (f" (could not ask {', '.join(sorted(unreachable))})" if unreachable else ""),
+    if missing and unreachable:
+        names = sorted(unreachable)
+        raise TransportError(
+            f"could not ask {', '.join(names)} for record {', '.join(missing)} "
+            f"({unreachable[names[0]]})"
         )
+    if missing:
+        raise RequestError("not_found", f"no owner has record {', '.join(missing)}")
     return [found[rid] for rid in ids]
 
 

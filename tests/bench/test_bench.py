@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-import typer
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from planfence_net.bench.experiments import Experiment, ablation_cases, first_of_each_family
 from planfence_net.bench.harness import bench_cluster, run_experiment
 from planfence_net.bench.workload import load_templates
 from planfence_net.cli import bench as cli_bench
+from planfence_net.cli.group import Group
 
 
 @pytest.fixture(scope="module")
@@ -91,18 +92,13 @@ def test_fail_closed_blocks_each_fault_and_fail_open_issues_an_invalid_action(
 
 
 @pytest.fixture
-def app() -> typer.Typer:
-    app = typer.Typer()
+def app() -> Group:
+    app = Group("planfence", help="The bench command alone, in a group as in `planfence`.")
     cli_bench.register(app)
-
-    @app.callback()
-    def main() -> None:  # a group, as in the real `planfence` app
-        """planfence"""
-
     return app
 
 
-def test_unknown_experiment_is_one_line_and_exit_1(app: typer.Typer, tmp_path: Path) -> None:
+def test_unknown_experiment_is_one_line_and_exit_1(app: Group, tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["bench", "nope", "--out", str(tmp_path / "x")])
     assert result.exit_code == 1
     assert result.output == (
@@ -110,7 +106,20 @@ def test_unknown_experiment_is_one_line_and_exit_1(app: typer.Typer, tmp_path: P
     )
 
 
-def test_unknown_profile_is_one_line_and_exit_1(app: typer.Typer, tmp_path: Path) -> None:
+def test_without_matplotlib_the_bench_says_how_to_install_it(
+    app: Group, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` fails
+    result = CliRunner().invoke(app, ["bench", "scope", "--quick", "--out", str(tmp_path)])
+    assert (result.exit_code, result.stdout) == (1, "")
+    assert result.stderr == (
+        "error: `planfence bench` draws its plots with matplotlib, which is not installed: "
+        "pip install 'planfence-net[bench]'\n"
+    )
+    assert list(tmp_path.iterdir()) == []  # nothing ran
+
+
+def test_unknown_profile_is_one_line_and_exit_1(app: Group, tmp_path: Path) -> None:
     result = CliRunner().invoke(
         app, ["bench", "scope", "--profile", "dialup", "--quick", "--out", str(tmp_path / "x")]
     )
@@ -119,7 +128,7 @@ def test_unknown_profile_is_one_line_and_exit_1(app: typer.Typer, tmp_path: Path
     assert result.output.count("\n") == 1
 
 
-def test_bench_scope_quick_writes_rows_report_and_plots(app: typer.Typer, tmp_path: Path) -> None:
+def test_bench_scope_quick_writes_rows_report_and_plots(app: Group, tmp_path: Path) -> None:
     out = tmp_path / "scope"
     result = CliRunner().invoke(app, ["bench", "scope", "--quick", "--out", str(out)])
     assert result.exit_code == 0, result.output

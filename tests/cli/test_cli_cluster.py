@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import signal
 import stat
 import tomllib
 from pathlib import Path
@@ -16,9 +18,9 @@ from pathlib import Path
 import anyio
 import pytest
 from anyio.abc import SocketAttribute
+from click.testing import CliRunner, Result
 from nacl.bindings import crypto_sign_ed25519_pk_to_curve25519
 from nacl.signing import SigningKey
-from typer.testing import CliRunner, Result
 
 from planfence_net.cli.main import app
 from planfence_net.cluster.processes import FREE_PORTS_FROM
@@ -235,6 +237,24 @@ def test_cluster_lifecycle_up_idempotent_restart_crashed_down(cluster_dir: Clust
     assert ok("cluster", "down", h.path) == "stopped 0 owner(s): -\n"
 
 
+def test_cluster_status_pings_each_owner_a_stopped_one_is_not_alive(
+    cluster_dir: ClusterHandle,
+) -> None:
+    """The process of a SIGSTOPped owner still exists, but it answers nothing: not alive."""
+    h = cluster_dir
+    h.up()
+    pids = {name: h.owner_pid(name) for name in NAMES}
+    os.kill(pids["reqs"], signal.SIGSTOP)
+    try:
+        stopped = [(r["name"], r["pid"], r["alive"]) for r in status(h)]
+        table = ok("cluster", "status", h.path).splitlines()[2].split()
+    finally:
+        os.kill(pids["reqs"], signal.SIGCONT)
+    assert stopped == [(name, pids[name], name != "reqs") for name in NAMES]
+    assert table[:4] == ["reqs", h.roster.agent("reqs").address, str(pids["reqs"]), "no"]
+    assert [(r["pid"], r["alive"]) for r in status(h)] == [(pids[n], True) for n in NAMES]
+
+
 def test_owner_serve_refuses_a_key_file_others_can_read(cluster_dir: ClusterHandle) -> None:
     key = cluster_dir.cdir.key("reqs")
     key.chmod(0o640)
@@ -329,8 +349,9 @@ def test_record_commands_fail_with_one_clear_line(live_cluster: ClusterHandle) -
 
     h.kill9("reqs")
     assert fails("put", h.path, "req/a", "--body", "1") == (
-        f"error: cannot connect to 127.0.0.1:{h.port('reqs')}: Connection refused"
+        f"error: owner reqs: cannot connect to 127.0.0.1:{h.port('reqs')}: Connection refused"
     )
+    assert fails("ping", h.path, "reqs") == fails("put", h.path, "req/a", "--body", "1")
 
 
 # -- logs --------------------------------------------------------------------------------------

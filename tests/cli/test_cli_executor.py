@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from planfence_net.cli.main import app
 

@@ -1,26 +1,18 @@
 """Each `planfence` command imports only what it uses.
 
 An agent hook runs `planfence` before every tool call, so a fresh process must not load the
-bench lab, plotting, the owner daemon or pydantic (typer's converter) on the way to a
-decision. Asserted from `python -X importtime`, which names every module a process imported.
+bench lab, plotting, the owner daemon, rich or pydantic on the way to a decision. Asserted
+from `python -X importtime`, which names every module a process imported.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
-from typing import Any
 
-import pytest
-import typer
-import typer.main
-from typer._coercion import build_runtime_param
-
-from planfence_net.cli.coerce import plain_coercion
-from planfence_net.cli.main import app
 from support.cluster import ClusterHandle
 
-NEVER = ("matplotlib", "pydantic", "rich", "planfence_net.owners")
+NEVER = ("matplotlib", "pydantic", "typer", "rich", "planfence_net.owners")
 LAB = "planfence_net.bench."  # the package itself only names the experiments for --help
 
 
@@ -73,39 +65,3 @@ def test_authorize_loads_only_the_executor(cluster_dir: ClusterHandle) -> None:
     assert code == 3  # blocked: missing lineage, every owner is down
     assert {"planfence_net.executor.runner", "planfence_net.protocol.noise"} <= modules
     assert loaded(modules, NEVER + ("aiosqlite",)) == []
-
-
-def _param(path: list[str], name: str) -> Any:
-    command = typer.main.get_command(app)
-    for part in path:
-        command = command.commands[part]  # type: ignore[attr-defined]
-    return next(p for p in command.params if p.name == name)
-
-
-@pytest.mark.parametrize(
-    ("path", "name", "values"),
-    [
-        (["authorize"], "deadline", ["2.5", "-1", ".5", "3.", "1e3", "abc", "", " 2", "nan", 4.0]),
-        (["cluster", "init"], "base_port", ["7401", "+7", "-3", "1_0", " 7", "0x10", "7.0", 5]),
-        (["authorize"], "root", [("ab",), ["x", "y"], "ab", ()]),
-        (["authorize"], "path", ["some/dir", "-", ""]),
-        (["authorize"], "json_out", [True, False, "yes", "0"]),
-        (["put"], "as_agent", ["ops", b"ops", 3]),
-    ],
-)
-def test_plain_coercion_agrees_with_typer(path: list[str], name: str, values: list[Any]) -> None:
-    """Our converter gives what typer's gives, or typer's own error, for every value."""
-    param = _param(path, name)
-    plain = plain_coercion(param)
-    assert plain is not None
-    reference = build_runtime_param(param.type_descriptor)
-    ctx = typer.Context(typer.main.get_command(app))
-    for value in values:
-        outcomes = []
-        for converter in (plain, reference):
-            try:
-                outcomes.append(("ok", converter.coerce(value, param=param, ctx=ctx)))
-            except typer.BadParameter as exc:
-                outcomes.append(("error", exc.format_message()))
-        assert repr(outcomes[0]) == repr(outcomes[1]), value  # repr: nan == nan
-        assert type(outcomes[0][1]) is type(outcomes[1][1])

@@ -7,9 +7,9 @@ import json
 import sqlite3
 from pathlib import Path
 
+import click
 import pytest
-import typer
-from typer.testing import CliRunner, Result
+from click.testing import CliRunner, Result
 
 from planfence_net.cli.main import app
 from planfence_net.cli.support import resolve_ids
@@ -110,7 +110,7 @@ def test_an_ambiguous_id_prefix_is_refused(tmp_path: Path) -> None:
         "id prefix AABBCCDD is ambiguous: 2 records match "
         "(aabbccdd00000000, aabbccdd11111111); give more hex digits"
     )
-    with pytest.raises(typer.BadParameter):
+    with pytest.raises(click.BadParameter):
         resolve_ids(cdir, ["aabbccd"])  # too short to be a prefix
 
 
@@ -128,8 +128,11 @@ def test_restart_one_owner_and_read_a_shaper_log(live_cluster: ClusterHandle) ->
     assert ok_json("heads", path, "req/a")[0]["id"] == rid  # type: ignore[index]
     assert live_cluster.owner_pid("planner")  # the others were left alone
 
-    assert error("logs", path, "reqs", "--event", "nosuchevent") == (
-        f"error: unknown event 'nosuchevent'; owners log: {', '.join(EVENTS)}"
+    bad_event = run("logs", path, "reqs", "--event", "nosuchevent")  # a usage error
+    assert (bad_event.exit_code, bad_event.stdout) == (64, "")
+    assert bad_event.stderr.splitlines()[-1] == (
+        f"Error: Invalid value for '--event': unknown event 'nosuchevent'; "
+        f"owners log: {', '.join(EVENTS)}"
     )
     assert error("logs", path, "reqs", "--shaper") == (
         f"error: no shaper output for reqs yet at {path / 'run' / 'shaper-reqs.out'}"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import tomli_w
-from typer.testing import CliRunner, Result
+from click.testing import CliRunner, Result
 
 from planfence_net.cli.main import app
 from planfence_net.cluster import processes as clusterlib
@@ -77,9 +77,10 @@ def test_put_and_heads_give_up_at_the_deadline(
 def test_get_names_the_owners_it_could_not_ask(cluster_dir: ClusterHandle, squatter: int) -> None:
     wanted = "ab" * 32
     line = one_line_error(run("get", cluster_dir.path, wanted, "--deadline", "0.3"))
+    audit = cluster_dir.roster.agent("audit").address
     assert line == (
-        f"not_found: no owner has record {wanted} (could not ask audit, inventory, "
-        f"ops, planner, reqs)"
+        f"could not ask audit, inventory, ops, planner, reqs for record {wanted} "
+        f"(owner audit: cannot connect to {audit}: Connection refused)"
     )
 
 

@@ -11,11 +11,12 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner, Result
+from click.testing import CliRunner, Result
 
 from planfence_net.cli.group import EXIT_USAGE
 from planfence_net.cli.main import app
 from planfence_net.cli.support import echo_json
+from support.cluster import run_planfence
 
 
 def run(*args: str) -> Result:
@@ -31,6 +32,7 @@ def run(*args: str) -> Result:
         ["cluster", "init", "c", "--agents", "zero"],  # not an integer
         ["cluster", "up", "c", "--no-such-option"],
         ["get", "c", "not-hex"],  # BadParameter from a command body
+        ["hook", "install", "codex", "--format", "yaml"],  # not one of json, toml
     ],
 )
 def test_usage_errors_exit_64_never_2(args: list[str]) -> None:
@@ -97,3 +99,12 @@ def test_one_agent_is_counted_in_the_singular(tmp_path: Path) -> None:
         result.stdout.splitlines()[0]
         == f"cluster 'planfence-demo' with 1 agent in {tmp_path / 'c'}"
     )
+
+
+def test_hook_help_is_help_not_a_blocked_call() -> None:
+    """`planfence hook claude` goes straight to the lean hook, except when asked for help."""
+    for agent in ("claude", "codex"):
+        proc = run_planfence("hook", agent, "--help")
+        assert (proc.returncode, proc.stderr) == (0, "")
+        assert proc.stdout.startswith(f"Usage: planfence hook {agent} [OPTIONS]\n")
+        assert "Run the PreToolUse hook for " in proc.stdout

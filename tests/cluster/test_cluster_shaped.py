@@ -9,7 +9,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from planfence_net.cli.main import app
 from planfence_net.cluster import processes as clusterlib

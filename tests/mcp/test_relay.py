@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from planfence_net.cli.main import app
 from planfence_net.mcp.readset import ReadSet

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 import anyio
 import msgpack
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from planfence_net.cli.main import app
 from planfence_net.core.errors import RequestError, TransportError

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from planfence_net.bench.torture.diskfull import fill, mount_tmpfs, unmount
 from planfence_net.cli.main import app

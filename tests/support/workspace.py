@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from planfence_net.cli.main import app
 from support.cluster import PLANFENCE, wait_exit

@@ -11,10 +11,10 @@ from pathlib import Path
 import anyio
 import anyio.abc
 import pytest
-import typer
 from anyio.abc import SocketAttribute, SocketStream
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
+from planfence_net.cli.group import Group
 from planfence_net.cli.shape import register
 from planfence_net.core.errors import ConfigError
 from planfence_net.traces.link import MSS
@@ -208,8 +208,8 @@ async def test_bad_configuration_fails_before_listening(tmp_path: Path) -> None:
         await serve_shaper(HOST, 0, HOST, 9, "loopback", loss=1.5)
 
 
-def cli() -> typer.Typer:
-    app = typer.Typer()
+def cli() -> Group:
+    app = Group("planfence", help="The shaper commands alone.")
     register(app)
     return app
 

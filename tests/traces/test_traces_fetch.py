@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from planfence_net.cli.main import app
 from planfence_net.traces.fetch import PINNED_SHA256, fetch_traces, file_sha256
