@@ -5,35 +5,65 @@
     verdict = await baseline.validate(action, replan, keys)
     baseline.traffic()                         # bytes so far, encrypted and framed, both ways
 
+Every policy receives the plan and its lineage from the planner before the timer (the
+handoff), except the `central-walk` ablation.
+
 `freshness` refreshes the executor's records of D(a) but never compares them with the plan;
-`planfence` runs the gate on D(a); `allkeys` runs the gate with every shared key of the
-template queried; `central` runs the gate against the central store only (every owner's query
-merged into one request; plan and lineage read from the store, not handed over); `sync`
-(bench/sync.py) acts on pushed, acknowledged head metadata once the owners of D(a) say it is
-synchronized. Variants for the ablations: `planfence-d1` (direct parents only), `planfence-noreplan`,
-`planfence-failopen` (the gate's decision, with the blocks in `policy.FAIL_OPEN_REASONS`
-issued anyway).
+`planfence` runs the gate on D(a) as the paper describes it: `heads` answers carry ids, and the
+changed records are fetched (`get`) after a mismatch; `planfence+inline` is the product's
+design (the `heads` answer carries the changed records inline, one round trip fewer);
+`allkeys` is `planfence` with every shared key of the template queried; `central`
+(bench/centralized.py) validates at the central store in one `validate` round trip;
+`sync` (bench/sync.py) is synchronous replication, acting on its replica with no request.
+Ablations: `central-walk` (the client-side walk: plan, lineage and heads read from the store,
+six sequential round trips on a raced action), `central-wired` (`central` with the store on
+an unshaped loopback link), `sync-barrier` (the acknowledged-barrier sync, bench/syncbarrier.py),
+`planfence-d1` (direct parents only), `planfence-noreplan`, `planfence-failopen` (the gate's
+decision, with the blocks in `policy.FAIL_OPEN_REASONS` issued anyway).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
-from typing import Any
 
 import anyio
 
-from ..core.errors import ConfigError, PlanfenceError, TransportError
-from ..core.gate import Action, Gate, GatePolicy, QueryHeads
-from ..core.lineage import FetchRound
-from ..executor.runner import GateRunner, ReplanHook, verified_records
+from ..core.errors import ConfigError, PlanfenceError
+from ..core.gate import Action, GatePolicy
+from ..executor.runner import ReplanHook, verified_records
 from ..net.api import group_by_owner
-from .policy import Baseline, Parts, PolicyBase, Verdict, fails_open
+from .centralized import Central, CentralWalk
+from .gated import PlanFence
+from .policy import Baseline, Parts, PolicyBase, Verdict
 from .sync import Sync
+from .syncbarrier import SyncBarrier
 from .writers import CENTRAL
 
 POLICIES = ("freshness", "central", "sync", "allkeys", "planfence")
-VARIANTS = ("planfence-d1", "planfence-noreplan", "planfence-failopen")
+VARIANTS = (
+    "planfence+inline",
+    "central-walk",
+    "central-wired",
+    "sync-barrier",
+    "planfence-d1",
+    "planfence-noreplan",
+    "planfence-failopen",
+)
+
+
+def stores_centrally(policy: str) -> bool:
+    """True for the policies whose records live at the central store."""
+    return policy.startswith(CENTRAL)
+
+
+def hands_off(policy: str) -> bool:
+    """True when the planner hands plan and lineage to the executor (all but the walk)."""
+    return policy != "central-walk"
+
+
+def wired_agents(policy: str) -> frozenset[str]:
+    """The agents on an unshaped loopback link under `policy` (the store, for central-wired)."""
+    return frozenset({CENTRAL}) if policy == "central-wired" else frozenset()
 
 
 def make_baseline(name: str, parts: Parts) -> Baseline:
@@ -42,8 +72,14 @@ def make_baseline(name: str, parts: Parts) -> Baseline:
         return Freshness(name, parts)
     if name == "sync":
         return Sync(name, parts, parts.sync_k)
-    if name == "central":
+    if name == "sync-barrier":
+        return SyncBarrier(name, parts, parts.sync_k)
+    if name in ("central", "central-wired"):
         return Central(name, parts, GatePolicy())
+    if name == "central-walk":
+        return CentralWalk(name, parts, GatePolicy())
+    if name == "planfence+inline":
+        return PlanFence(name, parts, GatePolicy(), inline=True)
     policies = {
         "planfence": GatePolicy(),
         "allkeys": GatePolicy(),
@@ -101,86 +137,3 @@ class Freshness(PolicyBase):
         self.known.setdefault(record.key, record.id)
         for parent in record.parents:
             self._learn(parent, depth + 1)
-
-
-class PlanFence(PolicyBase):
-    """The gate under a policy; `all_keys` adds every shared key; `fail_open` issues the
-    actions the gate blocked for a reason in FAIL_OPEN_REASONS (the ablation)."""
-
-    def __init__(
-        self,
-        name: str,
-        parts: Parts,
-        policy: GatePolicy,
-        *,
-        all_keys: bool = False,
-        fail_open: bool = False,
-    ) -> None:
-        super().__init__(name, parts)
-        self.policy = policy
-        self.all_keys = all_keys
-        self.fail_open = fail_open
-        self.runner = self._runner()
-
-    def _runner(self) -> GateRunner:
-        return GateRunner(self.pool, self.replica, deadline=self.parts.deadline)
-
-    async def validate(self, action: Action, replan: ReplanHook, keys: list[str]) -> Verdict:
-        policy = self.policy
-        if self.all_keys:
-            policy = dataclasses.replace(policy, query_keys=tuple(keys))
-        run = await self.runner.wait_decision(action, replan, policy)
-        decision = run.decision
-        issued = decision.authorized or (self.fail_open and fails_open(decision))
-        blocked = None if issued else decision.reason
-        return Verdict(issued, run.roots, run.stall, blocked, decision.replanned, decision)
-
-
-class CentralRunner(GateRunner):
-    """The gate driven against the central store: one request carries every owner's query."""
-
-    async def _fetch(self, ids: tuple[bytes, ...]) -> FetchRound:
-        fetch = FetchRound(ids, [CENTRAL])
-        with anyio.move_on_after(self.deadline):
-            try:
-                result = await self.pool.request(CENTRAL, "get", {"ids": list(ids)})
-            except PlanfenceError:
-                fetch.failed(CENTRAL)
-            else:
-                fetch.answered(CENTRAL, verified_records(self.roster, result))
-        await self.replica.add(fetch.records)
-        return fetch
-
-    async def _query(self, gate: Gate, event: QueryHeads) -> None:
-        keys = [k for q in event.queries.values() for k in q.keys]
-        expect = {k: v for q in event.queries.values() for k, v in q.expect.items()}
-        answer: dict[str, Any] | None = None
-        failure = "timeout"
-        with anyio.move_on_after(self.deadline):
-            try:
-                answer = await self.pool.request(CENTRAL, "heads", {"keys": keys, "expect": expect})
-            except TransportError:
-                failure = "owner_unavailable"
-            except PlanfenceError:
-                failure = "malformed_response"
-        for owner, query in event.queries.items():
-            if answer is None:
-                gate.heads_failed(owner, failure)
-                continue
-            rows = [row for row in answer.get("heads", []) if row and row[0] in query.keys]
-            records = [
-                w
-                for w in answer.get("records", [])
-                if isinstance(w, list) and len(w) > 1 and w[1] in query.keys
-            ]
-            gate.heads_answered(owner, {"heads": rows, "records": records})
-
-
-class Central(PlanFence):
-    """Centralized lineage: every write and every validation goes through the central store."""
-
-    def _runner(self) -> GateRunner:
-        return CentralRunner(self.pool, self.replica, deadline=self.parts.deadline)
-
-    async def start(self, keys: list[str]) -> None:
-        await self.pool.session(CENTRAL)

@@ -12,6 +12,14 @@ like an owner does, so the invalid-action oracle reads its log unchanged. `heads
 serve every key that some roster agent owns; `stats` adds each owner's last seq under
 `last_seq_by_owner` so a writer can resume its counter.
 
+`validate {"expect": {key: id}, "keys": [...], "action": name}` is the store-side validation
+a team would build on a central store (etcd's Txn: compare, then put or get): in one round
+trip the store compares every declared key's head with the expected id and, when all match,
+records the decision (a `decision` event in its log naming the action and the keys). It
+answers like `heads` with `short` rows (the rows of changed keys in full, with their records
+inline, which is the Txn's else-branch read) plus `"matched": bool`. Arguments are read as
+`heads` reads them; `action` is a string of at most 256 characters.
+
 The central agent is a roster member (for the Noise handshake) that owns no keys.
 """
 
@@ -30,8 +38,8 @@ from ..core.roster import Agent
 from ..owners.daemon import Connection, OwnerDaemon
 from ..owners.logs import EventLog
 from ..owners.store import StaleSeq, Store
-from ..protocol.messages import BadRequest, RawValue, Request
-from ..protocol.requestread import RAW, REQUESTS
+from ..protocol.messages import BadRequest, RawValue, Request, parse_heads
+from ..protocol.requestread import RAW, REQUESTS, SCALAR
 
 CENTRAL_AGENT = "central"
 
@@ -39,7 +47,11 @@ CENTRAL_AGENT = "central"
 class CentralDaemon(OwnerDaemon):
     """An owner daemon serving every key, accepting owner-signed records (module docstring)."""
 
-    schema = {**REQUESTS, "put": {"record": RAW}}
+    schema = {
+        **REQUESTS,
+        "put": {"record": RAW},
+        "validate": {**REQUESTS["heads"], "action": SCALAR},
+    }
 
     def _check_owned(self, keys: list[str]) -> None:
         for key in keys:
@@ -54,7 +66,21 @@ class CentralDaemon(OwnerDaemon):
             except RecordError as exc:
                 raise BadRequest("bad_request", f"record rejected: {exc}") from None
             return await self._put_record(connection.peer, wire)
+        if request.op == "validate":
+            return await self._validate(connection.peer, request.args)
         return await super()._dispatch(connection, request)
+
+    async def _validate(self, peer: Agent, args: dict[str, Any]) -> dict[str, Any]:
+        """Compare the expected ids with the heads; all matching, log the decision."""
+        action = args.get("action", "")
+        if not isinstance(action, str) or len(action) > 256:
+            raise BadRequest("bad_request", "'action' must be a string of at most 256 characters")
+        keys, expect = parse_heads(args)
+        answer = await self._heads(keys, expect, short=True)
+        matched = all(len(row) == 2 for row in answer["heads"] if row[0] in expect)
+        if matched:
+            self.log.write("decision", action=action, peer=peer.name, keys=keys[:64])
+        return {**answer, "matched": matched}
 
     async def _put_record(self, peer: Agent, wire: Any) -> dict[str, Any]:
         try:

@@ -14,6 +14,10 @@ from . import EXPERIMENTS
 from .workload import FAMILIES, ScheduleParams, Template, load_templates, vary
 
 SAFETY_POLICIES = ("freshness", "central", "sync", "allkeys", "planfence")
+# the ablation rows beside them: the product's inline records, the earlier central and sync
+# designs, and central with its store on a wired link (bench/baselines.py)
+SAFETY_ABLATIONS = ("planfence+inline", "central-walk", "central-wired", "sync-barrier")
+RATE_POLICIES = ("sync", "planfence", "sync-barrier")
 FAULTS = ("outage", "missing_lineage", "malformed_heads", "second_change")
 RATES = (0.25, 1.0, 4.0, 16.0)
 KEYSPACES = (8, 16, 32, 64, 128)
@@ -57,7 +61,8 @@ def build(name: str, *, quick: bool, templates: list[Template] | None = None) ->
         chosen = tuple(pool[::3] if quick else pool)  # quick: 10 of the 30 templates
         # background updates at the rate experiment's rates, cycled over the templates
         params = ScheduleParams(actions=1 if quick else 11, revision=1.0, rhos=RATES)
-        return Experiment(name, (Case("safety", "safety", 0, chosen, params, SAFETY_POLICIES),))
+        policies = SAFETY_POLICIES + SAFETY_ABLATIONS
+        return Experiment(name, (Case("safety", "safety", 0, chosen, params, policies),))
     if name == "rate":
         shaped = tuple(vary(t, agents=5, keys=32, d=4) for t in base)
         n = 2 if quick else 10
@@ -70,7 +75,7 @@ def build(name: str, *, quick: bool, templates: list[Template] | None = None) ->
                     rho,
                     shaped,
                     ScheduleParams(n, rho=rho),
-                    ("sync", "planfence"),
+                    RATE_POLICIES,
                 )
                 for rho in RATES
             ),

@@ -3,15 +3,19 @@
     with bench_cluster(root) as cdir:                 # 8 owners + the central store
         rows = run_async(run_experiment, cdir, experiment, "loopback", seed, links)
 
-Per protected action: the planner writes a plan (its body lists the workflow's work units)
-from the current heads of the action's true dependencies (through a chain of summaries when
-the case asks for depth) and hands the plan and its lineage to the executor (not under
-`central`, whose executor reads them from the store); the schedule's background updates and
-its revision are published; then the executor is **ready to act**. One timer, the same for
-every policy, runs from there until the policy says authorized or blocked: that is the stall.
-The replanning model call inside it (composing the new plan) is timed apart and subtracted,
-reported as `replan_ms`; the replanned plan's write, and every read and write a policy makes,
-stay inside the stall. If the action is issued, the action record is written on the roots the
+Per protected action: the planner reads the current heads of the action's true dependencies
+and writes a plan from them (its body lists the workflow's work units; through a chain of
+summaries when the case asks for depth) and hands the plan and its lineage to the executor
+(not under the `central-walk` ablation, whose executor reads them from the store); plan
+delivery is charged to no policy. The schedule's background updates and its revision are
+published, each complete as its policy's design says (committed at its owner; at the central
+store; acknowledged by every participant under `sync`): that span is `update_ms`. Then the
+executor is **ready to act**. One timer, the same for every policy, runs from there until the
+policy says authorized or blocked: that is the stall. The replanning model call inside it
+(composing the new plan) is timed apart and subtracted, reported as `replan_ms`; the replanned
+plan's write, and every read and write a policy makes, stay inside the stall. The replan
+plans from what the planner read before and the changed records the policy fetched, never
+from the harness's own view of the heads. If the action is issued, the action record is written on the roots the
 policy returned (outside the timer). Every policy gets its own copy of every key (namespaced
 by policy) and the same schedule; with links (bench/network.py) every link is re-anchored at
 the action's trace phases right before "ready to act". `invalid` is then judged by the oracle
@@ -40,7 +44,7 @@ from ..core.gate import Action
 from ..core.identity import generate_key_file
 from ..core.records import Record
 from ..executor.pool import SessionPool
-from .baselines import make_baseline
+from .baselines import hands_off, make_baseline, stores_centrally, wired_agents
 from .experiments import Case, Experiment
 from .faults import CorruptingPool
 from .network import LinkModel, Network
@@ -56,7 +60,7 @@ from .workload import (
     make_schedule,
     work_units,
 )
-from .writers import CENTRAL, CentralWriter, OwnerWriter, Writer
+from .writers import CENTRAL, CentralWriter, OwnerWriter, SyncWriter, Writer
 
 Row = dict[str, Any]
 Progress = Callable[[str], None]
@@ -154,10 +158,13 @@ class _Run:
             "units": work_units(spec.template),
         }
 
-    async def write_plan(self, spec: ActionSpec, body: dict[str, Any]) -> Record:
-        """Plan from the current heads of the true deps; hand plan and lineage over."""
+    async def write_plan(
+        self, spec: ActionSpec, body: dict[str, Any], read: dict[str, Record]
+    ) -> Record:
+        """Plan from the records the planner read (`read`: key -> record of every true
+        dependency); hand plan and lineage over (every policy but `central-walk`)."""
         space = self.spaces[spec.template.name]
-        deps = [self.writer.heads[k] for k in space.names(spec.deps)]
+        deps = [read[k] for k in space.names(spec.deps)]
         parents = tuple(r.id for r in deps)
         handoff: list[Record] = list(deps)
         base = f"{space.planner_prefix}/a{spec.index}"
@@ -181,31 +188,44 @@ class _Run:
 
     async def act(self, spec: ActionSpec) -> Row:
         space = self.spaces[spec.template.name]
-        mark = self.baseline.traffic()
-        plan = await self.write_plan(spec, self.compose(spec, 0))
+        began_ts = time.time()
+        # The planner reads the current heads of the true dependencies, then plans.
+        read = {k: self.writer.heads[k] for k in space.names(spec.deps)}
+        plan = await self.write_plan(spec, self.compose(spec, 0), read)
+        mark = self.baseline.traffic()  # plan delivery is before the timer and charged to none
+        published = self.clock()
         async with anyio.create_task_group() as tg:  # other agents' updates, concurrent
             for j in spec.dirty:
                 tg.start_soon(self.revise, space.keys[j], "background")
         if spec.revise is not None:
             await self.revise(space.keys[spec.revise], "revision")
+        settle = getattr(self.writer, "settle", None)
+        if settle is not None:
+            await settle()  # K > 1 sync: the burst completes when every participant has it
+        update = self.clock() - published
         action = Action(f"{self.policy}/{spec.name}", (plan.id,), space.names(spec.declared))
         attempts, model = [0], [0.0]
 
         async def replan(_: Action, changed: tuple[Record, ...]) -> list[bytes]:
+            # Only what the planner read before and what the gate fetched: never the harness's
+            # own view of the heads.
+            read.update((r.key, r) for r in changed if r.key in read)
             attempts[0] += 1
             began = self.clock()
             body = self.compose(spec, attempts[0])
             model[0] += self.clock() - began
-            new = await self.write_plan(spec, body)
+            new = await self.write_plan(spec, body, read)
             if self.case.fault == "second_change" and spec.revise is not None:
                 await self.revise(space.keys[spec.revise], "second change")
             return [new.id]
 
         if self.network is not None:
-            self.network.rephase(f"{self.case.label}/{spec.name}", self.policy)
+            await self.network.rephase(f"{self.case.label}/{spec.name}", self.policy)
+        ready_ts = time.time()
         ready = self.clock()
         verdict = await self.baseline.validate(action, replan, list(space.keys))
         stall = self.clock() - ready - model[0]
+        done_ts = time.time()
         action_id = None
         if verdict.issued:
             record = await self.writer.put(
@@ -236,10 +256,15 @@ class _Run:
             "replanned": verdict.replanned,
             "stall_ms": round(stall * 1000, 3),
             "replan_ms": round(model[0] * 1000, 3),
+            "update_ms": round(update * 1000, 3),
             "bytes": self.baseline.traffic() - mark,
             "invalid": None,
             "action_id": action_id or "",
             "deps": ";".join(space.names(spec.deps)),
+            "began_ts": began_ts,
+            "ready_ts": ready_ts,
+            "done_ts": done_ts,
+            "ended_ts": time.time(),
         }
 
 
@@ -285,14 +310,16 @@ async def _run_policy(
     async with anyio.create_task_group() as tg:
         network = None
         if links is not None:
-            network = Network(roster, links, seed)
+            network = Network(roster, links, seed, wired_agents(policy))
             await network.start(tg)
         addresses_of = network.addresses_of if network is not None else _direct
-        writer: Writer = (
-            CentralWriter(tg, roster, identity_of, addresses_of)
-            if policy == CENTRAL
-            else OwnerWriter(tg, roster, identity_of)
-        )
+        writer: Writer
+        if stores_centrally(policy):
+            writer = CentralWriter(tg, roster, identity_of, addresses_of)
+        elif policy == "sync":
+            writer = SyncWriter(tg, roster, identity_of)
+        else:
+            writer = OwnerWriter(tg, roster, identity_of)
         spaces: dict[str, KeySpace] = {}
         try:
             for case in cases:
@@ -308,7 +335,7 @@ async def _run_policy(
                     sync_k=sync_k,
                     workflows=_workflows(roster, case, spaces, policy),
                     links=addresses_of,
-                    handoff=policy != CENTRAL,
+                    handoff=hands_off(policy),
                 )
                 baseline = make_baseline(policy, parts)
                 try:

@@ -3,7 +3,7 @@
     network = Network(roster, LinkModel(load_profile("att-lte")), seed)
     await network.start(tg)                   # one in-process shaper per agent
     pool = SessionPool(..., network.addresses_of("ops"))
-    network.rephase("safety/res-00/a3", policy)  # before each action's timed span
+    await network.rephase("safety/res-00/a3", policy)  # before each action's timed span
 
 Each agent (every owner, the executor, the central store) has one access link: one trace
 replayed in each direction (the profile's `.up` trace for bytes leaving the agent, `.down`
@@ -72,20 +72,31 @@ class LinkModel:
 class Network:
     """One shaper per agent; `addresses_of(agent)` is where that agent reaches the others."""
 
-    def __init__(self, roster: Roster, model: LinkModel, seed: int) -> None:
+    def __init__(
+        self, roster: Roster, model: LinkModel, seed: int, wired: frozenset[str] = frozenset()
+    ) -> None:
         self.roster = roster
         self.model = model
         self.seed = seed
+        self.wired = wired  # agents on an unshaped (loopback) link: no shaper of their own
         self.shapers: dict[str, Shaper] = {}
         self.routes: dict[str, Addresses] = {}
 
     async def start(self, tg: TaskGroup) -> None:
-        """Start every agent's shaper in `tg` (they stop when `tg` is cancelled)."""
-        agents = self.roster.agents
+        """Start every agent's shaper in `tg` (they stop when `tg` is cancelled). A wired
+        agent has none: the others' routes to it reach its daemon directly, so a session
+        with it crosses only the other side's link."""
+        agents = [a for a in self.roster.agents if a.name not in self.wired]
         inward = {
             a.name: await anyio.create_tcp_listener(local_host="127.0.0.1") for a in agents
         }  # bound now: every route to them is known before serving
-        port = {name: lst.extra(SocketAttribute.local_port) for name, lst in inward.items()}
+        target = {
+            name: ("127.0.0.1", lst.extra(SocketAttribute.local_port))
+            for name, lst in inward.items()
+        }
+        target.update(
+            {a.name: (a.host, a.port) for a in self.roster.agents if a.name in self.wired}
+        )
         for agent in agents:
             shaper = Shaper(
                 agent.host,
@@ -94,9 +105,9 @@ class Network:
                 delay_ms=self.model.profile.delay_ms // 2,
                 seed=self.seed,
             )
-            peers = [a.name for a in agents if a.name != agent.name]
+            peers = [a.name for a in self.roster.agents if a.name != agent.name]
             routes: list[Route] = [((agent.host, agent.port), True, inward[agent.name])]
-            routes += [(("127.0.0.1", port[p]), False, None) for p in peers]
+            routes += [(target[p], False, None) for p in peers]
             ports = await tg.start(shaper.serve_routes, routes)
             self.shapers[agent.name] = shaper
             self.routes[agent.name] = {
@@ -104,9 +115,10 @@ class Network:
             }
 
     def addresses_of(self, agent: str) -> Addresses:
-        return self.routes[agent]
+        """Where `agent` reaches the others (a wired agent reaches them directly)."""
+        return self.routes.get(agent, {})
 
-    def rephase(self, action: str, policy: str) -> None:
+    async def rephase(self, action: str, policy: str) -> None:
         """Re-anchor every link for `action` (see the module docstring)."""
         traces = [
             load_trace(t) for t in (self.model.profile.up, self.model.profile.down) if t is not None

@@ -22,6 +22,7 @@ EVENTS = (
     "session_refused",
     "request",
     "put",
+    "decision",  # the central store's record of a validated action (bench/central.py)
     "error",
     "subscriber_dropped",
     "disconnected",

@@ -1,0 +1,100 @@
+"""The centralized-lineage baseline: every record lives at one central store (bench/central.py).
+
+`central` is what a team would build on a central store: the executor holds the plan and its
+lineage (the planner hands them over, as under every other policy), walks them locally, and
+sends the store one `validate` request carrying the frontier's ids for D(a); the store
+compares them with its heads and, when they all match, records the decision, in one round trip
+(a mismatch comes back with the changed records inline). On a raced action that is validate,
+the replanned plan's `put` to the store, validate again. `central-wired` is the same with the
+store on an unshaped loopback link while the agents stay on their access links.
+
+`central-walk` (an ablation, the earlier design) receives nothing from the planner: the gate
+reads the plan (`get`), its lineage (`get`) and the heads (`heads`, records inline) from the
+store, and the replanned plan back after writing it: six sequential round trips on a raced
+action (3 `get`, 2 `heads`, 1 `put`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+
+from ..core.errors import PlanfenceError, TransportError
+from ..core.gate import Gate, QueryHeads
+from ..core.lineage import FetchRound
+from ..executor.runner import GateRunner, verified_records
+from .gated import PlanFence
+from .writers import CENTRAL
+
+
+class CentralWalkRunner(GateRunner):
+    """The gate driven against the central store: one request carries every owner's query,
+    and missing lineage is read from the store."""
+
+    op = "heads"
+
+    async def _fetch(self, ids: tuple[bytes, ...]) -> FetchRound:
+        fetch = FetchRound(ids, [CENTRAL])
+        with anyio.move_on_after(self.deadline):
+            try:
+                result = await self.pool.request(CENTRAL, "get", {"ids": list(ids)})
+            except PlanfenceError:
+                fetch.failed(CENTRAL)
+            else:
+                fetch.answered(CENTRAL, verified_records(self.roster, result))
+        await self.replica.add(fetch.records)
+        return fetch
+
+    def _args(self, gate: Gate, keys: list[str], expect: dict[str, bytes]) -> dict[str, Any]:
+        return {"keys": keys, "expect": expect}
+
+    async def _query(self, gate: Gate, event: QueryHeads) -> None:
+        keys = [k for q in event.queries.values() for k in q.keys]
+        expect = {k: v for q in event.queries.values() for k, v in q.expect.items()}
+        answer: dict[str, Any] | None = None
+        failure = "timeout"
+        with anyio.move_on_after(self.deadline):
+            try:
+                answer = await self.pool.request(CENTRAL, self.op, self._args(gate, keys, expect))
+            except TransportError:
+                failure = "owner_unavailable"
+            except PlanfenceError:
+                failure = "malformed_response"
+        for owner, query in event.queries.items():
+            if answer is None:
+                gate.heads_failed(owner, failure)
+                continue
+            rows = [row for row in answer.get("heads", []) if row and row[0] in query.keys]
+            records = [
+                w
+                for w in answer.get("records", [])
+                if isinstance(w, list) and len(w) > 1 and w[1] in query.keys
+            ]
+            gate.heads_answered(owner, {"heads": rows, "records": records})
+
+
+class CentralRunner(CentralWalkRunner):
+    """One `validate` round trip to the store per validation (short rows, records inline)."""
+
+    op = "validate"
+
+    def _args(self, gate: Gate, keys: list[str], expect: dict[str, bytes]) -> dict[str, Any]:
+        return {"keys": keys, "expect": expect, "short": True, "action": gate.action.name[:256]}
+
+
+class Central(PlanFence):
+    """Centralized lineage validated at the store (`central`, `central-wired`)."""
+
+    def _runner(self) -> GateRunner:
+        return CentralRunner(self.pool, self.replica, deadline=self.parts.deadline)
+
+    async def start(self, keys: list[str]) -> None:
+        await self.pool.session(CENTRAL)
+
+
+class CentralWalk(Central):
+    """The client-side walk against the store (`central-walk`, an ablation)."""
+
+    def _runner(self) -> GateRunner:
+        return CentralWalkRunner(self.pool, self.replica, deadline=self.parts.deadline)
