@@ -1,4 +1,5 @@
-"""The five policies on a live 8-owner cluster with the central store, on 127.0.0.1."""
+"""The policies and their ablation rows on a live 8-owner cluster with the central store, on
+127.0.0.1."""
 
 from __future__ import annotations
 
@@ -12,18 +13,19 @@ import msgpack
 import pytest
 
 from planfence_net.bench.baselines import make_baseline
-from planfence_net.bench.experiments import SAFETY_POLICIES, Case, Experiment
+from planfence_net.bench.experiments import SAFETY_ABLATIONS, SAFETY_POLICIES, Case, Experiment
 from planfence_net.bench.harness import bench_cluster, run_experiment
 from planfence_net.bench.oracle import Oracle
 from planfence_net.bench.policy import Parts, Workflow
 from planfence_net.bench.workload import EXECUTOR, PLANNER, ScheduleParams, load_templates, vary
-from planfence_net.bench.writers import OwnerWriter
+from planfence_net.bench.writers import CentralWriter, OwnerWriter
 from planfence_net.cluster.folder import ClusterDir
 from planfence_net.core.errors import RequestError
 from planfence_net.core.gate import Action
-from planfence_net.core.records import Record, make_record
+from planfence_net.core.records import Record, make_record, record_from_wire
 from planfence_net.net.client import open_session
 from planfence_net.net.transport import connect
+from planfence_net.owners.logs import read_events
 from support.cluster import PLANFENCE
 
 
@@ -34,12 +36,15 @@ def bench_cdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterDir]
         yield cdir
 
 
-def safety_case(rho: float = 0.0) -> Experiment:
+EVERY = SAFETY_POLICIES + SAFETY_ABLATIONS
+
+
+def safety_case(rho: float = 0.0, policies: tuple[str, ...] = EVERY) -> Experiment:
     templates = load_templates()
     chosen = (templates[0], templates[11], vary(templates[22], keys=16, d=4))
     return Experiment(
         "safety",
-        (Case("safety", "safety", 0, chosen, ScheduleParams(actions=2, rho=rho), SAFETY_POLICIES),),
+        (Case("safety", "safety", 0, chosen, ScheduleParams(actions=2, rho=rho), policies),),
     )
 
 
@@ -49,8 +54,8 @@ def test_freshness_issues_every_raced_action_invalid_and_the_safe_policies_none(
     rows = anyio.run(
         run_experiment, bench_cdir, safety_case(rho=1.0), "loopback", 0, None, backend="asyncio"
     )
-    by_policy = {p: [r for r in rows if r["policy"] == p] for p in SAFETY_POLICIES}
-    assert {p: len(rs) for p, rs in by_policy.items()} == {p: 6 for p in SAFETY_POLICIES}
+    by_policy = {p: [r for r in rows if r["policy"] == p] for p in EVERY}
+    assert {p: len(rs) for p, rs in by_policy.items()} == {p: 6 for p in EVERY}
     fresh = by_policy.pop("freshness")
     assert [r["issued"] for r in fresh] == [True] * 6
     assert [r["invalid"] for r in fresh] == [True] * 6
@@ -177,7 +182,7 @@ async def _sync_against_an_outside_put(cdir: ClusterDir, k: int) -> tuple[bool, 
             sync_k=k,
             workflows=(Workflow(f"outside-k{k}", keys, (PLANNER, EXECUTOR, "reqs", "inventory")),),
         )
-        sync = make_baseline("sync", parts)
+        sync = make_baseline("sync-barrier", parts)
         await sync.start(list(keys))
         plan = await writer.put(
             f"plan/outside-k{k}", {"units": ["u0"]}, tuple(f.id for f in facts), kind="plan"
@@ -219,7 +224,7 @@ async def _sync_against_an_outside_put(cdir: ClusterDir, k: int) -> tuple[bool, 
 
 
 @pytest.mark.parametrize("k", [1, 4])
-def test_sync_stays_safe_against_a_revision_written_by_another_process(
+def test_sync_barrier_stays_safe_against_a_revision_written_by_another_process(
     bench_cdir: ClusterDir, k: int
 ) -> None:
     # With K = 4 the owner holds the push back: `synced` must flush it. Nothing here knows
@@ -246,7 +251,7 @@ def test_every_policy_times_the_same_span_with_the_model_call_apart(bench_cdir: 
     template = vary(load_templates()[3], keys=8, d=2)
     experiment = Experiment(
         "safety",
-        (Case("span", "safety", 0, (template,), ScheduleParams(actions=1), SAFETY_POLICIES),),
+        (Case("span", "safety", 0, (template,), ScheduleParams(actions=1), EVERY),),
     )
     rows = anyio.run(
         run_experiment,
@@ -265,8 +270,74 @@ def test_every_policy_times_the_same_span_with_the_model_call_apart(bench_cdir: 
     # model call 1 s apart. Freshness never replans: ready (t), done (t+1).
     assert {r["policy"]: (r["stall_ms"], r["replan_ms"], r["replanned"]) for r in rows} == {
         "freshness": (1000.0, 0.0, False),
-        "central": (2000.0, 1000.0, True),
-        "sync": (2000.0, 1000.0, True),
-        "allkeys": (2000.0, 1000.0, True),
-        "planfence": (2000.0, 1000.0, True),
+        **{p: (2000.0, 1000.0, True) for p in EVERY if p != "freshness"},
     }
+
+
+def test_central_validate_records_the_decision_only_when_every_key_matches(
+    bench_cdir: ClusterDir,
+) -> None:
+    roster = bench_cdir.roster()
+    identity_of = functools.cache(bench_cdir.identity)
+
+    async def run() -> tuple[dict, dict]:
+        async with anyio.create_task_group() as tg:
+            writer = CentralWriter(tg, roster, identity_of, lambda _: {})
+            old = await writer.put("req/validate/x0", {"v": 1})
+            other = await writer.put("inv/validate/x1", {"v": 1})
+            new = await writer.put("req/validate/x0", {"v": 2})
+            async with open_session(roster, identity_of("ops"), "central") as session:
+                keys = ["req/validate/x0", "inv/validate/x1"]
+                stale = await session.request(
+                    "validate",
+                    {
+                        "keys": keys,
+                        "expect": {keys[0]: old.id, keys[1]: other.id},
+                        "short": True,
+                        "action": "validate/stale",
+                    },
+                )
+                fresh = await session.request(
+                    "validate",
+                    {
+                        "keys": keys,
+                        "expect": {keys[0]: new.id, keys[1]: other.id},
+                        "short": True,
+                        "action": "validate/fresh",
+                    },
+                )
+            await writer.aclose()
+            tg.cancel_scope.cancel()
+        return stale, fresh
+
+    stale, fresh = anyio.run(run, backend="asyncio")
+    assert stale["matched"] is False
+    assert [len(row) for row in stale["heads"]] == [3, 2]  # the changed key in full
+    assert [record_from_wire(w).body for w in stale["records"]] == [{"v": 2}]
+    assert fresh["matched"] is True
+    assert [len(row) for row in fresh["heads"]] == [2, 2]
+    decisions = [
+        e["action"]
+        for e in read_events(bench_cdir.log("central"), event="decision")
+        if e["action"].startswith("validate/")
+    ]
+    assert decisions == ["validate/fresh"]
+
+
+def test_sync_with_k4_batches_and_still_acts_on_a_complete_replica(bench_cdir: ClusterDir) -> None:
+    # K = 4: owners hold pushes back until 4 updates gather; the writer completes each
+    # action's burst of updates with one `synced` (which pushes what is held back), so at
+    # ready to act the executor's replica holds the revision and it replans, never invalid.
+    rows = anyio.run(
+        run_experiment,
+        bench_cdir,
+        safety_case(rho=4.0, policies=("sync",)),
+        "loopback",
+        0,
+        None,
+        lambda _: None,
+        4,
+        backend="asyncio",
+    )
+    assert [(r["issued"], r["invalid"], r["replanned"]) for r in rows] == [(True, False, True)] * 6
+    assert all(r["update_ms"] > 0 for r in rows)
