@@ -25,19 +25,23 @@ decision, with the blocks in `policy.FAIL_OPEN_REASONS` issued anyway).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import anyio
+from anyio.abc import TaskGroup
 
 from ..core.errors import ConfigError, PlanfenceError
 from ..core.gate import Action, GatePolicy
+from ..core.identity import Identity
+from ..core.roster import Roster
 from ..executor.runner import ReplanHook, verified_records
 from ..net.api import group_by_owner
 from .centralized import Central, CentralWalk
 from .gated import PlanFence
-from .policy import Baseline, Parts, PolicyBase, Verdict
+from .policy import Addresses, Baseline, Parts, PolicyBase, Verdict
 from .sync import Sync
 from .syncbarrier import SyncBarrier
-from .writers import CENTRAL
+from .writers import CENTRAL, CentralWriter, OwnerWriter, SyncWriter, Writer
 
 POLICIES = ("freshness", "central", "sync", "allkeys", "planfence")
 VARIANTS = (
@@ -64,6 +68,23 @@ def hands_off(policy: str) -> bool:
 def wired_agents(policy: str) -> frozenset[str]:
     """The agents on an unshaped loopback link under `policy` (the store, for central-wired)."""
     return frozenset({CENTRAL}) if policy == "central-wired" else frozenset()
+
+
+def make_writer(
+    policy: str,
+    tg: TaskGroup,
+    roster: Roster,
+    identity_of: Callable[[str], Identity],
+    addresses_of: Callable[[str], Addresses],
+) -> Writer:
+    """Where `policy`'s records are written: the central store (through `addresses_of`'s
+    links) for the central policies, each owner's daemon otherwise; under `sync` an update
+    completes only once every participant has acknowledged it."""
+    if stores_centrally(policy):
+        return CentralWriter(tg, roster, identity_of, addresses_of)
+    if policy == "sync":
+        return SyncWriter(tg, roster, identity_of)
+    return OwnerWriter(tg, roster, identity_of)
 
 
 def make_baseline(name: str, parts: Parts) -> Baseline:

@@ -11,12 +11,12 @@ from typing import Any
 import anyio
 
 from ..cluster.folder import ClusterDir
-from .baselines import POLICIES, make_baseline
+from .baselines import POLICIES, make_baseline, make_writer
 from .oracle import Oracle
 from .policy import Addresses, Parts
 from .scenario import Outcome, load_families, run_family
 from .workload import EXECUTOR
-from .writers import CENTRAL, CentralWriter, OwnerWriter, Writer
+from .writers import CENTRAL
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,11 +63,7 @@ async def run_demo(
     outcomes = []
     for policy in policies or available_policies(cdir):
         async with anyio.create_task_group() as tg:
-            writer: Writer = (
-                CentralWriter(tg, roster, identity_of, lambda _: addresses or {})
-                if policy == CENTRAL
-                else OwnerWriter(tg, roster, identity_of)
-            )
+            writer = make_writer(policy, tg, roster, identity_of, lambda _: addresses or {})
             baseline = make_baseline(
                 policy, Parts(tg, roster, identity_of, EXECUTOR, addresses or {}, writer)
             )

@@ -44,9 +44,10 @@ from ..core.gate import Action
 from ..core.identity import generate_key_file
 from ..core.records import Record
 from ..executor.pool import SessionPool
-from .baselines import hands_off, make_baseline, stores_centrally, wired_agents
+from .baselines import hands_off, make_baseline, make_writer, wired_agents
 from .experiments import Case, Experiment
 from .faults import CorruptingPool
+from .hostload import load_average
 from .network import LinkModel, Network
 from .oracle import Oracle
 from .policy import Addresses, Baseline, Parts, Workflow
@@ -60,7 +61,7 @@ from .workload import (
     make_schedule,
     work_units,
 )
-from .writers import CENTRAL, CentralWriter, OwnerWriter, SyncWriter, Writer
+from .writers import CENTRAL, Writer
 
 Row = dict[str, Any]
 Progress = Callable[[str], None]
@@ -261,6 +262,7 @@ class _Run:
             "invalid": None,
             "action_id": action_id or "",
             "deps": ";".join(space.names(spec.deps)),
+            "load1": load_average(),
             "began_ts": began_ts,
             "ready_ts": ready_ts,
             "done_ts": done_ts,
@@ -313,13 +315,7 @@ async def _run_policy(
             network = Network(roster, links, seed, wired_agents(policy))
             await network.start(tg)
         addresses_of = network.addresses_of if network is not None else _direct
-        writer: Writer
-        if stores_centrally(policy):
-            writer = CentralWriter(tg, roster, identity_of, addresses_of)
-        elif policy == "sync":
-            writer = SyncWriter(tg, roster, identity_of)
-        else:
-            writer = OwnerWriter(tg, roster, identity_of)
+        writer = make_writer(policy, tg, roster, identity_of, addresses_of)
         spaces: dict[str, KeySpace] = {}
         try:
             for case in cases:

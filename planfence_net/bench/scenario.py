@@ -72,6 +72,7 @@ async def run_family(family: Family, baseline: Baseline, writer: Writer) -> Outc
     )
     # the planner hands the plan and what it read to the executor
     await baseline.replica.add([r3, fact_record, plan])
+    mark = baseline.traffic()  # from the revision on, as the bench counts it
     await writer.put(requirement, family.r4)  # r4: the revision the planner never saw
     deps = (requirement, fact)
 
@@ -87,7 +88,6 @@ async def run_family(family: Family, baseline: Baseline, writer: Writer) -> Outc
         await baseline.replica.add([new_plan])
         return [new_plan.id]
 
-    mark = baseline.traffic()
     verdict = await baseline.validate(Action(action_key, (plan.id,), deps), replan, list(deps))
     outcome = Outcome(
         family.name,

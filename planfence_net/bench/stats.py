@@ -12,6 +12,7 @@ from the same resampled workflows and carry no between-policy sampling noise.
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 from collections.abc import Callable, Sequence
@@ -98,3 +99,60 @@ def _div(a: float, b: float) -> float:
 def _percentiles(values: list[float]) -> tuple[float, float]:
     n = len(values)
     return values[int(0.025 * n)], values[min(n - 1, int(0.975 * n))]
+
+
+MIN_WORKFLOWS = 10  # fewer resampled workflows than this: the interval is not informative
+
+
+def binomial_upper(successes: int, trials: int, confidence: float = 0.95) -> float:
+    """The exact (Clopper-Pearson) one-sided upper confidence bound of a binomial proportion:
+    the p at which seeing `successes` or fewer of `trials` has probability 1 - confidence
+    (for 0 of n that is 1 - (1 - confidence) ** (1 / n): 0.90% for 0 of 330). Raises
+    ValueError for counts outside 0 <= successes <= trials, trials >= 1."""
+    if trials < 1 or not 0 <= successes <= trials:
+        raise ValueError(f"need 0 <= successes <= trials and trials >= 1, got {successes}/{trials}")
+    if successes == trials:
+        return 1.0
+    alpha = 1.0 - confidence
+    low, high = successes / trials, 1.0
+    for _ in range(100):  # bisection: the binomial CDF falls as p rises
+        p = (low + high) / 2
+        if _binomial_cdf(successes, trials, p) > alpha:
+            low = p
+        else:
+            high = p
+    return high
+
+
+def _binomial_cdf(k: int, n: int, p: float) -> float:
+    """P(X <= k) for X ~ Binomial(n, p), summed in log space (no overflow for large n)."""
+    if p <= 0.0:
+        return 1.0
+    if p >= 1.0:
+        return 0.0 if k < n else 1.0
+    log_p, log_q = math.log(p), math.log1p(-p)
+    total = 0.0
+    for i in range(k + 1):
+        log_term = (
+            math.lgamma(n + 1)
+            - math.lgamma(i + 1)
+            - math.lgamma(n - i + 1)
+            + i * log_p
+            + (n - i) * log_q
+        )
+        total += math.exp(log_term)
+    return min(1.0, total)
+
+
+def rate_text(count: int, of: int) -> str:
+    """`3/330`, with the exact 95% upper bound beside a zero: `0/330 (95% upper bound 0.90%)`."""
+    if of == 0 or count != 0:
+        return f"{count}/{of}"
+    return f"0/{of} (95% upper bound {binomial_upper(0, of):.2%})"
+
+
+def informative(text: str, workflows: int) -> str:
+    """`text` of an interval, marked when it comes from fewer than MIN_WORKFLOWS workflows."""
+    if workflows >= MIN_WORKFLOWS:
+        return text
+    return f"{text} (uninformative: {workflows} workflows)"

@@ -112,7 +112,7 @@ def register(app: Group) -> None:
             raise click.exceptions.Exit(1) from None
         for s in summaries:
             click.echo(
-                f"{s.case:<16} {s.policy:<20} issued {s.issued:>3}/{s.actions:<3} "
+                f"{s.case:<16} {s.policy:<18} issued {s.issued:>3}/{s.actions:<3} "
                 f"invalid {s.invalid:>3}  stall mean {s.stall_mean:8.1f} median "
                 f"{s.stall_median:8.1f} ms  {s.kib_mean:7.2f} KiB"
             )
@@ -180,22 +180,31 @@ def _run(
 def _notes(links: LinkModel | None, sync_k: int = 1) -> list[str]:
     notes = [
         'Stall is one timer, the same for every policy, from "ready to act" (plan '
-        'handed over, background updates and revision published) to "authorized or '
-        'blocked"; the replanning model call is excluded and reported apart '
-        "(`replan_ms` in the rows), the replanned plan's write stays inside. Under "
-        "`central` the executor receives nothing from the planner: it reads the plan, its "
-        "lineage and the heads from the store, and every write goes to the store.",
+        "handed over, background updates and revision published and complete) to "
+        '"authorized or blocked"; the replanning model call is excluded and reported apart '
+        "(`replan_ms` in the rows), the replanned plan's write stays inside. Every policy "
+        "receives the plan and its lineage by handoff before the timer, charged to none "
+        "(except the `central-walk` ablation, whose executor reads them from the store).",
         "Writes by an owner to its own daemon are local (not coordination traffic) except "
-        "under `central`, where every write crosses the links to the central store and is "
-        "counted.",
-        f"`sync` is K = {sync_k}: every participant of a workflow (its template's agents, "
-        "no others) subscribes to the others' keys in one sync group and acknowledges every "
-        "push; before acting the executor asks the owners of D(a) `synced`, answered once "
-        "every participant has acknowledged every update of D(a). Push and ack bytes of "
-        "all participants between one action and the next are charged to that action.",
+        "under the central policies, where every write crosses the links to the central "
+        "store and is counted (plans and their summaries excepted: plan delivery).",
+        "`central` validates at the store: one `validate` request compares the declared "
+        "keys' heads with the plan's and, when all match, records the decision; "
+        "`central-walk` is the earlier client-side walk (six sequential round trips on a "
+        "raced action); `central-wired` puts the store on an unshaped loopback link.",
+        f"`sync` is synchronous replication, K = {sync_k}: every participant of a workflow "
+        "subscribes to the others' keys in one sync group and acknowledges every push once "
+        "applied (the executor adds the pushed records to its replica first); an update "
+        "completes when every participant has acknowledged it, which the writer waits for "
+        "(`update ms`); the executor then acts on its replica with no request. "
+        "`sync-barrier` is the earlier design: before acting the executor asks the owners "
+        "of D(a) `synced`. Push and ack bytes between one action and the next are charged "
+        "to that action.",
+        "`planfence` fetches the changed records after the heads mismatch, as the paper "
+        "does; `planfence+inline` takes them from the heads answer (the product's design).",
         "The runs shared the 2-core machine with other engineers' work (tests, builds): "
-        "absolute times carry that noise; policies are paired on the same schedule and "
-        "trace offsets, so comparisons between them carry less of it.",
+        "absolute times carry that noise (the load is stated above); policies are paired "
+        "on the same schedule and trace offsets, so comparisons between them carry less.",
     ]
     if links is None:
         notes.append(
