@@ -17,7 +17,8 @@ plan's write, and every read and write a policy makes, stay inside the stall. Th
 plans from what the planner read before and the changed records the policy fetched, never
 from the harness's own view of the heads. If the action is issued, the action record is written on the roots the
 policy returned (outside the timer). Every policy gets its own copy of every key (namespaced
-by policy) and the same schedule; with links (bench/network.py) every link is re-anchored at
+by policy) and the same schedule; with links (bench/network.py, run in a process of their own
+by bench/linkproc.py) every link is re-anchored at
 the action's trace phases right before "ready to act". `invalid` is then judged by the oracle
 from the owners' and central store's own logs.
 """
@@ -48,7 +49,8 @@ from .baselines import hands_off, make_baseline, make_writer, wired_agents
 from .experiments import Case, Experiment
 from .faults import CorruptingPool
 from .hostload import load_average
-from .network import LinkModel, Network
+from .linkproc import LinkProcess
+from .network import LinkModel
 from .oracle import Oracle
 from .policy import Addresses, Baseline, Parts, Workflow
 from .workload import (
@@ -146,7 +148,7 @@ class _Run:
         writer: Writer,
         spaces: dict[str, KeySpace],
         clock: Clock = time.perf_counter,
-        network: Network | None = None,
+        network: LinkProcess | None = None,
     ) -> None:
         self.policy, self.case, self.baseline, self.writer = policy, case, baseline, writer
         self.spaces, self.clock, self.network = spaces, clock, network
@@ -254,6 +256,9 @@ class _Run:
             "fault": self.case.fault or "",
             "issued": verdict.issued,
             "blocked": verdict.blocked or "",
+            "detail": verdict.decision.detail
+            if verdict.blocked and verdict.decision is not None
+            else "",
             "replanned": verdict.replanned,
             "stall_ms": round(stall * 1000, 3),
             "replan_ms": round(model[0] * 1000, 3),
@@ -312,7 +317,7 @@ async def _run_policy(
     async with anyio.create_task_group() as tg:
         network = None
         if links is not None:
-            network = Network(roster, links, seed, wired_agents(policy))
+            network = LinkProcess(cdir.roster_path, links, seed, wired_agents(policy))
             await network.start(tg)
         addresses_of = network.addresses_of if network is not None else _direct
         writer = make_writer(policy, tg, roster, identity_of, addresses_of)

@@ -13,8 +13,9 @@ with an offset: right before each protected action the harness re-anchors every 
 phase drawn from (seed, action, agent); with `phases="paired"` (the default) the draw does not
 depend on the policy, so every policy meets the same trace offsets at every action, and with
 `phases="independent"` (an ablation) it does. Owners writing to their own daemon stay local:
-only sessions between agents are shaped. The shapers run in the harness's process (they are
-`traces.shaper.Shaper`s with one route per peer), so their timers share its event loop.
+only sessions between agents are shaped. The shapers are `traces.shaper.Shaper`s with one
+route per peer; the bench runs them in a process of their own (bench/linkproc.py), so the
+harness's CPU does not delay their timers.
 """
 
 from __future__ import annotations

@@ -39,6 +39,7 @@ COLUMNS = (
     "fault",
     "issued",
     "blocked",
+    "detail",
     "replanned",
     "invalid",
     "stall_ms",
