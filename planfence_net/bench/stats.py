@@ -151,8 +151,9 @@ def rate_text(count: int, of: int) -> str:
     return f"0/{of} (95% upper bound {binomial_upper(0, of):.2%})"
 
 
-def informative(text: str, workflows: int) -> str:
-    """`text` of an interval, marked when it comes from fewer than MIN_WORKFLOWS workflows."""
+def informative(text: str, workflows: int, unit: str = "workflows") -> str:
+    """`text` of an interval, marked when it comes from fewer than MIN_WORKFLOWS workflows
+    (or other resampled units, named by `unit`)."""
     if workflows >= MIN_WORKFLOWS:
         return text
-    return f"{text} (uninformative: {workflows} workflows)"
+    return f"{text} (uninformative: {workflows} {unit})"

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import anyio
 import pytest
 
+from planfence_net.bench.figure2 import figure2
 from planfence_net.bench.harness import bench_cluster
 from planfence_net.bench.linkproc import LinkProcess
 from planfence_net.bench.network import LinkModel
@@ -65,3 +66,18 @@ def test_a_session_between_two_agents_crosses_both_links(cdir: ClusterDir) -> No
 def test_a_wired_store_is_reached_across_the_executors_link_only(cdir: ClusterDir) -> None:
     best, _ = anyio.run(_ping_ms, cdir, frozenset({"central"}), "central", backend="asyncio")
     assert 30 <= best < 60
+
+
+def test_figure2_sync_time_pays_at_least_two_round_trips_of_the_delay(cdir: ClusterDir) -> None:
+    # a fresh session: the Noise handshake's round trip, then the put and its answer
+    points = anyio.run(
+        figure2,
+        cdir,
+        "loopback",
+        1,
+        0,
+        [("delay", 1, 5, 0.0), ("delay", 1, 60, 0.0)],
+        backend="asyncio",
+    )
+    assert [(p.delay_ms, p.payload_kib) for p in points] == [(5, 1), (60, 1)]
+    assert points[0].sync_ms < 4 * 60 <= points[1].sync_ms
