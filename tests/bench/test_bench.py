@@ -139,7 +139,10 @@ def test_bench_scope_quick_writes_rows_report_and_plots(app: Group, tmp_path: Pa
     assert all(r["issued"] and r["invalid"] is False for r in rows)
     report = (out / "report.md").read_text()
     assert "Command: `planfence bench scope --profile loopback --quick --seed 0`" in report
-    assert "| d=1 | planfence | 6 (3) | 6 | 0/6 |" in report  # 6 actions of 3 workflows
+    # 6 actions of 3 workflows: the zero carries its exact 95% upper bound, 1 - 0.05 ** (1 / 6),
+    # and an interval over 3 workflows says it is uninformative
+    assert "| d=1 | planfence | 6 (3) | 6 | 0/6 (95% upper bound 39.30%) |" in report
+    assert "(uninformative: 3 workflows)" in report
     assert "## Paired: each policy's mean stall relative to PlanFence's" in report
     assert {p.name for p in out.glob("*.png")} == {"traffic-vs-scope.png", "stall-vs-scope.png"}
     assert (out / "rows.csv").read_text().startswith("profile,case,group,x,policy,")
