@@ -32,6 +32,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from planfence_net.bench.central import parser as central_parser
 from planfence_net.bench.demo import verdict
 from planfence_net.bench.scenario import Outcome
 from planfence_net.cli.main import app
@@ -42,7 +43,8 @@ ROOT = Path(__file__).resolve().parents[1]  # the project
 SCHEMA = ROOT / "tests" / "data" / "compose" / "compose-spec.json"
 
 
-AGENTS = ["planner", "reqs", "inventory", "ops", "audit"]
+AGENTS = ["planner", "reqs", "inventory", "ops", "audit", "central"]  # central: the store
+CENTRAL_ENTRYPOINT = ["python", "-m", "planfence_net.bench.central"]
 runner = CliRunner()
 
 
@@ -91,7 +93,7 @@ def health_command(service: dict[str, Any]) -> list[str]:
 # -- the file -----------------------------------------------------------------------------------
 
 
-def test_compose_has_five_owners_a_shaper_each_and_an_executor() -> None:
+def test_compose_has_five_owners_the_central_store_a_shaper_each_and_an_executor() -> None:
     services = compose()["services"]
     assert sorted(services) == sorted(
         [f"owner-{a}" for a in AGENTS] + [f"shaper-{a}" for a in AGENTS] + ["executor"]
@@ -103,7 +105,13 @@ def test_compose_has_five_owners_a_shaper_each_and_an_executor() -> None:
 
 @pytest.mark.parametrize("service", sorted(compose()["services"]))
 def test_every_service_command_is_a_real_planfence_command(service: str) -> None:
-    args = [expand(a) for a in compose()["services"][service]["command"]]
+    found = compose()["services"][service]
+    args = [expand(a) for a in found["command"]]
+    if "entrypoint" in found:  # only the central store runs something else than planfence
+        assert (service, found["entrypoint"]) == ("owner-central", CENTRAL_ENTRYPOINT)
+        parsed = central_parser().parse_args(args)
+        assert (parsed.agent, parsed.listen) == ("central", ("0.0.0.0", 7401))
+        return
     path = parse_command(args)
     assert path[0] in {"owner", "shape", "scenario"}
 
@@ -137,7 +145,8 @@ def test_owner_ports_are_published_where_the_host_roster_points(tmp_path: Path) 
     roster = clusterlib.init_cluster(tmp_path / "c", compose=True)
     for agent in roster.agents:
         assert services[f"owner-{agent.name}"]["ports"] == [f"{agent.address}:7401"]
-    assert [a.address for a in roster.agents] == [f"127.0.0.1:{7411 + i}" for i in range(5)]
+    assert [a.address for a in roster.agents] == [f"127.0.0.1:{7411 + i}" for i in range(6)]
+    assert roster.agent("central").owns == ()  # the store owns no key
     assert [s for s in services if "ports" in services[s]] == [f"owner-{a}" for a in AGENTS]
 
 

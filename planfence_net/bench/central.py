@@ -1,6 +1,6 @@
 """The central store of the `central` baseline (docs/ARCHITECTURE.md): one process, every record.
 
-    python -m planfence_net.bench.central DIR [--agent central]
+    python -m planfence_net.bench.central DIR [--agent central] [--listen HOST:PORT]
 
 It is an owner daemon whose store holds every agent's records, so every write and every
 validation of the centralized-lineage baseline goes through one place. Records stay signed
@@ -32,9 +32,9 @@ from typing import Any
 import anyio
 
 from ..cluster.folder import ClusterDir
-from ..core.errors import RecordError
+from ..core.errors import PlanfenceError, RecordError
 from ..core.records import record_from_wire, verify, wire_from_bytes
-from ..core.roster import Agent
+from ..core.roster import Agent, parse_address
 from ..owners.daemon import Connection, OwnerDaemon
 from ..owners.logs import EventLog
 from ..owners.store import StaleSeq, Store
@@ -106,15 +106,20 @@ class CentralDaemon(OwnerDaemon):
         return {"id": record.id, "seq": record.seq}
 
 
-async def run_central(cdir: ClusterDir, agent: str = CENTRAL_AGENT) -> None:
-    """Serve the central store of the cluster at `cdir` until SIGTERM/SIGINT."""
+async def run_central(
+    cdir: ClusterDir, agent: str = CENTRAL_AGENT, listen: tuple[str, int] | None = None
+) -> None:
+    """Serve the central store of the cluster at `cdir` until SIGTERM/SIGINT; `listen`
+    overrides the roster address to bind (0.0.0.0 inside a container)."""
     roster = cdir.roster()
     identity = cdir.identity(agent)
     log = EventLog(cdir.log(agent), agent)
     store = None
     try:
         store = await Store.open(cdir.db(agent))
-        daemon = CentralDaemon(roster, identity, store, log, max_message=16 * 1024 * 1024)
+        daemon = CentralDaemon(
+            roster, identity, store, log, max_message=16 * 1024 * 1024, listen=listen
+        )
         await daemon.serve()
     finally:
         if store is not None:
@@ -122,12 +127,25 @@ async def run_central(cdir: ClusterDir, agent: str = CENTRAL_AGENT) -> None:
         log.close()
 
 
+def parser() -> argparse.ArgumentParser:
+    """The command line: DIR [--agent NAME] [--listen HOST:PORT]."""
+    found = argparse.ArgumentParser(prog="python -m planfence_net.bench.central")
+    found.add_argument("dir", type=Path)
+    found.add_argument("--agent", default=CENTRAL_AGENT)
+    found.add_argument("--listen", type=_address, help="HOST:PORT to bind instead of the roster's")
+    return found
+
+
+def _address(text: str) -> tuple[str, int]:
+    try:
+        return parse_address(text)
+    except PlanfenceError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m planfence_net.bench.central")
-    parser.add_argument("dir", type=Path)
-    parser.add_argument("--agent", default=CENTRAL_AGENT)
-    args = parser.parse_args(argv)
-    anyio.run(run_central, ClusterDir(args.dir), args.agent, backend="asyncio")
+    args = parser().parse_args(argv)
+    anyio.run(run_central, ClusterDir(args.dir), args.agent, args.listen, backend="asyncio")
 
 
 if __name__ == "__main__":

@@ -33,7 +33,8 @@ def cluster_init(
         False,
         "--compose",
         help="Also write the containers' view for "
-        "docker-compose.yml (compose/); the roster's "
+        "docker-compose.yml (compose/) and add its central "
+        "store as the member `central`; the roster's "
         "addresses are the owner ports it publishes on "
         "127.0.0.1, from 7411 on.",
     ),

@@ -127,6 +127,7 @@ def check_port(name: str, host: str, port: int, remedy: str) -> None:
 # docker-compose.yml: every owner listens on 7401 in its container, its shaper on 7402, and
 # the owners' ports are published on the host's 127.0.0.1 from 7411 on.
 COMPOSE_OWNER_PORT, COMPOSE_SHAPER_PORT, COMPOSE_HOST_BASE_PORT = 7401, 7402, 7411
+COMPOSE_CENTRAL = "central"  # docker-compose.yml also runs the bench's central store
 
 
 def init_cluster(
@@ -146,8 +147,9 @@ def init_cluster(
     `plan/*`, so a single worktree needs no other agent.
 
     `base_port` 0 picks a free port per agent; None takes the default from owners/agents.toml
-    (7411 with `compose`). `compose` also lays the cluster out for docker-compose.yml:
-    `compose/cluster.toml` is the roster as the containers see it (agent NAME at
+    (7411 with `compose`). `compose` adds a member `central` owning no keys (the central store
+    of the centralized baseline, which docker-compose.yml runs too) and lays the cluster out
+    for docker-compose.yml: `compose/cluster.toml` is the roster as the containers see it (agent NAME at
     owner-NAME:7401) and `compose/links.toml` sends their sessions through shaper-NAME:7402;
     the containers mount both over the folder's own, whose addresses are the ports
     docker-compose.yml publishes on the host.
@@ -166,6 +168,8 @@ def init_cluster(
         }
         for i, (ws, path) in enumerate(workspaces)
     ]
+    if compose:  # the central store of the centralized baseline (bench/central.py) owns nothing
+        templates = templates + [{"name": COMPOSE_CENTRAL, "owns": []}]
     existing = [str(cdir.key(t["name"])) for t in templates if cdir.key(t["name"]).exists()]
     if existing:
         raise ConfigError(
