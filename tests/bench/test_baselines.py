@@ -12,6 +12,7 @@ import anyio
 import msgpack
 import pytest
 
+from planfence_net.bench import harness
 from planfence_net.bench.baselines import make_baseline
 from planfence_net.bench.experiments import SAFETY_ABLATIONS, SAFETY_POLICIES, Case, Experiment
 from planfence_net.bench.harness import bench_cluster, run_experiment
@@ -341,3 +342,54 @@ def test_sync_with_k4_batches_and_still_acts_on_a_complete_replica(bench_cdir: C
     )
     assert [(r["issued"], r["invalid"], r["replanned"]) for r in rows] == [(True, False, True)] * 6
     assert all(r["update_ms"] > 0 for r in rows)
+
+
+def test_the_replan_never_reads_the_harness_view_of_the_heads(
+    bench_cdir: ClusterDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inside a policy's validation (the replan hook included) nothing reads the writer's
+    `heads`, the harness's own view of every key: the replan plans from what the planner
+    read before and the records the policy fetched."""
+    inside = [False]
+    reads_inside: list[str] = []
+
+    class WatchedHeads(dict):  # type: ignore[type-arg]
+        def __getitem__(self, key: str) -> Record:
+            if inside[0]:
+                reads_inside.append(key)
+            return super().__getitem__(key)  # type: ignore[no-any-return]
+
+    real_writer, real_baseline = harness.make_writer, harness.make_baseline
+
+    def watched_writer(*args: object) -> object:
+        writer = real_writer(*args)  # type: ignore[arg-type]
+        writer.heads = WatchedHeads(writer.heads)
+        return writer
+
+    def watched_baseline(name: str, parts: Parts) -> object:
+        baseline = real_baseline(name, parts)
+        validate = baseline.validate
+
+        async def wrapped(*args: object) -> object:
+            inside[0] = True
+            try:
+                return await validate(*args)  # type: ignore[arg-type]
+            finally:
+                inside[0] = False
+
+        baseline.validate = wrapped  # type: ignore[method-assign]
+        return baseline
+
+    monkeypatch.setattr(harness, "make_writer", watched_writer)
+    monkeypatch.setattr(harness, "make_baseline", watched_baseline)
+    rows = anyio.run(
+        run_experiment,
+        bench_cdir,
+        safety_case(policies=("planfence", "sync")),
+        "loopback",
+        0,
+        None,
+        backend="asyncio",
+    )
+    assert [r["replanned"] for r in rows] == [True] * 12
+    assert reads_inside == []
