@@ -7,12 +7,13 @@ import functools
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import msgpack
 import pytest
 
-from planfence_net.bench import harness
+from planfence_net.bench import baselines, harness
 from planfence_net.bench.baselines import make_baseline
 from planfence_net.bench.experiments import SAFETY_ABLATIONS, SAFETY_POLICIES, Case, Experiment
 from planfence_net.bench.harness import bench_cluster, run_experiment
@@ -353,31 +354,31 @@ def test_the_replan_never_reads_the_harness_view_of_the_heads(
     inside = [False]
     reads_inside: list[str] = []
 
-    class WatchedHeads(dict):  # type: ignore[type-arg]
+    class WatchedHeads(dict[str, Record]):
         def __getitem__(self, key: str) -> Record:
             if inside[0]:
                 reads_inside.append(key)
-            return super().__getitem__(key)  # type: ignore[no-any-return]
+            return super().__getitem__(key)
 
-    real_writer, real_baseline = harness.make_writer, harness.make_baseline
+    real_writer, real_baseline = baselines.make_writer, baselines.make_baseline
 
-    def watched_writer(*args: object) -> object:
-        writer = real_writer(*args)  # type: ignore[arg-type]
+    def watched_writer(*args: Any) -> Any:
+        writer = real_writer(*args)
         writer.heads = WatchedHeads(writer.heads)
         return writer
 
-    def watched_baseline(name: str, parts: Parts) -> object:
-        baseline = real_baseline(name, parts)
+    def watched_baseline(name: str, parts: Parts) -> Any:
+        baseline: Any = real_baseline(name, parts)
         validate = baseline.validate
 
-        async def wrapped(*args: object) -> object:
+        async def wrapped(*args: Any) -> Any:
             inside[0] = True
             try:
-                return await validate(*args)  # type: ignore[arg-type]
+                return await validate(*args)
             finally:
                 inside[0] = False
 
-        baseline.validate = wrapped  # type: ignore[method-assign]
+        baseline.validate = wrapped
         return baseline
 
     monkeypatch.setattr(harness, "make_writer", watched_writer)
