@@ -282,7 +282,7 @@ def test_central_validate_records_the_decision_only_when_every_key_matches(
     roster = bench_cdir.roster()
     identity_of = functools.cache(bench_cdir.identity)
 
-    async def run() -> tuple[dict, dict]:
+    async def run() -> tuple[dict[str, Any], dict[str, Any]]:
         async with anyio.create_task_group() as tg:
             writer = CentralWriter(tg, roster, identity_of, lambda _: {})
             old = await writer.put("req/validate/x0", {"v": 1})
