@@ -130,6 +130,15 @@ def _safety(summaries: list[Any], loaded: bool = False) -> list[str]:
         + _holds(order == ["freshness", "planfence", "sync", "central"])
         + ")."
     )
+    by_total = sorted(main, key=lambda s: s.stall_mean + _update(s))
+    notes.append(
+        "order of stall plus the action's update time (what each design pays per update: "
+        "sync's acknowledgements, central's writes to its store), lowest first: "
+        + " < ".join(s.policy for s in by_total)
+        + " ("
+        + _holds([s.policy for s in by_total] == ["freshness", "planfence", "sync", "central"])
+        + ")."
+    )
     for s in summaries:
         paper = PAPER_POLICY.get(s.policy, s.policy)
         if s.vs_base is not None and paper in ("central", "sync"):
