@@ -64,8 +64,9 @@ def build(name: str, *, quick: bool, templates: list[Template] | None = None) ->
         policies = SAFETY_POLICIES + SAFETY_ABLATIONS
         return Experiment(name, (Case("safety", "safety", 0, chosen, params, policies),))
     if name == "rate":
-        shaped = tuple(vary(t, agents=5, keys=32, d=4) for t in base)
-        n = 2 if quick else 10
+        # 10 workflows (every third template), so the bootstrap over workflows is informative
+        shaped = tuple(vary(t, agents=5, keys=32, d=4) for t in pool[::3])
+        n = 1 if quick else 3
         return Experiment(
             name,
             tuple(
