@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -296,7 +297,7 @@ def write_report(
         "time the action's background updates and revision took to complete under the "
         "policy's design (before ready to act, not in the stall).",
         "",
-        f"**Load:** {load.text()}.",
+        f"**When:** {_when(rows)}. **Load:** {load.text()}.",
         "",
         "## Results next to the paper (arXiv 2609.03340)",
         "",
@@ -319,6 +320,16 @@ def write_report(
     lines += ["", "Raw rows: `rows.jsonl`, `rows.csv` (one line per protected action).", ""]
     (out / "report.md").write_text("\n".join(lines), encoding="utf-8")
     return summaries
+
+
+def _when(rows: list[Row]) -> str:
+    """The UTC time span of the run, from its rows (rows of older runs carry no times)."""
+    times = [float(r["began_ts"]) for r in rows if r.get("began_ts") is not None]
+    if not times:
+        return "run time not recorded"
+    stamp = "%Y-%m-%d %H:%M"
+    first, last = (datetime.fromtimestamp(t, UTC).strftime(stamp) for t in (min(times), max(times)))
+    return f"{first} to {last} UTC"
 
 
 def plot(out: Path, experiment: str, profile: str, summaries: list[Summary]) -> list[Path]:
