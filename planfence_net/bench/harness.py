@@ -27,25 +27,19 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import sys
 import time
-import tomllib
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import anyio
-import tomli_w
 
 from ..cluster import processes as clusterlib
 from ..cluster.folder import ClusterDir
-from ..cluster.ready import wait_cluster_ready
 from ..core.gate import Action
-from ..core.identity import generate_key_file
 from ..core.records import Record
 from ..executor.pool import SessionPool
 from .baselines import hands_off, make_baseline, make_writer, wired_agents
+from .benchcluster import bench_cluster as bench_cluster
 from .experiments import Case, Experiment
 from .faults import CorruptingPool
 from .hostload import load_average
@@ -54,7 +48,6 @@ from .network import LinkModel
 from .oracle import Oracle
 from .policy import Addresses, Baseline, Parts, Workflow
 from .workload import (
-    CLUSTER_AGENTS,
     EXECUTOR,
     PLANNER,
     ActionSpec,
@@ -63,74 +56,11 @@ from .workload import (
     make_schedule,
     work_units,
 )
-from .writers import CENTRAL, Writer
+from .writers import Writer
 
 Row = dict[str, Any]
 Progress = Callable[[str], None]
 Clock = Callable[[], float]
-
-
-# ---- the cluster -----------------------------------------------------------------------------
-
-
-def central_argv(cdir: ClusterDir) -> list[str]:
-    # "--agent central" doubles as the marker `cluster.stop_owners` looks for.
-    return [
-        sys.executable,
-        "-m",
-        "planfence_net.bench.central",
-        str(cdir.root.resolve()),
-        "--agent",
-        CENTRAL,
-    ]
-
-
-def init_bench_cluster(
-    root: Path, agents: int = CLUSTER_AGENTS, name: str = "planfence-bench"
-) -> ClusterDir:
-    """A cluster of `agents` owners on free loopback ports plus a `central` member owning no
-    keys (the central store of the centralized-lineage baseline)."""
-    clusterlib.init_cluster(root, agents=agents, base_port=0, name=name)
-    cdir = ClusterDir(root)
-    key = generate_key_file(cdir.key(CENTRAL))
-    data = tomllib.loads(cdir.roster_path.read_text())
-    data["agents"].append(
-        {
-            "name": CENTRAL,
-            "address": f"127.0.0.1:{clusterlib.free_port()}",
-            "public_key": bytes(key.verify_key).hex(),
-            "owns": [],
-        }
-    )
-    cdir.roster_path.write_text(tomli_w.dumps(data))
-    cdir.roster()  # validate
-    return cdir
-
-
-def start_processes(cdir: ClusterDir) -> list[str]:
-    """Spawn every owner and the central store; returns the names started."""
-    names = []
-    for agent in cdir.roster().agents:
-        argv = (
-            central_argv(cdir) if agent.name == CENTRAL else clusterlib.owner_argv(cdir, agent.name)
-        )
-        clusterlib.spawn(cdir, agent.name, argv)
-        names.append(agent.name)
-    return names
-
-
-@contextmanager
-def bench_cluster(
-    root: Path, agents: int = CLUSTER_AGENTS, name: str = "planfence-bench"
-) -> Iterator[ClusterDir]:
-    """Create, start and (always, also on Ctrl-C) stop the bench cluster at `root`."""
-    cdir = init_bench_cluster(root, agents, name)
-    try:
-        names = start_processes(cdir)
-        anyio.run(wait_cluster_ready, cdir, names, backend="asyncio")
-        yield cdir
-    finally:
-        clusterlib.stop_owners(cdir)
 
 
 # ---- one action -------------------------------------------------------------------------------
