@@ -49,7 +49,7 @@ class HostLoad:
             else "quiet enough: never above the CPU count"
         )
         return (
-            f"machine load during the run (1-minute load average, sampled at each action): mean "
+            f"machine load during the run (1-minute load average, sampled through the run): mean "
             f"{self.mean:.2f}, peak {self.peak:.2f} on {self.cores} CPUs; {verdict}"
         )
 
