@@ -14,10 +14,18 @@ import pytest
 from planfence_net.bench.experiments import SAFETY_ABLATIONS, SAFETY_POLICIES, Case, Experiment
 from planfence_net.bench.harness import bench_cluster, run_experiment
 from planfence_net.bench.requests import count_requests, read_requests
-from planfence_net.bench.workload import EXECUTOR, ScheduleParams, load_templates, vary
+from planfence_net.bench.workload import (
+    EXECUTOR,
+    ScheduleParams,
+    fact_owners,
+    load_templates,
+    vary,
+)
 from planfence_net.cluster.folder import ClusterDir
 
 EVERY = SAFETY_POLICIES + SAFETY_ABLATIONS
+_ALL = load_templates()
+TEMPLATES = (vary(_ALL[0], agents=5, keys=8, d=3), vary(_ALL[11], agents=4, keys=6, d=2))
 
 
 @pytest.fixture(scope="module")
@@ -26,11 +34,9 @@ def counted(
 ) -> Iterator[tuple[dict[str, collections.Counter[tuple[str, str, str]]], list[dict], ClusterDir]]:
     """Two raced actions on each of two templates for every policy, and the requests each
     policy sent: policy -> Counter of (op, by, when)."""
-    templates = load_templates()
-    chosen = (vary(templates[0], agents=5, keys=8, d=3), vary(templates[11], agents=4, keys=6, d=2))
     experiment = Experiment(
         "safety",
-        (Case("count", "safety", 0, chosen, ScheduleParams(actions=2, revision=1.0), EVERY),),
+        (Case("count", "safety", 0, TEMPLATES, ScheduleParams(actions=2, revision=1.0), EVERY),),
     )
     with bench_cluster(tmp_path_factory.mktemp("requests") / "cluster") as cdir:
         rows = anyio.run(run_experiment, cdir, experiment, "loopback", 0, None, backend="asyncio")
@@ -91,6 +97,17 @@ def test_planfence_inline_takes_the_changed_record_from_the_heads_answer(counted
     by_policy, rows, cdir = counted
     assert _in_stall(by_policy["planfence+inline"]) == {
         ("heads", "executor"): 2 * _owners(cdir, rows, "planfence+inline"),
+        ("put", "others"): 4,
+    }
+
+
+def test_allkeys_asks_every_owner_of_the_templates_keys_twice(counted) -> None:
+    by_policy, _, cdir = counted
+    roster = cdir.roster()
+    owners = sum(2 * len(fact_owners(roster, t)) for t in TEMPLATES)  # 2 actions each
+    assert _in_stall(by_policy["allkeys"]) == {
+        ("heads", "executor"): 2 * owners,
+        ("get", "executor"): 4,
         ("put", "others"): 4,
     }
 
