@@ -1,7 +1,7 @@
-"""`planfence hook ...`: the agents' PreToolUse hook and installing it into their configs.
+"""`planfence hook ...`: the agents' hooks, installing them, and whether they are active.
 
 `hook claude|codex` normally never reaches click: `planfence_net.cli.main` sends it to the
-lean hook module first. The commands here serve `install`, `uninstall`, and `--help`.
+lean hook module first. The commands here serve `install`, `uninstall`, `status` and `--help`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ from .support import JsonOpt, echo_json, user_errors
 hook_app = Group("hook", help="PreToolUse hooks for Codex and Claude Code.")
 AgentArg = Argument(..., help="claude or codex.")
 ProjectOpt = Option(
-    Path("."), "--project", help="Project folder whose agent config to change (default: here)."
+    Path("."),
+    "--project",
+    help="A folder of the project (its git worktree root is used; default: here).",
 )
 FormatOpt = Option(
     "json",
@@ -25,6 +27,26 @@ FormatOpt = Option(
     choices=("json", "toml"),
     help="codex only: json (.codex/hooks.json) or toml (.codex/config.toml).",
 )
+UserOpt = Option(
+    False,
+    "--user",
+    help="The user-scope config (~/.claude/settings.json, $CODEX_HOME/hooks.json): every "
+    "project and worktree; folders of repositories that do not use PlanFence are let through.",
+)
+SharedOpt = Option(
+    False,
+    "--shared",
+    help="claude only: .claude/settings.json (committed) with a command that holds no path of "
+    "this machine, instead of .claude/settings.local.json.",
+)
+CodexOpt = Option(None, "--codex", help="The codex executable to ask (default: codex on PATH).")
+TRUST_STEPS = """\
+Codex runs project hooks only after two trust decisions of yours:
+  1. trust the project {root} (Codex asks on first start, or `codex exec --trust`);
+  2. trust each PlanFence handler (the /hooks panel in Codex; a handler changed later,
+     e.g. re-installed with another path, must be trusted again).
+To record both decisions now, as yours: planfence hook install codex --project {root} --trust
+Then check: planfence hook status codex --project {root}"""
 
 
 def register(app: Group) -> None:
@@ -71,17 +93,66 @@ def install(
         "--cluster",
         help="Cluster folder the hook uses (default: found from the agent's working folder).",
     ),
+    user: bool = UserOpt,
+    shared: bool = SharedOpt,
+    mcp_writes: str | None = Option(
+        None,
+        "--mcp-writes",
+        help="A regex of MCP tools that write (e.g. 'mcp__fs__write_.*'): checked like Bash. "
+        "Other MCP tools are not gated.",
+    ),
+    trust: bool = Option(
+        False,
+        "--trust",
+        help="codex only: record your trust in the project and in our handlers in "
+        "$CODEX_HOME/config.toml (your decision: Codex then runs these hooks).",
+    ),
+    codex_exe: Path | None = CodexOpt,
     json_out: bool = JsonOpt,
 ) -> None:
-    """Merge our PreToolUse and PostToolUse hooks into the agent's project config; other
-    hooks stay."""
+    """Merge our PreToolUse and PostToolUse hooks (Claude Code: and SessionStart) into the
+    agent's config; other hooks stay."""
+    from ..core.errors import ConfigError
     from ..workspace import install as installer
+    from ..workspace.paths import mark
 
-    path = installer.install(_agent(agent), project, fmt=fmt, cluster=cluster)
+    _agent(agent)
+    if shared and (agent != "claude" or user):
+        raise ConfigError("--shared is for a Claude Code project install")
+    if trust and agent != "codex":
+        raise ConfigError("--trust is for codex (Claude Code needs no trust step)")
+    path, moved = installer.install(
+        agent, project, fmt=fmt, cluster=cluster, user=user, shared=shared, mcp_writes=mcp_writes
+    )
+    root = installer.project_root(project)
+    if not user:
+        mark(root, cluster.resolve() if cluster is not None else None)
+    trusted: list[str] = []
+    if trust:
+        from ..workspace.codexapp import find_codex
+        from ..workspace.codextrust import trust as trust_codex
+
+        trusted = trust_codex(root, find_codex(codex_exe), user=user)
     if json_out:
-        echo_json({"agent": agent, "path": str(path), "config": installer.load(path)})
+        echo_json(
+            {
+                "agent": agent,
+                "path": str(path),
+                "moved_from": [str(p) for p in moved],
+                "config": installer.load(path),
+                "trusted": trusted,
+            }
+        )
         return
     click.echo(f"installed the PlanFence hooks (PreToolUse, PostToolUse) for {agent} in {path}")
+    for other in moved:
+        click.echo(f"moved ours out of {other} (Codex would run both forms)")
+    if trusted:
+        click.echo("recorded your trust decisions in $CODEX_HOME/config.toml:")
+        for line in trusted:
+            click.echo(f"  {line}")
+    elif agent == "codex":
+        click.echo(TRUST_STEPS.format(root=root))
 
 
 @hook_app.command("uninstall")
@@ -90,15 +161,45 @@ def uninstall(
     agent: str = AgentArg,
     project: Path = ProjectOpt,
     fmt: str = FormatOpt,
+    user: bool = UserOpt,
+    shared: bool = SharedOpt,
     json_out: bool = JsonOpt,
 ) -> None:
-    """Remove only our hook from the agent's project config."""
+    """Remove only our hook from the agent's config."""
     from ..workspace import install as installer
 
-    path, found = installer.uninstall(_agent(agent), project, fmt=fmt)
+    path, found = installer.uninstall(_agent(agent), project, fmt=fmt, user=user, shared=shared)
     if json_out:
         echo_json({"agent": agent, "path": str(path), "removed": found})
         return
     click.echo(
         f"removed the PlanFence hook from {path}" if found else f"no PlanFence hook in {path}"
     )
+
+
+@hook_app.command("status")
+@user_errors
+def status(
+    agent: str | None = Argument(None, help="claude or codex (default: both)."),
+    project: Path = ProjectOpt,
+    codex_exe: Path | None = CodexOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """Say, per agent, whether our hooks are active for the project and, if not, the step
+    that activates them. Exit 0 only when every agent asked about is active."""
+    from ..workspace.codexapp import find_codex
+    from ..workspace.install import project_root
+    from ..workspace.status import claude_status, codex_status
+
+    root = project_root(project)
+    agents = [_agent(agent)] if agent else ["claude", "codex"]
+    found = [
+        claude_status(root) if a == "claude" else codex_status(root, find_codex(codex_exe))
+        for a in agents
+    ]
+    if json_out:
+        echo_json({"project": str(root), "agents": [s.to_json() for s in found]})
+    else:
+        for s in found:
+            click.echo(s.text())
+    raise click.exceptions.Exit(0 if all(s.active for s in found) else 1)

@@ -48,8 +48,12 @@ def serve(
     from ..core.roster import parse_address
     from ..workspace.config import ensure_local_cluster, workspaces
     from ..workspace.owner import run_workspace_owner
+    from ..workspace.paths import mark, worktree_root
 
     cdir, created = ensure_local_cluster(path, name)
+    root_of_git = worktree_root(path.resolve())
+    if root_of_git is not None:
+        mark(root_of_git, cdir.root)  # the repository uses PlanFence: other worktrees join
     roster = cdir.roster()
     agent = next(iter(workspaces(cdir)))
     bind = parse_address(listen) if listen else None
@@ -101,6 +105,11 @@ def trust(
         "auto", "--lockfiles", help="auto: declare the lockfiles and manifests found; none: do not."
     ),
     session: str | None = Option(None, "--session", help="Bind the plan to this agent session id."),
+    subagent: str | None = Option(
+        None,
+        "--agent",
+        help="With --session: bind the plan to this subagent (the payload's agent_id) only.",
+    ),
     fresh: bool = Option(
         False, "--fresh", help="Start the replan count over (a person's decision)."
     ),
@@ -139,6 +148,8 @@ def trust(
 
     if lockfiles not in ("auto", "none"):
         raise click.BadParameter("--lockfiles must be auto or none")
+    if subagent and not session:
+        raise click.BadParameter("--agent needs --session (the subagent's parent session)")
     cdir = find_cluster(cluster)
     roster, spaces, cwd = cdir.roster(), workspaces(cdir), Path.cwd()
     keys = functools.partial(_keys, spaces, cwd)
@@ -149,7 +160,7 @@ def trust(
     agent, where = _evidence_place(spaces, cwd, reads + targets + created)
     require_files(plan, reads + targets + created)  # before any evidence runs
     addresses = link_addresses(cdir)
-    replaces = None if narrow else stale_binding(cdir, roster, plan, session, addresses)
+    replaces = None if narrow else stale_binding(cdir, roster, plan, session, addresses, subagent)
     ran = tuple(
         Evidence(cmd, agent, run_evidence(cmd, where), tuple(inputs + locks)) for cmd in evidence
     )
@@ -164,9 +175,11 @@ def trust(
         narrow=narrow,
         new=tuple(created),
         replaces=replaces,
+        extra={"agent": subagent} if subagent else {},
     )
     result = run_async(wait_trust, cdir, roster, spec, addresses)
-    current = remember_plan(cdir, plan, session, make_current)
+    current = remember_plan(cdir, plan, session, make_current, subagent)
+    _warn_unguarded(cwd)
     if json_out:
         echo_json({**result, "evidence": [{"command": e.command, "exit": e.exit} for e in ran]})
         return
@@ -220,6 +233,7 @@ def check(
     except PlanfenceError as exc:
         click.echo(f"error: {exc}", err=True)
         raise click.exceptions.Exit(EXIT_UNDECIDED) from None
+    _warn_unguarded(Path.cwd())
     if json_out:
         echo_json(verdict.to_json())
     else:
@@ -238,6 +252,58 @@ def _utf8(*texts: str) -> None:
         except UnicodeEncodeError:
             shown = text.encode(errors="surrogateescape").decode(errors="backslashreplace")
             raise ConfigError(f"{shown!r} is not UTF-8 text") from None
+
+
+@workspace_app.command("join")
+@user_errors
+def join(
+    path: Path = Argument(Path("."), help="A folder of the worktree (default: here)."),
+    name: str | None = Option(
+        None, "--name", help="Agent name (default: from the worktree's folder name)."
+    ),
+    cluster: Path | None = Option(
+        None,
+        "--cluster",
+        help="The team's cluster folder (default: the one recorded for the repository).",
+    ),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Serve another worktree of the repository in the team's cluster: its own workspace
+    owner in the same roster (started in the background), so the hook guards it and a plan
+    can declare its files."""
+    from ..workspace.join import join as join_worktree
+
+    result = join_worktree(path, cluster, name)
+    if json_out:
+        echo_json(
+            {
+                "worktree": str(result.root),
+                "cluster": str(result.cluster),
+                "agent": result.agent,
+                "started": result.started,
+            }
+        )
+        return
+    click.echo(result.text())
+
+
+def _warn_unguarded(cwd: Path) -> None:
+    """One line on stderr when no agent's hook is active for the worktree of `cwd`."""
+    from ..core.errors import PlanfenceError
+    from ..workspace.codextrust import any_hook_active
+    from ..workspace.install import project_root
+
+    root = project_root(cwd)
+    try:
+        active = any_hook_active(root)
+    except (PlanfenceError, OSError, ValueError):  # a config we cannot read: not active
+        active = False
+    if not active:
+        click.echo(
+            f"warning: no agent hook is active for {root}: nothing blocks a stale edit "
+            f"(`planfence hook status --project {root}` says what to do)",
+            err=True,
+        )
 
 
 def _keys(spaces: Spaces, cwd: Path, files: list[str]) -> list[str]:

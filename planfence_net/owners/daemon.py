@@ -102,6 +102,7 @@ class OwnerDaemon(OwnerOps):
         self.unread_replies = 0  # sessions closed because a reply waited too long
         self._idle: anyio.Event | None = None  # made by _wait_idle: not one per request
         self._synced_changed = anyio.Event()  # an ack arrived or a session left
+        self.put_if_lock = anyio.Lock()
         store.on_commit.append(self._push_heads)
 
     async def serve(self, *, task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:

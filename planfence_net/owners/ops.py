@@ -29,6 +29,7 @@ from ..protocol.messages import (
     parse_heads,
     parse_heads_short,
     parse_put,
+    parse_put_head,
     parse_subscribe,
     parse_subscribe_every,
     parse_subscribe_group,
@@ -57,6 +58,7 @@ class OwnerOps:
     max_message: int
     connections: set[Connection]
     _synced_changed: anyio.Event
+    put_if_lock: anyio.Lock  # conditional puts ("head") check and write one at a time
     statistics: Callable[[], dict[str, Any]]
     _reserve_reply: Callable[[int], Awaitable[None]]
     _queue_push: Callable[[Connection, bytes], None]
@@ -72,7 +74,11 @@ class OwnerOps:
         if request.op == "get":
             return await self._records(unique(parse_get(request.args)), room=0)
         if request.op == "put":
-            return await self._put(connection.peer, *parse_put(request.args))
+            put = parse_put(request.args)
+            head = parse_put_head(request.args)
+            if head is None:
+                return await self._put(connection.peer, *put)
+            return await self._put_if(connection.peer, head, *put)
         if request.op == "subscribe":
             return await self._subscribe(connection, request)
         if request.op == "ack":
@@ -161,6 +167,19 @@ class OwnerOps:
             "put", key=key, id=record.id, seq=record.seq, kind=kind, parents=list(record.parents)
         )
         return {"id": record.id, "seq": record.seq}
+
+    async def _put_if(
+        self, peer: Agent, head: bytes, key: str, kind: str, parents: list[bytes], body: Any
+    ) -> dict[str, Any]:
+        """A compare-and-set put: written only while the key's head is `head` (b"": none);
+        else `conflict`. Conditional puts are serialized, so two writers that read the same
+        head cannot both succeed."""
+        self._check_owned([key])
+        async with self.put_if_lock:
+            current = self.store.heads.get(key)
+            if (current.id if current else b"") != head:
+                raise BadRequest("conflict", f"the head of {key!r} is not the one expected")
+            return await self._put(peer, key, kind, parents, body)
 
     async def _subscribe(self, connection: Connection, request: Request) -> dict[str, Any]:
         keys = parse_subscribe(request.args)

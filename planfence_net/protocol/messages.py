@@ -183,6 +183,15 @@ def parse_put(args: dict[str, Any]) -> tuple[str, str, list[bytes], Any]:
     return key, kind, [_check_id(p, "parent") for p in parents], args["body"]
 
 
+def parse_put_head(args: dict[str, Any]) -> bytes | None:
+    """`put` option "head": write only if the key's head is this id (b"": no record yet);
+    None when absent (no condition)."""
+    head = args.get("head")
+    if head is None or head == b"":
+        return None if head is None else b""
+    return _check_id(head, "'head'")
+
+
 def parse_subscribe(args: dict[str, Any]) -> list[str] | None:
     """`subscribe` args: {"keys": [...]} or {} for every key the owner has."""
     if "keys" not in args:

@@ -66,6 +66,7 @@ REQUESTS: Schema = {
         "key": SCALAR,
         "kind": SCALAR,
         "body": RAW,
+        "head": SCALAR,
         "parents": Array(
             MAX_PARENTS, ("bad_request", f"'parents' must be an array of at most {MAX_PARENTS} ids")
         ),

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..core.answers import HeadsQuery, Malformed, check_answer, verified_records, verify_record
-from ..core.errors import ConfigError, PlanfenceError
+from ..core.errors import ConfigError, PlanfenceError, RequestError
 from ..core.identity import Identity
 from ..core.records import Record
 from ..core.roster import Roster
@@ -65,35 +65,50 @@ def wait_advance(
 ) -> list[str]:
     """Record the current versions of the touched `keys` that `plan` declares as targets;
     returns those keys ([] when none is one). Raises PlanfenceError when an owner fails or
-    refuses, ValueError for a plan that cannot be advanced."""
+    refuses, ValueError for a plan that cannot be advanced.
+
+    The plan record is written with a compare-and-set on the plan key's head (`put` with
+    `head`): when another process advanced or re-trusted the plan in between, the owner
+    answers `conflict` and this reads the new head and tries again (until 4 x `deadline`),
+    so concurrent advances of one plan never lose each other's targets."""
     pkey = plan_key(plan)
+    owner = roster.owner_of(pkey)
+    if owner is None:
+        raise ConfigError(f"no agent owns {pkey!r}")
     sessions = SyncSessions(roster, identity)
+    lineage: dict[bytes, Record] = {}  # immutable records: kept across attempts
+    give_up = time.monotonic() + RETRY_STEPS * deadline
     try:
-        record = _heads(sessions, roster, [pkey], deadline)[pkey]
-        roles = trusted_state(plan, record.body).roles
-        targets = [k for k in dict.fromkeys(keys) if "target" in roles.get(k, ())]
-        if not targets:
-            return []
-        lineage: dict[bytes, Record] = {}
-        for owner in {roster.owner_of(k) for k in roles} - {None}:
-            answer = sessions.request(
-                str(owner), "get", {"ids": list(record.parents)}, time.monotonic() + deadline
-            )
-            lineage.update((r.id, r) for r in verified_records(roster, answer))
-        new = _heads(sessions, roster, targets, deadline)
-        body, parents = advanced(record, lineage, new, time.time())
-        owner = roster.owner_of(pkey)
-        if owner is None:
-            raise ConfigError(f"no agent owns {pkey!r}")
-        sessions.request(
-            owner,
-            "put",
-            {"key": pkey, "kind": "plan", "parents": parents, "body": body},
-            time.monotonic() + deadline,
-        )
-        return targets
+        while True:
+            record = _heads(sessions, roster, [pkey], deadline)[pkey]
+            roles = trusted_state(plan, record.body).roles
+            targets = [k for k in dict.fromkeys(keys) if "target" in roles.get(k, ())]
+            if not targets:
+                return []
+            missing = [rid for rid in record.parents if rid not in lineage]
+            for holder in {roster.owner_of(k) for k in roles} - {None} if missing else ():
+                answer = sessions.request(
+                    str(holder), "get", {"ids": missing}, time.monotonic() + deadline
+                )
+                lineage.update((r.id, r) for r in verified_records(roster, answer))
+            new = _heads(sessions, roster, targets, deadline)
+            body, parents = advanced(record, lineage, new, time.time())
+            args = {"key": pkey, "kind": "plan", "parents": parents, "body": body}
+            try:
+                sessions.request(owner, "put", {**args, "head": record.id}, _until(deadline))
+                return targets
+            except RequestError as exc:
+                if exc.code != "conflict" or time.monotonic() >= give_up:
+                    raise
     finally:
         sessions.close()
+
+
+RETRY_STEPS = 4  # a contended advance may use the hook's whole budget, not one step
+
+
+def _until(deadline: float) -> float:
+    return time.monotonic() + deadline
 
 
 def _heads(

@@ -3,8 +3,11 @@ session works under.
 
 `planfence workspace serve PATH` keeps its cluster folder in PATH/.planfence (roster, keys,
 store, logs; a .gitignore inside keeps it out of commits). Commands find the folder from
-`--cluster`, then $PLANFENCE_CLUSTER, then the nearest .planfence above the working folder.
-A worktree's roster entry carries `workspace = "/abs/path"` next to the usual fields.
+`--cluster`, then $PLANFENCE_CLUSTER, then the nearest .planfence above the working folder
+up to the git worktree root (never above it: a worktree nested in another checkout, like
+Claude Code's .claude/worktrees/NAME, is not served by its parent's folder), then the
+cluster the worktree joined (`workspace join`, recorded in its git dir). A worktree's roster
+entry carries `workspace = "/abs/path"` next to the usual fields.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 from ..cluster.folder import ClusterDir
 from ..core.errors import ConfigError
 from .facts import file_key
+from .paths import joined, worktree_root
 
 FOLDER = ".planfence"
 ENV = "PLANFENCE_CLUSTER"
@@ -35,13 +39,30 @@ def find_cluster(explicit: Path | None = None, start: Path | None = None) -> Clu
             raise ConfigError(f"no roster at {given / 'cluster.toml'}")
         return ClusterDir(given)
     here = (start or Path.cwd()).resolve()
+    root = worktree_root(here)
     for folder in (here, *here.parents):
         if (folder / FOLDER / "cluster.toml").is_file():
             return ClusterDir(folder / FOLDER)
-    raise ConfigError(
-        f"no workspace cluster found: no {FOLDER}/ in {here} or above; run "
-        f"`planfence workspace serve PATH` or pass --cluster DIR"
+        if folder == root:
+            break
+    record = joined(root) if root is not None else None
+    if record is not None and (Path(record["cluster"]) / "cluster.toml").is_file():
+        return ClusterDir(Path(record["cluster"]))
+    raise NoCluster(
+        f"no workspace cluster found: no {FOLDER}/ in {here} or above"
+        + (f" up to its worktree root {root}" if root is not None else "")
+        + "; run `planfence workspace serve PATH`, `planfence workspace join`, or pass "
+        "--cluster DIR",
+        root,
     )
+
+
+class NoCluster(ConfigError):
+    """No cluster folder serves the folder asked about; `root` is its git worktree root."""
+
+    def __init__(self, message: str, root: Path | None) -> None:
+        super().__init__(message)
+        self.root = root
 
 
 def workspaces(cdir: ClusterDir) -> dict[str, Path]:
@@ -94,35 +115,57 @@ def locate(spaces: dict[str, Path], path: Path) -> tuple[str, str] | None:
     return best
 
 
-def select_plan(cdir: ClusterDir, session: str | None) -> str | None:
-    """The plan bound to `session`, else the folder's current plan, else None."""
-    plan = bound_plan(cdir, session) or _selection(cdir).get("current")
+def select_plan(cdir: ClusterDir, session: str | None, agent: str | None = None) -> str | None:
+    """The plan bound to (`session`, `agent`) when `agent` is given, else the plan bound to
+    `session`, else the folder's current plan, else None."""
+    plan = (
+        (bound_plan(cdir, session, agent) if agent else None)
+        or bound_plan(cdir, session)
+        or _selection(cdir).get("current")
+    )
     return plan if isinstance(plan, str) else None
 
 
-def bound_plan(cdir: ClusterDir, session: str | None) -> str | None:
-    """The plan bound to `session` (no fallback), else None."""
-    sessions = _selection(cdir).get("sessions")
-    plan = sessions.get(session) if session and isinstance(sessions, dict) else None
+def bound_plan(cdir: ClusterDir, session: str | None, agent: str | None = None) -> str | None:
+    """The plan bound to `session` (with `agent`: to that subagent of it), no fallback."""
+    data = _selection(cdir)
+    if agent:
+        agents = data.get("agents")
+        of = agents.get(session) if session and isinstance(agents, dict) else None
+        plan = of.get(agent) if isinstance(of, dict) else None
+    else:
+        sessions = data.get("sessions")
+        plan = sessions.get(session) if session and isinstance(sessions, dict) else None
     return plan if isinstance(plan, str) else None
 
 
 def remember_plan(
-    cdir: ClusterDir, plan: str, session: str | None, make_current: bool = False
+    cdir: ClusterDir,
+    plan: str,
+    session: str | None,
+    make_current: bool = False,
+    agent: str | None = None,
 ) -> str:
-    """Bind `session` to `plan`; make `plan` the folder's current plan when there is none yet
-    or `make_current` (trusting another plan never silently moves what sessions without a
-    plan of their own are checked against). Written atomically; returns the current plan."""
+    """Bind `session` (with `agent`: that subagent of it) to `plan`; make `plan` the folder's
+    current plan when there is none yet or `make_current` (trusting another plan never
+    silently moves what sessions without a plan of their own are checked against). Written
+    atomically; returns the current plan."""
     path = cdir.root / SELECTION
     data = _selection(cdir)
     current = data.get("current")
     if make_current or not isinstance(current, str):
         data["current"] = current = plan
-    if session:
+    if session and agent:
+        if not isinstance(data.get("agents"), dict):
+            data["agents"] = {}
+        if not isinstance(data["agents"].get(session), dict):
+            data["agents"][session] = {}
+        data["agents"][session][agent] = plan
+    elif session:
         if not isinstance(data.get("sessions"), dict):
             data["sessions"] = {}
         data["sessions"][session] = plan
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data, indent=2) + "\n")
     tmp.replace(path)
     return current

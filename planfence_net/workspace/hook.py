@@ -28,7 +28,7 @@ DEFAULT_TIMEOUT = 10.0
 STEPS = 4  # rounds of one check: the plan, its lineage, the heads, a drift's second look
 USAGE = (
     "usage: planfence hook claude|codex [--cluster DIR] [--plan NAME] [--as AGENT] "
-    "[--timeout SECONDS]"
+    "[--timeout SECONDS] [--scope user|project]"
 )
 
 
@@ -62,6 +62,8 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str]:
         call = parse_payload(agent, data)
     except PayloadError as exc:
         return BLOCK, f"PlanFence blocked this call: unreadable hook input ({exc})"
+    if call.event == "SessionStart":
+        return _session_start(call, options)
     refused = _person_only(call)
     if refused:
         return BLOCK, refused
@@ -69,30 +71,38 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str]:
         return ALLOW, ""
     from ..core.errors import PlanfenceError
     from .check import run_check
+    from .config import NoCluster
 
+    blocked = f"PlanFence blocked {call.describe()}{call.subagent()}"
     try:
         cdir, plan, roster, identity, step = _context(call, options)
+    except NoCluster as exc:
+        return _unserved(call, options, exc, blocked)
     except (PlanfenceError, ValueError, OSError) as exc:
-        return BLOCK, f"PlanFence blocked {call.describe()}: {exc}"
+        return BLOCK, f"{blocked}: {exc}"
     if plan is None:
         return BLOCK, (
-            f"PlanFence blocked {call.describe()}: no trusted plan for this "
-            f"session in {cdir.root}. Record the state your plan relies on "
-            f"first: planfence workspace trust PLAN --read FILE --target FILE"
+            f"{blocked}: no trusted plan for this "
+            f"{'subagent' if call.agent_id else 'session'} in {cdir.root}. Record the state "
+            f"your plan relies on first: {trust_command(call, 'PLAN')} --read FILE --target FILE"
         )
     if call.event == "PostToolUse":
         return _record_edit(call, cdir.root, plan, roster, identity, step)
-    verdict = run_check(
-        roster,
-        identity,
-        plan,
-        deadline=step,
-        informational=False,
-        cache=cache_path(cdir.root, plan),
-    )
-    if verdict.exit_code == 0:
-        return ALLOW, ""
-    return BLOCK, block_message(call, verdict)
+
+    def check() -> Verdict:
+        cache = cache_path(cdir.root, plan)
+        return run_check(roster, identity, plan, deadline=step, informational=False, cache=cache)
+
+    verdict = check()
+    if verdict.exit_code == 2 and _record_in_flight(call, cdir.root, plan, roster, identity, step):
+        verdict = check()  # the plan's own calls in flight moved on; anything else still blocks
+    if verdict.exit_code != 0:
+        return BLOCK, block_message(call, verdict)
+    if call.files and call.tool_use_id:
+        from . import inflight
+
+        inflight.add(cdir.root, plan, call.tool_use_id, call.cwd, call.files)
+    return ALLOW, ""
 
 
 def _person_only(call: ToolCall) -> str:
@@ -105,7 +115,7 @@ def _person_only(call: ToolCall) -> str:
     if flag is None:
         return ""
     return (
-        f"PlanFence blocked {call.describe()}: {flag} lowers the plan's fence and is the "
+        f"PlanFence blocked {call.describe()}{call.subagent()}: {flag} lowers the plan's fence and is the "
         f"user's decision, never the agent's. Do not try another way; ask the user."
     )
 
@@ -114,14 +124,15 @@ def _context(
     call: ToolCall, options: dict[str, str]
 ) -> tuple[ClusterDir, str | None, Roster, Identity, float]:
     """The cluster folder, the plan (None: none trusted), the roster, who to connect as, and
-    the deadline per step. Raises PlanfenceError or ValueError."""
+    the deadline per step. Raises PlanfenceError (NoCluster: none serves the call's folder)
+    or ValueError."""
     from .config import find_cluster, select_plan
     from .facts import plan_key
 
     cdir = find_cluster(
         Path(options["--cluster"]) if "--cluster" in options else None, Path(call.cwd)
     )
-    plan = options.get("--plan") or select_plan(cdir, call.session or None)
+    plan = options.get("--plan") or select_plan(cdir, call.session or None, call.agent_id)
     roster = cdir.roster()
     me = (
         options.get("--as")
@@ -137,31 +148,117 @@ def _context(
     )
 
 
+def _unserved(
+    call: ToolCall, options: dict[str, str], exc: Exception, blocked: str
+) -> tuple[int, str]:
+    """No cluster serves the call's folder. A worktree of a repository that uses PlanFence
+    (its marker is in the common git dir) blocks with the step that joins it; another
+    folder blocks too, unless the hook was installed for the user (`--scope user`): a
+    user-scope hook lets through what is not PlanFence's business."""
+    import shlex
+
+    from .paths import executable, marker
+
+    root = getattr(exc, "root", None)
+    if root is not None and marker(root) is not None:
+        return BLOCK, (
+            f"{blocked}: {root} is a worktree of a repository that uses PlanFence, but no "
+            f"workspace owner serves it; join it to the team's cluster first: "
+            f"{shlex.quote(executable())} workspace join {shlex.quote(str(root))}"
+        )
+    if options.get("--scope") == "user":
+        return ALLOW, ""
+    return BLOCK, f"{blocked}: {exc}"
+
+
+def _session_start(call: ToolCall, options: dict[str, str]) -> tuple[int, str]:
+    """Claude Code's SessionStart: join the session's worktree to its repository's cluster
+    when the repository uses PlanFence and nothing serves the worktree yet (a worktree the
+    agent created). Never blocks; a failure is reported and the first gated call blocks."""
+    from ..core.errors import PlanfenceError
+    from .config import NoCluster, find_cluster
+    from .paths import marker
+
+    try:
+        find_cluster(Path(options["--cluster"]) if "--cluster" in options else None, Path(call.cwd))
+        return ALLOW, ""
+    except NoCluster as exc:
+        if exc.root is None or marker(exc.root) is None:
+            return ALLOW, ""
+        root = exc.root
+    except PlanfenceError:
+        return ALLOW, ""
+    from .join import join
+
+    try:
+        result = join(root)
+    except (PlanfenceError, OSError, ValueError) as exc:
+        return ALLOW, f"PlanFence could not join {root} to its repository's cluster: {exc}"
+    return ALLOW, f"PlanFence: {result.text()}"
+
+
+def _file_keys(root: Path, cwd: str, files: list[str] | tuple[str, ...]) -> list[str]:
+    """The file keys of `files` (relative to `cwd`) inside the cluster's worktrees."""
+    from ..cluster.folder import ClusterDir
+    from .config import locate, workspaces
+    from .facts import file_key
+
+    spaces = workspaces(ClusterDir(root))
+    return [file_key(*found) for f in files if (found := locate(spaces, Path(cwd) / f)) is not None]
+
+
+def _record_in_flight(
+    call: ToolCall, root: Path, plan: str, roster: Roster, identity: Identity, step: float
+) -> bool:
+    """Record the targets of the plan's other calls in flight (see `inflight`); returns
+    whether there were any (and they were recorded)."""
+    from ..core.errors import PlanfenceError
+    from . import inflight
+    from .advance import wait_advance
+
+    pending = inflight.others(root, plan, call.tool_use_id)
+    keys = [k for cwd, files in pending for k in _file_keys(root, cwd, files)]
+    if not keys:
+        return False
+    try:
+        return bool(wait_advance(roster, identity, plan, keys, deadline=step))
+    except (PlanfenceError, ValueError):
+        return False
+
+
 def _record_edit(
     call: ToolCall, root: Path, plan: str, roster: Roster, identity: Identity, step: float
 ) -> tuple[int, str]:
     """PostToolUse: move the plan's trusted versions of the touched targets to what the
     agent just wrote (see `advance`). Exit 2 only shows the reason: the call already ran."""
-    from ..cluster.folder import ClusterDir
     from ..core.errors import PlanfenceError
+    from . import inflight
     from .advance import wait_advance
-    from .config import locate, workspaces
-    from .facts import file_key
 
-    spaces = workspaces(ClusterDir(root))
-    keys = [
-        file_key(*found)
-        for f in call.files
-        if (found := locate(spaces, Path(call.cwd) / f)) is not None
-    ]
+    keys = _file_keys(root, call.cwd, call.files)
     try:
         wait_advance(roster, identity, plan, keys, deadline=step)
     except (PlanfenceError, ValueError) as exc:
         return BLOCK, (
-            f"PlanFence could not record {call.describe()} in plan {plan!r} "
+            f"PlanFence could not record {call.describe()}{call.subagent()} in plan {plan!r} "
             f"({exc}); the next call will see these files as changed."
         )
+    if call.tool_use_id:
+        inflight.remove(root, plan, call.tool_use_id)
     return ALLOW, ""
+
+
+def trust_command(call: ToolCall, plan: str) -> str:
+    """The `workspace trust` command the model can run in its own shell: this installation's
+    `planfence` by absolute path, bound to the call's session (and subagent)."""
+    import shlex
+
+    from .paths import executable
+
+    words = [executable(), "workspace", "trust", plan]
+    if call.agent_id:
+        words += ["--session", call.session, "--agent", call.agent_id]
+    return shlex.join(words)
 
 
 def cache_path(cluster: Path, plan: str) -> Path:
@@ -172,16 +269,18 @@ def cache_path(cluster: Path, plan: str) -> Path:
 
 
 def block_message(call: ToolCall, verdict: Verdict) -> str:
-    """The reason the model reads: what changed, what to re-read, what to do next."""
+    """The reason the model reads: what changed, what to re-read, what to do next (with a
+    command it can run as written)."""
     plan = verdict.plan
+    blocked = f"PlanFence blocked {call.describe()}{call.subagent()}"
     if verdict.level == "undecided":
         return (
-            f"PlanFence blocked {call.describe()}: cannot validate plan {plan!r}: "
+            f"{blocked}: cannot validate plan {plan!r}: "
             f"{verdict.detail}. The call is blocked because the plan cannot be checked "
             f"(it fails closed); report this to the user if it persists."
         )
     lines = [
-        f"PlanFence blocked {call.describe()}: plan {plan!r} is stale ({verdict.level} drift).",
+        f"{blocked}: plan {plan!r} is stale ({verdict.level} drift).",
         *verdict.lines,
     ]
     if verdict.changed_again:
@@ -193,15 +292,15 @@ def block_message(call: ToolCall, verdict: Verdict) -> str:
         reread = ", ".join(verdict.reread)
         lines.append(
             (f"Re-read {reread}, then" if reread else "Re-check the workspace, then")
-            + f" replan once and record the new state with `planfence workspace "
-            f"trust {plan} ...`. If it changes again, stop and report."
+            + f" replan once and record the new state with `{trust_command(call, plan)} "
+            f"...`. If it changes again, stop and report."
         )
     return "\n".join(lines)
 
 
 def _options(argv: list[str]) -> dict[str, str]:
     """--name VALUE pairs; raises ValueError (the guard blocks) for anything else."""
-    known = ("--cluster", "--plan", "--as", "--timeout")
+    known = ("--cluster", "--plan", "--as", "--timeout", "--scope")
     if len(argv) % 2 or any(argv[i] not in known for i in range(0, len(argv), 2)):
         raise ValueError(USAGE)
     return dict(zip(argv[::2], argv[1::2], strict=False))

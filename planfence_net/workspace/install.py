@@ -1,28 +1,36 @@
-"""`planfence hook install|uninstall claude|codex`: merge our hooks into an agent's project
-config, leaving every other hook as it was.
+"""`planfence hook install|uninstall claude|codex`: merge our hooks into an agent's config,
+leaving every other hook as it was.
 
-    claude              PROJECT/.claude/settings.json   {"hooks": {"PreToolUse": [group],
-                                                                   "PostToolUse": [group]}}
-    codex (json)        PROJECT/.codex/hooks.json       the same event -> groups -> handlers
-    codex (toml)        PROJECT/.codex/config.toml      [[hooks.PreToolUse]] with
-                                                        [[hooks.PreToolUse.hooks]] tables
+    claude   project   ROOT/.claude/settings.local.json (default; this machine only)
+                       ROOT/.claude/settings.json       (--shared: the file teams commit)
+             user      ~/.claude/settings.json          (--user: every project and worktree)
+    codex    project   ROOT/.codex/hooks.json, or .codex/config.toml (--format toml)
+             user      $CODEX_HOME/hooks.json or config.toml ($CODEX_HOME: ~/.codex)
 
-PreToolUse checks the plan before a call; PostToolUse records the agent's own edit of a
-declared target in its trusted state (see `advance`).
+ROOT is the git worktree root of `--project` (found from any subfolder; the folder itself
+outside git). Each file holds {"hooks": {EVENT: [group]}} (config.toml: [[hooks.EVENT]] with
+[[hooks.EVENT.hooks]] tables); PreToolUse checks the plan before a call, PostToolUse records
+the agent's own edit of a declared target (see `advance`), Claude Code's SessionStart joins a
+worktree the agent made (see `join`).
 
-A group is {"matcher": REGEX, "hooks": [{"type": "command", "command": ..., "timeout": S}]}.
-Ours is recognised by its command (`... planfence ... hook claude|codex`), so installing twice
-leaves one copy and uninstalling removes only ours. In config.toml our tables are appended
-as text, so the rest of the file stays byte for byte.
+A group is {"matcher": REGEX, "hooks": [handler]}. Claude Code handlers carry
+`"onFailure": "block"` (a hook that cannot start, times out or crashes blocks the call) and
+use the exec form {"command": ABS, "args": [...]} (no shell); the shared file names
+`planfence` through $CLAUDE_PROJECT_DIR when the installation lives inside the project, else
+through PATH, so it holds nothing of one machine. Codex runs a command line through its
+shell. Ours is recognised by its command (`... planfence ... hook claude|codex`, or the exec
+form's executable named `planfence` with args `hook claude|codex`), so installing twice
+leaves one copy and uninstalling removes only ours. In config.toml our tables are appended as
+text, so the rest of the file stays byte for byte.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 import shlex
-import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -30,11 +38,13 @@ from typing import Any
 import tomli_w
 
 from ..core.errors import ConfigError
+from .paths import executable, worktree_root
 
 EVENTS = ("PreToolUse", "PostToolUse")  # check before a call; record the agent's own edit
+SESSION = "SessionStart"  # Claude Code: join a worktree the agent created
 MATCHERS = {
     "claude": {
-        "PreToolUse": "Write|Edit|MultiEdit|NotebookEdit|Bash",
+        "PreToolUse": "Write|Edit|MultiEdit|NotebookEdit|Bash|PowerShell",
         "PostToolUse": "Write|Edit|MultiEdit|NotebookEdit",
     },
     "codex": {"PreToolUse": "Bash|apply_patch|Edit|Write", "PostToolUse": "apply_patch|Edit|Write"},
@@ -50,40 +60,105 @@ _OUR_TOML = re.compile(
 _OURS = re.compile(r"(^|[\s/'\"])(planfence|planfence_net)['\"]?\s+hook\s+(claude|codex)\b")
 
 
-def config_path(agent: str, project: Path, fmt: str = "json") -> Path:
-    """Where `agent` reads project hooks from; raises ConfigError for an unknown combination."""
+def project_root(project: Path) -> Path:
+    """The git worktree root holding `project` (the folder itself outside git)."""
+    project = project.resolve()
+    return worktree_root(project) or project
+
+
+def codex_home() -> Path:
+    return Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
+
+
+def config_path(
+    agent: str, project: Path, fmt: str = "json", *, user: bool = False, shared: bool = False
+) -> Path:
+    """Where `agent` reads the hooks we write (see module doc); `project` is a root already.
+    Raises ConfigError for an unknown combination."""
     if agent == "claude" and fmt == "json":
-        return project / ".claude" / "settings.json"
+        if user:
+            return Path.home() / ".claude" / "settings.json"
+        return project / ".claude" / ("settings.json" if shared else "settings.local.json")
     if agent == "codex" and fmt in ("json", "toml"):
-        return project / ".codex" / ("hooks.json" if fmt == "json" else "config.toml")
+        name = "hooks.json" if fmt == "json" else "config.toml"
+        return codex_home() / name if user else project / ".codex" / name
     raise ConfigError(f"no {fmt} hook config for {agent!r} (claude: json; codex: json, toml)")
 
 
-def hook_command(agent: str, cluster: Path | None = None) -> str:
-    """The command line the agent runs: this installation's `planfence`, by absolute path."""
-    exe = Path(sys.executable).parent / "planfence"
-    words = [str(exe) if exe.exists() else "planfence", "hook", agent]
+def hook_args(agent: str, cluster: Path | None = None, user: bool = False) -> list[str]:
+    """The arguments after `planfence`: `hook AGENT [--cluster DIR] [--scope user]`."""
+    words = ["hook", agent]
     if cluster is not None:
         words += ["--cluster", str(cluster.resolve())]
-    return shlex.join(words)
+    if user:
+        words += ["--scope", "user"]
+    return words
 
 
-def our_group(agent: str, command: str, event: str = "PreToolUse") -> dict[str, Any]:
+def hook_command(agent: str, cluster: Path | None = None, user: bool = False) -> str:
+    """The command line a shell runs: this installation's `planfence`, by absolute path."""
+    return shlex.join([executable(), *hook_args(agent, cluster, user)])
+
+
+def handler(
+    agent: str,
+    root: Path | None = None,
+    *,
+    cluster: Path | None = None,
+    user: bool = False,
+    shared: bool = False,
+    command: str | None = None,
+) -> dict[str, Any]:
+    """Our handler for `agent` (see module doc). `command` replaces the shell command line
+    (tests, docs); Claude Code's exec form then names it as the executable."""
+    if agent == "codex":
+        text = command or hook_command(agent, cluster, user)
+        return {"type": "command", "command": text, "timeout": TIMEOUT}
+    args = hook_args(agent, cluster, user)
+    if shared and command is None:
+        exe = Path(executable())
+        inside = root is not None and exe.is_absolute() and exe.is_relative_to(root)
+        where = (
+            f'"$CLAUDE_PROJECT_DIR"/{shlex.quote(exe.relative_to(root).as_posix())}'
+            if inside and root is not None
+            else "planfence"
+        )
+        line = " ".join([where, *map(shlex.quote, args)])
+        return {"type": "command", "command": line, "timeout": TIMEOUT, "onFailure": "block"}
     return {
-        "matcher": MATCHERS[agent][event],
-        "hooks": [{"type": "command", "command": command, "timeout": TIMEOUT}],
+        "type": "command",
+        "command": command or executable(),
+        "args": args,
+        "timeout": TIMEOUT,
+        "onFailure": "block",
     }
 
 
-def merged(config: dict[str, Any], agent: str, command: str) -> dict[str, Any]:
-    """`config` with our group (once) appended to hooks.PreToolUse and hooks.PostToolUse;
-    everything else untouched. Raises ConfigError for hooks of an unexpected shape."""
+def our_group(
+    agent: str, ours: dict[str, Any], event: str = "PreToolUse", mcp_writes: str | None = None
+) -> dict[str, Any]:
+    """Our group for `event`: the matcher (with `mcp_writes` added) and handler `ours`."""
+    if event == SESSION:
+        return {"hooks": [{k: v for k, v in ours.items() if k != "onFailure"}]}
+    matcher = MATCHERS[agent][event] + (f"|{mcp_writes}" if mcp_writes else "")
+    return {"matcher": matcher, "hooks": [ours]}
+
+
+def events(agent: str) -> tuple[str, ...]:
+    return (*EVENTS, SESSION) if agent == "claude" else EVENTS
+
+
+def merged(
+    config: dict[str, Any], agent: str, ours: dict[str, Any], mcp_writes: str | None = None
+) -> dict[str, Any]:
+    """`config` with our group (once) appended to each of our events' lists; everything else
+    untouched. Raises ConfigError for hooks of an unexpected shape."""
     out = removed(config)
     hooks = out.setdefault("hooks", {})
-    for event in EVENTS:
+    for event in events(agent):
         if not isinstance(hooks, dict) or not isinstance(hooks.setdefault(event, []), list):
             raise ConfigError(f"'hooks' / 'hooks.{event}' has an unexpected shape; not touching it")
-        hooks[event].append(our_group(agent, command, event))
+        hooks[event].append(our_group(agent, ours, event, mcp_writes))
     return out
 
 
@@ -93,7 +168,7 @@ def removed(config: dict[str, Any]) -> dict[str, Any]:
     hooks = out.get("hooks")
     if not isinstance(hooks, dict):
         return out
-    for event in EVENTS:
+    for event in (*EVENTS, SESSION):
         groups = hooks.get(event)
         if not isinstance(groups, list):
             continue
@@ -112,12 +187,20 @@ def _without_ours(group: Any) -> Any:
     handlers = group.get("hooks") if isinstance(group, dict) else None
     if not isinstance(handlers, list):
         return group
-    others = [
-        h for h in handlers if not (isinstance(h, dict) and _OURS.search(str(h.get("command", ""))))
-    ]
+    others = [h for h in handlers if not is_ours(h)]
     if len(others) == len(handlers):
         return group
     return {**group, "hooks": others} if others else None
+
+
+def is_ours(handler: Any) -> bool:
+    """True for a handler of ours, in the shell form or the exec form."""
+    if not isinstance(handler, dict):
+        return False
+    command, args = str(handler.get("command", "")), handler.get("args")
+    if isinstance(args, list) and args[:1] == ["hook"] and args[1:2] in (["claude"], ["codex"]):
+        return Path(command).name == "planfence"
+    return bool(_OURS.search(command))
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -147,28 +230,72 @@ def install(
     project: Path,
     *,
     fmt: str = "json",
-    command: str | None = None,
     cluster: Path | None = None,
-) -> Path:
-    """Merge our hook into `agent`'s config under `project`; returns the file written."""
-    path = config_path(agent, project, fmt)
+    user: bool = False,
+    shared: bool = False,
+    mcp_writes: str | None = None,
+) -> tuple[Path, list[Path]]:
+    """Merge our hooks into `agent`'s config (see module doc); returns the file written and
+    the files ours was moved out of (Codex: the other form of the same layer). Raises
+    ConfigError when that other form holds someone else's hooks: Codex would load both."""
+    root = project_root(project)
+    if mcp_writes is not None:
+        try:
+            re.compile(mcp_writes)
+        except re.error as exc:
+            msg = f"--mcp-writes {mcp_writes!r} is not a regular expression: {exc}"
+            raise ConfigError(msg) from None
+    path = config_path(agent, root, fmt, user=user, shared=shared)
+    moved = _other_forms(agent, root, fmt, user, shared)
+    ours = handler(agent, root, cluster=cluster, user=user, shared=shared)
     before = load(path)
-    config = merged(before, agent, command or hook_command(agent, cluster))
+    config = merged(before, agent, ours, mcp_writes)
     path.parent.mkdir(parents=True, exist_ok=True)
     _write(path, _toml_text(path, before, config) if fmt == "toml" else dump(path, config))
-    return path
+    for other in moved:
+        uninstall_file(other)
+    return path, moved
 
 
-def uninstall(agent: str, project: Path, *, fmt: str = "json") -> tuple[Path, bool]:
-    """Remove our hook from `agent`'s config; returns the file and whether it held ours."""
-    path = config_path(agent, project, fmt)
+def _other_forms(agent: str, root: Path, fmt: str, user: bool, shared: bool) -> list[Path]:
+    """The other files of the same layer that hold our hooks (to move ours out of). Raises
+    ConfigError when the other Codex form holds hooks of someone else."""
+    if agent == "claude":
+        return []  # Claude Code has one form; local and shared files are separate layers
+    other = config_path(agent, root, "toml" if fmt == "json" else "json", user=user)
+    config = load(other)
+    if removed(config).get("hooks"):
+        raise ConfigError(
+            f"{other} already holds hooks: Codex would load both forms of this layer; "
+            f"install with --format {'toml' if fmt == 'json' else 'json'}, or move those hooks"
+        )
+    return [other] if removed(config) != config else []
+
+
+def uninstall_file(path: Path) -> bool:
+    """Remove our hooks from the config at `path`; returns whether it held ours."""
     if not path.exists():
-        return path, False
+        return False
     before = load(path)
     after = removed(before)
     if after != before:
-        _write(path, _toml_text(path, before, after) if fmt == "toml" else dump(path, after))
-    return path, after != before
+        _write(
+            path, _toml_text(path, before, after) if path.suffix == ".toml" else dump(path, after)
+        )
+    return after != before
+
+
+def uninstall(
+    agent: str,
+    project: Path,
+    *,
+    fmt: str = "json",
+    user: bool = False,
+    shared: bool = False,
+) -> tuple[Path, bool]:
+    """Remove our hook from `agent`'s config; returns the file and whether it held ours."""
+    path = config_path(agent, project_root(project), fmt, user=user, shared=shared)
+    return path, uninstall_file(path)
 
 
 def toml_block(event: str, group: dict[str, Any]) -> str:
@@ -192,7 +319,7 @@ def _toml_text(path: Path, before: dict[str, Any], after: dict[str, Any]) -> str
         text = ""
     text = text.rstrip("\n") + "\n" if text.strip() else ""
     others = removed(after).get("hooks", {})
-    for event in EVENTS:
+    for event in EVENTS:  # Codex only: it has no SessionStart of ours
         for group in after.get("hooks", {}).get(event, []):
             if group not in others.get(event, []):
                 text += toml_block(event, group)

@@ -1,12 +1,15 @@
 """What a hook payload asks for (pure): which tool, which files, which command.
 
 Both agents send one JSON object on stdin: `session_id`, `cwd`, `hook_event_name`,
-`tool_name`, `tool_input`. Claude Code's Write/Edit/MultiEdit carry `tool_input.file_path`
-(NotebookEdit `notebook_path`); Bash and Codex's `apply_patch` carry `tool_input.command`
-(for apply_patch, the patch text, whose `*** Add/Update/Delete File:` and `*** Move to:`
-headers name the files). A PostToolUse payload (the same fields, after the call ran) of a
-file-changing tool asks the hook to record the agent's own edit. Anything malformed raises
-PayloadError: the hook blocks.
+`tool_name`, `tool_input`, `tool_use_id`, and for a subagent's call `agent_id` and
+`agent_type`. Claude Code's Write/Edit/MultiEdit carry `tool_input.file_path` (NotebookEdit
+`notebook_path`); Bash, PowerShell and Codex's `apply_patch` carry `tool_input.command` (for
+apply_patch, the patch text, whose `*** Add/Update/Delete File:` and `*** Move to:` headers
+name the files). An MCP tool (`mcp__SERVER__TOOL`) reaches the hook only when `hook install
+--mcp-writes` matched it: it is checked like a shell command. A PostToolUse payload (the same
+fields, after the call ran) of a file-changing tool asks the hook to record the agent's own
+edit. A SessionStart payload (Claude Code) carries no tool: the hook may join the worktree.
+Anything malformed raises PayloadError: the hook blocks.
 """
 
 from __future__ import annotations
@@ -23,7 +26,10 @@ FILE_TOOLS = {
     "MultiEdit": "file_path",
     "NotebookEdit": "notebook_path",
 }
-COMMAND_TOOLS = ("Bash", "apply_patch")
+COMMAND_TOOLS = ("Bash", "PowerShell", "apply_patch")
+SHELLS = ("Bash", "PowerShell")
+MCP_PREFIX = "mcp__"
+EVENTS = ("PreToolUse", "PostToolUse", "SessionStart")
 _PATCH_HEADER = re.compile(
     r"^\*\*\* (?:Add File|Update File|Delete File|Move to): (.+?)\s*$", re.MULTILINE
 )
@@ -46,14 +52,23 @@ class ToolCall:
     files: tuple[str, ...]
     command: str | None
     gated: bool
+    agent_id: str | None = None
+    agent_type: str | None = None
+    tool_use_id: str | None = None
+
+    def subagent(self) -> str:
+        """` (subagent ID, TYPE)` for a subagent's call, else ""."""
+        if not self.agent_id:
+            return ""
+        return f" (subagent {self.agent_id}" + (f", {self.agent_type})" if self.agent_type else ")")
 
     def describe(self) -> str:
         """`Edit of src/auth.ts`, `Bash \\`npm test\\``, for the reason shown to the model."""
         if self.files:
             return f"{self.tool} of {', '.join(self.files)}"
-        if self.command is not None and self.tool == "Bash":
+        if self.command is not None and self.tool in SHELLS:
             short = self.command if len(self.command) <= 60 else self.command[:57] + "..."
-            return f"Bash `{short}`"
+            return f"{self.tool} `{short}`"
         return self.tool
 
 
@@ -69,10 +84,16 @@ def parse_payload(agent: str, data: bytes) -> ToolCall:
     if not isinstance(value, dict):
         raise PayloadError("stdin is not a JSON object")
     event = value.get("hook_event_name")
-    if event not in ("PreToolUse", "PostToolUse"):
+    if event not in EVENTS:
         raise PayloadError(f"hook_event_name is {event!r}, not 'PreToolUse' or 'PostToolUse'")
-    tool, tool_input = value.get("tool_name"), value.get("tool_input")
     session, cwd = value.get("session_id", ""), value.get("cwd")
+    ids = {f: value.get(f) for f in ("agent_id", "agent_type", "tool_use_id")}
+    ids = {f: v if isinstance(v, str) and v else None for f, v in ids.items()}
+    if event == "SessionStart":
+        if not isinstance(cwd, str) or not cwd:
+            raise PayloadError("cwd is missing")
+        return ToolCall(agent, event, str(session), cwd, "", (), None, False, **ids)
+    tool, tool_input = value.get("tool_name"), value.get("tool_input")
     if not isinstance(tool, str) or not tool:
         raise PayloadError("tool_name is missing")
     if not isinstance(tool_input, dict):
@@ -96,12 +117,12 @@ def parse_payload(agent: str, data: bytes) -> ToolCall:
             files = tuple(dict.fromkeys(_PATCH_HEADER.findall(command)))
             if not files:
                 raise PayloadError("apply_patch call whose patch names no file")
-    gated = tool in FILE_TOOLS or tool in COMMAND_TOOLS
-    if tool == "Bash" and command is not None and _is_planfence_workspace(command):
+    gated = tool in FILE_TOOLS or tool in COMMAND_TOOLS or tool.startswith(MCP_PREFIX)
+    if tool in SHELLS and command is not None and _is_planfence_workspace(command):
         gated = False  # how the agent re-reads its plan and re-trusts after a block
     if event == "PostToolUse":
         gated = bool(files)  # only edits with named files are recorded afterwards
-    return ToolCall(agent, event, session, cwd, tool, files, command, gated)
+    return ToolCall(agent, event, session, cwd, tool, files, command, gated, **ids)
 
 
 def _is_planfence_workspace(command: str) -> bool:

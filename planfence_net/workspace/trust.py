@@ -226,14 +226,16 @@ def stale_binding(
     plan: str,
     session: str | None,
     addresses: dict[str, tuple[str, int]] | None = None,
+    agent: str | None = None,
 ) -> str | None:
-    """The plan `session` is bound to, when it is not `plan` and its check does not pass
-    (blocking drift, or cannot decide): trusting `plan` for the session replaces it, so the
-    new declaration must cover it (TrustSpec.replaces). None otherwise."""
+    """The plan `session` is bound to (for subagent `agent`: its own, else the session's,
+    the one its calls are checked against), when it is not `plan` and its check does not
+    pass (blocking drift, or cannot decide): trusting `plan` for the session replaces it, so
+    the new declaration must cover it (TrustSpec.replaces). None otherwise."""
     from .check import run_check
     from .config import bound_plan
 
-    bound = bound_plan(cdir, session)
+    bound = (bound_plan(cdir, session, agent) if agent else None) or bound_plan(cdir, session)
     if bound is None or bound == plan:
         return None
     owner = roster.owner_of(plan_key(bound)) or roster.agents[0].name

@@ -132,7 +132,9 @@ def test_the_agents_own_edit_of_a_target_is_recorded_after_the_call(tmp_path: Pa
             assert run_hook(agent, payload(pre, repo)) == (0, "")
             write(repo, {"auth.ts": f"export const timeout = 60; // {agent}\n"})  # the call
             assert run_hook(agent, payload(post, repo)) == (0, "")
-            assert run_hook(agent, payload(pre, repo)) == (0, "")  # its own edit: no drift
+            # Its own edit is no drift (a Bash call: checked against every key, never noted
+            # as an edit in flight).
+            assert run_hook(agent, payload(f"{agent}-bash", repo)) == (0, "")
         code, out, _ = run_cli("workspace", "check", "fix", "--json", cwd=repo)
         report = json.loads(out)
         assert (code, report["class"], report["trust"]) == (0, "none", 1)  # not a replan
@@ -187,7 +189,7 @@ def test_recorded_payloads_block_on_drift_and_allow_otherwise(tmp_path: Path) ->
                 "Workspace drift detected since the previous trusted state:",
                 "- 1 previously inspected file changed: auth.ts",
                 "Re-read auth.ts, then replan once and record the new state with "
-                "`planfence workspace trust fix ...`. If it changes again, stop and report.",
+                f"`{PLANFENCE} workspace trust fix ...`. If it changes again, stop and report.",
             ]
         assert run_hook("codex", calls["codex-apply-patch"])[1].startswith(
             "PlanFence blocked apply_patch of auth.ts, session.ts: plan 'fix' is stale "
@@ -234,7 +236,7 @@ def requests(repo: Path, count: int) -> list[tuple[str, list[str]]]:
             ("--plan",),
             "PlanFence blocked this call: the hook failed (ValueError: usage: "
             "planfence hook claude|codex [--cluster DIR] [--plan NAME] [--as "
-            "AGENT] [--timeout SECONDS]); it fails closed",
+            "AGENT] [--timeout SECONDS] [--scope user|project]); it fails closed",
         ),
     ],
 )

@@ -1,17 +1,22 @@
-"""`planfence hook install|uninstall`: our hook is merged into the agents' project configs,
-others' hooks stay, the files parse and have the documented shape."""
+"""`planfence hook install|uninstall|status`: our hooks are merged into the agents' configs
+(Claude Code failing closed, exec form, at the repository root), others' hooks stay, the
+files parse and have the documented shape, and `status` says what is active."""
 
 from __future__ import annotations
 
 import json
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from planfence_net.workspace.codexapp import codex_hash
 from planfence_net.workspace.install import hook_command, toml_block
-from support.workspace import run_cli
+from planfence_net.workspace.paths import MARKER
+from support.cluster import PLANFENCE
+from support.workspace import make_repo, run_cli
 
 THEIRS_CLAUDE = {
     "permissions": {"allow": ["Bash(npm test:*)"]},
@@ -41,92 +46,153 @@ type = "command"
 command = "python3 .codex/hooks/guard.py"
 timeout = 10
 """
+CLAUDE_PRE = "Write|Edit|MultiEdit|NotebookEdit|Bash|PowerShell"
+CLAUDE_POST = "Write|Edit|MultiEdit|NotebookEdit"
 
 
-def ours(agent: str, matcher: str, command: str | None = None) -> dict[str, Any]:
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A fresh HOME and CODEX_HOME, and a PATH without codex."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("CODEX_HOME", str(home / ".codex"))
+    monkeypatch.setenv("PATH", str(PLANFENCE.parent) + ":/usr/bin:/bin")
+    yield home
+
+
+def claude_handler(*extra: str) -> dict[str, Any]:
+    return {
+        "type": "command",
+        "command": str(PLANFENCE),
+        "args": ["hook", "claude", *extra],
+        "timeout": 30,
+        "onFailure": "block",
+    }
+
+
+def claude_ours(*extra: str) -> dict[str, Any]:
+    handler = claude_handler(*extra)
+    session = {k: v for k, v in handler.items() if k != "onFailure"}
+    return {
+        "PreToolUse": {"matcher": CLAUDE_PRE, "hooks": [handler]},
+        "PostToolUse": {"matcher": CLAUDE_POST, "hooks": [handler]},
+        "SessionStart": {"hooks": [session]},
+    }
+
+
+def codex_group(matcher: str, command: str | None = None) -> dict[str, Any]:
     return {
         "matcher": matcher,
-        "hooks": [{"type": "command", "command": command or hook_command(agent), "timeout": 30}],
+        "hooks": [{"type": "command", "command": command or hook_command("codex"), "timeout": 30}],
     }
 
 
-def test_claude_install_keeps_other_hooks_and_uninstall_removes_only_ours(tmp_path: Path) -> None:
-    settings = tmp_path / ".claude" / "settings.json"
-    settings.parent.mkdir()
-    settings.write_text(json.dumps(THEIRS_CLAUDE, indent=2))
-    for _ in range(2):  # installing twice leaves one copy
-        code, out, _ = run_cli("hook", "install", "claude", "--project", tmp_path)
+def test_claude_installs_at_the_repository_root_failing_closed(tmp_path: Path, home: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {"src/app.ts": "x\n"})
+    local = repo / ".claude" / "settings.local.json"
+    local.parent.mkdir()
+    local.write_text(json.dumps(THEIRS_CLAUDE, indent=2))
+    for _ in range(2):  # installing twice leaves one copy; from a subfolder: the root
+        code, out, _ = run_cli("hook", "install", "claude", "--project", repo / "src")
         assert (code, out) == (
             0,
-            f"installed the PlanFence hooks (PreToolUse, PostToolUse) for claude in {settings}\n",
+            f"installed the PlanFence hooks (PreToolUse, PostToolUse) for claude in {local}\n",
         )
-    written = json.loads(settings.read_text())
-    assert written == {
+    ours = claude_ours()
+    assert json.loads(local.read_text()) == {
         **THEIRS_CLAUDE,
         "hooks": {
-            "PreToolUse": [
-                *THEIRS_CLAUDE["hooks"]["PreToolUse"],
-                ours("claude", "Write|Edit|MultiEdit|NotebookEdit|Bash"),
-            ],
-            "PostToolUse": [
-                *THEIRS_CLAUDE["hooks"]["PostToolUse"],
-                ours("claude", "Write|Edit|MultiEdit|NotebookEdit"),
-            ],
+            "PreToolUse": [*THEIRS_CLAUDE["hooks"]["PreToolUse"], ours["PreToolUse"]],
+            "PostToolUse": [*THEIRS_CLAUDE["hooks"]["PostToolUse"], ours["PostToolUse"]],
+            "SessionStart": [ours["SessionStart"]],
         },
     }
-    assert run_cli("hook", "uninstall", "claude", "--project", tmp_path)[:2] == (
+    assert not (repo / "src" / ".claude").exists()
+    assert json.loads((repo / ".git" / MARKER).read_text()) == {"clusters": []}
+    assert run_cli("hook", "uninstall", "claude", "--project", repo)[:2] == (
         0,
-        f"removed the PlanFence hook from {settings}\n",
+        f"removed the PlanFence hook from {local}\n",
     )
-    assert json.loads(settings.read_text()) == THEIRS_CLAUDE
-    assert run_cli("hook", "uninstall", "claude", "--project", tmp_path)[:2] == (
+    assert json.loads(local.read_text()) == THEIRS_CLAUDE
+    assert run_cli("hook", "uninstall", "claude", "--project", repo)[:2] == (
         0,
-        f"no PlanFence hook in {settings}\n",
+        f"no PlanFence hook in {local}\n",
     )
 
 
-def test_codex_hooks_json_from_nothing_and_back(tmp_path: Path) -> None:
+def test_claude_shared_names_no_path_of_this_machine(tmp_path: Path, home: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {"a.txt": "x\n"})
+    assert run_cli("hook", "install", "claude", "--project", repo, "--shared")[0] == 0
+    written = json.loads((repo / ".claude" / "settings.json").read_text())
+    [pre] = written["hooks"]["PreToolUse"]
+    assert pre["hooks"] == [
+        {
+            "type": "command",
+            "command": "planfence hook claude",
+            "timeout": 30,
+            "onFailure": "block",
+        }
+    ]
+    assert not (repo / ".claude" / "settings.local.json").exists()
+
+
+def test_user_scope_and_mcp_writes(tmp_path: Path, home: Path) -> None:
+    args = ("--user", "--mcp-writes", "mcp__fs__write_.*")
+    assert run_cli("hook", "install", "claude", *args)[0] == 0
+    written = json.loads((home / ".claude" / "settings.json").read_text())
+    [pre] = written["hooks"]["PreToolUse"]
+    assert pre == {
+        "matcher": CLAUDE_PRE + "|mcp__fs__write_.*",
+        "hooks": [claude_handler("--scope", "user")],
+    }
+    assert run_cli("hook", "install", "codex", *args)[0] == 0
+    hooks = json.loads((home / ".codex" / "hooks.json").read_text())["hooks"]
+    assert hooks["PostToolUse"] == [
+        codex_group("apply_patch|Edit|Write|mcp__fs__write_.*", hook_command("codex", user=True))
+    ]
+    code, out, err = run_cli("hook", "install", "claude", "--user", "--mcp-writes", "mcp__(")
+    assert (code, out) == (1, "")
+    assert err.startswith("error: --mcp-writes 'mcp__(' is not a regular expression: ")
+
+
+def test_codex_hooks_json_from_nothing_and_back(tmp_path: Path, home: Path) -> None:
     code, out, _ = run_cli("hook", "install", "codex", "--project", tmp_path, "--json")
     path = tmp_path / ".codex" / "hooks.json"
     expected = {
         "hooks": {
-            "PreToolUse": [ours("codex", "Bash|apply_patch|Edit|Write")],
-            "PostToolUse": [ours("codex", "apply_patch|Edit|Write")],
+            "PreToolUse": [codex_group("Bash|apply_patch|Edit|Write")],
+            "PostToolUse": [codex_group("apply_patch|Edit|Write")],
         }
     }
     assert code == 0 and json.loads(out) == {
         "agent": "codex",
         "path": str(path),
+        "moved_from": [],
         "config": expected,
+        "trusted": [],
     }
     assert json.loads(path.read_text()) == expected
+    code, out, _ = run_cli("hook", "install", "codex", "--project", tmp_path)
+    assert out.splitlines()[1:3] == [
+        "Codex runs project hooks only after two trust decisions of yours:",
+        f"  1. trust the project {tmp_path} (Codex asks on first start, or `codex exec --trust`);",
+    ]
     assert run_cli("hook", "uninstall", "codex", "--project", tmp_path)[0] == 0
     assert json.loads(path.read_text()) == {}
 
 
-def test_codex_config_toml_keeps_its_tables(tmp_path: Path) -> None:
+def test_codex_config_toml_keeps_its_tables(tmp_path: Path, home: Path) -> None:
     config = tmp_path / ".codex" / "config.toml"
     config.parent.mkdir()
     config.write_text(THEIRS_CODEX_TOML)
     theirs = tomllib.loads(THEIRS_CODEX_TOML)
-    assert (
-        run_cli(
-            "hook",
-            "install",
-            "codex",
-            "--project",
-            tmp_path,
-            "--format",
-            "toml",
-            "--cluster",
-            tmp_path,
-        )[0]
-        == 0
-    )
+    args = ("--project", tmp_path, "--format", "toml", "--cluster", tmp_path)
+    assert run_cli("hook", "install", "codex", *args)[0] == 0
     written = tomllib.loads(config.read_text())
     command = hook_command("codex", tmp_path)
-    pre = ours("codex", "Bash|apply_patch|Edit|Write", command)
-    post = ours("codex", "apply_patch|Edit|Write", command)
+    pre = codex_group("Bash|apply_patch|Edit|Write", command)
+    post = codex_group("apply_patch|Edit|Write", command)
     assert written == {
         "model": "gpt-5-codex",
         "hooks": {"PreToolUse": [*theirs["hooks"]["PreToolUse"], pre], "PostToolUse": [post]},
@@ -135,8 +201,25 @@ def test_codex_config_toml_keeps_its_tables(tmp_path: Path) -> None:
     assert config.read_text() == (
         THEIRS_CODEX_TOML + toml_block("PreToolUse", pre) + toml_block("PostToolUse", post)
     )  # appended as text
+    # A second form in the same layer: refused while theirs is in config.toml.
+    code, out, err = run_cli("hook", "install", "codex", "--project", tmp_path)
+    assert (code, out) == (1, "")
+    assert err == (
+        f"error: {config} already holds hooks: Codex would load both forms of this layer; "
+        f"install with --format toml, or move those hooks\n"
+    )
+    assert not (tmp_path / ".codex" / "hooks.json").exists()
     assert run_cli("hook", "uninstall", "codex", "--project", tmp_path, "--format", "toml")[0] == 0
     assert config.read_text() == THEIRS_CODEX_TOML
+
+
+def test_codex_moves_ours_to_the_form_asked_for(tmp_path: Path, home: Path) -> None:
+    assert run_cli("hook", "install", "codex", "--project", tmp_path, "--format", "toml")[0] == 0
+    code, out, _ = run_cli("hook", "install", "codex", "--project", tmp_path)
+    toml = tmp_path / ".codex" / "config.toml"
+    assert code == 0 and f"moved ours out of {toml} (Codex would run both forms)" in out
+    assert toml.read_text() == ""
+    assert len(json.loads((tmp_path / ".codex" / "hooks.json").read_text())["hooks"]) == 2
 
 
 @pytest.mark.parametrize(
@@ -145,7 +228,7 @@ def test_codex_config_toml_keeps_its_tables(tmp_path: Path) -> None:
         (
             "claude",
             "json",
-            ".claude/settings.json",
+            ".claude/settings.local.json",
             "{oops",
             "does not parse (Expecting property name enclosed in double quotes: line 1 column 2 "
             "(char 1)); fix it first, not touching it",
@@ -160,14 +243,14 @@ def test_codex_config_toml_keeps_its_tables(tmp_path: Path) -> None:
         (
             "claude",
             "toml",
-            ".claude/settings.json",
+            ".claude/settings.local.json",
             "{}",
             "no toml hook config for 'claude' (claude: json; codex: json, toml)",
         ),
     ],
 )
 def test_a_config_we_cannot_read_is_left_alone(
-    tmp_path: Path, agent: str, fmt: str, rel: str, text: str, error: str
+    tmp_path: Path, home: Path, agent: str, fmt: str, rel: str, text: str, error: str
 ) -> None:
     path = tmp_path / rel
     path.parent.mkdir()
@@ -178,7 +261,70 @@ def test_a_config_we_cannot_read_is_left_alone(
     assert path.read_text() == text
 
 
-def test_the_installed_command_runs_the_hook() -> None:
-    command = hook_command("claude")
-    assert command.endswith(" hook claude")
-    assert Path(command.split()[0]).name == "planfence"
+def status(repo: Path, agent: str) -> tuple[int, dict[str, Any]]:
+    code, out, err = run_cli("hook", "status", agent, "--project", repo, "--json")
+    assert err == "", err
+    [found] = json.loads(out)["agents"]
+    return code, found
+
+
+def test_claude_status_names_the_step(tmp_path: Path, home: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {"a.txt": "x\n"})
+    install = f"planfence hook install claude --project {repo}"
+    code, found = status(repo, "claude")
+    assert (code, found["state"], found["step"]) == (1, "missing", install)
+    assert run_cli("hook", "install", "claude", "--project", repo)[0] == 0
+    code, found = status(repo, "claude")
+    assert (code, found["state"], found["active"]) == (0, "active", True)
+    local = repo / ".claude" / "settings.local.json"
+    config = json.loads(local.read_text())
+    del config["hooks"]["PostToolUse"][0]["hooks"][0]["onFailure"]
+    local.write_text(json.dumps(config))
+    assert status(repo, "claude")[1]["state"] == "fails open"
+    config["hooks"]["PostToolUse"][0]["hooks"][0]["onFailure"] = "block"
+    for group in config["hooks"].values():
+        group[0]["hooks"][0]["command"] = str(tmp_path / "moved" / "planfence")
+    local.write_text(json.dumps(config))
+    code, found = status(repo, "claude")
+    assert (code, found["state"], found["step"]) == (1, "broken", install)
+    assert found["detail"].startswith(f"the hook command {tmp_path}/moved/planfence hook claude")
+
+
+def test_codex_trust_without_codex_is_computed_and_unverified(tmp_path: Path, home: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {"a.txt": "x\n"})
+    assert run_cli("hook", "install", "codex", "--project", repo)[0] == 0
+    code, found = status(repo, "codex")
+    assert (code, found["state"]) == (1, "unverified")
+    assert found["step"] == f"planfence hook install codex --project {repo} --trust"
+    (home / ".codex").mkdir()
+    (home / ".codex" / "config.toml").write_text('# mine\nmodel = "gpt-5.5"\n')
+    code, out, err = run_cli("hook", "install", "codex", "--project", repo, "--trust")
+    assert code == 0, out + err
+    source = repo / ".codex" / "hooks.json"
+    command = hook_command("codex")
+    pre = codex_hash("pre_tool_use", "Bash|apply_patch|Edit|Write", command, 30)
+    post = codex_hash("post_tool_use", "apply_patch|Edit|Write", command, 30)
+    text = (home / ".codex" / "config.toml").read_text()
+    assert text.startswith('# mine\nmodel = "gpt-5.5"\n')  # appended: the comment stays
+    assert tomllib.loads(text) == {
+        "model": "gpt-5.5",
+        "projects": {str(repo): {"trust_level": "trusted"}},
+        "hooks": {
+            "state": {
+                f"{source}:pre_tool_use:0:0": {"trusted_hash": pre},
+                f"{source}:post_tool_use:0:0": {"trusted_hash": post},
+            }
+        },
+    }
+    assert f'[projects."{repo}"] trust_level = "trusted"' in out
+
+
+def test_workspace_commands_warn_when_no_hook_is_active(tmp_path: Path, home: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {"a.txt": "x\n"})
+    code, _, err = run_cli("workspace", "check", "p", "--cluster", tmp_path / "none", cwd=repo)
+    assert code == 3 and "warning" not in err  # no check ran: nothing to warn about
+    assert run_cli("hook", "install", "claude", "--project", repo)[0] == 0
+    from planfence_net.workspace.codextrust import any_hook_active
+
+    assert any_hook_active(repo)
+    assert not any_hook_active(tmp_path)

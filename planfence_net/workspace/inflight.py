@@ -1,0 +1,68 @@
+"""The plan's own edits in flight: a PreToolUse that let a file-changing call through notes
+it (by the call's `tool_use_id`) until its PostToolUse recorded the edit.
+
+Agents run calls in parallel (Claude Code batches them; Codex runs hooks concurrently): edit 1
+lands, and edit 2's PreToolUse runs before edit 1's PostToolUse advanced the plan, so it sees
+target 1 changed. When a check blocks while other calls of the same plan are in flight, the
+hook records those calls' targets first (as their PostToolUse will) and checks again; any
+other drift still blocks. Notes live in CLUSTER/run/inflight-PLAN/, one small file per call,
+and expire after EXPIRY seconds: a call whose PostToolUse never came (the tool failed, the
+user refused it) must not leave its targets open to others' edits for long. Within that
+window another process's write to an in-flight target is taken for the agent's own, as it
+is by PostToolUse itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+
+EXPIRY = 60.0
+
+
+def _folder(cluster: Path, plan: str) -> Path:
+    return cluster / "run" / f"inflight-{hashlib.blake2b(plan.encode(), digest_size=8).hexdigest()}"
+
+
+def _name(tool_use_id: str) -> str:
+    return hashlib.blake2b(tool_use_id.encode(), digest_size=12).hexdigest() + ".json"
+
+
+def add(cluster: Path, plan: str, tool_use_id: str, cwd: str, files: tuple[str, ...]) -> None:
+    """Note the call `tool_use_id` of `plan` (its files, relative to `cwd`) as in flight."""
+    folder = _folder(cluster, plan)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / _name(tool_use_id)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"cwd": cwd, "files": list(files), "time": time.time()}))
+    tmp.replace(path)
+
+
+def others(cluster: Path, plan: str, tool_use_id: str | None) -> list[tuple[str, list[str]]]:
+    """(cwd, files) of the calls of `plan` in flight besides `tool_use_id`, not expired."""
+    folder = _folder(cluster, plan)
+    mine = _name(tool_use_id) if tool_use_id else None
+    found = []
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError:
+        return []
+    now = time.time()
+    for path in entries:
+        if path.name == mine or not path.name.endswith(".json"):
+            continue
+        try:
+            note = json.loads(path.read_text())
+            if now - float(note["time"]) < EXPIRY:
+                found.append((str(note["cwd"]), [str(f) for f in note["files"]]))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return found
+
+
+def remove(cluster: Path, plan: str, tool_use_id: str) -> None:
+    """The call's PostToolUse ran: it is no longer in flight."""
+    (_folder(cluster, plan) / _name(tool_use_id)).unlink(missing_ok=True)
