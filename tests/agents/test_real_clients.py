@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import tomli_w
 
 from .clients import (
     clone_venv,
@@ -26,7 +27,7 @@ from .clients import (
     write_codex_config,
 )
 from .model_server import ANTHROPIC, OPENAI, ApplyPatch, ModelServer, Text, ToolCall, Turn
-from .workspaces import Workspace
+from .workspaces import PLANFENCE, Workspace
 
 pytestmark = pytest.mark.agents
 skip_without_clients()
@@ -97,7 +98,7 @@ def run_claude_turns(
 def test_claude_write_runs_when_nothing_drifted(
     claude: Path, model_server: ModelServer, workspace: Workspace, tmp_path: Path
 ) -> None:
-    workspace.planfence("hook", "install", "claude", "--project", workspace.path)
+    install_claude(workspace, tmp_path / "home", PLANFENCE)
     trust_plan(workspace)
     target = workspace.path / "a.txt"
 
@@ -114,7 +115,7 @@ def test_claude_write_runs_when_nothing_drifted(
 def test_claude_write_is_blocked_after_a_read_file_changed(
     claude: Path, model_server: ModelServer, workspace: Workspace, tmp_path: Path
 ) -> None:
-    workspace.planfence("hook", "install", "claude", "--project", workspace.path)
+    install_claude(workspace, tmp_path / "home", PLANFENCE)
     trust_plan(workspace)
     (workspace.path / "notes.txt").write_text("another process changed this\n")
     target = workspace.path / "a.txt"
@@ -132,33 +133,124 @@ def test_claude_write_is_blocked_after_a_read_file_changed(
     assert target.read_text() == "old\n"
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="issue 16: onFailure not written yet")
-def test_claude_write_is_blocked_when_the_hook_cannot_start(
-    claude: Path, model_server: ModelServer, workspace: Workspace, tmp_path: Path
-) -> None:
-    venv = tmp_path / "venv"
-    installed = clone_venv(venv)
-    workspace.planfence(
-        "hook", "install", "claude", "--project", workspace.path, executable=installed
-    )
-    settings = json.loads((workspace.path / ".claude" / "settings.json").read_text())
-    commands = [
-        handler["command"]
-        for group in settings["hooks"]["PreToolUse"]
-        for handler in group["hooks"]
-    ]
-    if not any(str(installed) in command for command in commands):
-        pytest.fail(f"the hook config does not name {installed}: {commands}")
-    trust_plan(workspace)  # nothing drifted: only the missing command can block
-    venv.rename(tmp_path / "venv-moved")
-    target = workspace.path / "a.txt"
+@pytest.fixture(params=["repo", "worktree"])
+def place(request: pytest.FixtureRequest, workspace: Workspace, tmp_path: Path) -> Workspace:
+    """Where the agent works: the served repository (hook installed for the project), or a
+    worktree made by `git worktree add` (hook installed for the user, worktree joined)."""
+    if request.param == "repo":
+        return workspace
+    tree = Workspace(tmp_path / "tree")
+    workspace.git("worktree", "add", "-q", "-b", "tree", str(tree.path))
+    request.addfinalizer(lambda: workspace.planfence("cluster", "down", ".planfence"))
+    joined = tree.planfence("workspace", "join")
+    assert joined.stdout.startswith(f"joined {tree.path} to the cluster "), joined.stdout
+    return tree
 
-    results = run_claude_turns(
-        claude, model_server, workspace, tmp_path / "home", claude_write_turns(target)
-    )
+
+def install_claude(place: Workspace, home: Path, executable: Path) -> list[dict[str, Any]]:
+    """Install the Claude Code hook where `place` needs it; returns our PreToolUse handlers."""
+    if place.path.name == "tree":
+        place.planfence(
+            "hook", "install", "claude", "--user", executable=executable, env={"HOME": str(home)}
+        )
+        settings = home / ".claude" / "settings.json"
+    else:
+        place.planfence("hook", "install", "claude", "--project", place.path, executable=executable)
+        settings = place.path / ".claude" / "settings.local.json"
+    config = json.loads(settings.read_text())
+    handlers = [h for g in config["hooks"]["PreToolUse"] for h in g["hooks"]]
+    assert all(h["onFailure"] == "block" and h["command"] == str(executable) for h in handlers)
+    return handlers
+
+
+def test_claude_write_is_blocked_when_the_hook_cannot_start(
+    claude: Path, model_server: ModelServer, place: Workspace, tmp_path: Path
+) -> None:
+    venv, home = tmp_path / "venv", tmp_path / "home"
+    installed = clone_venv(venv)
+    install_claude(place, home, installed)
+    trust_plan(place)  # nothing drifted: only the missing command can block
+    venv.rename(tmp_path / "venv-moved")
+    target = place.path / "a.txt"
+
+    results = run_claude_turns(claude, model_server, place, home, claude_write_turns(target))
 
     assert target.read_text() == "old\n", "the Write ran although the hook could not start"
     assert results[1].get("is_error") is True
+    assert f"posix_spawn '{installed}'" in content_text(results[1]["content"])
+
+
+def silent_cluster(cluster: Path, folder: Path, port: int) -> Path:
+    """A copy of the cluster folder `cluster` (roster and keys) in which every owner is
+    reached at 127.0.0.1:`port`, where the test listens and never answers."""
+    shutil.copytree(cluster / "keys", folder / "keys")
+    roster = tomllib.loads((cluster / "cluster.toml").read_text())
+    for agent in roster["agents"]:
+        agent["address"] = f"127.0.0.1:{port}"
+    (folder / "cluster.toml").write_text(tomli_w.dumps(roster))
+    return folder
+
+
+def test_claude_write_is_blocked_when_the_hook_times_out(
+    claude: Path, model_server: ModelServer, workspace: Workspace, place: Workspace, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    install_claude(place, home, PLANFENCE)
+    trust_plan(place)
+    settings = (
+        home / ".claude" / "settings.json"
+        if place is not workspace
+        else place.path / ".claude" / "settings.local.json"
+    )
+    target = place.path / "a.txt"
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts, never answers
+        cluster = silent_cluster(
+            workspace.path / ".planfence", tmp_path / "silent", silent.getsockname()[1]
+        )
+        config = json.loads(settings.read_text())
+        for group in config["hooks"]["PreToolUse"]:
+            for handler in group["hooks"]:  # Claude Code gives up after 2 s; the hook waits 60
+                handler.update(
+                    timeout=2, args=[*handler["args"], "--cluster", str(cluster), "--timeout", "60"]
+                )
+        settings.write_text(json.dumps(config))
+        results = run_claude_turns(claude, model_server, place, home, claude_write_turns(target))
+
+    assert target.read_text() == "old\n", "the Write ran although the hook timed out"
+    assert results[1].get("is_error") is True
+    assert "timed out" in content_text(results[1]["content"])
+
+
+def test_claude_write_in_a_joined_worktree_runs_then_blocks_on_drift(
+    claude: Path, model_server: ModelServer, workspace: Workspace, tmp_path: Path
+) -> None:
+    tree = Workspace(tmp_path / "tree")
+    workspace.git("worktree", "add", "-q", "-b", "tree", str(tree.path))
+    home = tmp_path / "home"
+    try:
+        tree.planfence("workspace", "join")
+        install_claude(tree, home, PLANFENCE)
+        trust_plan(tree)
+        target = tree.path / "a.txt"
+        results = run_claude_turns(claude, model_server, tree, home, claude_write_turns(target))
+        assert [r.get("is_error", False) for r in results] == [False, False]
+        assert target.read_text() == "new\n"
+        (tree.path / "notes.txt").write_text("another process changed this\n")
+        (workspace.path / "notes.txt").write_text("the parent's copy: not this plan's\n")
+        turns = [ToolCall("Write", {"file_path": str(target), "content": "newer\n"}), Text("done")]
+        server2 = ModelServer().start()
+        try:
+            server2.script(ANTHROPIC, turns)
+            run = run_claude(claude, server2.url, tree.path, home, "Change a.txt again.")
+            assert run.returncode == 0, run.stdout + run.stderr
+            (result,) = claude_tool_results(server2)
+        finally:
+            server2.close()
+        assert result.get("is_error") is True
+        assert DRIFT in content_text(result["content"])
+        assert target.read_text() == "new\n"
+    finally:
+        workspace.planfence("cluster", "down", ".planfence")
 
 
 # -- Codex --------------------------------------------------------------------------------------
@@ -167,32 +259,34 @@ def test_claude_write_is_blocked_when_the_hook_cannot_start(
 def trust_codex_hooks(
     codex: Path, server: ModelServer, ws: Workspace, home: Path, codex_home: Path
 ) -> None:
-    """Do by hand what a user does to activate project hooks in Codex: trust the project,
-    then trust each handler with the hash `hooks/list` reports; check each step took."""
-    env = codex_env(server.url, home, codex_home)
+    """What a user does to activate project hooks in Codex, through PlanFence: install, see
+    `hook status codex` say untrusted, record the trust decisions (`--trust`), see it active;
+    the hashes recorded are those Codex computes (checked against the documented formula)."""
+    env = codex_env(server.url, home, codex_home)  # codex app-server too reaches only the server
     write_codex_config(codex_home, server.url)
-    assert codex_hooks_list(codex, env, ws.path)["hooks"] == []  # untrusted project: ignored
+    ws.planfence("hook", "install", "codex", "--project", ws.path, env=env)
+    status = ("hook", "status", "codex", "--project", ws.path, "--codex", codex, "--json")
+    before = ws.planfence(*status, env=env, check=False)
+    [found] = json.loads(before.stdout)["agents"]
+    assert (before.returncode, found["state"]) == (1, "untrusted"), before.stdout
+    assert found["step"] == f"planfence hook install codex --project {ws.path} --trust"
 
-    write_codex_config(codex_home, server.url, trusted_projects=(ws.path,))
-    hooks = codex_hooks_list(codex, env, ws.path)["hooks"]
+    ws.planfence(
+        "hook", "install", "codex", "--project", ws.path, "--trust", "--codex", codex, env=env
+    )
+    after = ws.planfence(*status, env=env, check=False)
+    [found] = json.loads(after.stdout)["agents"]
+    assert (after.returncode, found["state"]) == (0, "active"), after.stdout
+    hooks = codex_hooks_list(codex, codex_env(server.url, home, codex_home), ws.path)["hooks"]
     source = ws.path / ".codex" / "hooks.json"
-    assert [(h["key"], h["enabled"], h["trustStatus"]) for h in hooks] == [
-        (f"{source}:pre_tool_use:0:0", True, "untrusted"),
-        (f"{source}:post_tool_use:0:0", True, "untrusted"),
+    assert [(h["key"], h["trustStatus"]) for h in hooks] == [
+        (f"{source}:pre_tool_use:0:0", "trusted"),
+        (f"{source}:post_tool_use:0:0", "trusted"),
     ]
     for hook, label in zip(hooks, ("pre_tool_use", "post_tool_use"), strict=True):
         assert hook["currentHash"] == codex_hook_hash(
             label, hook["matcher"], hook["command"], hook["timeoutSec"]
         )
-
-    write_codex_config(
-        codex_home,
-        server.url,
-        trusted_projects=(ws.path,),
-        trusted_hooks={h["key"]: h["currentHash"] for h in hooks},
-    )
-    hooks = codex_hooks_list(codex, env, ws.path)["hooks"]
-    assert [h["trustStatus"] for h in hooks] == ["trusted", "trusted"]
 
 
 def codex_call_outputs(server: ModelServer) -> list[str]:
@@ -210,7 +304,6 @@ PATCH = "*** Begin Patch\n*** Update File: a.txt\n@@\n-old\n+new\n*** End Patch\
 
 def run_codex_patch(codex: Path, server: ModelServer, ws: Workspace, tmp_path: Path) -> list[str]:
     home, codex_home = tmp_path / "home", tmp_path / "codex-home"
-    ws.planfence("hook", "install", "codex", "--project", ws.path)
     trust_codex_hooks(codex, server, ws, home, codex_home)
     turns: list[Turn] = [ApplyPatch(PATCH), Text("done")]
     server.script(OPENAI, turns)

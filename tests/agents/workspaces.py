@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -21,7 +22,11 @@ class Workspace:
     path: Path
 
     def planfence(
-        self, *args: str | Path, executable: Path = PLANFENCE, check: bool = True
+        self,
+        *args: str | Path,
+        executable: Path = PLANFENCE,
+        check: bool = True,
+        env: dict[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run(
             [str(executable), *map(str, args)],
@@ -30,6 +35,7 @@ class Workspace:
             text=True,
             timeout=COMMAND_TIMEOUT,
             stdin=subprocess.DEVNULL,
+            env={**os.environ, **(env or {})},
         )
         if check and proc.returncode != 0:
             pytest.fail(
