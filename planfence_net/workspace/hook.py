@@ -155,20 +155,29 @@ def _unserved(
     (its marker is in the common git dir) blocks with the step that joins it; another
     folder blocks too, unless the hook was installed for the user (`--scope user`): a
     user-scope hook lets through what is not PlanFence's business."""
-    import shlex
-
-    from .paths import executable, marker
+    from .paths import marker
 
     root = getattr(exc, "root", None)
     if root is not None and marker(root) is not None:
-        return BLOCK, (
-            f"{blocked}: {root} is a worktree of a repository that uses PlanFence, but no "
-            f"workspace owner serves it; join it to the team's cluster first: "
-            f"{shlex.quote(executable())} workspace join {shlex.quote(str(root))}"
-        )
+        return BLOCK, join_message(call, root)
     if options.get("--scope") == "user":
         return ALLOW, ""
     return BLOCK, f"{blocked}: {exc}"
+
+
+def join_message(call: ToolCall, root: Path) -> str:
+    """Why a call in an unserved worktree of a PlanFence repository is blocked, and the
+    command (runnable in the agent's shell) that joins it."""
+    import shlex
+
+    from .paths import executable
+
+    return (
+        f"PlanFence blocked {call.describe()}{call.subagent()}: {root} is a worktree of a "
+        f"repository that uses PlanFence, but no workspace owner serves it; join it to the "
+        f"team's cluster first: {shlex.quote(executable())} workspace join "
+        f"{shlex.quote(str(root))}"
+    )
 
 
 def _session_start(call: ToolCall, options: dict[str, str]) -> tuple[int, str]:

@@ -3,14 +3,17 @@ rebuilt here from the recorded payloads, the installer and the hook's own messag
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
 
 from planfence_net.workspace import install
 from planfence_net.workspace.classify import TrustedState, classify, summary
-from planfence_net.workspace.hook import block_message
+from planfence_net.workspace.codexapp import LABELS, codex_hash
+from planfence_net.workspace.hook import block_message, join_message
 from planfence_net.workspace.machine import Verdict
+from planfence_net.workspace.paths import executable
 from planfence_net.workspace.payload import parse_payload
 from support.cluster import REPO
 from support.workspace import payload
@@ -35,20 +38,42 @@ def examples() -> dict[str, str]:
             ]
         }
     }
+    claude = install.handler("claude", PROJECT, command="/home/dev/.venv/bin/planfence")
     out["claude-settings"] = install.dump(
-        Path("settings.json"), install.merged(theirs, "claude", "planfence hook claude")
+        Path("settings.local.json"), install.merged(theirs, "claude", claude)
     )
-    codex = install.merged({}, "codex", "planfence hook codex")
-    out["codex-hooks-json"] = install.dump(Path("hooks.json"), codex)
+    shared = install.handler("claude", PROJECT, shared=True)
+    out["claude-shared"] = json.dumps(shared, indent=2) + "\n"
+    ours = install.handler("codex", command="planfence hook codex")
+    out["codex-hooks-json"] = install.dump(Path("hooks.json"), install.merged({}, "codex", ours))
     out["codex-config-toml"] = "".join(
-        install.toml_block(event, install.our_group("codex", "planfence hook codex", event))
+        install.toml_block(event, install.our_group("codex", ours, event))
         for event in install.EVENTS
     ).lstrip("\n")
-    out["blocked"] = (
-        block_message(
-            parse_payload("claude", json.dumps(payload("claude-edit", PROJECT)).encode()),
-            sample_verdict(),
-        )
+    out["codex-trust"] = (
+        "".join(
+            f"[{table}]\n{line}\n\n"
+            for table, line in (
+                ('projects."/home/dev/app"', 'trust_level = "trusted"'),
+                *(
+                    (
+                        f'hooks.state."/home/dev/app/.codex/hooks.json:{label}:0:0"',
+                        f'trusted_hash = "{codex_hash(label, install.MATCHERS["codex"][event], "planfence hook codex", 30)}"',
+                    )
+                    for event, label in LABELS.items()
+                ),
+            )
+        ).rstrip("\n")
+        + "\n"
+    )
+    call = parse_payload("claude", json.dumps(payload("claude-edit", PROJECT)).encode())
+    out["blocked"] = block_message(call, sample_verdict()).replace(executable(), "planfence") + "\n"
+    tree = Path("/home/dev/wt")
+    write = parse_payload("claude", json.dumps(payload("claude-write", tree)).encode())
+    out["unserved"] = join_message(write, tree).replace(executable(), "planfence") + "\n"
+    sub = dataclasses.replace(call, agent_id="a81f3c", agent_type="Explore")
+    out["blocked-subagent"] = (
+        block_message(sub, sample_verdict()).replace(executable(), "planfence").splitlines()[0]
         + "\n"
     )
     return out
