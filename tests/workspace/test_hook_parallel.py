@@ -146,3 +146,35 @@ def test_a_worktree_is_guarded_once_it_joins(tmp_path: Path) -> None:
             assert code == 2 and "- 1 previously inspected file changed: a.txt\n" in reason
         finally:
             run_cli("cluster", "down", repo / ".planfence")
+
+
+def test_session_start_joins_a_worktree_the_agent_made(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
+    tree = repo / ".claude" / "worktrees" / "agent-1"
+    git(repo, "worktree", "add", "-q", "-b", "agent-1", str(tree))
+    start = {
+        "session_id": "s1",
+        "transcript_path": None,
+        "cwd": str(tree),
+        "hook_event_name": "SessionStart",
+        "source": "startup",
+    }
+    outside = make_repo(tmp_path / "outside", {"a.txt": "a\n"})
+    assert run_hook("claude", {**start, "cwd": str(outside)}, "--scope", "user") == (0, "")
+    assert not (outside / ".git" / "planfence-worktree.json").exists()  # not PlanFence's
+    with served(repo):
+        try:
+            code, said = run_hook("claude", start, "--scope", "user")
+            assert (code, said) == (
+                0,
+                f"PlanFence: joined {tree} to the cluster {repo / '.planfence'} as agent-1 "
+                f"(owns agent-1:*; its owner runs in the background: planfence cluster down "
+                f"{repo / '.planfence'} stops it)\n",
+            )
+            assert run_hook("claude", start, "--scope", "user") == (0, "")  # served now
+            code, out, err = run_cli("workspace", "trust", "t", "--read", "a.txt", cwd=tree)
+            assert code == 0, out + err
+            call = {**payload("claude-write", tree), "session_id": "s1"}
+            assert run_hook("claude", call, "--scope", "user") == (0, "")
+        finally:
+            run_cli("cluster", "down", repo / ".planfence")
