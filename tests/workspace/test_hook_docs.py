@@ -19,6 +19,8 @@ from support.cluster import REPO
 from support.workspace import payload
 
 DOC = REPO / "docs" / "HOOKS.md"
+README = REPO / "README.md"
+README_EXAMPLES = ("readme-claude-pre", "blocked")  # the README's agent section
 PROJECT = Path("/home/dev/app")
 _BLOCK = re.compile(r"<!-- example: (\S+) -->\n```\w*\n(.*?)```", re.S)
 
@@ -39,6 +41,10 @@ def examples() -> dict[str, str]:
         }
     }
     claude = install.handler("claude", PROJECT, command="/home/dev/.venv/bin/planfence")
+    readme = install.handler("claude", PROJECT, command="/path/to/.venv/bin/planfence")
+    out["readme-claude-pre"] = (
+        json.dumps(install.our_group("claude", readme, "PreToolUse"), indent=2) + "\n"
+    )
     out["claude-settings"] = install.dump(
         Path("settings.local.json"), install.merged(theirs, "claude", claude)
     )
@@ -116,9 +122,18 @@ def sample_verdict() -> Verdict:
 def test_every_example_in_the_doc_is_what_the_code_makes() -> None:
     documented = dict(_BLOCK.findall(DOC.read_text()))
     built = examples()
-    assert sorted(documented) == sorted(built)
-    for name, text in built.items():
-        assert documented[name] == text, name
+    assert sorted(documented) == sorted(set(built) - {"readme-claude-pre"})
+    for name, text in documented.items():
+        assert text == built[name], name
+
+
+def test_every_example_in_the_readmes_agent_section_is_what_the_code_makes() -> None:
+    section = README.read_text().split("## Use with Codex and Claude Code", 1)[1].split("\n## ")[0]
+    documented = dict(_BLOCK.findall(section))
+    built = examples()
+    assert sorted(documented) == sorted(README_EXAMPLES)
+    for name, text in documented.items():
+        assert text == built[name], name
 
 
 if __name__ == "__main__":  # print the examples, to paste into the doc
