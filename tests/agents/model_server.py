@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -57,7 +58,16 @@ class Text:
     text: str
 
 
-Turn = ToolCall | ApplyPatch | Text
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A turn made from the request it answers: `make(body)` reads what the model received
+    (e.g. the text of the last tool result) and returns the ToolCall or Text to send, as a
+    model that follows a block message's instructions would."""
+
+    make: Callable[[dict[str, Any]], ToolCall | Text]
+
+
+Turn = ToolCall | ApplyPatch | Text | Reply
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +216,8 @@ class ModelServer:
     def _turn(self, api: str, body: dict[str, Any]) -> tuple[int | None, Turn]:
         if not body.get("tools"):
             return None, Text(SIDE_REPLY)
-        return self.scripts[api].next()
+        index, turn = self.scripts[api].next()
+        return index, turn.make(body) if isinstance(turn, Reply) else turn
 
     def _anthropic_blocks(self, turn: Turn) -> list[dict[str, Any]]:
         if isinstance(turn, Text):

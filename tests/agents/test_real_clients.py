@@ -10,6 +10,10 @@ test reads. Nothing leaves 127.0.0.1.
 from __future__ import annotations
 
 import json
+import re
+import shutil
+import socket
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +30,16 @@ from .clients import (
     skip_without_clients,
     write_codex_config,
 )
-from .model_server import ANTHROPIC, OPENAI, ApplyPatch, ModelServer, Text, ToolCall, Turn
+from .model_server import (
+    ANTHROPIC,
+    OPENAI,
+    ApplyPatch,
+    ModelServer,
+    Reply,
+    Text,
+    ToolCall,
+    Turn,
+)
 from .workspaces import PLANFENCE, Workspace
 
 pytestmark = pytest.mark.agents
@@ -251,6 +264,86 @@ def test_claude_write_in_a_joined_worktree_runs_then_blocks_on_drift(
         assert target.read_text() == "new\n"
     finally:
         workspace.planfence("cluster", "down", ".planfence")
+
+
+def follow_block_message(plan: str, *args: str) -> Reply:
+    """A model that reads the block message of its last tool result and runs the trust
+    command it names (for its own plan `plan`, declaring `args`) in the Bash tool."""
+
+    def make(body: dict[str, Any]) -> ToolCall:
+        last = [
+            block
+            for message in body["messages"]
+            if isinstance(message["content"], list)
+            for block in message["content"]
+            if block.get("type") == "tool_result"
+        ][-1]
+        said = content_text(last["content"])
+        match = re.search(
+            r"record the new state with `(\S+) workspace trust \S+ (.*?) \.\.\.`", said
+        )
+        assert match, said
+        command = f"{match.group(1)} workspace trust {plan} {match.group(2)} {' '.join(args)}"
+        return ToolCall("Bash", {"command": command, "description": "Trust my plan"})
+
+    return Reply(make)
+
+
+def test_claude_subagent_is_checked_against_its_own_plan(
+    claude: Path, model_server: ModelServer, workspace: Workspace, tmp_path: Path
+) -> None:
+    """The parent's plan p1 is stale; a real subagent (the Agent tool) writing a.txt is blocked
+    against it (no plan of its own yet, the session's applies) with its agent_id named,
+    trusts its own plan with the command the block message gives, and then writes."""
+    local = workspace.path / ".claude" / "settings.local.json"
+    local.parent.mkdir()
+    local.write_text(json.dumps({"permissions": {"allow": ["Bash"]}}))
+    install_claude(workspace, tmp_path / "home", PLANFENCE)
+    trust_plan(workspace)
+    (workspace.path / "notes.txt").write_text("another process changed this\n")
+    target = workspace.path / "a.txt"
+    write = ToolCall("Write", {"file_path": str(target), "content": "new\n"})
+    agent = {
+        "description": "Change a.txt",
+        "prompt": "Change a.txt to say new.",
+        "subagent_type": "general-purpose",
+        "run_in_background": False,
+    }
+    turns: list[Turn] = [
+        ToolCall("Agent", agent),  # the parent
+        write,  # the subagent, from here
+        follow_block_message("sub", "--read", "notes.txt", "--target", "a.txt"),
+        write,
+        Text("sub done"),
+        Text("done"),  # the parent again
+    ]
+
+    model_server.script(ANTHROPIC, turns)
+    run = run_claude(claude, model_server.url, workspace.path, tmp_path / "home", "Go.")
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert_scripted_and_offline(model_server, ANTHROPIC, turns)
+    sub_requests = model_server.model_requests(ANTHROPIC)[1:5]
+    history = [
+        block
+        for message in sub_requests[-1]["messages"]
+        if isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_result"
+    ]
+    first, trusted, second = history[-3:]
+    reason = content_text(first["content"])
+    assert first.get("is_error") is True
+    assert re.search(
+        rf"PlanFence blocked Write of {re.escape(str(target))} \(subagent \S+, general-purpose\): "
+        rf"plan '{PLAN}' is stale \(relevant drift\)\.",
+        reason,
+    ), reason
+    assert "trusted sub (trust 1): 1 read, 1 target" in content_text(trusted["content"])
+    assert second.get("is_error", False) is False
+    assert target.read_text() == "new\n"
+    assert workspace.planfence("workspace", "check", "sub", check=False).returncode == 0
+    assert plan_check(workspace) == 2  # the parent's plan is still stale: not the one used
 
 
 # -- Codex --------------------------------------------------------------------------------------
