@@ -13,11 +13,13 @@ from support.cluster import PLANFENCE
 from support.workspace import git, make_repo, payload, run_cli, run_hook, served, write
 
 CALLS = 20
+# A generous deadline: the machine may be busy, and what is tested is drift, not speed.
+SLOW = ("--timeout", "60")
 
 
 def start_hook(data: dict[str, object]) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
-        [str(PLANFENCE), "hook", "claude"],
+        [str(PLANFENCE), "hook", "claude", *SLOW],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -68,7 +70,7 @@ def test_twenty_parallel_calls_of_one_plan_neither_block_nor_lose_an_advance(
         report = json.loads(out)
         assert (code, report["class"], report["trust"]) == (0, "none", 1)
         write(repo, {names[0]: "someone else\n"})  # nothing in flight now: this blocks
-        code, reason = run_hook("claude", call(0, "PreToolUse"))
+        code, reason = run_hook("claude", call(0, "PreToolUse"), *SLOW)
         assert code == 2 and f"- 1 file the plan will modify changed: {names[0]}\n" in reason
 
 
