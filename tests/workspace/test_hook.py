@@ -334,3 +334,27 @@ def test_fixtures_are_the_documented_shape() -> None:
         } <= value.keys(), path.name
         assert value["hook_event_name"] in ("PreToolUse", "PostToolUse")
         assert ("tool_response" in value) == (value["hook_event_name"] == "PostToolUse")
+
+
+def test_powershell_mcp_and_subagent_fields() -> None:
+    def parse(**fields: object) -> ToolCall:
+        data = {**payload("claude-bash", Path("/p")), **fields}
+        return parse_payload("claude", json.dumps(data).encode())
+
+    shell = parse(tool_name="PowerShell", tool_input={"command": "Set-Content a.txt x"})
+    assert (shell.gated, shell.describe()) == (True, "PowerShell `Set-Content a.txt x`")
+    retrust = parse(tool_name="PowerShell", tool_input={"command": "planfence workspace trust fix"})
+    assert not retrust.gated
+    mcp = parse(tool_name="mcp__fs__write_file", tool_input={"path": "a.txt"})
+    assert (mcp.gated, mcp.files, mcp.describe()) == (True, (), "mcp__fs__write_file")
+    sub = parse(agent_id="a81f3c", agent_type="Explore")
+    assert (sub.agent_id, sub.agent_type, sub.tool_use_id) == (
+        "a81f3c",
+        "Explore",
+        "toolu_01CDEFGH4567JKLMNPQRSTUV",
+    )
+    assert sub.subagent() == " (subagent a81f3c, Explore)" and parse().subagent() == ""
+    start = parse_payload(
+        "claude", json.dumps({"hook_event_name": "SessionStart", "cwd": "/p"}).encode()
+    )
+    assert (start.event, start.gated) == ("SessionStart", False)

@@ -16,7 +16,7 @@ from planfence_net.workspace.codexapp import codex_hash
 from planfence_net.workspace.install import hook_command, toml_block
 from planfence_net.workspace.paths import MARKER
 from support.cluster import PLANFENCE
-from support.workspace import make_repo, run_cli
+from support.workspace import make_repo, run_cli, served
 
 THEIRS_CLAUDE = {
     "permissions": {"allow": ["Bash(npm test:*)"]},
@@ -321,10 +321,15 @@ def test_codex_trust_without_codex_is_computed_and_unverified(tmp_path: Path, ho
 
 def test_workspace_commands_warn_when_no_hook_is_active(tmp_path: Path, home: Path) -> None:
     repo = make_repo(tmp_path / "repo", {"a.txt": "x\n"})
-    code, _, err = run_cli("workspace", "check", "p", "--cluster", tmp_path / "none", cwd=repo)
-    assert code == 3 and "warning" not in err  # no check ran: nothing to warn about
-    assert run_cli("hook", "install", "claude", "--project", repo)[0] == 0
-    from planfence_net.workspace.codextrust import any_hook_active
-
-    assert any_hook_active(repo)
-    assert not any_hook_active(tmp_path)
+    warning = (
+        f"warning: no agent hook is active for {repo}: nothing blocks a stale edit "
+        f"(`planfence hook status --project {repo}` says what to do)\n"
+    )
+    with served(repo):
+        code, out, err = run_cli("workspace", "trust", "p", "--read", "a.txt", cwd=repo)
+        assert (code, err) == (0, warning), out
+        assert run_cli("workspace", "check", "p", cwd=repo / ".planfence")[2] == warning
+        assert run_cli("hook", "install", "claude", "--project", repo)[0] == 0
+        code, out, err = run_cli("workspace", "trust", "p", "--read", "a.txt", cwd=repo)
+        assert (code, err) == (0, ""), out
+        assert run_cli("workspace", "check", "p", cwd=repo)[:3:2] == (0, "")
