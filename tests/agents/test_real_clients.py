@@ -194,9 +194,10 @@ def test_claude_write_is_blocked_when_the_hook_cannot_start(
 
 
 def silent_cluster(cluster: Path, folder: Path, port: int) -> Path:
-    """A copy of the cluster folder `cluster` (roster and keys) in which every owner is
-    reached at 127.0.0.1:`port`, where the test listens and never answers."""
+    """A copy of the cluster folder `cluster` (roster, keys, plan selection) in which every
+    owner is reached at 127.0.0.1:`port`, where the test listens and never answers."""
     shutil.copytree(cluster / "keys", folder / "keys")
+    shutil.copy(cluster / "workspace.json", folder / "workspace.json")
     roster = tomllib.loads((cluster / "cluster.toml").read_text())
     for agent in roster["agents"]:
         agent["address"] = f"127.0.0.1:{port}"
