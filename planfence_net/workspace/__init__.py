@@ -9,7 +9,13 @@ records, drift classes for plans trusted against them, and the agents' PreToolUs
     trust      writing evidence and the trusted-state plan record
     config     where a workspace's cluster folder, roster and plan selection live
     hook       the `planfence hook claude|codex` entry point (lean imports, fails closed)
-    install    merging our hook into .claude/settings.json and .codex/hooks.json|config.toml
+    inflight   the plan's own calls between PreToolUse and PostToolUse (parallel calls)
+    paths      worktree roots, git dirs, the repository marker, the installed executable
+    join       `workspace join`: another worktree's owner in the team's cluster
+    install    merging our hooks into the agents' configs (project, shared, user scope)
+    status     `hook status`: are our hooks active, and the step that activates them
+    codexapp   asking `codex app-server` which hooks it runs (hooks/list), the trust hash
+    codextrust `hook install codex --trust`: the user's trust decisions in config.toml
 
 This package imports nothing on import, so the hook path stays lean.
 """

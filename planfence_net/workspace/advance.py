@@ -86,10 +86,9 @@ def wait_advance(
             if not targets:
                 return []
             missing = [rid for rid in record.parents if rid not in lineage]
-            for holder in {roster.owner_of(k) for k in roles} - {None} if missing else ():
-                answer = sessions.request(
-                    str(holder), "get", {"ids": missing}, time.monotonic() + deadline
-                )
+            holders = {roster.owner_of(k) for k in roles} - {None} if missing else set()
+            for holder in holders:
+                answer = sessions.request(str(holder), "get", {"ids": missing}, _until(deadline))
                 lineage.update((r.id, r) for r in verified_records(roster, answer))
             new = _heads(sessions, roster, targets, deadline)
             body, parents = advanced(record, lineage, new, time.time())

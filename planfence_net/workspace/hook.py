@@ -1,6 +1,11 @@
 """`planfence hook claude|codex`: the PreToolUse hook (and, after a file-changing call, the
-PostToolUse step that records the agent's own edit, `advance`). Exit 0 lets the call run,
-exit 2 blocks it and the agent shows stderr to the model as the reason.
+PostToolUse step that records the agent's own edit, `advance`; and Claude Code's SessionStart,
+which joins an unserved worktree, `join`). Exit 0 lets the call run, exit 2 blocks it and the
+agent shows stderr to the model as the reason, which names commands by the absolute path of
+this installation's `planfence` so the model can run them. A subagent's call (`agent_id`) is
+checked against the subagent's plan; parallel calls of one plan do not block each other
+(`inflight`). Where no cluster serves the folder, a worktree of a repository that uses
+PlanFence blocks with the step that joins it, and `--scope user` lets other folders through.
 
 Every failure blocks: malformed stdin, no trusted plan, an unreachable owner, a timeout, a bug
 (one guard around everything, `main`). Both agents treat any exit code other than 2 as "go
