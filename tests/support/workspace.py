@@ -6,6 +6,8 @@ served           `planfence workspace serve PATH` as a real process on 127.0.0.1
 run_cli          a `planfence` command in-process (CliRunner): exit code, stdout, stderr
 run_hook         `planfence hook AGENT` as a fresh process fed a payload on stdin
 payload          a recorded payload of tests/fixtures/hooks with $PROJECT filled in
+quiet            stderr without the warning that no agent hook is active (no hook is
+                 installed in most workspace tests)
 """
 
 from __future__ import annotations
@@ -117,3 +119,12 @@ def run_hook(
     )
     assert proc.stdout == b"", proc.stdout
     return proc.returncode, proc.stderr.decode()
+
+
+UNGUARDED = "warning: no agent hook is active for "
+
+
+def quiet(err: str) -> str:
+    """`err` without the one-line warning `workspace trust|check` print when no agent hook is
+    active for the worktree."""
+    return "".join(line for line in err.splitlines(True) if not line.startswith(UNGUARDED))

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from support.cluster import PLANFENCE
-from support.workspace import make_repo, payload, run_cli, run_hook, served, write
+from support.workspace import make_repo, payload, quiet, run_cli, run_hook, served, write
 
 FILES = {
     "auth.ts": "export const timeout = 30;\n",
@@ -25,12 +25,12 @@ CREATE = "(--read FILE, --target FILE, or --new FILE for one it will create)"
 
 def trust(repo: Path, plan: str, *args: str) -> tuple[int, str]:
     code, out, err = run_cli("workspace", "trust", plan, *args, cwd=repo)
-    return code, out + err
+    return code, out + quiet(err)
 
 
 def check(repo: Path, *args: str) -> tuple[int, str]:
     code, out, err = run_cli("workspace", "check", *args, cwd=repo)
-    return code, out + err
+    return code, out + quiet(err)
 
 
 def test_a_plan_that_declares_no_file_is_refused(tmp_path: Path) -> None:
