@@ -39,7 +39,12 @@ SharedOpt = Option(
     help="claude only: .claude/settings.json (committed) with a command that holds no path of "
     "this machine, instead of .claude/settings.local.json.",
 )
-CodexOpt = Option(None, "--codex", help="The codex executable to ask (default: codex on PATH).")
+CodexOpt = Option(
+    None,
+    "--codex",
+    metavar="PATH",
+    help="The codex executable to ask (default: codex on PATH).",
+)
 TRUST_STEPS = """\
 Codex runs project hooks only after two trust decisions of yours:
   1. trust the project {root} (Codex asks on first start, or `codex exec --trust`);
