@@ -27,7 +27,6 @@ from ..core.errors import (
 )
 from ..protocol.framing import DEFAULT_MAX_MESSAGE, PATTERN, PROTOCOL_VERSION, prologue
 from ..protocol.session import (
-    Established,
     Event,
     HandshakeReceived,
     LargeChunk,
@@ -94,22 +93,21 @@ class NoiseStream:
             self._handle(event)
 
     def _handle(self, event: Event) -> None:
-        if isinstance(event, LargeChunk):
+        if isinstance(event, Message | Response | Push | Refused):
+            self.traffic.messages_received += 1
+            if self._on_event is not None:
+                self._deliver(event)
+            else:
+                self._queue(event)
+        elif isinstance(event, LargeChunk):
             if self._slots is not None:
                 self._count_slot(event)
         elif isinstance(event, HandshakeReceived):
             if not self._accept_peer(event.peer_key):
                 raise HandshakeError("peer's static key is not in the roster")
             self._wire.write(self._session.accept())
-        elif isinstance(event, Established):
-            if not self._accept_peer(event.peer_key):
-                raise HandshakeError("owner's static key is not in the roster")
-        else:
-            self.traffic.messages_received += 1
-            if self._on_event is not None:
-                self._deliver(event)
-            else:
-                self._queue(event)
+        elif not self._accept_peer(event.peer_key):  # Established
+            raise HandshakeError("owner's static key is not in the roster")
 
     def _queue(self, event: Received) -> None:
         self._received.append(event)
