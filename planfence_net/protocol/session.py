@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from dataclasses import dataclass
 from typing import Any
 
 from ..core.errors import (
@@ -58,43 +57,71 @@ from .messages import decode_response, encode_request, encode_response
 from .noise import CipherState, HandshakeState
 
 
-@dataclass(frozen=True, slots=True)
-class HandshakeReceived:
+class _Event:
+    """Base of the events: values compared and shown by their fields. Plain classes with
+    slots, not dataclasses: making a dataclass costs about half a millisecond of CPU, paid at
+    import by the hook, a fresh process before every tool call."""
+
+    __slots__: tuple[str, ...] = ()
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and all(
+            getattr(self, name) == getattr(other, name) for name in self.__slots__
+        )
+
+    def __hash__(self) -> int:
+        return hash((type(self), *(getattr(self, name) for name in self.__slots__)))
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"{type(self).__name__}({fields})"
+
+
+class HandshakeReceived(_Event):
     """Responder: the initiator's first message names its static key. Call `accept()` to
     answer it, or drop the connection to refuse the peer."""
 
-    peer_key: bytes
+    __slots__ = ("peer_key",)
+
+    def __init__(self, peer_key: bytes) -> None:
+        self.peer_key = peer_key
 
 
-@dataclass(frozen=True, slots=True)
-class Established:
+class Established(_Event):
     """Initiator: the responder answered; the session is ready for requests."""
 
-    peer_key: bytes
+    __slots__ = ("peer_key",)
+
+    def __init__(self, peer_key: bytes) -> None:
+        self.peer_key = peer_key
 
 
-@dataclass(frozen=True, slots=True)
-class Message:
+class Message(_Event):
     """A whole application message (a request to a responder, or anything unmatched)."""
 
-    data: bytes
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
 
 
-@dataclass(frozen=True, slots=True)
-class Refused:
+class Refused(_Event):
     """The screen refused a message from its first chunk; the rest of it is dropped as it
     arrives, and the session goes on."""
 
-    error: PlanfenceError
+    __slots__ = ("error",)
+
+    def __init__(self, error: PlanfenceError) -> None:
+        self.error = error
 
 
-@dataclass(frozen=True, slots=True)
-class Response:
+class Response(_Event):
     """The answer to the request `req_id` (sent with `send_request`)."""
 
-    req_id: int
-    ok: bool
-    result: dict[str, Any]
+    __slots__ = ("req_id", "ok", "result")
+
+    def __init__(self, req_id: int, ok: bool, result: dict[str, Any]) -> None:
+        self.req_id, self.ok, self.result = req_id, ok, result
 
     def outcome(self) -> dict[str, Any] | RequestError:
         """The result, or the owner's typed error as a RequestError."""
@@ -103,22 +130,24 @@ class Response:
         return RequestError(str(self.result.get("code")), str(self.result.get("message")))
 
 
-@dataclass(frozen=True, slots=True)
-class Push:
+class Push(_Event):
     """A later answer to the subscription `req_id`: pushed, not asked for."""
 
-    req_id: int
-    result: dict[str, Any]
+    __slots__ = ("req_id", "result")
+
+    def __init__(self, req_id: int, result: dict[str, Any]) -> None:
+        self.req_id, self.result = req_id, result
 
 
-@dataclass(frozen=True, slots=True)
-class LargeChunk:
+class LargeChunk(_Event):
     """A chunk of a message longer than one chunk was taken in: `starts` with its first,
     `ends` with its last (the Message follows). A loop that bounds how many large messages
     its sessions hold at once counts with these; others ignore them."""
 
-    starts: bool
-    ends: bool
+    __slots__ = ("starts", "ends")
+
+    def __init__(self, starts: bool, ends: bool) -> None:
+        self.starts, self.ends = starts, ends
 
 
 Event = HandshakeReceived | Established | Message | Refused | Response | Push | LargeChunk
