@@ -42,6 +42,7 @@ from .socketwire import CloseHandler, Traffic, Wire, attach_wire, connect_wire
 READ_AHEAD = 256 * 1024  # received messages nobody has taken yet before we stop reading
 
 Received = Message | Refused | Response | Push  # what a reader is handed
+_RECEIVED = (Message, Refused, Response, Push)
 EventHandler = Callable[[Received], None]
 AcceptPeer = Callable[[bytes], bool]
 
@@ -93,7 +94,7 @@ class NoiseStream:
             self._handle(event)
 
     def _handle(self, event: Event) -> None:
-        if isinstance(event, Message | Response | Push | Refused):
+        if isinstance(event, _RECEIVED):
             self.traffic.messages_received += 1
             if self._on_event is not None:
                 self._deliver(event)
