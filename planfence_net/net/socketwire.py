@@ -196,10 +196,13 @@ async def accept_socket(listener: socket.socket) -> tuple[socket.socket, str]:
 
 
 async def attach_wire(sock: socket.socket, wire: Wire) -> None:
-    """Make `wire` the protocol of an accepted socket. Raises TransportError (the socket is
-    closed) when the loop cannot take it."""
+    """Make `wire` the protocol of an accepted socket. Raises TransportError when the loop
+    cannot take it; the socket is closed then, and when cancelled."""
     try:
         await asyncio.get_running_loop().connect_accepted_socket(lambda: wire, sock)
     except OSError as exc:
         sock.close()
         raise TransportError(f"connection lost: {exc.strerror or exc}") from None
+    except BaseException:
+        sock.close()
+        raise

@@ -5,6 +5,9 @@ progress), backs off when accept() runs out of descriptors, runs the Noise hands
 its deadline, and waits for the session's first valid transport message before handing the
 session to the daemon. Until then a connection is a stranger's: what it causes is logged at
 a bounded rate (`stranger_event`), never in the name of the peer whose key it claims.
+Connections are accepted on the listener's sockets with asyncio's public API
+(`net.socketwire.accept_socket`), and each runs the responder's side of a
+`protocol.session.Session` (`net.transport.accept`).
 """
 
 from __future__ import annotations

@@ -315,9 +315,11 @@ class Shaper:
         self._total += 1
         try:
             client = await _Stream.accepted(sock)
-        except OSError:
+        except BaseException as exc:
             sock.close()
-            return
+            if isinstance(exc, OSError):
+                return
+            raise
         try:
             try:
                 with anyio.fail_after(CONNECT_TIMEOUT_S):
