@@ -86,6 +86,7 @@ async def _open(cdir: ClusterDir, who: str, owner: str) -> NoiseStream:
         cluster=roster.cluster,
         static_private=cdir.identity(who).noise_private,
         remote_static=agent.noise_key,
+        match_responses=False,  # requests and answers are compared as bytes
     )
 
 

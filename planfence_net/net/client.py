@@ -9,7 +9,6 @@ Many requests may be in flight at once; responses are routed by request id as th
 from __future__ import annotations
 
 import asyncio
-import itertools
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -21,14 +20,13 @@ from ..core.answers import omitted_ids
 from ..core.errors import (
     PlanfenceError,
     RemoteProtocolError,
-    RequestError,
     TransportError,
     collapse,
 )
 from ..core.identity import Identity
 from ..core.roster import Agent, Roster
-from ..protocol.messages import decode_response, encode_request
-from .transport import NoiseStream, connect
+from ..protocol.session import Push, Response
+from .transport import NoiseStream, Received, connect
 
 if TYPE_CHECKING:  # annotations only
     from anyio.abc import TaskGroup
@@ -70,21 +68,20 @@ class Reply:
 class Session:
     """One Noise session to an owner. Use `open_session`; not constructed directly.
 
-    Responses are routed by request id in the socket's receive callback, so a waiting
-    request resumes in the next event-loop turn after its answer arrives.
+    The protocol session (protocol.session) matches each answer to its request; this loop
+    resolves the request's waiter in the socket's receive callback, so a waiting request
+    resumes in the next event-loop turn after its answer arrives.
     """
 
     def __init__(self, stream: NoiseStream, agent: Agent) -> None:
         self.stream = stream
         self.agent = agent
-        self._ids = itertools.count(1)
         # outcomes are results, never future exceptions: an answer that arrives after its
         # waiter gave up (a deadline) is then dropped silently
-        self._pending: dict[int, asyncio.Future[Outcome]] = {}
-        self._abandoned: set[int] = set()  # given up by their waiters, not yet answered
+        self._waiters: dict[int, asyncio.Future[Outcome]] = {}
         self._subscriptions: dict[int, MemoryObjectSendStream[dict[str, Any]]] = {}
         self._failure: PlanfenceError | None = None
-        stream.set_receiver(self._on_message, self._fail)
+        stream.set_receiver(self._on_event, self._fail)
 
     @property
     def alive(self) -> bool:
@@ -100,14 +97,19 @@ class Session:
         reply = await self.send_request(op, args)
         return await reply.wait()
 
-    async def send_request(self, op: str, args: dict[str, Any] | None = None) -> Reply:
+    async def send_request(
+        self, op: str, args: dict[str, Any] | None = None, *, subscribe: bool = False
+    ) -> Reply:
         """Put one request on the wire and return at once (unless the socket's send buffer
         is full); `await reply.wait()` later. Many replies may be in flight."""
-        req_id, future = self._register()
+        if self._failure is not None:
+            raise self._failure
+        req_id = self.stream.write_request(op, args or {}, subscribe=subscribe)
+        future = self._waiters[req_id] = asyncio.get_running_loop().create_future()
         try:
-            await self.stream.send_message(encode_request(req_id, op, args or {}))
+            await self.stream.wait_writable()
         except BaseException:
-            self._pending.pop(req_id, None)
+            self._abandon(req_id)
             raise
         return Reply(req_id, future, self._abandon)
 
@@ -127,7 +129,7 @@ class Session:
         if group is not None:
             args["group"] = group
         try:
-            reply = await self.send_request("subscribe", args)
+            reply = await self.send_request("subscribe", args, subscribe=True)
             self._subscriptions[reply.req_id] = send
             await reply.wait()
         except BaseException:
@@ -140,13 +142,12 @@ class Session:
         return receive
 
     def _abandon(self, req_id: int) -> None:
-        """Forget a request whose waiter gave up, remembering only its id (so that a late
-        answer is dropped, not taken for a protocol error). An owner that leaves more than
-        MAX_ABANDONED such requests unanswered loses the session."""
-        if self._pending.pop(req_id, None) is None:
+        """Forget a request whose waiter gave up (its answer, if it comes, is dropped). An
+        owner that leaves more than MAX_ABANDONED such requests unanswered loses the
+        session."""
+        if self._waiters.pop(req_id, None) is None:
             return  # answered already, or the session failed
-        self._abandoned.add(req_id)
-        if len(self._abandoned) > MAX_ABANDONED:
+        if self.stream.abandon(req_id) > MAX_ABANDONED:
             self._fail(
                 TransportError(
                     f"{self.agent.name} left {MAX_ABANDONED} requests "
@@ -154,13 +155,6 @@ class Session:
                 )
             )
             self.stream.close()
-
-    def _register(self) -> tuple[int, asyncio.Future[Outcome]]:
-        if self._failure is not None:
-            raise self._failure
-        req_id = next(self._ids)
-        future = self._pending[req_id] = asyncio.get_running_loop().create_future()
-        return req_id, future
 
     async def run_reader(self) -> None:
         """Live as long as the session (answers are routed as they arrive); when it ends or
@@ -171,26 +165,17 @@ class Session:
             self._fail(TransportError("session closed"))
             raise
 
-    def _on_message(self, data: bytes) -> None:
-        response = decode_response(data)
-        self._deliver(response.req_id, response.ok, response.result)
-
-    def _deliver(self, req_id: int, ok: bool, result: dict[str, Any]) -> None:
-        future = self._pending.pop(req_id, None)
-        subscription = self._subscriptions.get(req_id)
-        if future is None and subscription is not None:
-            subscription.send_nowait(result)
-            return
-        if future is None:
-            if req_id in self._abandoned:  # late: its waiter gave up
-                self._abandoned.discard(req_id)
-                return
-            raise RemoteProtocolError(f"response to unknown request id {req_id}")
-        if ok:
-            future.set_result(result)
-        else:
-            code, message = result.get("code"), result.get("message")
-            future.set_result(RequestError(str(code), str(message)))
+    def _on_event(self, event: Received) -> None:
+        if isinstance(event, Response):
+            future = self._waiters.pop(event.req_id, None)
+            if future is not None and not future.done():
+                future.set_result(event.outcome())
+        elif isinstance(event, Push):
+            subscription = self._subscriptions.get(event.req_id)
+            if subscription is not None:
+                subscription.send_nowait(event.result)
+        else:  # a session that matches responses hands on nothing else
+            raise RemoteProtocolError("an unmatched message on a request session")
 
     def _fail(self, exc: PlanfenceError) -> None:
         if self._failure is not None:
@@ -200,11 +185,10 @@ class Session:
             if isinstance(exc, TransportError)
             else TransportError(f"session to {self.agent.name} failed: {exc}")
         )
-        for future in self._pending.values():
+        for future in self._waiters.values():
             if not future.done():
                 future.set_result(self._failure)
-        self._pending.clear()
-        self._abandoned.clear()
+        self._waiters.clear()
         for subscription in self._subscriptions.values():
             subscription.close()
         self._subscriptions.clear()

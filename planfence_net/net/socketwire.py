@@ -1,25 +1,22 @@
-"""The socket under a Noise session: a bare asyncio protocol that turns received bytes into
-frames and writes straight to the transport.
+"""The socket under a Noise session: an asyncio protocol that hands received bytes on in the
+callback that received them and writes straight to the transport.
 
-`take_over` moves an anyio TCP stream's transport (asyncio's or uvloop's) to a `Wire`, so a
-received frame is handled in the callback that received it and a sent message reaches the
-socket in one synchronous step. A wire stops reading while anyone holds it (`hold`): the
-session's reader is behind ("backlog"), the session has read its share of this event-loop
-round ("turn"), or its large message waits for a slot ("slot").
+A `Wire` is the protocol of a connection made with asyncio's public API
+(`loop.create_connection`, `loop.connect_accepted_socket`), on asyncio's loop or uvloop's.
+It stops reading while anyone holds it (`hold`): the session's reader is behind ("backlog"),
+the session has read its share of this event-loop round ("turn"), or its large message
+waits for a slot ("slot"); reading resumes when every hold is released.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import deque
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 
-from anyio.abc import ByteStream
-
-from ..core.errors import LocalProtocolError, PlanfenceError, TransportError
-from ..protocol.framing import FrameDecoder
+from ..core.errors import PlanfenceError, TransportError
 
 # Bytes one session reads before it lets the event loop's other callbacks run. libuv (uvloop)
 # reads a readable socket up to 32 times in one callback round, 8 MiB: decrypting that took
@@ -28,6 +25,7 @@ from ..protocol.framing import FrameDecoder
 TURN_BYTES = 256 * 1024
 
 CloseHandler = Callable[[PlanfenceError], None]
+DataHandler = Callable[[bytes], None]
 
 
 @dataclass(slots=True)
@@ -41,45 +39,49 @@ class Traffic:
 
 
 class Wire(asyncio.Protocol):
-    """The socket of one session: received bytes become frames, handed to `on_frame` (after
-    the handshake) or queued for `wait_frame`; writes go straight to the transport."""
+    """The socket of one session: received bytes go to `on_data` (a PlanfenceError it raises
+    ends the connection with that error); writes go straight to the transport."""
 
-    def __init__(
-        self, transport: asyncio.Transport, decoder: FrameDecoder, traffic: Traffic
-    ) -> None:
-        self.transport = transport
-        self.decoder = decoder
+    def __init__(self, on_data: DataHandler, traffic: Traffic) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.on_data = on_data
         self.traffic = traffic
-        self.frames: deque[bytes] = deque()
-        self.on_frame: Callable[[bytes], None] | None = None
         self.on_close: CloseHandler | None = None
         self.error: PlanfenceError | None = None
         self._waiter: asyncio.Future[None] | None = None
-        self._writable: asyncio.Future[None] | None = None
+        self._writable: asyncio.Future[None] | None = None  # set while writing is paused
         self._held: set[str] = set()  # why reading is paused ("backlog", "turn", "slot")
         self._turn = 0  # bytes read since this session last let others run
 
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transport does not subclass asyncio.Transport but has its methods
+        self.transport = cast(asyncio.Transport, transport)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.error is not None:  # closed before it was connected
+            self.transport.abort()
+        elif self._held:
+            self.transport.pause_reading()
+
     def data_received(self, data: bytes) -> None:
+        if self.error is not None:
+            return
         self.traffic.bytes_received += len(data)
         self._turn += len(data)
         if self._turn >= TURN_BYTES and "turn" not in self._held:
             self.hold("turn")  # read on after the loop has run everyone else's callbacks
             asyncio.get_running_loop().call_soon(self._next_turn)
-        self.decoder.feed(data)
         try:
-            while self.error is None and (frame := self.decoder.next_frame()) is not None:
-                if self.on_frame is not None:
-                    self.on_frame(frame)
-                else:
-                    self.frames.append(frame)
+            self.on_data(data)
         except PlanfenceError as exc:
             self.fail(exc)
         self._wake()
 
     def hold(self, reason: str) -> None:
         """Stop reading until `release(reason)` (and every other hold is released)."""
-        if not self._held and not self.transport.is_closing():
-            self.transport.pause_reading()
+        if not self._held and self._open():
+            self.transport.pause_reading()  # type: ignore[union-attr]
         self._held.add(reason)
 
     @property
@@ -91,8 +93,11 @@ class Wire(asyncio.Protocol):
         if reason not in self._held:
             return
         self._held.discard(reason)
-        if not self._held and not self.transport.is_closing():
-            self.transport.resume_reading()
+        if not self._held and self._open():
+            self.transport.resume_reading()  # type: ignore[union-attr]
+
+    def _open(self) -> bool:
+        return self.transport is not None and not self.transport.is_closing()
 
     def _next_turn(self) -> None:
         self._turn = 0
@@ -117,12 +122,18 @@ class Wire(asyncio.Protocol):
             self._writable.set_result(None)
         self._writable = None
 
+    @property
+    def writable(self) -> bool:
+        """False while the socket's send buffer is over its high-water mark."""
+        return self._writable is None
+
     def fail(self, exc: PlanfenceError) -> None:
-        """End the session with `exc`: later sends and receives raise it (once set, kept)."""
+        """End the connection with `exc`: later sends and receives raise it (once set, kept)."""
         if self.error is not None:
             return
         self.error = exc
-        self.transport.abort()
+        if self.transport is not None:
+            self.transport.abort()
         self._wake()
         if self.on_close is not None:
             self.on_close(exc)
@@ -139,16 +150,11 @@ class Wire(asyncio.Protocol):
         finally:
             self._waiter = None
 
-    async def wait_frame(self) -> bytes:
-        while not self.frames:
-            if self.error is not None:
-                raise self.error
-            await self.wait_readable()
-        return self.frames.popleft()
-
     def write(self, data: bytes) -> None:
+        """Hand `data` to the socket; raises the error that ended the connection."""
         if self.error is not None:
             raise self.error
+        assert self.transport is not None, "written before the connection was made"
         self.transport.write(data)
         self.traffic.bytes_sent += len(data)
 
@@ -159,41 +165,44 @@ class Wire(asyncio.Protocol):
             await asyncio.shield(self._writable)
 
 
-def take_over(stream: ByteStream, decoder: FrameDecoder, traffic: Traffic) -> Wire:
-    """Move an anyio asyncio socket stream's transport (and any bytes it already read) to a
-    `Wire`. The anyio stream must not be used afterwards except for `aclose()`."""
-    # anyio keeps both in private attributes (hence getattr); its protocol's read_queue,
-    # exception and is_at_eof are read below. uvloop's transport does not subclass
-    # asyncio.Transport but has its methods, so it is checked by duck typing and cast.
-    found = getattr(stream, "_transport", None)
-    old = getattr(stream, "_protocol", None)
-    if found is None or not hasattr(found, "set_protocol") or old is None:
-        raise LocalProtocolError("a Noise session needs a TCP stream on asyncio")
-    transport = cast(asyncio.Transport, found)
-    wire = Wire(transport, decoder, traffic)
-    transport.set_protocol(wire)
-    pending = b"".join(old.read_queue)
-    old.read_queue.clear()
-    if pending:
-        wire.data_received(pending)
-    if old.exception is not None or old.is_at_eof or transport.is_closing():
-        wire.fail(TransportError("connection closed by peer"))
-    else:
-        transport.resume_reading()
-    return wire
+async def connect_wire(host: str, port: int, wire: Wire) -> None:
+    """Open a TCP connection to host:port with `wire` as its protocol. Raises
+    TransportError (the message names the address and the socket's reason)."""
+    try:
+        await asyncio.get_running_loop().create_connection(lambda: wire, host, port)
+    except OSError as exc:
+        raise TransportError(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
 
 
-def pause_reading_until_receive(stream: ByteStream) -> None:
-    """Stop the transport reading ahead of `receive` on an accepted stream.
+async def accept_socket(listener: socket.socket) -> tuple[socket.socket, str]:
+    """The next connection on a listening socket, and its remote HOST:PORT. Raises OSError as
+    accept() does (out of descriptors: EMFILE, ...)."""
+    loop = asyncio.get_running_loop()
+    try:
+        sock, address = await loop.sock_accept(listener)
+    except asyncio.CancelledError:
+        # a cancelled sock_accept may leave its reader registered on the listener
+        # (bpo-41317); removing it lets the next accept wait again
+        try:
+            loop.remove_reader(listener)
+        except (ValueError, NotImplementedError):
+            pass
+        raise
+    try:
+        remote = f"{address[0]}:{address[1]}"
+    except (IndexError, TypeError):
+        remote = "?"
+    return sock, remote
 
-    anyio 4.16's asyncio backend pauses reading on streams from `connect_tcp` but not on
-    accepted ones: until a `receive` call has to wait, the transport keeps reading into an
-    unbounded buffer, so a peer sending faster than we consume grows our memory without bound
-    (2.7 GB in 5 s in a flood test of the shaper) instead of meeting backpressure. Pausing
-    restores the contract that `receive` resumes reading only while it waits. This reaches
-    into anyio's private `_transport`; without it (another backend) it does nothing.
-    """
-    transport = getattr(stream, "_transport", None)
-    pause = getattr(transport, "pause_reading", None)
-    if pause is not None and not transport.is_closing():  # type: ignore[union-attr]
-        pause()
+
+async def attach_wire(sock: socket.socket, wire: Wire) -> None:
+    """Make `wire` the protocol of an accepted socket. Raises TransportError when the loop
+    cannot take it; the socket is closed then, and when cancelled."""
+    try:
+        await asyncio.get_running_loop().connect_accepted_socket(lambda: wire, sock)
+    except OSError as exc:
+        sock.close()
+        raise TransportError(f"connection lost: {exc.strerror or exc}") from None
+    except BaseException:
+        sock.close()
+        raise

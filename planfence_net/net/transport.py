@@ -1,185 +1,146 @@
-"""Noise sessions over TCP: the I/O edge of the protocol core.
+"""Noise sessions over TCP: the asyncio loop around the sans-IO session.
 
-`NoiseStream.wrap()` runs the Noise IK handshake over a TCP stream and returns a stream of
-whole application messages. This is the one place where socket errors are translated into
+A `NoiseStream` joins a `protocol.session.Session` (the rules: handshake, caps, chunks,
+req-ids) to a `Wire` (the socket): received bytes are fed to the session in the socket's
+callback and its events handled there, and a sent message is encrypted and handed to the
+socket in one synchronous step. So a request costs no task, lock or extra event-loop turn,
+and ciphertexts leave in nonce order without a lock. A session's reader either pulls
+messages (`receive`, the owner) or takes each event as it arrives (`set_receiver`, the
+client, which resolves the waiting request at once). This is where socket errors become
 planfence errors (TransportError, RemoteProtocolError, HandshakeError).
-
-The stream drives the socket through a bare asyncio protocol (`Wire`) instead of anyio's
-stream: a received frame is decrypted in the callback that received it, and a sent message
-is encrypted and handed to the socket in one synchronous step. So a request costs no task,
-lock or extra event-loop turn, and ciphertexts leave in nonce order without a lock. A
-session's reader either pulls messages (`receive_message`, the owner) or takes each one as
-it arrives (`set_receiver`, the client, which resolves the waiting request at once).
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-import anyio
-from anyio.abc import ByteStream
-
-from ..core.errors import HandshakeError, PlanfenceError, RemoteProtocolError, TransportError
-from ..protocol.framing import (
-    DEFAULT_MAX_MESSAGE,
-    HANDSHAKE_FRAME_CAP,
-    MAX_FRAME,
-    PATTERN,
-    PROTOCOL_VERSION,
-    FrameDecoder,
-    MessageAssembler,
-    Screen,
-    encode_frame,
-    prologue,
-    split_message,
+from ..core.errors import (
+    HandshakeError,
+    LocalProtocolError,
+    PlanfenceError,
+    RemoteProtocolError,
+    TransportError,
 )
-from ..protocol.noise import CipherState, HandshakeState
+from ..protocol.framing import DEFAULT_MAX_MESSAGE, PATTERN, PROTOCOL_VERSION, prologue
+from ..protocol.session import (
+    Event,
+    HandshakeReceived,
+    LargeChunk,
+    Message,
+    Push,
+    Refused,
+    Response,
+    Session,
+)
 from .slots import MessageSlots
-from .socketwire import CloseHandler, Traffic, Wire, take_over
+from .socketwire import CloseHandler, Traffic, Wire, attach_wire, connect_wire
 
 READ_AHEAD = 256 * 1024  # received messages nobody has taken yet before we stop reading
 
-MessageHandler = Callable[[bytes], None]
+Received = Message | Refused | Response | Push  # what a reader is handed
+_RECEIVED = (Message, Refused, Response, Push)
+EventHandler = Callable[[Received], None]
+AcceptPeer = Callable[[bytes], bool]
 
 
 class NoiseStream:
-    """Whole application messages over an authenticated, encrypted TCP connection."""
+    """Whole application messages over an authenticated, encrypted TCP connection. Made by
+    `connect` (initiator) or `accept` (responder)."""
 
     def __init__(
         self,
-        wire: Wire,
-        send_cipher: CipherState,
-        receive_cipher: CipherState,
-        peer_key: bytes,
-        max_message: int,
-        screen: Screen | None = None,
+        session: Session,
+        accept_peer: AcceptPeer = lambda key: True,
         slots: MessageSlots | None = None,
     ) -> None:
-        self._wire = wire
+        self._session = session
+        self._accept_peer = accept_peer
         self._slots = slots
         self._loop = asyncio.get_running_loop()
-        self._send_cipher = send_cipher
-        self._receive_cipher = receive_cipher
-        self._assembler = MessageAssembler(max_message, screen)
-        self._messages: deque[bytes | PlanfenceError] = deque()
+        self.traffic = Traffic()
+        self._wire = Wire(self._on_data, self.traffic)
+        self._wire.on_close = self._wire_closed
+        self._received: deque[Received] = deque()
         self._queued = 0
         self._paused = False
-        self._on_message: MessageHandler | None = None
-        self._closed: asyncio.Future[PlanfenceError] = asyncio.get_running_loop().create_future()
-        self.max_message = max_message
-        self.peer_key = peer_key
-        self.traffic = wire.traffic
-        wire.on_close = self._wire_closed
-        wire.on_frame = self._on_frame
-        while wire.frames and wire.error is None:  # frames that came with the handshake
-            try:
-                self._on_frame(wire.frames.popleft())
-            except PlanfenceError as exc:
-                wire.fail(exc)
-        if wire.error is not None:
-            self._wire_closed(wire.error)
+        self._on_event: EventHandler | None = None
+        self._closed: asyncio.Future[PlanfenceError] = self._loop.create_future()
+        self.max_message = session.max_message
 
-    @classmethod
-    async def wrap(
-        cls,
-        stream: ByteStream,
-        *,
-        initiator: bool,
-        cluster: str,
-        static_private: bytes,
-        remote_static: bytes | None = None,
-        accept_peer: Callable[[bytes], bool] = lambda key: True,
-        max_message: int = DEFAULT_MAX_MESSAGE,
-        screen: Screen | None = None,
-        slots: MessageSlots | None = None,
-    ) -> NoiseStream:
-        """Run the IK handshake over `stream` (an anyio TCP stream on asyncio, which the
-        session takes over) and return the session.
+    @property
+    def peer_key(self) -> bytes:
+        """The peer's static key (known once the handshake is done)."""
+        assert self._session.peer_key is not None
+        return self._session.peer_key
 
-        The initiator must pass `remote_static` (the owner's X25519 key from the roster).
-        `accept_peer(key)` decides whether the peer's static key may connect; a refused
-        peer raises HandshakeError. The caller sets the deadline (anyio.fail_after) and
-        closes `stream` on failure. `screen` judges each message longer than one chunk from
-        its first chunk (framing.MessageAssembler): what it refuses is never held whole, and
-        `receive` returns the screen's error in its place. A message longer than one chunk
-        is received only while it holds one of `slots` (shared by an owner's sessions).
-        """
-        decoder = FrameDecoder(HANDSHAKE_FRAME_CAP)
-        wire = take_over(stream, decoder, Traffic())
-        state = HandshakeState(
-            PATTERN, initiator, prologue(cluster), s=static_private, rs=remote_static
-        )
-        try:
-            if initiator:
-                wire.write(encode_frame(state.write_message(b"")))
-                state.read_message(await wire.wait_frame())
+    async def wait_established(self) -> None:
+        """Wait until the handshake is done. Raises HandshakeError (a refused peer or a bad
+        handshake) or TransportError. The caller sets the deadline (anyio.fail_after)."""
+        while not self._session.established:
+            if self._wire.error is not None:
+                raise self._wire.error
+            await self._wire.wait_readable()
+
+    # -- receiving: the socket's callback feeds the session and handles its events ---------
+
+    def _on_data(self, data: bytes) -> None:
+        session = self._session
+        session.receive_data(data)
+        while self._wire.error is None and (event := session.next_event()) is not None:
+            self._handle(event)
+
+    def _handle(self, event: Event) -> None:
+        if isinstance(event, _RECEIVED):
+            self.traffic.messages_received += 1
+            if self._on_event is not None:
+                self._deliver(event)
             else:
-                state.read_message(await wire.wait_frame())
-                peer = state.remote_static
-                if peer is None or not accept_peer(peer):
-                    raise HandshakeError("peer's static key is not in the roster")
-                wire.write(encode_frame(state.write_message(b"")))
-        except (HandshakeError, TransportError):
-            raise
-        except RemoteProtocolError as exc:
-            raise HandshakeError(f"handshake failed: {exc}") from None
-        if not state.complete or state.remote_static is None:
-            raise HandshakeError("handshake did not complete")
-        peer_key = state.remote_static
-        if initiator and not accept_peer(peer_key):
+                self._queue(event)
+        elif isinstance(event, LargeChunk):
+            if self._slots is not None:
+                self._count_slot(event)
+        elif isinstance(event, HandshakeReceived):
+            if not self._accept_peer(event.peer_key):
+                raise HandshakeError("peer's static key is not in the roster")
+            self._wire.write(self._session.accept())
+        elif not self._accept_peer(event.peer_key):  # Established
             raise HandshakeError("owner's static key is not in the roster")
-        c1, c2 = state.split()
-        send, receive = (c1, c2) if initiator else (c2, c1)
-        decoder.max_frame = MAX_FRAME
-        return cls(wire, send, receive, peer_key, max_message, screen, slots)
 
-    @property
-    def send_broken(self) -> bool:
-        """True once the session can no longer send (it failed or was closed). A message is
-        encrypted and handed to the socket in one step, so a cancelled send never leaves
-        the peer's nonce behind ours."""
-        return self._wire.error is not None
+    def _queue(self, event: Received) -> None:
+        self._received.append(event)
+        if not isinstance(event, Message):
+            return
+        self._queued += len(event.data)
+        if not self._paused and self._queued > READ_AHEAD:
+            self._paused = True  # the reader is behind: the peer meets TCP backpressure
+            self._wire.hold("backlog")
 
-    async def send_message(self, data: bytes) -> None:
-        """Send one application message (split into chunks). Raises TransportError.
+    def _deliver(self, event: Received) -> None:
+        assert self._on_event is not None
+        if isinstance(event, Refused):
+            raise event.error  # a receiver takes no refusals: the session ends with it
+        try:
+            self._on_event(event)
+        except PlanfenceError as exc:
+            self._wire.fail(exc)
 
-        Returns without waiting unless the socket's send buffer is full (backpressure).
-        """
-        self.write_message(data)
-        await self._wire.wait_writable()
-
-    def write_message(self, data: bytes) -> None:
-        """Encrypt one application message and hand it to the socket, without waiting even
-        when its send buffer is full (check `writable`). Raises TransportError."""
-        chunks = split_message(data, self.max_message)
-        wire = b"".join(encode_frame(self._send_cipher.encrypt_with_ad(b"", c)) for c in chunks)
-        self._wire.write(wire)
-        self.traffic.messages_sent += 1
-
-    @property
-    def writable(self) -> bool:
-        """False while the socket's send buffer is over its high-water mark."""
-        return self._wire._writable is None
-
-    async def wait_writable(self) -> None:
-        """Wait until the socket's send buffer drains below its high-water mark."""
-        await self._wire.wait_writable()
-
-    def set_receiver(self, on_message: MessageHandler, on_close: CloseHandler) -> None:
-        """Hand every message to `on_message` as it arrives (in the socket's callback), and
-        the error that ends the session to `on_close`, once. An exception (PlanfenceError)
-        from `on_message` ends the session with it."""
-        self._on_message = on_message
+    def set_receiver(self, on_event: EventHandler, on_close: CloseHandler) -> None:
+        """Hand every message (Message, or Response and Push when the session matches
+        responses) to `on_event` as it arrives, in the socket's callback, and the error
+        that ends the session to `on_close`, once. A PlanfenceError from `on_event`, or a
+        message the screen refused, ends the session with it."""
+        self._on_event = on_event
         self._closed.add_done_callback(lambda done: on_close(done.result()))
-        while self._messages:
-            message = self._messages.popleft()
-            if isinstance(message, PlanfenceError):
-                self._wire.fail(message)
-                return
-            self._deliver(message)
+        while self._received and self._wire.error is None:
+            event = self._received.popleft()
+            try:
+                self._deliver(event)
+            except PlanfenceError as exc:
+                self._wire.fail(exc)
 
     async def receive_message(self) -> bytes:
         """Receive one whole application message.
@@ -196,56 +157,40 @@ class NoiseStream:
     async def receive(self) -> bytes | PlanfenceError:
         """The next whole application message, or the screen's error in place of a message
         it refused (the session goes on). Raises as `receive_message` does otherwise."""
-        while not self._messages:
+        while not self._received:
             if self._wire.error is not None:
                 raise self._wire.error
             await self._wire.wait_readable()
-        message = self._messages.popleft()
-        if isinstance(message, bytes):
-            self._queued -= len(message)
+        event = self._received.popleft()
+        if isinstance(event, Refused):
+            return event.error
+        if not isinstance(event, Message):
+            raise LocalProtocolError("this session matches responses: use set_receiver")
+        self._queued -= len(event.data)
         if self._paused and self._queued < READ_AHEAD // 2:
             self._paused = False
             self._wire.release("backlog")
-        return message
+        return event.data
 
     async def wait_closed(self) -> PlanfenceError:
         """Wait until the session ends; returns the error that ended it."""
         return await asyncio.shield(self._closed)
 
-    def _on_frame(self, frame: bytes) -> None:
-        held = self._assembler.assembling
-        message = self._assembler.add(self._receive_cipher.decrypt_with_ad(b"", frame))
-        if self._slots is not None and (held or self._assembler.assembling):
-            self._count_slot(held, self._assembler.assembling)  # a large message only
-        if message is None:
-            return
-        self.traffic.messages_received += 1
-        if self._on_message is not None:
-            if isinstance(message, PlanfenceError):
-                raise message  # a receiver takes no refusals: the session ends with it
-            self._deliver(message)
-            return
-        self._messages.append(message)
-        if isinstance(message, PlanfenceError):
-            return
-        self._queued += len(message)
-        if not self._paused and self._queued > READ_AHEAD:
-            self._paused = True  # the reader is behind: the peer meets TCP backpressure
-            self._wire.hold("backlog")
+    # -- slots for large messages -------------------------------------------------------------
 
-    def _count_slot(self, held: bool, holds: bool) -> None:
+    def _count_slot(self, chunk: LargeChunk) -> None:
         """Take a slot when a large message starts (or stop reading until one is given),
         give it back when the message is whole."""
         assert self._slots is not None
         now = self._loop.time()
-        if holds and not held:
+        if chunk.starts:
             if not self._slots.take(self, now, self._slot_granted):
                 self._wire.hold("slot")
                 self._loop.call_later(self._slots.stall, self._close_stalled)
-        elif held and not holds:
+        elif chunk.ends:
             self._slots.give_back(self, now)
             self._wire.release("slot")
-        elif holds:
+        else:
             self._slots.touch(self, now)
 
     def _slot_granted(self) -> None:
@@ -270,18 +215,69 @@ class NoiseStream:
         if self._slots.waiting(self):
             self._loop.call_later(self._slots.stall, self._close_stalled)
 
-    def _deliver(self, message: bytes) -> None:
-        assert self._on_message is not None
-        try:
-            self._on_message(message)
-        except PlanfenceError as exc:
-            self._wire.fail(exc)
-
     def _wire_closed(self, exc: PlanfenceError) -> None:
         if self._slots is not None:
             self._slots.give_back(self, self._loop.time())
         if not self._closed.done():
             self._closed.set_result(exc)
+
+    # -- sending ------------------------------------------------------------------------------
+
+    @property
+    def send_broken(self) -> bool:
+        """True once the session can no longer send (it failed or was closed). A message is
+        encrypted and handed to the socket in one step, so a cancelled send never leaves
+        the peer's nonce behind ours."""
+        return self._wire.error is not None
+
+    async def send_message(self, data: bytes) -> None:
+        """Send one application message (split into chunks). Raises TransportError.
+
+        Returns without waiting unless the socket's send buffer is full (backpressure).
+        """
+        self.write_message(data)
+        await self._wire.wait_writable()
+
+    def write_message(self, data: bytes) -> None:
+        """Encrypt one application message and hand it to the socket, without waiting even
+        when its send buffer is full (check `writable`). Raises TransportError."""
+        self._wire.write(self._session.send_message(data))
+        self.traffic.messages_sent += 1
+
+    def write_request(self, op: str, args: dict[str, Any], *, subscribe: bool = False) -> int:
+        """Send a request without waiting; returns its id (its answer comes as a Response,
+        a subscription's later ones as Push events). Raises TransportError."""
+        if self._wire.error is not None:
+            raise self._wire.error
+        req_id, data = self._session.send_request(op, args, subscribe=subscribe)
+        self._wire.write(data)
+        self.traffic.messages_sent += 1
+        return req_id
+
+    def abandon(self, req_id: int) -> int:
+        """Give up on the answer to `req_id` (it is dropped if it comes); returns how many
+        given-up requests are still unanswered."""
+        self._session.abandon(req_id)
+        return self._session.abandoned
+
+    @property
+    def requests(self) -> tuple[int, int]:
+        """(pending, abandoned): requests sent and not answered, and of those given up."""
+        return self._session.pending, self._session.abandoned
+
+    def write_chunk(self, chunk: bytes) -> None:
+        """Send one chunk plaintext as it is, not a whole message: for tools that test a
+        peer with what a correct session never sends."""
+        self._wire.write(self._session.send_chunk(chunk))
+
+    @property
+    def writable(self) -> bool:
+        """False while the socket's send buffer is over its high-water mark."""
+        return self._wire.writable
+
+    async def wait_writable(self) -> None:
+        """Wait until the socket's send buffer drains below its high-water mark."""
+        await self._wire.wait_writable()
 
     async def aclose(self) -> None:
         """Close the connection (unsent data is dropped, like an abort)."""
@@ -301,28 +297,62 @@ class NoiseStream:
         }
 
 
-async def connect(host: str, port: int, **wrap_args: Any) -> NoiseStream:
-    """Open a TCP connection and run the initiator handshake. Raises TransportError or
-    HandshakeError; never leaves the socket open on failure."""
+async def connect(
+    host: str,
+    port: int,
+    *,
+    cluster: str,
+    static_private: bytes,
+    remote_static: bytes,
+    accept_peer: AcceptPeer = lambda key: True,
+    max_message: int = DEFAULT_MAX_MESSAGE,
+    match_responses: bool = True,
+) -> NoiseStream:
+    """Open a TCP connection and run the initiator handshake with the owner whose static
+    key is `remote_static`. With `match_responses` (see protocol.session), answers come as
+    Response and Push events to `set_receiver`; without, every message is received as it
+    is. The caller sets the deadline. Raises TransportError or HandshakeError; never leaves
+    the socket open on failure."""
+    session = Session(
+        initiator=True,
+        cluster=cluster,
+        static_private=static_private,
+        remote_static=remote_static,
+        match_responses=match_responses,
+        max_message=max_message,
+    )
+    stream = NoiseStream(session, accept_peer)
+    await connect_wire(host, port, stream._wire)
     try:
-        stream = await anyio.connect_tcp(host, port)
-    except OSError as exc:
-        # anyio wraps the attempt's own error ("Connection refused") as the cause.
-        cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
-        raise TransportError(
-            f"cannot connect to {host}:{port}: {cause.strerror or cause}"
-        ) from None
-    try:
-        return await NoiseStream.wrap(stream, initiator=True, **wrap_args)
+        stream._wire.write(session.initiate())
+        await stream.wait_established()
     except BaseException:
-        with anyio.CancelScope(shield=True):
-            await stream.aclose()
+        stream.close()
         raise
+    return stream
+
+
+async def accept(
+    sock: socket.socket, session: Session, accept_peer: AcceptPeer, slots: MessageSlots | None
+) -> NoiseStream:
+    """Run the responder's handshake on an accepted socket; `accept_peer(key)` decides
+    whether the peer may connect. A message longer than one chunk is received only while
+    it holds one of `slots` (shared by an owner's sessions). The caller sets the deadline.
+    Raises HandshakeError or TransportError; never leaves the socket open on failure."""
+    stream = NoiseStream(session, accept_peer, slots)
+    await attach_wire(sock, stream._wire)
+    try:
+        await stream.wait_established()
+    except BaseException:
+        stream.close()
+        raise
+    return stream
 
 
 __all__ = [
     "NoiseStream",
     "Traffic",
+    "accept",
     "connect",
     "prologue",
     "PlanfenceError",

@@ -5,26 +5,31 @@ progress), backs off when accept() runs out of descriptors, runs the Noise hands
 its deadline, and waits for the session's first valid transport message before handing the
 session to the daemon. Until then a connection is a stranger's: what it causes is logged at
 a bounded rate (`stranger_event`), never in the name of the peer whose key it claims.
+Connections are accepted on the listener's sockets with asyncio's public API
+(`net.socketwire.accept_socket`), and each runs the responder's side of a
+`protocol.session.Session` (`net.transport.accept`).
 """
 
 from __future__ import annotations
 
 import errno
 import hashlib
+import socket
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
-from anyio.abc import SocketStream, TaskGroup
+from anyio.abc import SocketAttribute, TaskGroup
 
 from ..core.errors import PlanfenceError
 from ..core.identity import Identity
 from ..core.roster import Roster
 from ..net.slots import MessageSlots
-from ..net.socketwire import pause_reading_until_receive
-from ..net.transport import NoiseStream
+from ..net.socketwire import accept_socket
+from ..net.transport import NoiseStream, accept
 from ..protocol.framing import Screen
+from ..protocol.session import Session
 from .limits import Limits, RateLimit
 from .logs import EventLog
 
@@ -77,16 +82,16 @@ class Door:
         connection is handled in `tg`."""
         async with anyio.create_task_group() as loops:
             for one in getattr(listener, "listeners", [listener]):
-                loops.start_soon(self._accept_loop, one, tg)
+                loops.start_soon(self._accept_loop, one.extra(SocketAttribute.raw_socket), tg)
 
-    async def _accept_loop(self, listener: Any, tg: TaskGroup) -> None:
+    async def _accept_loop(self, listener: socket.socket, tg: TaskGroup) -> None:
         """Accept connections until cancelled. Running out of descriptors or memory pauses
         accepting (backing off up to a second) instead of ending it; connections over the
         limits are closed at once."""
         pause = ACCEPT_BACKOFF[0]
         while True:
             try:
-                raw = await listener.accept()
+                sock, remote = await accept_socket(listener)
             except OSError as exc:
                 self.accept_errors += 1
                 self.stranger_event("accept_failed", reason=exc.strerror or repr(exc))
@@ -98,13 +103,12 @@ class Door:
             full = self._over_connection_limits()
             if full:
                 self.refused_connections += 1
-                self.stranger_event("connection_refused", remote=remote_address(raw), reason=full)
-                with anyio.CancelScope(shield=True):
-                    await raw.aclose()
+                self.stranger_event("connection_refused", remote=remote, reason=full)
+                sock.close()
                 continue
             self.open_connections += 1
             self.unproven += 1
-            tg.start_soon(self._handle_connection, raw)
+            tg.start_soon(self._handle_connection, sock, remote)
 
     def _over_connection_limits(self) -> str | None:
         if self.open_connections >= (self.limits.max_connections or 0):
@@ -120,13 +124,11 @@ class Door:
             suppressed = self._strangers.take_suppressed()
             self.log.write(event, **fields, **({"suppressed": suppressed} if suppressed else {}))
 
-    async def _handle_connection(self, raw: SocketStream) -> None:
+    async def _handle_connection(self, sock: socket.socket, remote: str) -> None:
         proven = False
         try:
-            pause_reading_until_receive(raw)
-            remote = remote_address(raw)
             self.stranger_event("connection", remote=remote)
-            stream = await self._handshake(raw, remote)
+            stream = await self._handshake(sock, remote)
             if stream is None:
                 return
             try:
@@ -143,7 +145,7 @@ class Door:
             if not proven:
                 self.unproven -= 1
 
-    async def _handshake(self, raw: SocketStream, remote: str) -> NoiseStream | None:
+    async def _handshake(self, sock: socket.socket, remote: str) -> NoiseStream | None:
         """The Noise handshake under its deadline; None (connection closed, event logged)
         when it fails."""
         refused: list[bytes] = []
@@ -154,18 +156,16 @@ class Door:
                 return False
             return True
 
+        session = Session(
+            initiator=False,
+            cluster=self.roster.cluster,
+            static_private=self.identity.noise_private,
+            max_message=self.max_message,
+            screen=self._screen,
+        )
         try:
             with anyio.fail_after(HANDSHAKE_DEADLINE):
-                return await NoiseStream.wrap(
-                    raw,
-                    initiator=False,
-                    cluster=self.roster.cluster,
-                    static_private=self.identity.noise_private,
-                    accept_peer=accept_peer,
-                    max_message=self.max_message,
-                    screen=self._screen,
-                    slots=self.slots,
-                )
+                return await accept(sock, session, accept_peer, self.slots)
         except (PlanfenceError, TimeoutError) as exc:
             if refused:
                 self.refused_peers += 1
@@ -181,8 +181,6 @@ class Door:
                     remote=remote,
                     reason="timeout" if isinstance(exc, TimeoutError) else str(exc),
                 )
-            with anyio.CancelScope(shield=True):
-                await raw.aclose()
             return None
 
     async def _wait_first_message(
@@ -215,12 +213,3 @@ class Door:
             "stalled_senders": self.slots.evicted,
             "log_suppressed": self._strangers.suppressed_total,
         }
-
-
-def remote_address(stream: SocketStream) -> str:
-    """HOST:PORT of the peer, or "?" when the socket cannot say."""
-    try:
-        address = stream.extra(anyio.abc.SocketAttribute.remote_address)
-        return f"{address[0]}:{address[1]}"
-    except (anyio.TypedAttributeLookupError, ValueError, TypeError):
-        return "?"

@@ -17,9 +17,11 @@ trip (the relay accepts at once and connects upstream unshaped) and reverse-dire
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import itertools
 import random
+import socket
 import time
 from collections import deque
 from collections.abc import Callable
@@ -30,7 +32,7 @@ import anyio.abc
 from anyio.abc import SocketAttribute, SocketStream
 
 from planfence_net.core.errors import ConfigError
-from planfence_net.net.socketwire import pause_reading_until_receive
+from planfence_net.net.socketwire import accept_socket
 from planfence_net.traces.link import DEFAULT_QUEUE_BYTES, Link, LinkStatistics
 from planfence_net.traces.mmlink import Schedule
 from planfence_net.traces.profiles import Profile, load_profile, load_trace
@@ -38,7 +40,7 @@ from planfence_net.traces.profiles import Profile, load_profile, load_trace
 OUTBOX_BYTES = 4 * 1024 * 1024
 CONNECT_TIMEOUT_S = 10.0
 READ_BYTES = 65536
-_CONNECTION_ERRORS = (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
+_CONNECTION_ERRORS = (OSError,)  # asyncio's streams raise ConnectionResetError and kin
 # A relay of `Shaper.serve_routes`: upstream address, inward?, and the listener to accept on
 # (None: bind a new one). anyio's create_tcp_listener returns a MultiListener, hence Listener.
 Route = tuple[tuple[str, int], bool, anyio.abc.Listener[SocketStream] | None]
@@ -70,6 +72,39 @@ class _Signal:
         if self._event is None:
             self._event = anyio.Event()
         await self._event.wait()
+
+
+class _Stream:
+    """One relayed TCP connection on asyncio's streams: its reader stops reading the socket
+    while READ_BYTES are unread (twice that at most), so a fast sender meets TCP
+    backpressure instead of growing the relay's memory."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def connect(cls, host: str, port: int) -> _Stream:
+        return cls(*await asyncio.open_connection(host, port, limit=READ_BYTES))
+
+    @classmethod
+    async def accepted(cls, sock: socket.socket) -> _Stream:
+        return cls(*await asyncio.open_connection(sock=sock, limit=READ_BYTES))
+
+    async def receive(self) -> bytes:
+        """Up to READ_BYTES; b"" at the end of the stream."""
+        return await self.reader.read(READ_BYTES)
+
+    async def send(self, data: bytes) -> None:
+        self.writer.write(data)
+        await self.writer.drain()
+
+    def send_eof(self) -> None:
+        if self.writer.can_write_eof():
+            self.writer.write_eof()
+
+    def close(self) -> None:
+        """Close at once (what is unsent is dropped)."""
+        self.writer.transport.abort()
 
 
 class _Outbox:
@@ -180,7 +215,7 @@ class Shaper:
             tg.start_soon(self._run_direction, self.uplink)
             tg.start_soon(self._run_direction, self.downlink)
             task_status.started(listener.extra(SocketAttribute.local_port))
-            await listener.serve(self._handle, task_group=tg)
+            await self._accept(listener, self._handle, tg)
 
     async def serve_routes(
         self,
@@ -214,7 +249,8 @@ class Shaper:
                         (self.downlink, self.uplink) if inward else (self.uplink, self.downlink)
                     )
                     tg.start_soon(
-                        listener.serve,
+                        self._accept,
+                        listener,
                         functools.partial(self._relay, upstream=upstream, there=there, back=back),
                         tg,
                     )
@@ -249,21 +285,45 @@ class Shaper:
             with anyio.move_on_after(max(0.0, self._t0 + event_ms / 1000 - self._clock())):
                 await direction.wake.wait()
 
-    async def _handle(self, client: SocketStream) -> None:
-        await self._relay(client, self._upstream, self.uplink, self.downlink)
+    @staticmethod
+    async def _accept(
+        listener: anyio.abc.Listener[SocketStream],
+        relay: Callable[[socket.socket], object],
+        tg: anyio.abc.TaskGroup,
+    ) -> None:
+        """Accept on every socket of `listener` until cancelled; relay each connection in
+        `tg`."""
+
+        async def accept_on(raw: socket.socket) -> None:
+            while True:
+                sock, _ = await accept_socket(raw)
+                tg.start_soon(relay, sock)  # type: ignore[arg-type]
+
+        async with anyio.create_task_group() as loops:
+            for one in getattr(listener, "listeners", [listener]):
+                loops.start_soon(accept_on, one.extra(SocketAttribute.raw_socket))
+
+    async def _handle(self, sock: socket.socket) -> None:
+        await self._relay(sock, self._upstream, self.uplink, self.downlink)
 
     async def _relay(
-        self, client: SocketStream, upstream: tuple[str, int], there: _Direction, back: _Direction
+        self, sock: socket.socket, upstream: tuple[str, int], there: _Direction, back: _Direction
     ) -> None:
         """Relay one accepted connection: client -> upstream bytes through `there`,
         upstream -> client bytes through `back`."""
-        pause_reading_until_receive(client)
         tag = next(self._ids)
         self._total += 1
-        async with client:
+        try:
+            client = await _Stream.accepted(sock)
+        except BaseException as exc:
+            sock.close()
+            if isinstance(exc, OSError):
+                return
+            raise
+        try:
             try:
                 with anyio.fail_after(CONNECT_TIMEOUT_S):
-                    server = await anyio.connect_tcp(*upstream)
+                    server = await _Stream.connect(*upstream)
             except (OSError, TimeoutError):
                 self._connect_failures += 1
                 return
@@ -272,16 +332,19 @@ class Shaper:
             there.outboxes[tag] = boxes[0]
             back.outboxes[tag] = boxes[1]
             try:
-                async with server, anyio.create_task_group() as tg:
+                async with anyio.create_task_group() as tg:
                     tg.start_soon(self._guard, tg, self._read, client, there, tag, boxes[0])
                     tg.start_soon(self._guard, tg, self._write, server, there, boxes[0])
                     tg.start_soon(self._guard, tg, self._read, server, back, tag, boxes[1])
                     tg.start_soon(self._guard, tg, self._write, client, back, boxes[1])
             finally:
+                server.close()
                 self._open -= 1
                 for direction in (there, back):
                     del direction.outboxes[tag]
                     direction.link.forget(tag)
+        finally:
+            client.close()
 
     @staticmethod
     async def _guard(tg: anyio.abc.TaskGroup, func: Callable[..., object], *args: object) -> None:
@@ -292,13 +355,12 @@ class Shaper:
             tg.cancel_scope.cancel()
 
     async def _read(
-        self, source: SocketStream, direction: _Direction, tag: int, outbox: _Outbox
+        self, source: _Stream, direction: _Direction, tag: int, outbox: _Outbox
     ) -> None:
         link = direction.link
         while True:
-            try:
-                data = await source.receive(READ_BYTES)
-            except anyio.EndOfStream:
+            data = await source.receive()
+            if not data:
                 link.push_eof(self.now_ms(), tag)
                 direction.wake.fire()
                 return
@@ -308,7 +370,7 @@ class Shaper:
                 await direction.progress.wait()
 
     @staticmethod
-    async def _write(sink: SocketStream, direction: _Direction, outbox: _Outbox) -> None:
+    async def _write(sink: _Stream, direction: _Direction, outbox: _Outbox) -> None:
         while True:
             while not outbox.chunks:
                 await outbox.ready.wait()
@@ -324,7 +386,7 @@ class Shaper:
             outbox.pending -= len(data)
             direction.progress.fire()
             if eof:
-                await sink.send_eof()
+                sink.send_eof()
                 return
 
 

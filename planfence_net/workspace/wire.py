@@ -1,8 +1,8 @@
 """A blocking Noise client for short-lived processes: the hook and `workspace check`.
 
 The hook is a fresh process before every tool call, and importing anyio with asyncio costs
-more than its whole time budget. The protocol core is sans-IO, so this module drives the same
-core as `planfence_net.net.transport` (HandshakeState, framing, messages) over blocking sockets:
+more than its whole time budget. The Noise session is sans-IO (`protocol.session`), so this
+module is one more loop over it, as `planfence_net.net.transport` is, on blocking sockets:
 one session per owner, and a round of requests to several owners runs one thread per owner,
 all under one deadline. Errors are the project's: TransportError (cannot connect, connection
 lost, deadline passed), HandshakeError, RemoteProtocolError, RequestError.
@@ -10,7 +10,6 @@ lost, deadline passed), HandshakeError, RemoteProtocolError, RequestError.
 
 from __future__ import annotations
 
-import itertools
 import socket
 import time
 from typing import Any
@@ -24,38 +23,18 @@ from ..core.errors import (
 )
 from ..core.identity import Identity
 from ..core.roster import Agent, Roster
-from ..protocol.framing import (
-    DEFAULT_MAX_MESSAGE,
-    HANDSHAKE_FRAME_CAP,
-    MAX_FRAME,
-    PATTERN,
-    FrameDecoder,
-    MessageAssembler,
-    encode_frame,
-    prologue,
-    split_message,
-)
-from ..protocol.messages import decode_response, encode_request
-from ..protocol.noise import CipherState, HandshakeState
+from ..protocol.session import HANDSHAKE_FAILED, Event, Response, Session
 
 Outcome = dict[str, Any] | PlanfenceError  # a result, or the error the request failed with
 
 
 class SyncSession:
-    """One authenticated session to an owner over a blocking socket; one request at a time."""
+    """One authenticated session to an owner over a blocking socket; one request at a time.
+    The protocol (handshake, chunks, req-ids) is `protocol.session.Session`'s; this is the
+    blocking loop around it."""
 
-    def __init__(
-        self,
-        sock: socket.socket,
-        agent: Agent,
-        send: CipherState,
-        receive: CipherState,
-        decoder: FrameDecoder,
-    ) -> None:
-        self.sock, self.agent = sock, agent
-        self._send, self._receive, self._decoder = send, receive, decoder
-        self._assembler = MessageAssembler(DEFAULT_MAX_MESSAGE)
-        self._ids = itertools.count(1)
+    def __init__(self, sock: socket.socket, agent: Agent, session: Session) -> None:
+        self.sock, self.agent, self._session = sock, agent, session
         self.bytes_sent = self.bytes_received = 0
 
     @classmethod
@@ -82,26 +61,20 @@ class SyncSession:
             ) from None
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            state = HandshakeState(
-                PATTERN,
-                True,
-                prologue(roster.cluster),
-                s=identity.noise_private,
-                rs=agent.noise_key,
+            session = Session(
+                initiator=True,
+                cluster=roster.cluster,
+                static_private=identity.noise_private,
+                remote_static=agent.noise_key,
             )
-            session = cls(
-                sock, agent, CipherState(), CipherState(), FrameDecoder(HANDSHAKE_FRAME_CAP)
-            )
-            session._write(encode_frame(state.write_message(b"")), deadline)
+            self = cls(sock, agent, session)
+            self._write(session.initiate(), deadline)
             try:
-                state.read_message(session._frame(deadline))
-            except RemoteProtocolError as exc:
-                raise HandshakeError(f"handshake with {agent.name} failed: {exc}") from None
-            if not state.complete:
-                raise HandshakeError(f"handshake with {agent.name} did not complete")
-            session._send, session._receive = state.split()
-            session._decoder.max_frame = MAX_FRAME
-            return session
+                self._event(deadline)  # Established: nothing else comes first
+            except HandshakeError as exc:
+                reason = str(exc).removeprefix(HANDSHAKE_FAILED)
+                raise HandshakeError(f"handshake with {agent.name} failed: {reason}") from None
+            return self
         except BaseException:
             sock.close()
             raise
@@ -109,26 +82,14 @@ class SyncSession:
     def request(self, op: str, args: dict[str, Any], deadline: float) -> dict[str, Any]:
         """Send one request and return its result by `deadline`. Raises RequestError for a
         typed error, TransportError, RemoteProtocolError."""
-        req_id = next(self._ids)
-        chunks = split_message(encode_request(req_id, op, args), DEFAULT_MAX_MESSAGE)
-        self._write(
-            b"".join(encode_frame(self._send.encrypt_with_ad(b"", chunk)) for chunk in chunks),
-            deadline,
-        )
-        while True:
-            message = self._assembler.add(self._receive.decrypt_with_ad(b"", self._frame(deadline)))
-            if isinstance(message, bytes):  # no screen here: never an error
-                break
-        response = decode_response(message)
-        if response.req_id != req_id:
-            raise RemoteProtocolError(
-                f"{self.agent.name} answered request {response.req_id}, not {req_id}"
-            )
-        if not response.ok:
-            raise RequestError(
-                str(response.result.get("code")), str(response.result.get("message"))
-            )
-        return response.result
+        req_id, data = self._session.send_request(op, args)
+        self._write(data, deadline)
+        while not isinstance(event := self._event(deadline), Response):
+            pass  # the chunks of a large answer
+        outcome = event.outcome()  # the one request pending: its id was matched
+        if isinstance(outcome, RequestError):
+            raise outcome
+        return outcome
 
     def _write(self, data: bytes, deadline: float) -> None:
         try:
@@ -138,11 +99,9 @@ class SyncSession:
             raise TransportError(f"connection to {self.agent.name} lost: {exc}") from None
         self.bytes_sent += len(data)
 
-    def _frame(self, deadline: float) -> bytes:
-        while True:
-            frame = self._decoder.next_frame()
-            if frame is not None:
-                return frame
+    def _event(self, deadline: float) -> Event:
+        """The session's next event, reading the socket until there is one."""
+        while (event := self._session.next_event()) is None:
             try:
                 self.sock.settimeout(_left(deadline))
                 data = self.sock.recv(65536)
@@ -151,7 +110,8 @@ class SyncSession:
             if not data:
                 raise TransportError(f"{self.agent.name} closed the connection")
             self.bytes_received += len(data)
-            self._decoder.feed(data)
+            self._session.receive_data(data)
+        return event
 
     def close(self) -> None:
         self.sock.close()

@@ -32,7 +32,7 @@ from ...core.errors import PlanfenceError, TransportError, collapse
 from ...core.records import record_from_wire
 from ...net.client import open_session
 from ...net.transport import NoiseStream, connect
-from ...protocol.framing import DEFAULT_MAX_MESSAGE, encode_frame, split_message
+from ...protocol.framing import DEFAULT_MAX_MESSAGE, split_message
 from ...protocol.messages import encode_request
 from . import FaultResult
 from .probe import Bystander, OwnerProcess
@@ -64,6 +64,7 @@ class Target:
             cluster=self.roster.cluster,
             static_private=self.cdir.identity(as_agent).noise_private,
             remote_static=agent.noise_key,
+            match_responses=False,
         )
 
 
@@ -247,7 +248,7 @@ async def _unfinished_messages(target: Target, quick: bool) -> int:
     async def send_all_but_last(stream: NoiseStream) -> None:
         with anyio.move_on_after(2.0 if quick else 5.0):  # the owner may stop reading
             for chunk in chunks:
-                _write_chunk(stream, chunk)
+                stream.write_chunk(chunk)
                 await stream.wait_writable()
 
     try:
@@ -262,12 +263,6 @@ async def _unfinished_messages(target: Target, quick: bool) -> int:
         for stream in streams:
             await stream.aclose()
     return sessions
-
-
-def _write_chunk(stream: NoiseStream, chunk: bytes) -> None:
-    """Send one chunk plaintext as it is: the session's own API sends only whole messages,
-    so this attack reaches into it."""
-    stream._wire.write(encode_frame(stream._send_cipher.encrypt_with_ad(b"", chunk)))
 
 
 async def _unread_replies(target: Target, quick: bool) -> int:
