@@ -13,6 +13,7 @@ break us: only pins would hold it.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "planfence_net"
@@ -112,3 +113,41 @@ def test_no_module_reads_another_modules_internals() -> None:
     for path in sorted(PACKAGE.rglob("*.py")):
         found += findings(path.read_text(), str(path.relative_to(PACKAGE.parent)))
     assert found == []
+
+
+# -- every file, tests and scripts too: private names of the CLI framework ---------------
+
+ROOT = Path(__file__).resolve().parents[1]
+CLI_DEPENDENCIES = ("click", "typer")
+CLI_PRIVATE = re.compile(
+    rf"\b(?:{'|'.join(CLI_DEPENDENCIES)})\._\w+|_protected_args|\.__class__\s*=(?!=)",
+)
+
+
+def cli_offenders(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if CLI_PRIVATE.search(line)]
+
+
+def test_the_check_finds_each_kind_of_private_use() -> None:
+    assert cli_offenders(
+        "from typer._coercion import x\nimport click._compat\nctx._protected_args\n"
+        "param.__class__ = Plain\nclick.echo('ok')\nif a.__class__ == b: pass\n"
+    ) == [
+        "from typer._coercion import x",
+        "import click._compat",
+        "ctx._protected_args",
+        "param.__class__ = Plain",
+    ]
+
+
+def test_no_module_uses_a_private_name_of_click_or_typer() -> None:
+    found = {
+        str(path.relative_to(ROOT)): hits
+        for folder in ("planfence_net", "tests", "scripts")
+        for path in sorted((ROOT / folder).rglob("*"))
+        if path.is_file()
+        and (path.suffix == ".py" or (folder == "scripts" and not path.suffix))
+        and path != Path(__file__).resolve()
+        and (hits := cli_offenders(path.read_text(errors="replace")))
+    }
+    assert found == {}
