@@ -13,6 +13,7 @@ error, a timeout or a server that cannot be read refuses it (fails closed).
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -63,7 +64,7 @@ class Proxy:
     reads: ReadSet = field(init=False)
     stats: ProxyStats = field(default_factory=ProxyStats)
     _subscribed: set[str] = field(default_factory=set)  # keys with a live subscription
-    _waiting: dict[str, tuple[anyio.Event, list[Reread]]] = field(default_factory=dict)
+    _waiting: dict[str, tuple[anyio.Event, list[Reread]]] = field(default_factory=dict)  # by id
 
     def __post_init__(self) -> None:
         self.relay = Relay(self.policy)
@@ -93,7 +94,7 @@ class Proxy:
             elif isinstance(event, Changed):
                 self.reads.changed(resource_key(event.uri))
             elif isinstance(event, Reread):
-                waiter = self._waiting.get(event.key)
+                waiter = self._waiting.pop(event.request, None)
                 if waiter is not None:
                     waiter[1].append(event)
                     waiter[0].set()
@@ -104,10 +105,15 @@ class Proxy:
         self.stats.checked += 1
         keys = self.reads.to_reread()
         current: dict[str, str | None] = {key: None for key in keys}
+
+        async def look(key: str) -> None:
+            answer = await self.read_again(key)
+            current[key] = answer.digest if answer is not None else None
+
         with anyio.move_on_after(self.timeout):
             async with anyio.create_task_group() as reads:
                 for key in keys:
-                    reads.start_soon(self._reread, key, current)
+                    reads.start_soon(look, key)
         decision = self.reads.decide(call.tool, current)
         if decision.allowed:
             await self.carry_out(self.relay.allow(call.token), tg)
@@ -115,13 +121,23 @@ class Proxy:
             self.stats.refused += 1
             await self.carry_out(self.relay.refuse(call.token, decision.reason), tg)
 
-    async def _reread(self, key: str, current: dict[str, str | None]) -> None:
+    async def read_again(self, key: str) -> Reread | None:
+        """Read `key` again as the agent read it: the server's answer (its digest is None
+        when the server answered with an error), or None for a key never read through this
+        proxy. The caller bounds the wait."""
         self.stats.rereads += 1
-        ready, answers = self._waiting.setdefault(key, (anyio.Event(), []))
-        await self.server.send(self.relay.reread(key).line)
-        await ready.wait()
-        self._waiting.pop(key, None)
-        current[key] = answers[-1].digest if answers else None
+        try:
+            request = self.relay.reread(key)
+        except KeyError:
+            return None
+        rid = json.loads(request.line)["id"]
+        ready, answers = self._waiting[rid] = (anyio.Event(), [])
+        try:
+            await self.server.send(request.line)
+            await ready.wait()
+        finally:
+            self._waiting.pop(rid, None)
+        return answers[0]
 
 
 async def run_proxy(

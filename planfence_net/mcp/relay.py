@@ -75,6 +75,7 @@ class Reread:
     mime: str | None
     size: int
     error: str | None
+    request: str = ""  # the id of the relay's request it answers
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,7 +212,7 @@ class Relay:
             purpose = self._mine.pop(rid)
             if purpose.startswith("subscribe:"):
                 return [Subscribed(purpose.removeprefix("subscribe:"), "result" in message)]
-            return [self._reread_answer(purpose, message)]
+            return [self._reread_answer(purpose, message, rid)]
         if message.get("method") == "notifications/resources/updated":
             params = message.get("params")
             uri = params.get("uri") if isinstance(params, dict) else None
@@ -233,13 +234,14 @@ class Relay:
             events.append(observed)
         return events
 
-    def _reread_answer(self, key: str, message: Message) -> Reread:
-        if "result" not in message:
+    def _reread_answer(self, key: str, message: Message, rid: str) -> Reread:
+        result = message.get("result")
+        if result is None or (isinstance(result, dict) and result.get("isError")):
             error = message.get("error")
             text = error.get("message") if isinstance(error, dict) else None
-            return Reread(key, None, None, 0, str(text or "the server answered with an error"))
-        digest, mime, size = _content_digest(message["result"])
-        return Reread(key, digest, mime, size, None)
+            return Reread(key, None, None, 0, str(text or "the server answered with an error"), rid)
+        digest, mime, size = _content_digest(result)
+        return Reread(key, digest, mime, size, None, rid)
 
 
 def _observed(asked: tuple[str, Any], result: Any, policy: ToolPolicy) -> Observed | None:

@@ -69,7 +69,7 @@ def test_reads_are_observed_and_the_relays_own_answers_stay_inside() -> None:
     changed = [{"uri": "db://s", "text": "new"}]
     assert relay.from_server(
         line({"jsonrpc": "2.0", "id": rid, "result": {"contents": changed}})
-    ) == [Reread("resource/db://s", digest_of(changed), None, 3, None)]
+    ) == [Reread("resource/db://s", digest_of(changed), None, 3, None, "planfence-1")]
     note = line(
         {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "db://s"}}
     )
