@@ -1,10 +1,14 @@
-"""A loopback etcd for the latency benchmark, and a small asyncio client for its Txn.
+"""A loopback etcd for the benchmarks, and two clients for its Txn.
 
 `loopback_etcd()` starts the `etcd` binary on PATH (Debian: `apt-get install etcd-server`)
-with a temporary data folder on 127.0.0.1 and stops it on exit. `EtcdClient` speaks etcd's
-v3 JSON gateway (`POST /v3/kv/...`) over one kept-alive HTTP/1.1 connection, so the benchmark
-needs no gRPC dependency. The gateway is part of etcd's client port: each call is decoded
-from JSON there and served by the same gRPC handler a native client reaches.
+with a temporary data folder on 127.0.0.1 and stops it on exit.
+
+`GrpcEtcd` is etcd as its users call it: its native gRPC API, through aetcd (a maintained
+asyncio client over etcd's protos, the `bench` extra). `EtcdClient` speaks etcd's v3 JSON
+gateway (`POST /v3/kv/...`) over one kept-alive HTTP/1.1 connection: kept as a labelled
+extra, since the gateway decodes JSON inside etcd and is slower than gRPC for large Txns.
+`ByteCounter` relays a client's connection to etcd on 127.0.0.1 and counts the bytes both
+ways (HTTP/2 and gRPC framing included), for bytes per Txn.
 """
 
 from __future__ import annotations
@@ -26,15 +30,28 @@ from typing import Any
 from ..cluster.processes import free_port
 
 START_TIMEOUT = 20.0
+DEFAULT_MAX_TXN_OPS = 128  # etcd's --max-txn-ops unless raised
 
 
 def etcd_binary() -> str | None:
     return shutil.which("etcd")
 
 
+def missing() -> str | None:
+    """Why etcd cannot be measured here (one line), or None when it can."""
+    if etcd_binary() is None:
+        return "no `etcd` on PATH (Debian: apt-get install etcd-server): etcd skipped"
+    try:
+        import aetcd  # noqa: F401
+    except ImportError:
+        return "no aetcd (pip install -e '.[bench]'): etcd skipped"
+    return None
+
+
 @contextmanager
-def loopback_etcd(binary: str) -> Iterator[int]:
-    """Run a one-member etcd on 127.0.0.1; yields its client port. Always stops it."""
+def loopback_etcd(binary: str, max_txn_ops: int = DEFAULT_MAX_TXN_OPS) -> Iterator[int]:
+    """Run a one-member etcd on 127.0.0.1 (`--max-txn-ops` raised when asked); yields its
+    client port. Always stops it."""
     client, peer = free_port(), free_port()
     with tempfile.TemporaryDirectory(prefix="planfence-etcd-") as tmp:
         argv = [
@@ -57,6 +74,8 @@ def loopback_etcd(binary: str) -> Iterator[int]:
             "zap",
             "--log-level",
             "error",
+            "--max-txn-ops",
+            str(max_txn_ops),
         ]
         with open(Path(tmp) / "etcd.out", "wb") as out:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
@@ -152,3 +171,75 @@ class EtcdClient:
 
     def close(self) -> None:
         self._writer.close()
+
+
+class GrpcEtcd:
+    """etcd's native gRPC API through aetcd's public client: one channel, as a user's
+    process keeps it."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    @classmethod
+    async def connect(cls, port: int) -> GrpcEtcd:
+        import aetcd  # the bench extra; imported only when etcd is measured
+
+        client = aetcd.Client(host="127.0.0.1", port=port)
+        await client.connect()
+        return cls(client)
+
+    async def put(self, key: str, value: str) -> int:
+        """Write `key`; returns the revision of the write (its mod_revision)."""
+        answer = await self._client.put(key.encode(), value.encode())
+        return int(answer.header.revision)
+
+    async def txn_unchanged(self, revisions: dict[str, int], per_txn: int | None = None) -> bool:
+        """True if the mod_revision of every key equals `revisions`. One Txn, or with
+        `per_txn` as many Txns of at most `per_txn` compares as a client under etcd's
+        --max-txn-ops needs, sent concurrently (no longer one atomic snapshot)."""
+        compares = [self._client.transactions.mod(k.encode()) == v for k, v in revisions.items()]
+        size = per_txn or len(compares) or 1
+        chunks = [compares[at : at + size] for at in range(0, len(compares), size)]
+        if len(chunks) == 1:
+            ok, _ = await self._client.transaction(chunks[0], [], [])
+            return bool(ok)
+        answers = await asyncio.gather(*(self._client.transaction(c, [], []) for c in chunks))
+        return all(ok for ok, _ in answers)
+
+    async def close(self) -> None:
+        await self._client.close()
+
+
+class ByteCounter:
+    """A TCP relay on 127.0.0.1 to etcd's client port that counts the bytes both ways."""
+
+    def __init__(self, target: int) -> None:
+        self.target = target
+        self.bytes = 0
+        self.port = 0
+        self._server: asyncio.AbstractServer | None = None
+
+    async def __aenter__(self) -> ByteCounter:
+        self._server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target)
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    self.bytes += len(data)
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, asyncio.CancelledError):
+                pass
+            finally:
+                dst.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))

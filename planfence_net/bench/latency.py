@@ -5,8 +5,10 @@
 Warm authorize is the steady state of an executor: sessions open, the plan's lineage already
 in the replica, so one decision is one heads round per owner. For each d the benchmark times
 `GateRunner.wait_decision` end to end, in rounds interleaved with the same number of etcd Txns
-(comparing mod_revision of the same d keys) and raw-socket floor round trips, so machine noise
-falls on all three alike. Then one owner's heads/s from 16 sessions and its acknowledged
+(comparing mod_revision of the same d keys, through etcd's gRPC API; for d above etcd's default
+--max-txn-ops also as the several Txns a client under the default limit needs; and, labelled,
+through etcd's JSON gateway) and raw-socket floor round trips, so machine noise falls on all
+alike. Then one owner's heads/s from 16 sessions and its acknowledged
 durable puts/s, and the wall time of one-shot `planfence` processes next to the interpreter's
 own start-up.
 """
@@ -31,6 +33,7 @@ from ..cluster import processes as clusterlib
 from ..cluster.folder import ClusterDir
 from ..cluster.ready import wait_cluster_ready
 from ..core.gate import Action
+from ..core.records import MAX_PARENTS
 from ..core.roster import Roster
 from ..executor.pool import SessionPool
 from ..executor.replica import Replica
@@ -48,7 +51,7 @@ PREFIX = {"reqs": "req", "inventory": "inv"}
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    ds: tuple[int, ...] = (1, 8, 128)
+    ds: tuple[int, ...] = (1, 8, 128, 512)
     rounds: int = 5
     per_round: int = 200
     throughput_seconds: float = 3.0
@@ -56,6 +59,7 @@ class Settings:
     put_in_flight: int = 8  # concurrent puts per session
     cli_runs: int = 7
     etcd: bool = True
+    gateway: bool = True  # also etcd's JSON gateway, labelled as such
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +84,11 @@ def _rank(ordered: list[float], q: float) -> float:
 class Results:
     authorize: dict[int, Spread] = field(default_factory=dict)
     bytes_per_action: dict[int, int] = field(default_factory=dict)
-    etcd: dict[int, Spread] = field(default_factory=dict)
+    etcd: dict[int, Spread] = field(default_factory=dict)  # gRPC, one Txn (limit raised)
+    etcd_split: dict[int, Spread] = field(default_factory=dict)  # gRPC, Txns of <= 128
+    gateway: dict[int, Spread] = field(default_factory=dict)  # JSON gateway, one Txn
+    etcd_max_txn_ops: int = etcdlib.DEFAULT_MAX_TXN_OPS
+    etcd_skipped: str | None = None
     floor: Spread | None = None
     heads_per_s: float = 0.0
     heads_owner_cpu: float = 0.0
@@ -102,12 +110,18 @@ def keys_for(d: int) -> dict[str, list[str]]:
 def measure(settings: Settings, progress: Callable[[str], None] = lambda m: None) -> Results:
     """Run every measurement on a fresh loopback cluster (and etcd when wanted and on PATH)."""
     results = Results()
-    binary = etcdlib.etcd_binary() if settings.etcd else None
+    binary = None
+    if settings.etcd:
+        results.etcd_skipped = etcdlib.missing()
+        binary = etcdlib.etcd_binary() if results.etcd_skipped is None else None
+        if results.etcd_skipped:
+            progress(results.etcd_skipped)
+    results.etcd_max_txn_ops = max(etcdlib.DEFAULT_MAX_TXN_OPS, *settings.ds)
     with (
         tempfile.TemporaryDirectory(prefix="planfence-latency-") as tmp,
         _cluster(Path(tmp) / "cluster") as cdir,
         _floor_server() as floor_port,
-        _maybe_etcd(binary) as etcd_port,
+        _maybe_etcd(binary, results.etcd_max_txn_ops) as etcd_port,
     ):
         if binary is not None:
             results.etcd_version = _etcd_version(binary)
@@ -169,11 +183,11 @@ def _floor_server() -> Iterator[int]:
 
 
 @contextmanager
-def _maybe_etcd(binary: str | None) -> Iterator[int | None]:
+def _maybe_etcd(binary: str | None, max_txn_ops: int) -> Iterator[int | None]:
     if binary is None:
         yield None
         return
-    with etcdlib.loopback_etcd(binary) as port:
+    with etcdlib.loopback_etcd(binary, max_txn_ops) as port:
         yield port
 
 
@@ -188,25 +202,31 @@ class _Plan:
     plan: bytes
     keys: tuple[str, ...]
     facts: dict[str, bytes]
+    parts: tuple[bytes, ...] = ()  # records gathering the facts when they exceed 256
 
 
 async def _write_plans(cdir: ClusterDir, ds: tuple[int, ...]) -> list[_Plan]:
     """Per d: one fact per key at its owner, then a plan on all of them by the executor."""
     roster = cdir.roster()
     plans = []
-    for d in ds:
+    for d in ds:  # the plan lists its facts as parents, through parts above 256 of them
         facts: dict[str, bytes] = {}
         for owner, keys in keys_for(d).items():
             facts.update(await _put_all(roster, cdir, owner, [(k, [], {"v": 1}) for k in keys]))
         plan_key = f"plan/lat{d}"
+        parents, parts = list(facts.values()), []
+        if len(parents) > MAX_PARENTS:  # a record names at most 256 parents: gather them
+            chunks = [parents[at : at + MAX_PARENTS] for at in range(0, d, MAX_PARENTS)]
+            items = [(f"{plan_key}-part{i}", c, {"part": i}) for i, c in enumerate(chunks)]
+            parents = parts = list((await _put_all(roster, cdir, EXECUTOR, items)).values())
         ids = await _put_all(
             roster,
             cdir,
             EXECUTOR,
-            [(plan_key, list(facts.values()), {"steps": ["act"]})],
+            [(plan_key, parents, {"steps": ["act"]})],
             kind="plan",
         )
-        plans.append(_Plan(d, ids[plan_key], tuple(facts), facts))
+        plans.append(_Plan(d, ids[plan_key], tuple(facts), facts, tuple(parts)))
     return plans
 
 
@@ -238,17 +258,33 @@ async def _latency_rounds(
 ) -> None:
     roster = cdir.roster()
     identity = cdir.identity(EXECUTOR)
-    all_ids = [rid for p in plans for rid in (p.plan, *p.facts.values())]
+    all_ids = [rid for p in plans for rid in (p.plan, *p.parts, *p.facts.values())]
     replica = await Replica.open(None)
     await replica.add(await get_records(roster, identity, all_ids))
     floor = await connect_floor(floor_port)
-    etcd = await etcdlib.EtcdClient.connect(etcd_port) if etcd_port is not None else None
+    etcd = await etcdlib.GrpcEtcd.connect(etcd_port) if etcd_port is not None else None
+    gateway = (
+        await etcdlib.EtcdClient.connect(etcd_port)
+        if etcd_port is not None and settings.gateway
+        else None
+    )
     revisions = (
         {p.d: {k: await etcd.put(k, "v1") for k in p.keys} for p in plans}
         if etcd is not None
         else {}
     )
-    samples: dict[str, dict[int, list[float]]] = {"pf": {}, "etcd": {}}
+    limit = etcdlib.DEFAULT_MAX_TXN_OPS
+    etcd_kinds: list[tuple[str, Callable[[int], Awaitable[bool]]]] = []
+    if etcd is not None:
+        grpc = etcd
+        etcd_kinds.append(("etcd", lambda d: grpc.txn_unchanged(revisions[d])))
+        etcd_kinds.append(("etcd_split", lambda d: grpc.txn_unchanged(revisions[d], limit)))
+    if gateway is not None:
+        gw = gateway
+        etcd_kinds.append(("gateway", lambda d: gw.txn_unchanged(revisions[d])))
+    samples: dict[str, dict[int, list[float]]] = {
+        kind: {} for kind in ("pf", "etcd", "etcd_split", "gateway")
+    }
     floor_samples: list[float] = []
     async with anyio.create_task_group() as tg:
         pool = SessionPool(tg, roster, identity)
@@ -273,14 +309,16 @@ async def _latency_rounds(
                 results.bytes_per_action[plan.d] = (
                     run.decision.bytes_sent + run.decision.bytes_received
                 )
-                if etcd is not None:
-                    etcd_times = samples["etcd"].setdefault(plan.d, [])
+                for kind, txn in etcd_kinds:
+                    if kind == "etcd_split" and plan.d <= limit:
+                        continue  # one Txn under the default limit: the same as "etcd"
+                    etcd_times = samples[kind].setdefault(plan.d, [])
                     for _ in range(settings.per_round):
                         started = time.perf_counter()
-                        ok = await etcd.txn_unchanged(revisions[plan.d])
+                        ok = await txn(plan.d)
                         elapsed = time.perf_counter() - started
                         if not ok:
-                            raise AssertionError(f"etcd Txn d={plan.d} did not succeed")
+                            raise AssertionError(f"etcd {kind} Txn d={plan.d} did not succeed")
                         if keep:
                             etcd_times.append(elapsed)
             for _ in range(settings.per_round):
@@ -291,11 +329,15 @@ async def _latency_rounds(
         await pool.aclose()
         tg.cancel_scope.cancel()
     if etcd is not None:
-        etcd.close()
+        await etcd.close()
+    if gateway is not None:
+        gateway.close()
     assert floor.transport is not None
     floor.transport.close()
     results.authorize = {d: Spread.of(v) for d, v in samples["pf"].items()}
     results.etcd = {d: Spread.of(v) for d, v in samples["etcd"].items()}
+    results.etcd_split = {d: Spread.of(v) for d, v in samples["etcd_split"].items()}
+    results.gateway = {d: Spread.of(v) for d, v in samples["gateway"].items()}
     results.floor = Spread.of(floor_samples)
 
 
