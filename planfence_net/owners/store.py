@@ -159,12 +159,15 @@ class Store:
             )
         await db.executescript(SCHEMA)
         await db.commit()
-        async with db.execute("SELECT key, id, seq, owner FROM records ORDER BY rowid") as cur:
-            async for key, rid, seq, record_owner in cur:
-                self.heads[key] = Head(key, rid, seq)
-                self.last_seq_by_owner[record_owner] = max(
-                    seq, self.last_seq_by_owner.get(record_owner, 0)
-                )
+        # One query each, answered whole (one hop to aiosqlite's thread, not one per 64
+        # rows): a key's head is its last record inserted (SQLite takes the bare columns
+        # from the row holding MAX(rowid)); an owner's last seq comes from UNIQUE (owner, seq).
+        heads = await db.execute_fetchall(
+            "SELECT key, id, seq, MAX(rowid) FROM records GROUP BY key"
+        )
+        self.heads = {key: Head(key, rid, seq) for key, rid, seq, _ in heads}
+        seqs = await db.execute_fetchall("SELECT owner, MAX(seq) FROM records GROUP BY owner")
+        self.last_seq_by_owner = {owner: seq for owner, seq in seqs}
         await self._check_heads()
 
     async def _check_heads(self) -> None:
@@ -174,7 +177,11 @@ class Store:
         heads = list(self.heads.values())
         for at in range(0, len(heads), HEAD_BATCH):
             batch = heads[at : at + HEAD_BATCH]
-            records = {r.id: r for r in await self.get([head.id for head in batch])}
+            ids = [head.id for head in batch]
+            rows = await self._db.execute_fetchall(
+                f"SELECT id, wire FROM records WHERE id IN ({','.join('?' * len(ids))})", ids
+            )
+            records = {rid: self._checked(rid, wire) for rid, wire in rows}
             for head in batch:
                 record = records.get(head.id)
                 if record is None or (record.key, record.seq) != (head.key, head.seq):
