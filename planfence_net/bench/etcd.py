@@ -218,6 +218,7 @@ class ByteCounter:
         self.bytes = 0
         self.port = 0
         self._server: asyncio.AbstractServer | None = None
+        self._relays: set[asyncio.Task[Any]] = set()
 
     async def __aenter__(self) -> ByteCounter:
         self._server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
@@ -227,8 +228,15 @@ class ByteCounter:
     async def __aexit__(self, *exc: object) -> None:
         assert self._server is not None
         self._server.close()
+        if self._relays:  # the client closed first: let the relays see both ends close
+            _, pending = await asyncio.wait(self._relays, timeout=5)
+            for task in pending:
+                task.cancel()
 
     async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._relays.add(task)
         up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target)
 
         async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:

@@ -119,7 +119,7 @@ def measure(settings: Settings, progress: Callable[[str], None] = lambda m: None
     results.etcd_max_txn_ops = max(etcdlib.DEFAULT_MAX_TXN_OPS, *settings.ds)
     with (
         tempfile.TemporaryDirectory(prefix="planfence-latency-") as tmp,
-        _cluster(Path(tmp) / "cluster") as cdir,
+        loopback_cluster(Path(tmp) / "cluster") as cdir,
         _floor_server() as floor_port,
         _maybe_etcd(binary, results.etcd_max_txn_ops) as etcd_port,
     ):
@@ -128,7 +128,7 @@ def measure(settings: Settings, progress: Callable[[str], None] = lambda m: None
         progress("writing facts and plans")
         plans = _run(_write_plans, cdir, settings.ds)
         progress("warm authorize, etcd Txn and the raw-socket floor, interleaved")
-        _run(_latency_rounds, cdir, plans, settings, results, floor_port, etcd_port, progress)
+        _run(latency_rounds, cdir, plans, settings, results, floor_port, etcd_port, progress)
         progress(f"owner throughput: heads and durable puts from {settings.sessions} sessions")
         load = _run(
             owner_load,
@@ -155,8 +155,9 @@ def _run(fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
 
 
 @contextmanager
-def _cluster(root: Path) -> Iterator[ClusterDir]:
-    clusterlib.init_cluster(root, agents=3, base_port=0, name="planfence-latency")
+def loopback_cluster(root: Path, agents: int = 3) -> Iterator[ClusterDir]:
+    """A new cluster of `agents` owners on free loopback ports, up until the block ends."""
+    clusterlib.init_cluster(root, agents=agents, base_port=0, name="planfence-latency")
     cdir = ClusterDir(root)
     try:
         started = clusterlib.start_owners(cdir)
@@ -197,7 +198,7 @@ def _etcd_version(binary: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class _Plan:
+class Plan:
     d: int
     plan: bytes
     keys: tuple[str, ...]
@@ -205,29 +206,27 @@ class _Plan:
     parts: tuple[bytes, ...] = ()  # records gathering the facts when they exceed 256
 
 
-async def _write_plans(cdir: ClusterDir, ds: tuple[int, ...]) -> list[_Plan]:
-    """Per d: one fact per key at its owner, then a plan on all of them by the executor."""
+async def _write_plans(cdir: ClusterDir, ds: tuple[int, ...]) -> list[Plan]:
+    return [await write_plan(cdir, f"lat{d}", keys_for(d)) for d in ds]
+
+
+async def write_plan(cdir: ClusterDir, name: str, keys: dict[str, list[str]]) -> Plan:
+    """One fact per key at its owner, then `plan/NAME` on all of them by the executor (its
+    parents gathered through part records when there are more than 256)."""
     roster = cdir.roster()
-    plans = []
-    for d in ds:  # the plan lists its facts as parents, through parts above 256 of them
-        facts: dict[str, bytes] = {}
-        for owner, keys in keys_for(d).items():
-            facts.update(await _put_all(roster, cdir, owner, [(k, [], {"v": 1}) for k in keys]))
-        plan_key = f"plan/lat{d}"
-        parents, parts = list(facts.values()), []
-        if len(parents) > MAX_PARENTS:  # a record names at most 256 parents: gather them
-            chunks = [parents[at : at + MAX_PARENTS] for at in range(0, d, MAX_PARENTS)]
-            items = [(f"{plan_key}-part{i}", c, {"part": i}) for i, c in enumerate(chunks)]
-            parents = parts = list((await _put_all(roster, cdir, EXECUTOR, items)).values())
-        ids = await _put_all(
-            roster,
-            cdir,
-            EXECUTOR,
-            [(plan_key, parents, {"steps": ["act"]})],
-            kind="plan",
-        )
-        plans.append(_Plan(d, ids[plan_key], tuple(facts), facts, tuple(parts)))
-    return plans
+    facts: dict[str, bytes] = {}
+    for owner, owned in keys.items():
+        facts.update(await _put_all(roster, cdir, owner, [(k, [], {"v": 1}) for k in owned]))
+    plan_key = f"plan/{name}"
+    parents, parts = list(facts.values()), []
+    if len(parents) > MAX_PARENTS:
+        chunks = [parents[at : at + MAX_PARENTS] for at in range(0, len(parents), MAX_PARENTS)]
+        items = [(f"{plan_key}-part{i}", c, {"part": i}) for i, c in enumerate(chunks)]
+        parents = parts = list((await _put_all(roster, cdir, EXECUTOR, items)).values())
+    ids = await _put_all(
+        roster, cdir, EXECUTOR, [(plan_key, parents, {"steps": ["act"]})], kind="plan"
+    )
+    return Plan(len(facts), ids[plan_key], tuple(facts), facts, tuple(parts))
 
 
 async def _put_all(
@@ -247,21 +246,23 @@ async def _put_all(
     return ids
 
 
-async def _latency_rounds(
+async def latency_rounds(
     cdir: ClusterDir,
-    plans: list[_Plan],
+    plans: list[Plan],
     settings: Settings,
     results: Results,
-    floor_port: int,
+    floor_port: int | None,
     etcd_port: int | None,
     progress: Callable[[str], None],
 ) -> None:
+    """Time warm decisions of every plan in rounds, interleaved with etcd's Txns on the same
+    keys (when `etcd_port`) and floor round trips (when `floor_port`); fills `results`."""
     roster = cdir.roster()
     identity = cdir.identity(EXECUTOR)
     all_ids = [rid for p in plans for rid in (p.plan, *p.parts, *p.facts.values())]
     replica = await Replica.open(None)
     await replica.add(await get_records(roster, identity, all_ids))
-    floor = await connect_floor(floor_port)
+    floor = await connect_floor(floor_port) if floor_port is not None else None
     etcd = await etcdlib.GrpcEtcd.connect(etcd_port) if etcd_port is not None else None
     gateway = (
         await etcdlib.EtcdClient.connect(etcd_port)
@@ -321,7 +322,8 @@ async def _latency_rounds(
                             raise AssertionError(f"etcd {kind} Txn d={plan.d} did not succeed")
                         if keep:
                             etcd_times.append(elapsed)
-            for _ in range(settings.per_round):
+            for _ in range(settings.per_round if floor is not None else 0):
+                assert floor is not None
                 elapsed = await floor.wait_round_trip()
                 if keep:
                     floor_samples.append(elapsed)
@@ -332,16 +334,16 @@ async def _latency_rounds(
         await etcd.close()
     if gateway is not None:
         gateway.close()
-    assert floor.transport is not None
-    floor.transport.close()
+    if floor is not None and floor.transport is not None:
+        floor.transport.close()
     results.authorize = {d: Spread.of(v) for d, v in samples["pf"].items()}
     results.etcd = {d: Spread.of(v) for d, v in samples["etcd"].items()}
     results.etcd_split = {d: Spread.of(v) for d, v in samples["etcd_split"].items()}
     results.gateway = {d: Spread.of(v) for d, v in samples["gateway"].items()}
-    results.floor = Spread.of(floor_samples)
+    results.floor = Spread.of(floor_samples) if floor_samples else None
 
 
-def _cli_times(cdir: ClusterDir, plans: list[_Plan], settings: Settings, results: Results) -> None:
+def _cli_times(cdir: ClusterDir, plans: list[Plan], settings: Settings, results: Results) -> None:
     """Wall time of fresh processes: the bare interpreter, `planfence --help`, and
     `planfence authorize` for the d = 8 plan (cold: it fetches the lineage first)."""
     python = sys.executable
