@@ -1,0 +1,83 @@
+"""scripts/bench-growth --quick: every curve on tiny sizes, so the script cannot rot.
+
+Runs the real script (owners on 127.0.0.1, started and stopped by it; etcd too when the
+binary and aetcd are here, skipped with one line otherwise) and checks each curve's rows:
+the points asked for, in order, with every figure measured.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from planfence_net.bench import etcd as etcdlib
+from planfence_net.bench.growth import Sizes
+from support.cluster import REPO
+
+pytestmark = pytest.mark.slow
+
+
+def test_quick_run_measures_every_curve(tmp_path: Path) -> None:
+    out, plots = tmp_path / "growth.json", tmp_path / "plots"
+    env = {**os.environ, "PLANFENCE_BENCH_READY": "1"}  # no installs from a test
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "scripts" / "bench-growth"),
+            "--quick",
+            "--json",
+            str(out),
+            "--plots",
+            str(plots),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    quick = Sizes.quick()
+    data = json.loads(out.read_text())
+    assert list(data) == ["keys", "spans", "executors", "machine", "history"]
+    etcd_here = etcdlib.missing() is None
+    if not etcd_here:
+        assert proc.stderr.count(etcdlib.missing() or "") == 2  # keys and executors say why
+
+    keys = data["keys"]["rows"]
+    assert [r["d"] for r in keys] == list(quick.keys)
+    for row in keys:
+        assert 0 < row["p50_us"] <= row["p99_us"] and row["bytes"] > 0 and row["client_cpu_us"] > 0
+        assert (row["etcd_p50_us"] is not None) == etcd_here
+        # only d above etcd's default --max-txn-ops needs several Txns
+        assert (row["etcd_split_p50_us"] is not None) == (etcd_here and row["d"] > 128)
+    assert keys[0]["bytes"] < keys[1]["bytes"] < keys[2]["bytes"]
+
+    spans = data["spans"]["rows"]
+    assert [(r["owners"], r["d"]) for r in spans] == [(k, quick.span_keys) for k in quick.spans]
+    assert spans[0]["bytes"] < spans[1]["bytes"]  # more owners, more framing and headers
+
+    executors = data["executors"]["rows"]
+    assert [r["executors"] for r in executors] == list(quick.executors)
+    for row in executors:
+        assert row["decisions_per_s"] > 0 and row["owner_cpu"] > 0
+        assert ("etcd_txns_per_s" in row) == etcd_here
+
+    machine = data["machine"]["rows"]
+    assert [r["owners"] for r in machine] == list(quick.machine)
+    assert machine[0]["cluster_up_s"] > 0 and 5 < machine[0]["idle_rss_mib"] < 500
+
+    history = data["history"]["rows"]
+    assert [(r["records"], r["keys"]) for r in history] == [(300, 30)]
+    assert history[0]["puts_per_s"] > 0 and 50 < history[0]["bytes_per_record"] < 5000
+
+    assert sorted(p.name for p in plots.iterdir()) == [
+        f"growth-{name}.png" for name in sorted(data)
+    ]
+    for name in data:
+        assert f"### {name} (load " in proc.stdout
