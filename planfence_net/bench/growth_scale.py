@@ -82,7 +82,8 @@ def _rss_kib(pid: int) -> int:
 def history_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row]:
     """One owner holding N records over max(N / 10, ...) keys: the owner's start-up (`cluster
     up` of that owner, which opens the store and checks the heads), `Store.open` alone, heads
-    p50 (one key, random), heads/s and durable puts/s from 16 sessions, bytes on disk per
+    p50 (one random key a request: the first requests after start-up, then as many more),
+    heads/s and durable puts/s from 16 sessions, bytes on disk per
     record."""
     rows = []
     for n in sizes.history:
@@ -104,6 +105,7 @@ def history_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row
                 names = clusterlib.start_owners(cdir)
                 anyio.run(wait_cluster_ready, cdir, names, 120.0, backend="asyncio")
                 up = time.perf_counter() - started
+                cold = _run(_heads_p50, cdir, owner, keys, sizes.per_round * 5)
                 heads = _run(_heads_p50, cdir, owner, keys, sizes.per_round * 5)
                 load = _run(owner_load, cdir, owner, EXECUTOR, "req/h0", 16, 8, sizes.seconds / 2)
             finally:
@@ -114,6 +116,7 @@ def history_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row
                 "keys": keys,
                 "owner_up_s": up,
                 "store_open_s": statistics.median(opens),
+                "heads_first_p50_us": cold.p50,
                 "heads_p50_us": heads.p50,
                 "heads_p99_us": heads.p99,
                 "heads_per_s": load.heads_per_s,
