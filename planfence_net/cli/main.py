@@ -10,6 +10,7 @@ import click
 
 from . import bench as cli_bench
 from . import cluster as cli_cluster
+from . import compact as cli_compact
 from . import executor as cli_executor
 from . import hook as cli_hook
 from . import inspect as cli_inspect
@@ -281,3 +282,4 @@ cli_workspace.register(app)
 cli_hook.register(app)
 cli_mcp.register(app)
 cli_ping.register(app)
+cli_compact.register(owner_app)
