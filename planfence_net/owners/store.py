@@ -168,22 +168,25 @@ class Store:
         self.heads = {key: Head(key, rid, seq) for key, rid, seq, _ in heads}
         seqs = await db.execute_fetchall("SELECT owner, MAX(seq) FROM records GROUP BY owner")
         self.last_seq_by_owner = {owner: seq for owner, seq in seqs}
-        await self._check_heads()
+        await self._check_heads(sorted((row[3], self.heads[row[0]]) for row in heads))
 
-    async def _check_heads(self) -> None:
+    async def _check_heads(self, rows: list[tuple[int, Head]]) -> None:
         """Every head loaded from the index columns must be a stored record that hashes to
         its id and has its key and seq: a damaged column would otherwise be served as a head.
-        Raises StoreError `store_damaged`."""
-        heads = list(self.heads.values())
-        for at in range(0, len(heads), HEAD_BATCH):
-            batch = heads[at : at + HEAD_BATCH]
-            ids = [head.id for head in batch]
-            rows = await self._db.execute_fetchall(
-                f"SELECT id, wire FROM records WHERE id IN ({','.join('?' * len(ids))})", ids
+        `rows` are (rowid, head) in rowid order: each record is read by its rowid, one
+        B-tree descent in file order (by id, through the id index, took 10 x longer at 10^5
+        heads). Raises StoreError `store_damaged`."""
+        for at in range(0, len(rows), HEAD_BATCH):
+            batch = rows[at : at + HEAD_BATCH]
+            rowids = [rowid for rowid, _ in batch]
+            found = await self._db.execute_fetchall(
+                f"SELECT rowid, wire FROM records WHERE rowid IN ({','.join('?' * len(rowids))})",
+                rowids,
             )
-            records = {rid: self._checked(rid, wire) for rid, wire in rows}
-            for head in batch:
-                record = records.get(head.id)
+            wires = dict(found)
+            for rowid, head in batch:
+                wire = wires.get(rowid)
+                record = self._checked(head.id, wire) if wire is not None else None
                 if record is None or (record.key, record.seq) != (head.key, head.seq):
                     raise StoreError(
                         "store_damaged",

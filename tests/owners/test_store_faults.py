@@ -183,6 +183,24 @@ async def test_a_damaged_index_column_refuses_to_start(cluster_dir: ClusterHandl
     )
 
 
+async def test_a_damaged_head_id_refuses_to_start(cluster_dir: ClusterHandle) -> None:
+    """A head's record is read by its rowid at open and must hash to the id column: a
+    damaged id is found then, never served as a head."""
+    await write_records(cluster_dir, 3)
+    db = cluster_dir.cdir.db("reqs")
+    damaged = bytes(range(32))
+    conn = sqlite3.connect(db)
+    try:
+        conn.execute("DROP TRIGGER records_no_update")
+        conn.execute("UPDATE records SET id = ? WHERE key = 'req/2'", (damaged,))
+        conn.commit()
+    finally:
+        conn.close()
+    assert one_line(serve(cluster_dir)) == (
+        f"record {damaged.hex()} in store reqs.sqlite does not hash to its id: the store is damaged"
+    )
+
+
 # -- D9: lost acknowledged records, damaged records ----------------------------------------------
 
 
