@@ -98,6 +98,7 @@ class Results:
     cli: dict[str, Spread] = field(default_factory=dict)
     cli_cpu: dict[str, float] = field(default_factory=dict)  # median ms, user + system
     client_cpu: dict[int, float] = field(default_factory=dict)  # us per decision
+    etcd_client_cpu: dict[int, float] = field(default_factory=dict)  # us per gRPC Txn (aetcd)
     etcd_version: str | None = None
 
 
@@ -314,6 +315,7 @@ async def latency_rounds(
                     if kind == "etcd_split" and plan.d <= limit:
                         continue  # one Txn under the default limit: the same as "etcd"
                     etcd_times = samples[kind].setdefault(plan.d, [])
+                    cpu = time.process_time()
                     for _ in range(settings.per_round):
                         started = time.perf_counter()
                         ok = await txn(plan.d)
@@ -322,6 +324,9 @@ async def latency_rounds(
                             raise AssertionError(f"etcd {kind} Txn d={plan.d} did not succeed")
                         if keep:
                             etcd_times.append(elapsed)
+                    if kind == "etcd":
+                        used = time.process_time() - cpu
+                        results.etcd_client_cpu[plan.d] = used / settings.per_round * 1e6
             for _ in range(settings.per_round if floor is not None else 0):
                 assert floor is not None
                 elapsed = await floor.wait_round_trip()
