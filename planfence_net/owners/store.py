@@ -183,7 +183,7 @@ class Store:
                 f"SELECT rowid, wire FROM records WHERE rowid IN ({','.join('?' * len(rowids))})",
                 rowids,
             )
-            wires = dict(found)
+            wires: dict[int, bytes] = {rowid: wire for rowid, wire in found}
             for rowid, head in batch:
                 wire = wires.get(rowid)
                 record = self._checked(head.id, wire) if wire is not None else None
