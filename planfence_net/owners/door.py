@@ -1,10 +1,11 @@
 """Who gets in: an owner's connections from accept() until the peer has proven itself.
 
-The door accepts connections within the daemon's limits (connections, handshakes in
-progress), backs off when accept() runs out of descriptors, runs the Noise handshake under
-its deadline, and waits for the session's first valid transport message before handing the
-session to the daemon. Until then a connection is a stranger's: what it causes is logged at
-a bounded rate (`stranger_event`), never in the name of the peer whose key it claims.
+The door admits connections members first (admission.py: strangers, claimants and the
+limits on each; at a limit the oldest stranger is closed, not the newcomer refused), backs
+off when accept() runs out of descriptors, runs the Noise handshake under its deadlines, and
+waits for the session's first valid transport message before handing the session to the
+daemon. Until then a connection is a stranger's: what it causes is logged at a bounded rate
+(`stranger_event`), never in the name of the peer whose key it claims.
 Connections are accepted on the listener's sockets with asyncio's public API
 (`net.socketwire.accept_socket`), and each runs the responder's side of a
 `protocol.session.Session` (`net.transport.accept`).
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import math
 import socket
 import time
 from collections.abc import Awaitable, Callable
@@ -30,6 +32,7 @@ from ..net.socketwire import accept_socket
 from ..net.transport import NoiseStream, accept
 from ..protocol.framing import Screen
 from ..protocol.session import Session
+from .admission import Admission, Place
 from .limits import Limits, RateLimit
 from .logs import EventLog
 
@@ -71,8 +74,9 @@ class Door:
         self._screen = screen
         self.slots = MessageSlots(limits.large_messages, limits.message_stall)
         self.open_connections = 0  # accepted and not yet closed
-        self.unproven = 0  # of those, not yet proven by a valid transport message
+        self.admission = Admission(limits)  # those not yet proven
         self.refused_connections = 0
+        self.evicted_connections = 0
         self.refused_peers = 0
         self.accept_errors = 0
         self._strangers = RateLimit(limits.stranger_burst, limits.stranger_rate, time.monotonic())
@@ -100,22 +104,27 @@ class Door:
                     pause = min(pause * 2, ACCEPT_BACKOFF[1])
                 continue
             pause = ACCEPT_BACKOFF[0]
-            full = self._over_connection_limits()
-            if full:
+            closer = anyio.CancelScope(
+                deadline=anyio.current_time() + self.limits.stranger_deadline
+            )
+            place, evicted, reason = self.admission.arrive(
+                remote.rpartition(":")[0], closer, self.open_connections
+            )
+            if evicted is not None:
+                self._evict(evicted)
+            if place is None:
                 self.refused_connections += 1
-                self.stranger_event("connection_refused", remote=remote, reason=full)
+                self.stranger_event("connection_refused", remote=remote, reason=reason)
                 sock.close()
                 continue
             self.open_connections += 1
-            self.unproven += 1
-            tg.start_soon(self._handle_connection, sock, remote)
+            tg.start_soon(self._handle_connection, sock, remote, place)
 
-    def _over_connection_limits(self) -> str | None:
-        if self.open_connections >= (self.limits.max_connections or 0):
-            return f"{self.limits.max_connections} connections open"
-        if self.unproven >= self.limits.max_handshakes:
-            return f"{self.limits.max_handshakes} handshakes in progress"
-        return None
+    def _evict(self, place: Place) -> None:
+        """Close an unproven connection that lost its place to a newcomer."""
+        self.evicted_connections += 1
+        self.stranger_event("connection_evicted", address=place.address, reason=place.evicted)
+        place.closer.cancel()
 
     def stranger_event(self, event: str, **fields: Any) -> None:
         """Log an event anyone who can reach the port can cause, at a bounded rate; the
@@ -124,36 +133,49 @@ class Door:
             suppressed = self._strangers.take_suppressed()
             self.log.write(event, **fields, **({"suppressed": suppressed} if suppressed else {}))
 
-    async def _handle_connection(self, sock: socket.socket, remote: str) -> None:
-        proven = False
+    async def _handle_connection(self, sock: socket.socket, remote: str, place: Place) -> None:
+        stream: NoiseStream | None = None
+        first: list[bytes | PlanfenceError | None] = [None]
         try:
             self.stranger_event("connection", remote=remote)
-            stream = await self._handshake(sock, remote)
-            if stream is None:
-                return
-            try:
-                first = [await self._wait_first_message(stream, remote)]
-                if first[0] is None:
-                    return
-                proven = True
-                self.unproven -= 1
+            with place.closer:  # cancelled on eviction or at the stranger deadline
+                stream = await self._handshake(sock, remote, place)
+                if stream is not None:
+                    first = [await self._wait_first_message(stream, remote)]
+            if place.closer.cancelled_caught and not place.evicted:
+                self.stranger_event(
+                    "handshake_failed",
+                    remote=remote,
+                    reason=f"no first message naming a member within "
+                    f"{self.limits.stranger_deadline:g} s",
+                )
+            self.admission.leave(place)
+            if first[0] is not None:
+                assert stream is not None
                 await self._admit(stream, remote, first)
-            finally:
-                await stream.aclose()
         finally:
+            self.admission.leave(place)
             self.open_connections -= 1
-            if not proven:
-                self.unproven -= 1
+            if stream is not None:
+                await stream.aclose()
+            else:
+                sock.close()  # the handshake closed it, unless cancelled before it began
 
-    async def _handshake(self, sock: socket.socket, remote: str) -> NoiseStream | None:
+    async def _handshake(
+        self, sock: socket.socket, remote: str, place: Place
+    ) -> NoiseStream | None:
         """The Noise handshake under its deadline; None (connection closed, event logged)
-        when it fails."""
+        when it fails. A first message naming a member makes `place` a claimant."""
         refused: list[bytes] = []
 
         def accept_peer(key: bytes) -> bool:
             if self.roster.agent_by_noise_key(key) is None:
                 refused.append(key)
                 return False
+            place.closer.deadline = math.inf  # the handshake's own deadline applies
+            evicted = self.admission.claim(place)
+            if evicted is not None:
+                self._evict(evicted)
             return True
 
         session = Session(
@@ -208,6 +230,7 @@ class Door:
             "refused_peers": self.refused_peers,
             "connections": self.open_connections,
             "refused_connections": self.refused_connections,
+            "evicted_connections": self.evicted_connections,
             "accept_errors": self.accept_errors,
             "large_message_waits": self.slots.waits,
             "stalled_senders": self.slots.evicted,

@@ -29,7 +29,13 @@ class Limits:
     # Open TCP connections, authenticated or not. None: 1024, or fewer when the descriptor
     # limit (RLIMIT_NOFILE) is lower, so accept() meets this limit before running out.
     max_connections: int | None = None
-    max_handshakes: int = 64  # connections not yet proven by a valid transport message
+    # Places at the door (owners/admission.py): connections that named a roster member in
+    # their first handshake message, not yet proven by a valid transport message...
+    max_handshakes: int = 64
+    # ...and strangers, which have not named one yet: at a limit the oldest is closed.
+    max_strangers: int = 256
+    strangers_per_address: int = 128
+    stranger_deadline: float = 3.0  # seconds from accept to a first message naming a member
     sessions_per_peer: int = 64  # proven sessions of one roster member
     first_message_deadline: float = 5.0  # seconds from handshake to the first valid message
     requests_per_session: int = 64  # in flight; at the cap the session is not read
@@ -55,7 +61,12 @@ class Limits:
             if soft_limit == resource.RLIM_INFINITY
             else max(1, min(DEFAULT_CONNECTIONS, soft_limit - RESERVED_DESCRIPTORS))
         )
-        return replace(self, max_connections=fit, max_handshakes=min(self.max_handshakes, fit))
+        return replace(
+            self,
+            max_connections=fit,
+            max_handshakes=min(self.max_handshakes, fit),
+            max_strangers=min(self.max_strangers, fit),
+        )
 
     @classmethod
     def parse(cls, settings: list[str]) -> Limits:

@@ -29,6 +29,7 @@ STATS_KEYS = {
     "keys",
     "connections",
     "refused_connections",
+    "evicted_connections",
     "accept_errors",
     "dropped_subscribers",
     "log_suppressed",

@@ -80,7 +80,8 @@ async def run(workdir: Path, *, quick: bool) -> list[FaultResult]:
 
 
 def _attacks(big_id: bytes) -> list[tuple[str, Attack, dict[str, Any]]]:
-    emfile = {"nofile": 256, "limits": ("max_connections=1000", "max_handshakes=1000")}
+    raised = ("max_connections", "max_handshakes", "max_strangers", "strangers_per_address")
+    emfile = {"nofile": 256, "limits": tuple(f"{name}=1000" for name in raised)}
     return [
         ("descriptors (cap)", _descriptors, {"nofile": 256}),
         ("descriptors (EMFILE)", _descriptors, emfile),
