@@ -50,6 +50,7 @@ async def test_the_quick_resource_attacks_run_and_the_owner_holds() -> None:
         "unfinished messages",
         "unread replies",
         "subscribers",
+        "crowd-out",
     ], table
     for row in rows:
         assert row.held and row.rounds > 0 and row.acknowledged > 0, table

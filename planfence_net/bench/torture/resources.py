@@ -16,6 +16,8 @@ reported, not a promise the row is judged by.
     unfinished messages  all but the last chunk of a 16 MiB put, from 24 sessions, held
     unread replies       4.2 MB `heads` requests whose replies are never read
     subscribers          2,000 subscriptions that never read, over 400 commits
+    crowd-out            80 connections that send nothing and reconnect when closed, while a
+                         member opens new sessions: none may be refused
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 from ...cluster.processes import ClusterDir, init_cluster
 from ...core.errors import PlanfenceError, TransportError, collapse
@@ -91,6 +94,7 @@ def _attacks(big_id: bytes) -> list[tuple[str, Attack, dict[str, Any]]]:
         ("unfinished messages", _unfinished_messages, {}),
         ("unread replies", _unread_replies, {}),
         ("subscribers", _subscribers, {}),
+        ("crowd-out", _crowd_out, {}),
     ]
 
 
@@ -312,3 +316,41 @@ async def _subscribers(target: Target, quick: bool) -> int:
         for stream in streams:
             await stream.aclose()
     return commits
+
+
+async def _crowd_out(target: Target, quick: bool) -> int:
+    """80 TCP connections that never send a byte and reconnect whenever closed, while a
+    member opens sessions one after the other (each connect, handshake, ping). Raises
+    PlanfenceError naming how many of the member's sessions failed."""
+    sessions = 50 if quick else 500
+    failed = 0
+    cdir = ClusterDir(target.root)
+
+    async def hold() -> None:
+        while True:
+            try:
+                stream = await anyio.connect_tcp("127.0.0.1", target.port)
+            except OSError:
+                await anyio.lowlevel.checkpoint()
+                continue
+            try:
+                await stream.receive()
+            except (anyio.EndOfStream, OSError, anyio.BrokenResourceError):
+                pass
+            finally:
+                await stream.aclose()
+
+    async with anyio.create_task_group() as crowd:
+        for _ in range(80):
+            crowd.start_soon(hold)
+        await anyio.sleep(0.5)  # the crowd is in
+        for _ in range(sessions):
+            try:
+                async with open_session(target.roster, cdir.identity("planner"), OWNER) as member:
+                    await member.request("ping")
+            except PlanfenceError:
+                failed += 1
+        crowd.cancel_scope.cancel()
+    if failed:
+        raise PlanfenceError(f"{failed} of {sessions} member sessions failed")
+    return sessions
