@@ -36,6 +36,10 @@ from .plainread import read_plain
 MAX_ARGS = 64  # entries in a request's args map
 MAX_SCALAR = 4 * MAX_KEY_LEN  # bytes of the longest str or bin the reader decodes (a key)
 BAD_SHAPE = "a request is [req_id: int, op: str, args: map]"
+# The req_id an owner answers a request too broken to name one with (messages.encode_error):
+# a request naming it is refused, so that no client can take that answer for its own.
+UNNAMED_REQ_ID = -1
+UNNAMED_TAKEN = f"req_id {UNNAMED_REQ_ID} is the owner's (for requests it cannot read)"
 TRAILING = "trailing bytes after the request"
 
 
@@ -97,7 +101,7 @@ def decode_request(data: bytes, schema: Schema = REQUESTS) -> Request:
     (`plainread`), which returns what this reader would.
     """
     plain = read_plain(data, schema, MAX_ARGS, MAX_SCALAR)
-    if plain is not None:
+    if plain is not None and plain[0] != UNNAMED_REQ_ID:
         return Request(*plain)
     reader = _RequestReader(data)
     try:
@@ -159,6 +163,9 @@ class _RequestReader:
         length = self.unpacker.read_array_header()
         if length and _is_int_type(self.peek()):
             self.req_id = int(self.unpacker.unpack())
+            if self.req_id == UNNAMED_REQ_ID:
+                self.req_id = None
+                raise self.fail("bad_request", UNNAMED_TAKEN)
         if length != 3 or self.req_id is None:
             raise self.fail("bad_request", BAD_SHAPE)
         if not _is_str(self.peek()):

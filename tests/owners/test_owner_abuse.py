@@ -301,3 +301,26 @@ async def test_clients_that_disconnect_mid_request(live_cluster: ClusterHandle) 
     assert h.events("reqs", "error") == []
     assert h.events("reqs", "put")[0]["key"] == "req/orphan"
     assert len(h.events("reqs", "put")) == 1
+
+
+async def test_a_request_naming_req_id_minus_one_is_refused(live_cluster: ClusterHandle) -> None:
+    """-1 is the req_id of the owner's answers to requests it cannot read: a client that
+    named it could take such an answer for its own, so it is refused (and still answered)."""
+    h = live_cluster
+    with anyio.fail_after(DEADLINE):
+        client = await proven_session(h)
+        for request in ([-1, "ping", {}], [-1, "put", {"key": "req/minus", "body": 1}]):
+            assert await client.call(msgpack.packb(request)) == [
+                -1,
+                False,
+                {
+                    "code": "bad_request",
+                    "message": "req_id -1 is the owner's (for requests it cannot read)",
+                },
+            ]
+        assert (await client.call(msgpack.packb([-2, "ping", {}])))[:2] == [-2, True]
+        await client.aclose()
+        async with open_session(h.roster, h.identity("planner"), "reqs") as session:
+            assert (await session.request("heads", {"keys": ["req/minus"]}))["heads"] == [
+                ["req/minus", None, 0]
+            ]

@@ -199,6 +199,7 @@ def test_unknown_op() -> None:
 def test_request_id_of_malformed_requests() -> None:
     assert request_id_of(pack([12, "nope"])) == 12
     assert request_id_of(pack([-3, 1, 2])) == -3
+    assert request_id_of(pack([-1, "ping", {}])) is None  # the owner's own: refused
     assert request_id_of(pack([True, "ping", {}])) is None
     assert request_id_of(pack({"a": 1})) is None
     assert request_id_of(pack([])) is None
