@@ -1,6 +1,9 @@
 """Files beside an owner's store that keep it honest: its lock and its seq mark.
 
-    NAME.sqlite.lock   flock'ed by the one daemon serving the store; holds that daemon's pid
+    NAME.sqlite.lock   flock'ed by the one daemon serving the store; holds that daemon's pid.
+                       The store file itself is flock'ed too (SQLite's own locks are fcntl
+                       locks, which flock does not meet), so a deleted lock file lets no
+                       second daemon in.
     NAME.sqlite.seq    the highest seq the owner ever acknowledged, written durably before
                        the acknowledgement, kept apart from the records (and their WAL)
 
@@ -31,38 +34,67 @@ def mark_path(store: Path) -> Path:
 
 
 class StoreLock:
-    """An exclusive flock on the store's lock file, held until `release` (or process exit,
-    also kill -9). `acquire` raises StoreError `store_in_use` naming the holder's pid."""
+    """Exclusive flocks on the store's lock file and on the store file, held on open
+    descriptors until `release` (or process exit, also kill -9). `acquire` raises StoreError
+    `store_in_use` naming the holder's pid (found in /proc/locks when its lock file was
+    deleted). The store file's descriptor stays open as long as SQLite has the store open:
+    closing any descriptor of a file drops the process's fcntl locks on it."""
 
-    def __init__(self, fd: int) -> None:
-        self._fd: int | None = fd
+    def __init__(self, fds: list[int]) -> None:
+        self._fds = fds
 
     @classmethod
     def acquire(cls, store: Path) -> StoreLock:
-        path = lock_path(store)
+        fds: list[int] = []
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError as exc:
-            raise StoreError("store_damaged", f"cannot open {path}: {exc.strerror}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
-            os.close(fd)
-            if exc.errno in (errno.EWOULDBLOCK, errno.EACCES):
-                raise StoreError(
-                    "store_in_use",
-                    f"store {store} is in use by pid {holder}; stop that owner first",
-                ) from None
-            raise StoreError("store_damaged", f"cannot lock {path}: {exc.strerror}") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        return cls(fd)
+            for path in (lock_path(store), store):
+                fds.append(_locked(path, store))
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
+        os.ftruncate(fds[0], 0)
+        os.pwrite(fds[0], f"{os.getpid()}\n".encode(), 0)
+        return cls(fds)
 
     def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)  # closing the only descriptor drops the flock
-            self._fd = None
+        for fd in self._fds:
+            os.close(fd)  # closing the only descriptor drops the flock
+        self._fds = []
+
+
+def _locked(path: Path, store: Path) -> int:
+    """A descriptor of `path` (created if missing) holding its exclusive flock."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise StoreError("store_damaged", f"cannot open {path}: {exc.strerror}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        holder = _flock_holder(fd)
+        os.close(fd)
+        if exc.errno in (errno.EWOULDBLOCK, errno.EACCES):
+            raise StoreError(
+                "store_in_use", f"store {store} is in use by pid {holder}; stop that owner first"
+            ) from None
+        raise StoreError("store_damaged", f"cannot lock {path}: {exc.strerror}") from None
+    return fd
+
+
+def _flock_holder(fd: int) -> str:
+    """The pid holding a flock on `fd`'s file, from /proc/locks ("?" when not found)."""
+    st = os.fstat(fd)
+    file = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        with open("/proc/locks") as locks:
+            for line in locks:
+                fields = line.split()
+                if len(fields) > 5 and fields[1] == "FLOCK" and fields[5] == file:
+                    return fields[4]
+    except OSError:
+        pass
+    return "?"
 
 
 class SeqMark:

@@ -268,6 +268,21 @@ async def test_a_second_daemon_on_the_same_store_is_refused_with_the_pid(
         assert (await put_many(h, 1))[0]["seq"] == 1  # the first one still serves
 
 
+async def test_a_deleted_lock_file_lets_no_second_daemon_in(cluster_dir: ClusterHandle) -> None:
+    """The store file itself is flock'ed: without its lock file, a second daemon is still
+    refused in one line naming the first one's pid."""
+    h = cluster_dir
+    with running_owner(h) as first:
+        lock = h.cdir.db("reqs").with_name(h.cdir.db("reqs").name + ".lock")
+        lock.unlink()
+        second = serve(h, "--listen", "127.0.0.1:0")
+        assert (second.returncode, one_line(second)) == (
+            1,
+            f"store {h.cdir.db('reqs')} is in use by pid {first.pid}; stop that owner first",
+        )
+        assert (await put_many(h, 1))[0]["seq"] == 1  # the first one still serves
+
+
 # -- disk full ----------------------------------------------------------------------------------
 
 
