@@ -124,12 +124,18 @@ def resolve_ids(cdir: ClusterDir, texts: list[str]) -> list[bytes]:
 
 
 def print_table(columns: list[str], rows: list[list[Any]]) -> None:
+    """Print `rows` under `columns`. Every cell is shown as plain text with newlines,
+    terminal escapes and other non-printable characters written as backslash escapes (keys
+    and the rest come from owners and peers: they must not forge lines, colours or markup)."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
+
+    from ..owners.logs import escape
 
     table = Table(*columns, box=None, pad_edge=False)
     for row in rows:
-        table.add_row(*[str(c) for c in row])
+        table.add_row(*[Text(escape(str(c))) for c in row])
     Console(width=160).print(table)
 
 
@@ -212,4 +218,8 @@ def write_record(
     if json_out:
         echo_json(result)
     else:
-        click.echo(f"{key} seq {result['seq']} id {result['id'].hex()} (owner {owner})")
+        from ..owners.logs import escape
+
+        click.echo(
+            f"{escape(key)} seq {result['seq']} id {result['id'].hex()} (owner {escape(owner)})"
+        )

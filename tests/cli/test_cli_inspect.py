@@ -159,3 +159,22 @@ def test_every_event_an_owner_writes_is_known_to_logs() -> None:
         for m in re.findall(r"(?:log\.write|stranger_event)\(\s*\"([a-z_]+)\"", p.read_text())
     }
     assert written and written <= set(EVENTS), written - set(EVENTS)
+
+
+def test_keys_with_newlines_and_terminal_escapes_are_printed_escaped(
+    live_cluster: ClusterHandle,
+) -> None:
+    """A key is chosen by whoever writes it: in text output its newline and terminal escape
+    are backslash escapes and rich markup is shown as written, never interpreted."""
+    path = live_cluster.path
+    key = "req/a\nforged line\x1b[31mred[bold]x[/bold]\\"
+    rid = put(path, key, "1")
+    shown = "req/a\\x0aforged line\\x1b[31mred[bold]x[/bold]\\\\"
+    out = run("keys", path, "reqs").stdout
+    assert [line.rstrip() for line in out.splitlines()] == [
+        "key" + " " * (len(shown) - 1) + "seq  head              versions",
+        f"{shown}  1    {rid[:16]}  1",
+    ]
+    assert "\x1b" not in run("history", path, key).stdout
+    written = run("put", path, key, "--body", "2").stdout
+    assert written.startswith(f"{shown} seq 2 id ") and written.count("\n") == 1
