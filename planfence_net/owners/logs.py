@@ -15,6 +15,7 @@ EVENTS = (
     "listening",
     "connection",
     "connection_refused",
+    "connection_evicted",
     "accept_failed",
     "handshake",
     "handshake_refused",
