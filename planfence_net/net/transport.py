@@ -244,6 +244,12 @@ class NoiseStream:
         self._wire.write(self._session.send_message(data))
         self.traffic.messages_sent += 1
 
+    def write_messages(self, messages: list[bytes]) -> None:
+        """`write_message` for several messages in one write to the socket (an owner's
+        pushes to one session's subscriptions: one system call, not one per push)."""
+        self._wire.write(b"".join(self._session.send_message(data) for data in messages))
+        self.traffic.messages_sent += len(messages)
+
     def write_request(self, op: str, args: dict[str, Any], *, subscribe: bool = False) -> int:
         """Send a request without waiting; returns its id (its answer comes as a Response,
         a subscription's later ones as Push events). Raises TransportError."""

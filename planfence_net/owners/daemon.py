@@ -2,8 +2,8 @@
 
 This module runs the sessions: start-up (`run_owner`, `serve`), the hand-off from the door,
 each session's request loop (cheap ops answered inline, the others in tasks under a cap),
-replies and the budgets they hold, pushes to subscribers, and shutdown once idle. What each
-op does is `OwnerOps` (ops.py), which `OwnerDaemon` inherits.
+replies and the budgets they hold, and shutdown once idle. What each op does is `OwnerOps`
+(ops.py), how pushes reach subscribers is `Pushes` (pushes.py); `OwnerDaemon` inherits both.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from .door import Door
 from .limits import Limits
 from .logs import EventLog
 from .ops import OwnerOps, keys_of
+from .pushes import Pushes
 from .replies import ByteBudget
 from .store import Signer, Store
 from .syncgroups import Subscription
@@ -52,11 +53,14 @@ class Connection:
         self.peer = peer
         self.subscriptions: dict[int, Subscription] = {}
         self.pushes: MemoryObjectSendStream[bytes] | None = None
-        self.queued_bytes = 0  # pushes waiting to be sent
+        self.queued_bytes = 0  # pushes waiting to be sent (pending rows included)
+        self.pending: list[tuple[list[list[Any]], int]] = []  # commits' rows not yet pushed
+        self.pending_bytes = 0
+        self.parked = False  # its socket buffer is full: the pusher skips it (pushes.py)
         self.scope = anyio.CancelScope()  # cancelled to drop the session
 
 
-class OwnerDaemon(OwnerOps):
+class OwnerDaemon(OwnerOps, Pushes):
     """Serves `identity`'s records. `run_owner` builds one and runs `serve`.
 
     `listen` overrides the roster address to bind (e.g. 0.0.0.0 inside a container).
@@ -103,6 +107,7 @@ class OwnerDaemon(OwnerOps):
         self._idle: anyio.Event | None = None  # made by _wait_idle: not one per request
         self._synced_changed = anyio.Event()  # an ack arrived or a session left
         self.put_if_lock = anyio.Lock()
+        self._init_pushes()
         store.on_commit.append(self._push_heads)
 
     async def serve(self, *, task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -121,6 +126,7 @@ class OwnerDaemon(OwnerOps):
             async with anyio.create_task_group() as tg:
                 accepting = anyio.CancelScope()
                 tg.start_soon(self.store.run_committer)
+                tg.start_soon(self.run_pusher)
                 tg.start_soon(self._wait_signal, tg.cancel_scope, accepting)
                 tg.start_soon(self._accept, listener, tg, accepting)
                 task_status.started(port)
@@ -209,15 +215,6 @@ class OwnerDaemon(OwnerOps):
                     )
             finally:
                 send.close()
-
-    async def _send_pushes(self, connection: Connection, receive: Any) -> None:
-        async with receive:
-            async for message in receive:
-                connection.queued_bytes -= len(message)
-                try:
-                    await connection.stream.send_message(message)
-                except PlanfenceError:
-                    return
 
     def _begin(self) -> None:
         self.in_flight += 1
@@ -316,35 +313,6 @@ class OwnerDaemon(OwnerOps):
         a reply the peer does not read is held both as itself and in the socket's buffer
         (released once the reply has been sent)."""
         _RESERVED.get().append(await self.replies.wait_reserve(2 * size))
-
-    def _push_heads(self, records: list[Record]) -> None:
-        for connection in list(self.connections):
-            for req_id, subscription in connection.subscriptions.items():
-                rows = subscription.add(records)
-                if rows and connection.pushes is not None:
-                    self._queue_push(connection, subscription.push(req_id, rows))
-
-    def _queue_push(self, connection: Connection, message: bytes) -> None:
-        """Queue a push for `connection`; a subscriber whose unsent pushes exceed
-        `queued_push_bytes` has fallen behind and is dropped (its session closed)."""
-        if connection.queued_bytes + len(message) > self.limits.queued_push_bytes:
-            self.dropped_subscribers += 1
-            self.log.write(
-                "subscriber_dropped",
-                peer=connection.peer.name,
-                reason=f"fell behind: {connection.queued_bytes} bytes of pushes "
-                f"unsent (limit {self.limits.queued_push_bytes})",
-            )
-            assert connection.pushes is not None
-            connection.pushes.close()
-            connection.pushes = None
-            connection.scope.cancel()
-            return
-        try:
-            connection.pushes.send_nowait(message)  # type: ignore[union-attr]
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            return
-        connection.queued_bytes += len(message)
 
     def statistics(self) -> dict[str, Any]:
         """The daemon's counters, its door's, log's and store's: what `stats` answers."""

@@ -29,9 +29,14 @@ class Subscription:
 
     def add(self, records: list[Record]) -> list[list[Any]] | None:
         """Take a commit's records; returns the rows to push once `every` have gathered."""
-        self.rows += [
-            [r.key, r.id, r.seq] for r in records if self.keys is None or r.key in self.keys
-        ]
+        return self.add_rows([[r.key, r.id, r.seq] for r in records])
+
+    def add_rows(self, rows: list[list[Any]]) -> list[list[Any]] | None:
+        """`add` for rows [key, id, seq] of every key (this subscription takes its own)."""
+        if self.keys is None:
+            self.rows += rows
+        else:
+            self.rows += [row for row in rows if row[0] in self.keys]
         if len(self.rows) < self.every:
             return None
         return self.flush()

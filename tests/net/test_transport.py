@@ -32,6 +32,16 @@ async def test_messages_arrive_whole_and_in_order() -> None:
         assert client.traffic.messages_sent == owner.traffic.messages_received == 4
 
 
+async def test_several_messages_written_at_once_arrive_each_whole_and_in_order() -> None:
+    big = bytes(range(256)) * (CHUNK_DATA // 128)  # two chunks
+    async with pair() as (client, owner):
+        owner.write_messages([b"one", big, b"", b"four"])
+        await client.send_message(b"after")  # the other way: the session goes on
+        assert [await client.receive_message() for _ in range(4)] == [b"one", big, b"", b"four"]
+        assert await owner.receive_message() == b"after"
+        assert (owner.traffic.messages_sent, client.traffic.messages_received) == (4, 4)
+
+
 async def test_a_reader_that_falls_behind_stops_reading() -> None:
     """The owner takes nothing: it holds at most READ_AHEAD plus one message, and the
     client's socket stops accepting data; then everything arrives, in order."""
