@@ -71,6 +71,7 @@ def test_rounds_set_the_kill_rounds_and_must_be_positive(
         "store damage",
         "disk full",
         "resource limits",
+        "partition",
     ]
     with pytest.raises(SystemExit) as exit_:
         main(["--rounds", "0"])

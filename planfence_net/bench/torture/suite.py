@@ -1,7 +1,8 @@
 """Run every torture fault against real owner processes, each group under a time bound.
 
-The groups: kill -9 rounds (`crash`), store damage (`damage`), disk full (`diskfull`) and,
-when the module is present, the resource attacks (`resources`). A group that overruns its
+The groups: kill -9 rounds (`crash`), store damage (`damage`), disk full (`diskfull`),
+when the module is present, the resource attacks (`resources`), and partitions on separate
+network stacks (`partition`, skipped without root). A group that overruns its
 bound or fails unexpectedly becomes one row saying so; the others still run.
 """
 
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import anyio
 
-from . import FaultResult, crash, damage, diskfull
+from . import FaultResult, crash, damage, diskfull, partition
 
 Group = Callable[[Path], Awaitable[list[FaultResult]]]
 BOUND = 300.0  # seconds per group, beyond the kill -9 rounds' own share
@@ -40,6 +41,7 @@ def groups(*, quick: bool, rounds: int | None) -> list[tuple[str, Group, float]]
     except ModuleNotFoundError:
         return found
     found.append(("resource limits", lambda d: resources.run(d, quick=quick), BOUND))
+    found.append(("partition", lambda d: partition.run(d, quick=quick), BOUND))
     return found
 
 

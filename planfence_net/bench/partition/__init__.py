@@ -1,0 +1,1 @@
+"""Partitions on separate network stacks: namespaces, a workload, an independent checker."""

@@ -1,0 +1,37 @@
+"""Partitions on separate network stacks: each owner and the executors in their own network
+namespace joined by veth links; one owner isolated, the executors split from half the data
+owners, a flapping link; the history checked by an independent checker (bench/partition/).
+
+Needs root and iproute2; skips with one line elsewhere. Every namespace (and with it every
+veth) is deleted when the run ends, failed or not.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from planfence_net.bench.partition.netns import available, leftovers
+from planfence_net.bench.partition.run import run
+
+pytestmark = pytest.mark.partition
+
+
+def test_partitioned_owners_block_and_recover_and_nothing_acknowledged_is_lost(
+    tmp_path: Path,
+) -> None:
+    reason = available()
+    if reason is not None:
+        pytest.skip(reason)
+    result = run(tmp_path)
+    verdict = result.verdict
+    figures = verdict.figures
+    print(figures)
+    assert verdict.violations == [], "\n".join(verdict.violations[:20])
+    assert (result.leftovers, leftovers(result.prefix)) == ([], [])
+    # the run exercised what it checks: decisions while cut, authorizations, recoveries
+    assert [w.owner for w in result.windows[:3]] == ["inventory", "reqs", "inventory"]
+    assert {w.owner for w in result.windows[3:]} == {"ops"} and len(result.windows) > 5
+    assert figures["blocked_while_cut"] > 0 and figures["authorized"] > 0, figures
+    assert figures["puts_acknowledged"] > 0 and figures["slowest_recovery_s"] is not None
