@@ -226,9 +226,10 @@ class OwnerDaemon(OwnerOps, Pushes):
             self._idle.set()
 
     async def _wait_idle(self) -> None:
-        """Wait until no request is in flight."""
+        """Wait until no request is in flight (any number of waiters share one event)."""
         while self.in_flight:
-            self._idle = anyio.Event()
+            if self._idle is None or self._idle.is_set():
+                self._idle = anyio.Event()
             await self._idle.wait()
 
     async def _answer(

@@ -4,10 +4,12 @@ A commit costs the put path one step per subscribing session, not per subscripti
 are appended to the session's pending list (`_push_heads`). One pusher task (`run_pusher`)
 builds and sends the pushes of the sessions with rows pending, oldest first: every
 subscription's rows of all the commits pending by then go in one push, so a busy owner sends
-fewer, larger pushes instead of falling behind. The pusher works at most `PUSH_TURN` per
-event-loop turn, then lets the loop poll, so that requests (a put and its reply) are read and
-answered between the pushes of a large fan-out. A session whose socket buffer is full is
-skipped until it drains (its sender task waits for that).
+fewer, larger pushes instead of falling behind. Requests come first: while any is in flight
+the pusher waits for them to finish, at most `PUSH_PATIENCE`, and then works one turn of at
+most `PUSH_TURN` (at least one session) before it lets the loop poll again; so a put waits
+for about one session's pushes, not for the whole fan-out, and pushes still get a share
+under a steady stream of requests. A session whose socket buffer is full is skipped until it
+drains (its sender task waits for that).
 
 Subscriptions in a sync group are pushed at once, through the session's sender, as before
 (their `sent` seq must be known when the commit is: owners/syncgroups.py). A subscriber whose
@@ -18,6 +20,7 @@ unsent pushes (counted before they are built, from the rows' size) exceed
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -33,6 +36,7 @@ if TYPE_CHECKING:  # daemon.py imports this module: the session type is only ann
     from .daemon import Connection
 
 PUSH_TURN = 0.0003  # seconds of pushing, all sessions together, per event-loop turn
+PUSH_PATIENCE = 0.002  # seconds the pusher waits for requests in flight before a turn
 
 
 class Pushes:
@@ -43,6 +47,8 @@ class Pushes:
     limits: Limits
     connections: set[Connection]
     dropped_subscribers: int
+    in_flight: int
+    _wait_idle: Callable[[], Awaitable[None]]
 
     def _init_pushes(self) -> None:
         self._dirty: dict[Connection, None] = {}  # sessions with rows pending, oldest first
@@ -134,19 +140,19 @@ class Pushes:
     async def run_pusher(self) -> None:
         """Push the pending rows of every session, oldest first, `PUSH_TURN` at a time
         (module docstring); runs until cancelled."""
-        turn_started = time.perf_counter()
         while True:
             if not self._dirty:
                 await self._dirty_changed.wait()
-                turn_started = time.perf_counter()
-                continue
-            connection = next(iter(self._dirty))
-            del self._dirty[connection]
-            if connection.pushes is not None and connection in self.connections:
-                self._push_pending(connection)
-            if time.perf_counter() - turn_started >= PUSH_TURN:
-                await anyio.lowlevel.checkpoint()  # the loop polls: requests waiting are read
-                turn_started = time.perf_counter()
+            if self.in_flight:
+                with anyio.move_on_after(PUSH_PATIENCE):
+                    await self._wait_idle()
+            turn_started = time.perf_counter()
+            while self._dirty and time.perf_counter() - turn_started < PUSH_TURN:
+                connection = next(iter(self._dirty))
+                del self._dirty[connection]
+                if connection.pushes is not None and connection in self.connections:
+                    self._push_pending(connection)
+            await anyio.lowlevel.checkpoint()  # the loop polls: requests waiting are read
 
     def _push_pending(self, connection: Connection) -> None:
         """Build and write one push per subscription of `connection` that has rows ready,
