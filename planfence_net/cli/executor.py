@@ -16,6 +16,7 @@ from .support import (
     JsonOpt,
     cluster_dir,
     echo_json,
+    escaped_lines,
     identity_for,
     print_table,
     resolve_ids,
@@ -90,7 +91,7 @@ def authorize(
     if json_out:
         echo_json(decision.to_json())
     else:
-        click.echo(decision.explain())
+        click.echo(escaped_lines(decision.explain()))
     if decision.authorized:
         raise click.exceptions.Exit(EXIT_OK)
     raise click.exceptions.Exit(EXIT_STALE if decision.reason == "stale_plan" else EXIT_BLOCKED)
@@ -265,7 +266,7 @@ def report_outcomes(
         click.echo(f"no {policy} row: {why}")
     if drifted is not None and drifted.decision is not None:
         click.echo(f"\nwhy PlanFence replanned the {drifted.family} action:")
-        click.echo(drifted.decision.explain())
+        click.echo(escaped_lines(drifted.decision.explain()))
 
 
 def outcome_json(o: Outcome) -> dict[str, Any]:

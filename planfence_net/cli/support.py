@@ -49,10 +49,21 @@ def user_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except PlanfenceError as exc:
-            click.echo(f"error: {exc}", err=True)
+            from ..core.escaping import escape
+
+            # one line, whatever an owner put in its message
+            click.echo(f"error: {escape(str(exc))}", err=True)
             raise click.exceptions.Exit(1) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def escaped_lines(text: str) -> str:
+    """`text` with every line escaped as `planfence logs` does (core/escaping.py): keys,
+    reasons and details from owners cannot forge lines or terminal escapes."""
+    from ..core.escaping import escape
+
+    return "\n".join(escape(line) for line in text.split("\n"))
 
 
 def to_jsonable(value: Any) -> Any:
@@ -131,7 +142,7 @@ def print_table(columns: list[str], rows: list[list[Any]]) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from ..owners.logs import escape
+    from ..core.escaping import escape
 
     table = Table(*columns, box=None, pad_edge=False)
     for row in rows:
@@ -218,7 +229,7 @@ def write_record(
     if json_out:
         echo_json(result)
     else:
-        from ..owners.logs import escape
+        from ..core.escaping import escape
 
         click.echo(
             f"{escape(key)} seq {result['seq']} id {result['id'].hex()} (owner {escape(owner)})"

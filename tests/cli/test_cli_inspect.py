@@ -178,3 +178,16 @@ def test_keys_with_newlines_and_terminal_escapes_are_printed_escaped(
     assert "\x1b" not in run("history", path, key).stdout
     written = run("put", path, key, "--body", "2").stdout
     assert written.startswith(f"{shown} seq 2 id ") and written.count("\n") == 1
+
+
+def test_an_error_an_owner_sent_is_printed_as_one_escaped_line() -> None:
+    from planfence_net.cli.support import escaped_lines, user_errors
+    from planfence_net.core.errors import RequestError
+
+    @user_errors
+    def fail() -> None:
+        raise RequestError("bad_request", "x\n\x1b[2Jforged")
+
+    result = CliRunner().invoke(click.command()(fail), [])
+    assert (result.exit_code, result.stderr) == (1, "error: bad_request: x\\x0a\\x1b[2Jforged\n")
+    assert escaped_lines("ship: blocked\n  \x1b[31mdetail") == "ship: blocked\n  \\x1b[31mdetail"
