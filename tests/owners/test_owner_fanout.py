@@ -47,6 +47,7 @@ async def put_latencies(h: ClusterHandle, first: int) -> tuple[list[float], list
     return watched, alone
 
 
+@pytest.mark.timeout(300)  # up to three rounds of 200 puts on a loaded machine
 async def test_960_subscriptions_keep_put_p50_within_twice_none(
     cluster_dir: ClusterHandle,
 ) -> None:

@@ -18,6 +18,7 @@ from planfence_net.bench.partition.run import run
 pytestmark = pytest.mark.partition
 
 
+@pytest.mark.timeout(300)  # about 60 s: 33 s of workload, five owners started and stopped
 def test_partitioned_owners_block_and_recover_and_nothing_acknowledged_is_lost(
     tmp_path: Path,
 ) -> None:
