@@ -22,9 +22,25 @@ module evicts and applies the stranger deadline (`Limits.stranger_deadline`).
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 from .limits import Limits
+
+
+def source_of(remote: str) -> str:
+    """The source a per-address cap counts for `remote` (HOST:PORT): an IPv4 address as it
+    is, an IPv6 address by its /64 (one host is given a whole /64); "?" when unknown."""
+    host = remote.rpartition(":")[0].strip("[]")
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host or "?"
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{address}/64", strict=False))
+    return str(address)
 
 
 class Place:

@@ -32,7 +32,7 @@ from ..net.socketwire import accept_socket
 from ..net.transport import NoiseStream, accept
 from ..protocol.framing import Screen
 from ..protocol.session import Session
-from .admission import Admission, Place
+from .admission import Admission, Place, source_of
 from .limits import Limits, RateLimit
 from .logs import EventLog
 
@@ -108,7 +108,7 @@ class Door:
                 deadline=anyio.current_time() + self.limits.stranger_deadline
             )
             place, evicted, reason = self.admission.arrive(
-                remote.rpartition(":")[0], closer, self.open_connections
+                source_of(remote), closer, self.open_connections
             )
             if evicted is not None:
                 self._evict(evicted)

@@ -34,7 +34,7 @@ class Limits:
     max_handshakes: int = 64
     # ...and strangers, which have not named one yet: at a limit the oldest is closed.
     max_strangers: int = 256
-    strangers_per_address: int = 128
+    strangers_per_address: int = 128  # an IPv6 source counted by its /64
     stranger_deadline: float = 3.0  # seconds from accept to a first message naming a member
     sessions_per_peer: int = 64  # proven sessions of one roster member
     first_message_deadline: float = 5.0  # seconds from handshake to the first valid message
