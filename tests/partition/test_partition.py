@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from planfence_net.bench.partition import netns
 from planfence_net.bench.partition.netns import available, leftovers
 from planfence_net.bench.partition.run import run
 
@@ -36,3 +37,25 @@ def test_partitioned_owners_block_and_recover_and_nothing_acknowledged_is_lost(
     assert {w.owner for w in result.windows[3:]} == {"ops"} and len(result.windows) > 5
     assert figures["blocked_while_cut"] > 0 and figures["authorized"] > 0, figures
     assert figures["puts_acknowledged"] > 0 and figures["slowest_recovery_s"] is not None
+
+
+def test_a_setup_that_fails_halfway_leaves_no_namespace(monkeypatch: pytest.MonkeyPatch) -> None:
+    reason = available()
+    if reason is not None:
+        pytest.skip(reason)
+    real, calls = netns.ip, []
+
+    def failing_at_the_eighth(*args: str) -> None:
+        calls.append(args)
+        if len(calls) == 8:  # the second owner's link
+            raise RuntimeError("ip: refused")
+        real(*args)
+
+    topology = netns.Topology(["reqs", "inventory"])
+    monkeypatch.setattr(netns, "ip", failing_at_the_eighth)
+    with pytest.raises(RuntimeError, match="ip: refused"):
+        topology.create()
+    monkeypatch.setattr(netns, "ip", real)
+    made = [f"{topology.prefix}-{n}" for n in ("hub", "reqs", "inventory")]
+    assert sorted(leftovers(topology.prefix)) == sorted(made)  # all made before the failure
+    assert topology.close() == [] and leftovers(topology.prefix) == []
