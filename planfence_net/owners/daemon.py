@@ -107,8 +107,8 @@ class OwnerDaemon(OwnerOps, Pushes):
         self._idle: anyio.Event | None = None  # made by _wait_idle: not one per request
         self._synced_changed = anyio.Event()  # an ack arrived or a session left
         self.put_if_lock = anyio.Lock()
-        self._init_pushes()
-        store.on_commit.append(self._push_heads)
+        self.init_pushes()
+        store.on_commit.append(self.push_heads)
 
     async def serve(self, *, task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
         """Listen on the roster address, report the bound port, serve until cancelled.
@@ -191,7 +191,7 @@ class OwnerDaemon(OwnerOps, Pushes):
         connection.pushes = send
         limiter = anyio.Semaphore(self.limits.requests_per_session)
         async with anyio.create_task_group() as tg:
-            tg.start_soon(self._send_pushes, connection, receive)
+            tg.start_soon(self.send_pushes, connection, receive)
             try:
                 data = first.pop()
                 while data is not None:

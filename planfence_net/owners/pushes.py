@@ -1,7 +1,7 @@
 """Pushing head updates to subscribers without making puts wait for them.
 
 A commit costs the put path one step per subscribing session, not per subscription: its rows
-are appended to the session's pending list (`_push_heads`). One pusher task (`run_pusher`)
+are appended to the session's pending list (`push_heads`). One pusher task (`run_pusher`)
 builds and sends the pushes of the sessions with rows pending, oldest first: every
 subscription's rows of all the commits pending by then go in one push, so a busy owner sends
 fewer, larger pushes instead of falling behind. Requests come first: while any is in flight
@@ -41,7 +41,7 @@ PUSH_PATIENCE = 0.002  # seconds the pusher waits for requests in flight before 
 
 class Pushes:
     """The push side of `OwnerDaemon` (module docstring); its state is set up by `__init__`
-    of the daemon through `_init_pushes`."""
+    of the daemon through `init_pushes`."""
 
     log: EventLog
     limits: Limits
@@ -50,11 +50,11 @@ class Pushes:
     in_flight: int
     _wait_idle: Callable[[], Awaitable[None]]
 
-    def _init_pushes(self) -> None:
+    def init_pushes(self) -> None:
         self._dirty: dict[Connection, None] = {}  # sessions with rows pending, oldest first
         self._dirty_changed = anyio.Event()
 
-    def _push_heads(self, records: list[Record]) -> None:
+    def push_heads(self, records: list[Record]) -> None:
         """A commit's records: owed to every subscription (store.on_commit)."""
         rows = [[r.key, r.id, r.seq] for r in records]
         size = rows_size(rows)
@@ -120,7 +120,7 @@ class Pushes:
         connection.scope.cancel()
         return True
 
-    async def _send_pushes(self, connection: Connection, receive: Any) -> None:
+    async def send_pushes(self, connection: Connection, receive: Any) -> None:
         """The session's sender: queued pushes in order; on an empty one, wait until the
         socket buffer drains and hand the session back to the pusher."""
         async with receive:

@@ -2,7 +2,7 @@
 
 Before: every commit encoded, encrypted and wrote one push per subscription before the owner
 read its next request, so put p50 grew with the number of subscriptions (7 ms without any,
-126 ms with 960). Now (owners/daemon.py, `_push_heads`) a commit only hands its rows to each
+126 ms with 960). Now (owners/pushes.py, `push_heads`) a commit only hands its rows to each
 subscribing session; each session's sender pushes what has gathered when it runs, one
 subscription at a time, and the rows of commits that came meanwhile travel in one push.
 """
