@@ -28,6 +28,23 @@ from support.cluster import ClusterHandle, kill_all
 # -- fixtures -----------------------------------------------------------------------------------
 
 
+@pytest.fixture(scope="session", autouse=True)
+def user_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The user's PlanFence state directory ($XDG_STATE_HOME, where `workspace serve`
+    records the folders it serves) is a fresh folder for the whole run, inherited by every
+    process a test starts: tests never write the real user's records."""
+    import os
+
+    state = tmp_path_factory.mktemp("state")
+    before = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = str(state)
+    yield state
+    if before is None:
+        os.environ.pop("XDG_STATE_HOME", None)
+    else:
+        os.environ["XDG_STATE_HOME"] = before
+
+
 @pytest.fixture(scope="session")
 def anyio_backend() -> str:
     """Run `@pytest.mark.anyio` tests on asyncio only."""

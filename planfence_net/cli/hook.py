@@ -103,8 +103,14 @@ def install(
     mcp_writes: str | None = Option(
         None,
         "--mcp-writes",
-        help="A regex of MCP tools that write (e.g. 'mcp__fs__write_.*'): checked like Bash. "
-        "Other MCP tools are not gated.",
+        help="A regex of MCP tools to send to the hook (e.g. 'mcp__fs__write_.*'); the "
+        "cluster's [hook] table decides them (default: blocked).",
+    ),
+    timeout: float | None = Option(
+        None,
+        "--timeout",
+        help="The hook's own deadline in seconds (default 10; at most 20, well below the "
+        "30 s the agent waits for the handler).",
     ),
     trust: bool = Option(
         False,
@@ -127,7 +133,14 @@ def install(
     if trust and agent != "codex":
         raise ConfigError("--trust is for codex (Claude Code needs no trust step)")
     path, moved = installer.install(
-        agent, project, fmt=fmt, cluster=cluster, user=user, shared=shared, mcp_writes=mcp_writes
+        agent,
+        project,
+        fmt=fmt,
+        cluster=cluster,
+        user=user,
+        shared=shared,
+        mcp_writes=mcp_writes,
+        timeout=timeout,
     )
     root = installer.project_root(project)
     if not user:

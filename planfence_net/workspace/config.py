@@ -2,11 +2,15 @@
 session works under.
 
 `planfence workspace serve PATH` keeps its cluster folder in PATH/.planfence (roster, keys,
-store, logs; a .gitignore inside keeps it out of commits). Commands find the folder from
-`--cluster`, then $PLANFENCE_CLUSTER, then the nearest .planfence above the working folder
-up to the git worktree root (never above it: a worktree nested in another checkout, like
-Claude Code's .claude/worktrees/NAME, is not served by its parent's folder), then the
-cluster the worktree joined (`workspace join`, recorded in its git dir). A worktree's roster
+store, logs; a .gitignore inside keeps it out of commits) and records it in the user's state
+directory, keyed by PATH's real path (`paths.record_served`). Commands find the folder from
+where the user put it, never by searching repository content: `--cluster`, then
+$PLANFENCE_CLUSTER, then the state directory's record of the working folder or a folder
+above it up to the git worktree root (never above it: a worktree nested in another checkout,
+like Claude Code's .claude/worktrees/NAME, is not served by its parent's folder), then the
+cluster the worktree joined (`workspace join`, recorded in its git dir), and last the
+.planfence at the worktree root. A folder found in the last two ways is refused with one
+line when git tracks it, another user owns it, or group or others may write it. A worktree's roster
 entry carries `workspace = "/abs/path"` next to the usual fields.
 """
 
@@ -16,13 +20,14 @@ import json
 import os
 import re
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..cluster.folder import ClusterDir
 from ..core.errors import ConfigError
 from .facts import file_key
-from .paths import joined, worktree_root
+from .paths import joined, record_served, served_cluster, state_dir, unsafe, worktree_root
 
 FOLDER = ".planfence"
 ENV = "PLANFENCE_CLUSTER"
@@ -32,7 +37,8 @@ _EXPLICIT = re.compile(r"^([A-Za-z0-9_.-]+):(.+)$")
 
 
 def find_cluster(explicit: Path | None = None, start: Path | None = None) -> ClusterDir:
-    """The cluster folder to use (see module docstring); raises ConfigError when none."""
+    """The cluster folder to use (see module docstring); raises NoCluster when none serves
+    the folder, ConfigError when the one found must not be trusted (`paths.unsafe`)."""
     given = explicit or (Path(os.environ[ENV]) if os.environ.get(ENV) else None)
     if given is not None:
         if not (given / "cluster.toml").is_file():
@@ -40,21 +46,32 @@ def find_cluster(explicit: Path | None = None, start: Path | None = None) -> Clu
         return ClusterDir(given)
     here = (start or Path.cwd()).resolve()
     root = worktree_root(here)
-    for folder in (here, *here.parents):
-        if (folder / FOLDER / "cluster.toml").is_file():
-            return ClusterDir(folder / FOLDER)
+    for folder in (here, *here.parents):  # the user's own records, never repository content
+        recorded = served_cluster(folder)
+        if recorded is not None and (recorded / "cluster.toml").is_file():
+            return ClusterDir(recorded)
         if folder == root:
             break
     record = joined(root) if root is not None else None
     if record is not None and (Path(record["cluster"]) / "cluster.toml").is_file():
-        return ClusterDir(Path(record["cluster"]))
+        return _safe(Path(record["cluster"]), None)
+    if root is not None and (root / FOLDER / "cluster.toml").is_file():
+        return _safe(root / FOLDER, root)
     raise NoCluster(
-        f"no workspace cluster found: no {FOLDER}/ in {here} or above"
-        + (f" up to its worktree root {root}" if root is not None else "")
+        f"no workspace cluster serves {here}: `planfence workspace serve` records the "
+        f"folders it serves in {state_dir()}"
+        + (f", and no {FOLDER}/ at its worktree root {root}" if root is not None else "")
         + "; run `planfence workspace serve PATH`, `planfence workspace join`, or pass "
         "--cluster DIR",
         root,
     )
+
+
+def _safe(folder: Path, root: Path | None) -> ClusterDir:
+    why = unsafe(folder, root)
+    if why is not None:
+        raise ConfigError(f"refusing the cluster folder {folder}: {why}")
+    return ClusterDir(folder)
 
 
 class NoCluster(ConfigError):
@@ -117,13 +134,34 @@ def locate(spaces: dict[str, Path], path: Path) -> tuple[str, str] | None:
 
 def select_plan(cdir: ClusterDir, session: str | None, agent: str | None = None) -> str | None:
     """The plan bound to (`session`, `agent`) when `agent` is given, else the plan bound to
-    `session`, else the folder's current plan, else None."""
-    plan = (
-        (bound_plan(cdir, session, agent) if agent else None)
-        or bound_plan(cdir, session)
-        or _selection(cdir).get("current")
-    )
-    return plan if isinstance(plan, str) else None
+    `session`, else the folder's current plan unless it is another session's: a plan
+    bound to a session (or a subagent) without ever being trusted session-free is that
+    session's own, and a session without a plan of its own never borrows it. None: no plan."""
+    own = (bound_plan(cdir, session, agent) if agent else None) or bound_plan(cdir, session)
+    if own is not None:
+        return own
+    data = _selection(cdir)
+    current = data.get("current")
+    if not isinstance(current, str):
+        return None
+    shared = data.get("shared")
+    if isinstance(shared, list) and current in shared:
+        return current
+    return None if current in _bound(data) else current
+
+
+def _bound(data: dict[str, Any]) -> set[str]:
+    """Every plan some session or subagent is bound to."""
+    found: set[str] = set()
+    sessions = data.get("sessions")
+    if isinstance(sessions, dict):
+        found |= {p for p in sessions.values() if isinstance(p, str)}
+    agents = data.get("agents")
+    if isinstance(agents, dict):
+        for of in agents.values():
+            if isinstance(of, dict):
+                found |= {p for p in of.values() if isinstance(p, str)}
+    return found
 
 
 def bound_plan(cdir: ClusterDir, session: str | None, agent: str | None = None) -> str | None:
@@ -165,6 +203,9 @@ def remember_plan(
         if not isinstance(data.get("sessions"), dict):
             data["sessions"] = {}
         data["sessions"][session] = plan
+    else:  # trusted session-free: every session without a plan of its own may use it
+        shared = data.get("shared") if isinstance(data.get("shared"), list) else []
+        data["shared"] = [*(p for p in shared if p != plan), plan]
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data, indent=2) + "\n")
     tmp.replace(path)
@@ -192,15 +233,84 @@ def parse_workspace_option(text: str) -> tuple[str, Path]:
 
 
 def ensure_local_cluster(path: Path, name: str) -> tuple[ClusterDir, bool]:
-    """The single-worktree cluster of PATH (PATH/.planfence), created when missing; returns
-    it and whether it was created."""
+    """The single-worktree cluster of PATH (PATH/.planfence), created when missing and
+    recorded in the user's state directory; returns it and whether it was created. An
+    existing folder that `paths.unsafe` refuses (shipped by the repository, another user's)
+    is never adopted: ConfigError."""
     from ..cluster.processes import init_cluster  # only serve creates folders
 
-    cdir = ClusterDir(path.resolve() / FOLDER)
-    if cdir.roster_path.exists():
-        return cdir, False
-    init_cluster(
-        cdir.root, agents=0, base_port=0, name=f"workspace-{name}", workspaces=((name, path),)
-    )
-    (cdir.root / ".gitignore").write_text("*\n")
-    return cdir, True
+    path = path.resolve()
+    cdir = ClusterDir(path / FOLDER)
+    created = not cdir.roster_path.exists()
+    if created:
+        init_cluster(
+            cdir.root, agents=0, base_port=0, name=f"workspace-{name}", workspaces=((name, path),)
+        )
+        (cdir.root / ".gitignore").write_text("*\n")
+    else:
+        _safe(cdir.root, worktree_root(path))
+    record_served(path, cdir.root)
+    return cdir, created
+
+
+@dataclass(frozen=True, slots=True)
+class HookPolicy:
+    """What the hook does with calls it cannot check against a plan, from the cluster's
+    `cluster.toml` table `[hook]`: `allow` and `check` are regular expressions matched
+    against the whole tool name of a tool the hook does not know (let through unchecked,
+    or checked like a shell command against every declared key); `outside` are glob
+    patterns (fnmatch) of real paths outside every served worktree that file tools may
+    change. Anything else unknown is blocked."""
+
+    allow: tuple[str, ...] = ()
+    check: tuple[str, ...] = ()
+    outside: tuple[str, ...] = ()
+
+    def tool(self, name: str) -> str:
+        """ "allow", "check" or "block" for the unknown tool `name`."""
+        for verdict, patterns in (("allow", self.allow), ("check", self.check)):
+            if any(re.fullmatch(p, name) for p in patterns):
+                return verdict
+        return "block"
+
+    def may_write_outside(self, path: str) -> bool:
+        import fnmatch
+
+        return any(fnmatch.fnmatchcase(path, p) for p in self.outside)
+
+
+def hook_policy(cdir: ClusterDir) -> HookPolicy:
+    """The cluster's [hook] table; raises ConfigError (one line) when it is malformed."""
+    try:
+        data = tomllib.loads(cdir.roster_path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{cdir.roster_path}: {exc}") from None
+    table = data.get("hook", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{cdir.roster_path}: [hook] must be a table")
+    values: dict[str, tuple[str, ...]] = {}
+    for field in ("allow", "check", "outside"):
+        items = table.get(field, [])
+        if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+            raise ConfigError(f"{cdir.roster_path}: [hook] {field} must be a list of strings")
+        if field != "outside":
+            for item in items:
+                try:
+                    re.compile(item)
+                except re.error as exc:
+                    msg = f"{cdir.roster_path}: [hook] {field}: {item!r} is not a regular expression: {exc}"
+                    raise ConfigError(msg) from None
+        values[field] = tuple(items)
+    return HookPolicy(**values)
+
+
+def outside(spaces: Spaces, cwd: str, files: tuple[str, ...]) -> list[str]:
+    """The files (relative to `cwd`) whose real path is in no served worktree: symlinks are
+    resolved, so a link inside a worktree that leads out of it counts as outside."""
+    roots = [os.path.realpath(r) for r in spaces.values()]
+    found = []
+    for f in files:
+        real = os.path.realpath(os.path.join(cwd, f))
+        if not any(real == r or real.startswith(r.rstrip("/") + "/") for r in roots):
+            found.append(f)
+    return found

@@ -16,7 +16,9 @@ parsed: `planfence_net.cli.main` sends `hook claude|codex` here before anything 
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
@@ -77,14 +79,18 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str]:
     from ..core.errors import PlanfenceError
     from .check import run_check
     from .config import NoCluster
+    from .inflight import others as others_in_flight
 
     blocked = f"PlanFence blocked {call.describe()}{call.subagent()}"
     try:
         cdir, plan, roster, identity, step = _context(call, options)
+        refused = _policy(call, cdir, blocked)
     except NoCluster as exc:
         return _unserved(call, options, exc, blocked)
     except (PlanfenceError, ValueError, OSError) as exc:
-        return BLOCK, f"{blocked}: {exc}"
+        return BLOCK, f"{blocked}: {_no_chores(str(exc))}"
+    if refused is not None:
+        return refused
     if plan is None:
         return BLOCK, (
             f"{blocked}: no trusted plan for this "
@@ -94,20 +100,72 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str]:
     if call.event == "PostToolUse":
         return _record_edit(call, cdir.root, plan, roster, identity, step)
 
-    def check() -> Verdict:
+    def check(step: float) -> Verdict:
         cache = cache_path(cdir.root, plan)
         return run_check(roster, identity, plan, deadline=step, informational=False, cache=cache)
 
-    verdict = check()
-    if verdict.exit_code == 2 and _record_in_flight(call, cdir.root, plan, roster, identity, step):
-        verdict = check()  # the plan's own calls in flight moved on; anything else still blocks
+    end = time.monotonic() + step * STEPS  # the whole answer fits in --timeout
+    verdict = check(step)
+    if verdict.exit_code == 2 and others_in_flight(cdir.root, plan, call.tool_use_id):
+        # The plan's own calls in flight: record their targets and look again, within what is
+        # left of the deadline (one step to record, the rest to check); anything else still
+        # blocks.
+        rest = (end - time.monotonic()) / (STEPS + 1)
+        if rest > 0 and _record_in_flight(call, cdir.root, plan, roster, identity, rest):
+            verdict = check(rest)
     if verdict.exit_code != 0:
         return BLOCK, block_message(call, verdict)
     if call.files and call.tool_use_id:
         from . import inflight
 
-        inflight.add(cdir.root, plan, call.tool_use_id, call.cwd, call.files)
+        inflight.add(cdir.root, plan, call.tool_use_id, call.cwd, call.files, _owner(call))
     return ALLOW, ""
+
+
+def _owner(call: ToolCall) -> str:
+    """Whose call this is: the session, and the subagent within it."""
+    return f"{call.session}/{call.agent_id or ''}"
+
+
+def _policy(call: ToolCall, cdir: ClusterDir, blocked: str) -> tuple[int, str] | None:
+    """The answer for a call the plan cannot speak for, or None to check it: a tool the
+    hook does not know, or a file outside every served worktree, is blocked unless the
+    cluster's [hook] table allows it (`config.HookPolicy`)."""
+    if call.event != "PreToolUse" or not (call.unknown or call.files):
+        return None
+    from .config import hook_policy, outside, workspaces
+
+    policy = hook_policy(cdir)
+    where = f"{cdir.roster_path} under [hook]"
+    if call.unknown:
+        verdict = policy.tool(call.tool)
+        if verdict == "allow":
+            return ALLOW, ""
+        if verdict == "block":
+            return BLOCK, (
+                f"{blocked}: PlanFence does not know what {call.tool} changes, so it cannot "
+                f"check it against the plan and blocks it. Only the user can allow it (in "
+                f"{where}: allow or check); do not try another tool for the same change."
+            )
+    far = [
+        f
+        for f in outside(workspaces(cdir), call.cwd, call.files)
+        if not policy.may_write_outside(os.path.realpath(os.path.join(call.cwd, f)))
+    ]
+    if far:
+        return BLOCK, (
+            f"{blocked}: {', '.join(far)} is outside every worktree this cluster serves, so "
+            f"no plan can speak for it. Only the user can allow such paths (in {where}: "
+            f"outside)."
+        )
+    return None
+
+
+def _no_chores(reason: str) -> str:
+    """A reason without a command for the model to run on a file the hook did not create
+    (a key file's `; run: chmod 600 KEY`): fixing the user's files is the user's decision."""
+    head, sep, _ = reason.partition("; run:")
+    return head + "; the user must fix this" if sep else reason
 
 
 def _person_only(call: ToolCall) -> str:
@@ -249,7 +307,15 @@ def _record_edit(
     from . import inflight
     from .advance import wait_advance
 
-    keys = _file_keys(root, call.cwd, call.files)
+    note = inflight.mine(root, plan, call.tool_use_id, _owner(call)) if call.tool_use_id else None
+    if note is None:
+        return BLOCK, (
+            f"PlanFence did not record {call.describe()}{call.subagent()} in plan {plan!r}: "
+            f"no PreToolUse of this session let this call ({call.tool_use_id or 'no tool_use_id'}) "
+            f"through; the next call will see these files as changed."
+        )
+    cwd, files = note
+    keys = _file_keys(root, cwd, [f for f in files if f in call.files])
     try:
         wait_advance(roster, identity, plan, keys, deadline=step)
     except (PlanfenceError, ValueError) as exc:
@@ -257,8 +323,7 @@ def _record_edit(
             f"PlanFence could not record {call.describe()}{call.subagent()} in plan {plan!r} "
             f"({exc}); the next call will see these files as changed."
         )
-    if call.tool_use_id:
-        inflight.remove(root, plan, call.tool_use_id)
+    inflight.remove(root, plan, call.tool_use_id)
     return ALLOW, ""
 
 

@@ -5,8 +5,10 @@ Agents run calls in parallel (Claude Code batches them; Codex runs hooks concurr
 lands, and edit 2's PreToolUse runs before edit 1's PostToolUse advanced the plan, so it sees
 target 1 changed. When a check blocks while other calls of the same plan are in flight, the
 hook records those calls' targets first (as their PostToolUse will) and checks again; any
-other drift still blocks. Notes live in CLUSTER/run/inflight-PLAN/, one small file per call,
-and expire after EXPIRY seconds: a call whose PostToolUse never came (the tool failed, the
+other drift still blocks. A PostToolUse advances the plan only for a note of its own
+session (`mine`, by `tool_use_id`): a write no allowed PreToolUse checked never becomes
+trusted. Notes live in CLUSTER/run/inflight-PLAN/, one small file per call,
+and stop counting for others after EXPIRY seconds: a call whose PostToolUse never came (the tool failed, the
 user refused it) must not leave its targets open to others' edits for long. Within that
 window another process's write to an in-flight target is taken for the agent's own, as it
 is by PostToolUse itself.
@@ -31,13 +33,18 @@ def _name(tool_use_id: str) -> str:
     return hashlib.blake2b(tool_use_id.encode(), digest_size=12).hexdigest() + ".json"
 
 
-def add(cluster: Path, plan: str, tool_use_id: str, cwd: str, files: tuple[str, ...]) -> None:
-    """Note the call `tool_use_id` of `plan` (its files, relative to `cwd`) as in flight."""
+def add(
+    cluster: Path, plan: str, tool_use_id: str, cwd: str, files: tuple[str, ...], owner: str
+) -> None:
+    """Note the call `tool_use_id` of `plan` (its files, relative to `cwd`), let through for
+    `owner` (session/subagent), as in flight."""
     folder = _folder(cluster, plan)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / _name(tool_use_id)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"cwd": cwd, "files": list(files), "time": time.time()}))
+    tmp.write_text(
+        json.dumps({"cwd": cwd, "files": list(files), "owner": owner, "time": time.time()})
+    )
     tmp.replace(path)
 
 
@@ -63,6 +70,22 @@ def others(cluster: Path, plan: str, tool_use_id: str | None) -> list[tuple[str,
     return found
 
 
+def mine(cluster: Path, plan: str, tool_use_id: str, owner: str) -> tuple[str, list[str]] | None:
+    """The call's PostToolUse: (cwd, files) of the note an allowed PreToolUse of the same
+    `owner` left for `tool_use_id`, or None when there is none or it is another session's.
+    The note counts here however old it is: a person may take minutes to approve a call its
+    PreToolUse already checked. It stays until `remove` (after the advance: until then the
+    plan's other calls must still see the call in flight)."""
+    path = _folder(cluster, plan) / _name(tool_use_id)
+    try:
+        note = json.loads(path.read_text())
+        if note["owner"] != owner:
+            return None
+        return str(note["cwd"]), [str(f) for f in note["files"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def remove(cluster: Path, plan: str, tool_use_id: str) -> None:
-    """The call's PostToolUse ran: it is no longer in flight."""
+    """The call's PostToolUse recorded it: it is no longer in flight."""
     (_folder(cluster, plan) / _name(tool_use_id)).unlink(missing_ok=True)

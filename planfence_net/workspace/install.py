@@ -50,6 +50,10 @@ MATCHERS = {
     "codex": {"PreToolUse": "Bash|apply_patch|Edit|Write", "PostToolUse": "apply_patch|Edit|Write"},
 }
 TIMEOUT = 30  # seconds: the agent's own limit; the hook's deadline is shorter
+# The hook's own deadline (`--timeout`) covers its checks, not the interpreter's start and
+# its imports on a loaded machine: past the handler's TIMEOUT the agent runs the call, so
+# `--timeout` stays at least HEADROOM below it.
+HEADROOM = 10
 _MARK = "# PlanFence {event} hook (planfence hook install|uninstall codex --format toml)"
 _OUR_TOML = re.compile(
     r"\n?# PlanFence (\w+) hook \(planfence hook install\|uninstall codex "
@@ -85,19 +89,38 @@ def config_path(
     raise ConfigError(f"no {fmt} hook config for {agent!r} (claude: json; codex: json, toml)")
 
 
-def hook_args(agent: str, cluster: Path | None = None, user: bool = False) -> list[str]:
-    """The arguments after `planfence`: `hook AGENT [--cluster DIR] [--scope user]`."""
+def hook_args(
+    agent: str, cluster: Path | None = None, user: bool = False, timeout: float | None = None
+) -> list[str]:
+    """The arguments after `planfence`: `hook AGENT [--cluster DIR] [--scope user]
+    [--timeout SECONDS]`."""
     words = ["hook", agent]
     if cluster is not None:
         words += ["--cluster", str(cluster.resolve())]
     if user:
         words += ["--scope", "user"]
+    if timeout is not None:
+        words += ["--timeout", f"{timeout:g}"]
     return words
 
 
-def hook_command(agent: str, cluster: Path | None = None, user: bool = False) -> str:
+def check_timeout(timeout: float | None) -> None:
+    """Refuse a hook `--timeout` that is not comfortably below the handler's TIMEOUT."""
+    if timeout is None:
+        return
+    if not 0 < timeout <= TIMEOUT - HEADROOM:
+        raise ConfigError(
+            f"--timeout {timeout:g}: the hook's deadline must be more than 0 and at most "
+            f"{TIMEOUT - HEADROOM} s, {HEADROOM} s below the {TIMEOUT} s the agent waits for "
+            "the handler (past that the agent runs the call)"
+        )
+
+
+def hook_command(
+    agent: str, cluster: Path | None = None, user: bool = False, timeout: float | None = None
+) -> str:
     """The command line a shell runs: this installation's `planfence`, by absolute path."""
-    return shlex.join([executable(), *hook_args(agent, cluster, user)])
+    return shlex.join([executable(), *hook_args(agent, cluster, user, timeout)])
 
 
 def handler(
@@ -108,13 +131,14 @@ def handler(
     user: bool = False,
     shared: bool = False,
     command: str | None = None,
+    timeout: float | None = None,
 ) -> dict[str, Any]:
     """Our handler for `agent` (see module doc). `command` replaces the shell command line
     (tests, docs); Claude Code's exec form then names it as the executable."""
     if agent == "codex":
-        text = command or hook_command(agent, cluster, user)
+        text = command or hook_command(agent, cluster, user, timeout)
         return {"type": "command", "command": text, "timeout": TIMEOUT}
-    args = hook_args(agent, cluster, user)
+    args = hook_args(agent, cluster, user, timeout)
     if shared and command is None:
         exe = Path(executable())
         inside = root is not None and exe.is_absolute() and exe.is_relative_to(root)
@@ -234,10 +258,12 @@ def install(
     user: bool = False,
     shared: bool = False,
     mcp_writes: str | None = None,
+    timeout: float | None = None,
 ) -> tuple[Path, list[Path]]:
     """Merge our hooks into `agent`'s config (see module doc); returns the file written and
     the files ours was moved out of (Codex: the other form of the same layer). Raises
     ConfigError when that other form holds someone else's hooks: Codex would load both."""
+    check_timeout(timeout)
     root = project_root(project)
     if mcp_writes is not None:
         try:
@@ -247,7 +273,7 @@ def install(
             raise ConfigError(msg) from None
     path = config_path(agent, root, fmt, user=user, shared=shared)
     moved = _other_forms(agent, root, fmt, user, shared)
-    ours = handler(agent, root, cluster=cluster, user=user, shared=shared)
+    ours = handler(agent, root, cluster=cluster, user=user, shared=shared, timeout=timeout)
     before = load(path)
     config = merged(before, agent, ours, mcp_writes)
     path.parent.mkdir(parents=True, exist_ok=True)

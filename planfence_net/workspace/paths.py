@@ -6,8 +6,12 @@
     marker          COMMON/planfence.json: "this repository uses PlanFence" and its clusters
     joined          GITDIR/planfence-worktree.json: the cluster and agent a worktree joined
     executable      this installation's `planfence`, by absolute path
+    served_cluster  the cluster `workspace serve` recorded for a folder in the user's state
+                    directory ($XDG_STATE_HOME/planfence, ~/.local/state/planfence)
+    unsafe          why a cluster folder found inside a worktree must not be trusted
 
-The marker and the join record live in git's own folders, outside every work tree: nothing
+The hook's trust anchor lives outside every repository: the user's state directory and the
+join record. The marker and the join record live in git's own folders, outside every work tree: nothing
 an agent writes through Write/Edit/apply_patch in a worktree changes them by accident, no
 commit carries them, and every worktree of the repository sees the marker.
 """
@@ -118,3 +122,88 @@ def executable() -> str:
     next to the interpreter (`python -m planfence_net`)."""
     exe = Path(sys.executable).parent / "planfence"
     return str(exe) if exe.exists() else "planfence"
+
+
+STATE_ENV = "XDG_STATE_HOME"
+
+
+def state_dir() -> Path:
+    """The user's PlanFence state directory: $XDG_STATE_HOME/planfence, else
+    ~/.local/state/planfence."""
+    base = os.environ.get(STATE_ENV) or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "planfence"
+
+
+def _served_path(folder: Path) -> Path:
+    import hashlib
+
+    real = os.path.realpath(folder)
+    return state_dir() / "served" / (hashlib.blake2b(real.encode(), digest_size=16).hexdigest())
+
+
+def record_served(folder: Path, cluster: Path) -> Path:
+    """Remember, in the user's state directory (mode 0700), that `cluster` serves `folder`
+    (keyed by its real path)."""
+    path = _served_path(folder)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path.parent.parent, 0o700)
+    os.chmod(path.parent, 0o700)
+    _write(path, {"path": os.path.realpath(folder), "cluster": os.path.realpath(cluster)})
+    return path
+
+
+def served_cluster(folder: Path) -> Path | None:
+    """The cluster `workspace serve` recorded for `folder` (its real path), or None. A record
+    (or its folder) that another user owns or others may write is ignored."""
+    path = _served_path(folder)
+    for each in (path.parent, path):
+        try:
+            info = each.stat()
+        except OSError:
+            return None
+        if info.st_uid != os.geteuid() or info.st_mode & 0o022:
+            return None
+    value = _read(path)
+    if value.get("path") != os.path.realpath(folder) or not isinstance(value.get("cluster"), str):
+        return None
+    return Path(value["cluster"])
+
+
+def unsafe(folder: Path, root: Path | None) -> str | None:
+    """Why the cluster folder `folder` (inside the worktree `root`, or None) must not be
+    trusted, or None: a folder or roster another user owns or group/others may write, or a
+    folder git tracks (a repository cannot choose the cluster that checks it)."""
+    for each in (folder, folder / "cluster.toml", folder / "workspace.json"):
+        try:
+            info = os.lstat(each)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            return f"cannot read {each}: {exc.strerror}"
+        if info.st_uid != os.geteuid():
+            return f"{each} belongs to another user (uid {info.st_uid})"
+        if info.st_mode & 0o022:
+            return f"{each} is writable by group or others (mode {info.st_mode & 0o777:o})"
+    if root is not None and _tracked(root, folder):
+        return (
+            f"git tracks files in {folder} (a repository cannot choose the cluster that checks it)"
+        )
+    return None
+
+
+def _tracked(root: Path, folder: Path) -> bool:
+    """Whether git tracks any file under `folder` in the worktree `root` (fails safe: an
+    error counts as tracked)."""
+    import subprocess
+
+    try:
+        rel = os.path.relpath(folder, root)
+        out = subprocess.run(
+            ["git", "-C", str(root), "ls-files", "-z", "--", rel],
+            capture_output=True,
+            timeout=10,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return True
+    return out.returncode != 0 or out.stdout != b""

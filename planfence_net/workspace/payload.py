@@ -5,8 +5,9 @@ Both agents send one JSON object on stdin: `session_id`, `cwd`, `hook_event_name
 `agent_type`. Claude Code's Write/Edit/MultiEdit carry `tool_input.file_path` (NotebookEdit
 `notebook_path`); Bash, PowerShell and Codex's `apply_patch` carry `tool_input.command` (for
 apply_patch, the patch text, whose `*** Add/Update/Delete File:` and `*** Move to:` headers
-name the files). An MCP tool (`mcp__SERVER__TOOL`) reaches the hook only when `hook install
---mcp-writes` matched it: it is checked like a shell command. A PostToolUse payload (the same
+name the files). Tools that change nothing (READ_ONLY) pass unchecked; any other tool the hook does not
+know (an MCP tool `mcp__SERVER__TOOL`, Codex's `shell`, ...) is `unknown`: the cluster's
+policy blocks it, checks it like a shell command, or lets it through. A PostToolUse payload (the same
 fields, after the call ran) of a file-changing tool asks the hook to record the agent's own
 edit. A SessionStart payload (Claude Code) carries no tool: the hook may join the worktree.
 Anything malformed raises PayloadError: the hook blocks.
@@ -15,6 +16,7 @@ Anything malformed raises PayloadError: the hook blocks.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 from dataclasses import dataclass
@@ -29,6 +31,17 @@ FILE_TOOLS = {
 COMMAND_TOOLS = ("Bash", "PowerShell", "apply_patch")
 SHELLS = ("Bash", "PowerShell")
 MCP_PREFIX = "mcp__"
+# Tools that change nothing in a worktree: let through without a check. Every other tool
+# the hook does not know (an MCP tool, Codex's `shell`, ...) is decided by the cluster's
+# policy (`config.HookPolicy`): blocked unless the user allowed or asked to check it.
+READ_ONLY = frozenset(
+    (
+        "Read", "Grep", "Glob", "LS", "NotebookRead", "WebFetch", "WebSearch", "TodoWrite",
+        "TodoRead", "Task", "Agent", "ExitPlanMode", "EnterPlanMode", "BashOutput",
+        "KillShell", "KillBash", "AskUserQuestion", "Skill", "SlashCommand",
+        "ListMcpResourcesTool", "ReadMcpResourceTool", "view_image", "update_plan",
+    )
+)  # fmt: skip
 EVENTS = ("PreToolUse", "PostToolUse", "SessionStart")
 _PATCH_HEADER = re.compile(
     r"^\*\*\* (?:Add File|Update File|Delete File|Move to): (.+?)\s*$", re.MULTILINE
@@ -55,6 +68,7 @@ class ToolCall:
     agent_id: str | None = None
     agent_type: str | None = None
     tool_use_id: str | None = None
+    unknown: bool = False  # a tool the hook does not know: the cluster's policy decides
 
     def subagent(self) -> str:
         """` (subagent ID, TYPE)` for a subagent's call, else ""."""
@@ -117,22 +131,41 @@ def parse_payload(agent: str, data: bytes) -> ToolCall:
             files = tuple(dict.fromkeys(_PATCH_HEADER.findall(command)))
             if not files:
                 raise PayloadError("apply_patch call whose patch names no file")
-    gated = tool in FILE_TOOLS or tool in COMMAND_TOOLS or tool.startswith(MCP_PREFIX)
-    if tool in SHELLS and command is not None and _is_planfence_workspace(command):
+    unknown = tool not in FILE_TOOLS and tool not in COMMAND_TOOLS and tool not in READ_ONLY
+    gated = tool not in READ_ONLY
+    if tool in SHELLS and command is not None and is_exempt(command, cwd):
         gated = False  # how the agent re-reads its plan and re-trusts after a block
     if event == "PostToolUse":
-        gated = bool(files)  # only edits with named files are recorded afterwards
-    return ToolCall(agent, event, session, cwd, tool, files, command, gated, **ids)
+        gated, unknown = bool(files), False  # only edits with named files are recorded
+    return ToolCall(agent, event, session, cwd, tool, files, command, gated, **ids, unknown=unknown)
 
 
-def _is_planfence_workspace(command: str) -> bool:
-    """True for one plain `planfence workspace ...` command (no pipes, no `;`, no `&&`)."""
-    if any(c in command for c in ";&|`$<>\n"):
+# `planfence workspace SUBCOMMAND` calls that cannot run a command of the agent's choosing
+# (a subcommand -> the options that make it unsafe): `check` only reads; `trust` runs its
+# `--evidence`; `join --cluster DIR` would start the owners of any roster.
+EXEMPT = {"check": (), "trust": ("--evidence",), "join": ("--cluster",)}
+
+
+def is_exempt(command: str, cwd: str) -> bool:
+    """True for one plain command (no pipes, `;`, `&&`, substitutions or redirections) that
+    runs this installation's own `planfence`, named by a path that resolves to it (a bare
+    `planfence` goes through the shell's PATH, aliases and functions, which the hook cannot
+    see), with a subcommand of EXEMPT and none of its unsafe options: how a blocked agent
+    re-checks, re-trusts and joins. Everything else is checked as the shell command it is."""
+    if any(c in command for c in ";&|`$<>\n(){}*?[]~"):
         return False
     try:
         words = shlex.split(command)
     except ValueError:
         return False
-    return (
-        len(words) >= 2 and words[0].rsplit("/", 1)[-1] == "planfence" and words[1] == "workspace"
-    )
+    if len(words) < 3 or "/" not in words[0] or words[1] != "workspace":
+        return False
+    unsafe = EXEMPT.get(words[2])
+    if unsafe is None or any(w.split("=", 1)[0] in unsafe for w in words[3:]):
+        return False
+    from .paths import executable
+
+    ours = executable()
+    return os.path.isabs(ours) and os.path.realpath(
+        os.path.join(cwd, words[0])
+    ) == os.path.realpath(ours)

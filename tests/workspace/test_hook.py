@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import shlex
 import socket
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import pytest
 from planfence_net.cluster.folder import ClusterDir
 from planfence_net.workspace import check as check_module
 from planfence_net.workspace.hook import main as hook_main
+from planfence_net.workspace.paths import executable
 from planfence_net.workspace.payload import PayloadError, ToolCall, parse_payload
 from support.cluster import PLANFENCE
 from support.workspace import FIXTURES, make_repo, payload, run_cli, run_hook, served, write
@@ -91,16 +93,31 @@ def test_malformed_payloads_are_refused(data: bytes, why: str) -> None:
     assert str(caught.value) == why
 
 
-def test_our_own_trust_command_is_not_gated() -> None:
+def test_only_our_own_executable_with_safe_subcommands_is_not_gated(tmp_path: Path) -> None:
     def bash(command: str) -> ToolCall:
-        return parse_payload(
-            "claude", json.dumps(payload("claude-bash", Path("/p"), command=command)).encode()
-        )
+        data = payload("claude-bash", tmp_path, command=command)
+        return parse_payload("claude", json.dumps(data).encode())
 
-    assert not bash("planfence workspace trust fix --read auth.ts").gated
-    assert not bash("/opt/venv/bin/planfence workspace check fix").gated
-    assert bash("planfence workspace trust x; rm -rf src").gated
-    assert bash("planfence hook uninstall claude").gated
+    ours = shlex.quote(executable())
+    assert not bash(f"{ours} workspace trust fix --read auth.ts").gated
+    assert not bash(f"{ours} workspace check fix").gated
+    assert not bash(f"{ours} workspace join").gated
+    other = tmp_path / "bin" / "planfence"  # another binary of the same name
+    other.parent.mkdir()
+    other.write_text("#!/bin/sh\n")
+    for command in (
+        "planfence workspace trust fix --read auth.ts",  # through PATH, aliases, functions
+        f"{other} workspace check fix",
+        f"{ours} workspace trust p1 --read a --evidence 'touch pwned'",
+        f"{ours} workspace trust p1 --read a --evidence='touch pwned'",
+        f"{ours} workspace serve / --listen 0.0.0.0:80",
+        f"{ours} workspace join --cluster /tmp/theirs",
+        f"{ours} hook uninstall claude",
+        f"{ours} hook install codex --trust",
+        f"{ours} workspace trust x; rm -rf src",
+        f"{ours} workspace trust x $(rm -rf src)",
+    ):
+        assert bash(command).gated, command
 
 
 def test_a_changed_call_line_describes_itself() -> None:
@@ -154,8 +171,6 @@ def test_recorded_payloads_block_on_drift_and_allow_otherwise(tmp_path: Path) ->
             "auth.ts",
             "--lockfiles",
             "none",
-            "--session",
-            "sess-1",
             cwd=repo,
         )
         assert code == 0, out + err
@@ -196,7 +211,7 @@ def test_recorded_payloads_block_on_drift_and_allow_otherwise(tmp_path: Path) ->
             "(relevant drift)."
         )
         retrust = payload(
-            "claude-bash", repo, command="planfence workspace trust fix --read auth.ts"
+            "claude-bash", repo, command=f"{PLANFENCE} workspace trust fix --read auth.ts"
         )
         assert run_hook("claude", retrust) == (0, "")
 
@@ -343,10 +358,17 @@ def test_powershell_mcp_and_subagent_fields() -> None:
 
     shell = parse(tool_name="PowerShell", tool_input={"command": "Set-Content a.txt x"})
     assert (shell.gated, shell.describe()) == (True, "PowerShell `Set-Content a.txt x`")
-    retrust = parse(tool_name="PowerShell", tool_input={"command": "planfence workspace trust fix"})
+    retrust = parse(
+        tool_name="PowerShell", tool_input={"command": f"{PLANFENCE} workspace trust fix"}
+    )
     assert not retrust.gated
     mcp = parse(tool_name="mcp__fs__write_file", tool_input={"path": "a.txt"})
-    assert (mcp.gated, mcp.files, mcp.describe()) == (True, (), "mcp__fs__write_file")
+    assert (mcp.gated, mcp.unknown, mcp.files, mcp.describe()) == (
+        True,
+        True,
+        (),
+        "mcp__fs__write_file",
+    )
     sub = parse(agent_id="a81f3c", agent_type="Explore")
     assert (sub.agent_id, sub.agent_type, sub.tool_use_id) == (
         "a81f3c",
