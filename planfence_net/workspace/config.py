@@ -54,7 +54,8 @@ def find_cluster(explicit: Path | None = None, start: Path | None = None) -> Clu
             break
     record = joined(root) if root is not None else None
     if record is not None and (Path(record["cluster"]) / "cluster.toml").is_file():
-        return _safe(Path(record["cluster"]), None)
+        joined_to = Path(record["cluster"])
+        return _safe(joined_to, worktree_root(joined_to))
     if root is not None and (root / FOLDER / "cluster.toml").is_file():
         return _safe(root / FOLDER, root)
     raise NoCluster(

@@ -121,7 +121,11 @@ def test_trusting_another_plan_keeps_the_current_plan(tmp_path: Path) -> None:
                 "checked against it); other is bound to no session"
             ],
         )
-        assert json.loads(selection.read_text()) == {"current": "auth-fix"}
+        # Both were trusted without a session: any session without its own plan may use them.
+        assert json.loads(selection.read_text()) == {
+            "current": "auth-fix",
+            "shared": ["auth-fix", "other"],
+        }
         assert check(repo)[0] == 2  # still the stale auth-fix, not the fresh other
         code, out = trust(repo, "third", "--read", "README.md", "--session", "s1")
         assert out.splitlines()[1:] == [
@@ -131,6 +135,7 @@ def test_trusting_another_plan_keeps_the_current_plan(tmp_path: Path) -> None:
         assert trust(repo, "other", "--read", "README.md", "--make-current")[0] == 0
         assert json.loads(selection.read_text()) == {
             "current": "other",
+            "shared": ["auth-fix", "other"],
             "sessions": {"s1": "third"},
         }
         assert check(repo)[0] == 0
