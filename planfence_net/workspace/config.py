@@ -248,6 +248,7 @@ def ensure_local_cluster(path: Path, name: str) -> tuple[ClusterDir, bool]:
             cdir.root, agents=0, base_port=0, name=f"workspace-{name}", workspaces=((name, path),)
         )
         (cdir.root / ".gitignore").write_text("*\n")
+        os.chmod(cdir.root, 0o700)  # only its user enters: nobody else can swap what is inside
     else:
         _safe(cdir.root, worktree_root(path))
     record_served(path, cdir.root)

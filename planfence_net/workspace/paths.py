@@ -148,7 +148,13 @@ def record_served(folder: Path, cluster: Path) -> Path:
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(path.parent.parent, 0o700)
     os.chmod(path.parent, 0o700)
-    _write(path, {"path": os.path.realpath(folder), "cluster": os.path.realpath(cluster)})
+    value = {"path": os.path.realpath(folder), "cluster": os.path.realpath(cluster)}
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(json.dumps(value, indent=2) + "\n")
+    os.chmod(tmp, 0o600)  # O_CREAT keeps an existing file's mode
+    tmp.replace(path)
     return path
 
 
@@ -172,7 +178,9 @@ def served_cluster(folder: Path) -> Path | None:
 def unsafe(folder: Path, root: Path | None) -> str | None:
     """Why the cluster folder `folder` (inside the worktree `root`, or None) must not be
     trusted, or None: a folder or roster another user owns or group/others may write, or a
-    folder git tracks (a repository cannot choose the cluster that checks it)."""
+    folder git tracks (a repository cannot choose the cluster that checks it). A file inside
+    counts as writable by others only when others may enter the folder."""
+    enter = 0o011  # the folder itself is always checked
     for each in (folder, folder / "cluster.toml", folder / "workspace.json"):
         try:
             info = os.lstat(each)
@@ -182,8 +190,10 @@ def unsafe(folder: Path, root: Path | None) -> str | None:
             return f"cannot read {each}: {exc.strerror}"
         if info.st_uid != os.geteuid():
             return f"{each} belongs to another user (uid {info.st_uid})"
-        if info.st_mode & 0o022:
+        if info.st_mode & 0o022 and enter:
             return f"{each} is writable by group or others (mode {info.st_mode & 0o777:o})"
+        if each == folder:
+            enter = info.st_mode & 0o011
     if root is not None and _tracked(root, folder):
         return (
             f"git tracks files in {folder} (a repository cannot choose the cluster that checks it)"
