@@ -130,3 +130,17 @@ def test_the_exemption_covers_only_our_executable_running_no_command(tmp_path: P
         # evidence (checked by `workspace trust` itself).
         for command in (f"{ours} workspace check fix", f"{ours} workspace trust fix --read a"):
             assert run_hook("claude", payload("claude-bash", repo, command=command)) == (0, "")
+
+
+def test_what_serve_made_is_trusted_under_a_group_writable_umask(tmp_path: Path) -> None:
+    before = os.umask(0o002)  # user private groups: files 0664, folders 0775
+    try:
+        repo = make_repo(tmp_path / "repo", FILES)
+        with served(repo):
+            trust(repo, "--target", "src/b.ts")
+            assert oct((repo / ".planfence").stat().st_mode & 0o777) == "0o700"
+            records = list((Path(os.environ["XDG_STATE_HOME"]) / "planfence" / "served").iterdir())
+            assert {oct(p.stat().st_mode & 0o777) for p in records} == {"0o600"}
+            assert run_hook("claude", calls(repo, repo)["edit"]) == (0, "")
+    finally:
+        os.umask(before)
