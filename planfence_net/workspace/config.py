@@ -105,7 +105,7 @@ def file_key_for(spaces: dict[str, Path], text: str, cwd: Path) -> str:
         text.encode()
     except UnicodeEncodeError:  # a name the shell passed as bytes (surrogate escapes)
         shown = text.encode(errors="surrogateescape").decode(errors="backslashreplace")
-        raise ConfigError(f"{shown!r}: file names must be UTF-8 (keys are UTF-8 text)") from None
+        raise ConfigError(f"'{shown}': file names must be UTF-8 (keys are UTF-8 text)") from None
     match = _EXPLICIT.match(text)
     if match and match.group(1) in spaces:
         return file_key(match.group(1), match.group(2))
