@@ -30,11 +30,12 @@ from collections.abc import Callable
 import anyio
 from anyio.abc import TaskGroup
 
+from ..core.answers import verified_records, verifier
 from ..core.errors import ConfigError, PlanfenceError
 from ..core.gate import Action, GatePolicy
 from ..core.identity import Identity
 from ..core.roster import Roster
-from ..executor.runner import ReplanHook, verified_records
+from ..executor.runner import ReplanHook
 from ..net.api import group_by_owner
 from .centralized import Central, CentralWalk
 from .gated import PlanFence
@@ -125,6 +126,7 @@ class Freshness(PolicyBase):
     def __init__(self, name: str, parts: Parts) -> None:
         super().__init__(name, parts)
         self.known: dict[str, bytes] = {}
+        self.verify = verifier(parts.roster)
 
     async def validate(self, action: Action, replan: ReplanHook, keys: list[str]) -> Verdict:
         started = time.perf_counter()
@@ -140,12 +142,12 @@ class Freshness(PolicyBase):
                 )
             except PlanfenceError:
                 return  # stale memory, and freshness acts anyway
-            records = verified_records(self.parts.roster, result)
+            records = verified_records(result.get("records"), self.verify, bad="drop")
             for record in records:
                 self.known[record.key] = record.id
             await self.replica.add(records)
 
-        with anyio.move_on_after(self.parts.deadline):
+        with anyio.move_on_after(self.parts.timeout):
             async with anyio.create_task_group() as tg:
                 for owner, owner_keys in groups.items():
                     tg.start_soon(refresh, owner, owner_keys)

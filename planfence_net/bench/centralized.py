@@ -20,10 +20,11 @@ from typing import Any
 
 import anyio
 
-from ..core.errors import PlanfenceError, TransportError
-from ..core.gate import Gate, QueryHeads
-from ..core.lineage import FetchRound
-from ..executor.runner import GateRunner, verified_records
+from ..core.answers import HeadsQuery
+from ..core.drive import FetchRound, HeadsRound
+from ..core.errors import PlanfenceError
+from ..core.gate import Action
+from ..executor.runner import GateRunner
 from .gated import PlanFence
 from .writers import CENTRAL
 
@@ -34,44 +35,45 @@ class CentralWalkRunner(GateRunner):
 
     op = "heads"
 
-    async def _fetch(self, ids: tuple[bytes, ...]) -> FetchRound:
-        fetch = FetchRound(ids, [CENTRAL])
-        with anyio.move_on_after(self.deadline):
-            try:
-                result = await self.pool.request(CENTRAL, "get", {"ids": list(ids)})
-            except PlanfenceError:
-                fetch.failed(CENTRAL)
-            else:
-                fetch.answered(CENTRAL, verified_records(self.roster, result))
+    async def fetch(self, ids: tuple[bytes, ...], deadline: float | None = None) -> FetchRound:
+        fetch = FetchRound(ids, [CENTRAL], self.verify)
+        with anyio.CancelScope(deadline=self.until(deadline)):
+            while (args := fetch.request(CENTRAL)) is not None:
+                try:
+                    fetch.answered(CENTRAL, await self.pool.request(CENTRAL, "get", args))
+                except PlanfenceError as exc:
+                    fetch.answered(CENTRAL, exc)
         await self.replica.add(fetch.records)
         return fetch
 
-    def _args(self, gate: Gate, keys: list[str], expect: dict[str, bytes]) -> dict[str, Any]:
+    def _args(self, action: Action, keys: list[str], expect: dict[str, bytes]) -> dict[str, Any]:
         return {"keys": keys, "expect": expect}
 
-    async def _query(self, gate: Gate, event: QueryHeads) -> None:
-        keys = [k for q in event.queries.values() for k in q.keys]
-        expect = {k: v for q in event.queries.values() for k, v in q.expect.items()}
-        answer: dict[str, Any] | None = None
-        failure = "timeout"
-        with anyio.move_on_after(self.deadline):
+    async def query(
+        self, action: Action, queries: dict[str, HeadsQuery], deadline: float | None = None
+    ) -> HeadsRound:
+        heads = HeadsRound(queries)
+        keys = [k for q in queries.values() for k in q.keys]
+        expect = {k: v for q in queries.values() for k, v in q.expect.items()}
+        outcome: dict[str, Any] | PlanfenceError | None = None
+        with anyio.CancelScope(deadline=self.until(deadline)):
             try:
-                answer = await self.pool.request(CENTRAL, self.op, self._args(gate, keys, expect))
-            except TransportError:
-                failure = "owner_unavailable"
-            except PlanfenceError:
-                failure = "malformed_response"
-        for owner, query in event.queries.items():
-            if answer is None:
-                gate.heads_failed(owner, failure)
+                args = self._args(action, keys, expect)
+                outcome = await self.pool.request(CENTRAL, self.op, args)
+            except PlanfenceError as exc:
+                outcome = exc
+        for owner, query in queries.items():
+            if not isinstance(outcome, dict):
+                heads.answered(owner, outcome)
                 continue
-            rows = [row for row in answer.get("heads", []) if row and row[0] in query.keys]
+            rows = [row for row in outcome.get("heads", []) if row and row[0] in query.keys]
             records = [
                 w
-                for w in answer.get("records", [])
+                for w in outcome.get("records", [])
                 if isinstance(w, list) and len(w) > 1 and w[1] in query.keys
             ]
-            gate.heads_answered(owner, {"heads": rows, "records": records})
+            heads.answered(owner, {"heads": rows, "records": records})
+        return heads
 
 
 class CentralRunner(CentralWalkRunner):
@@ -79,15 +81,15 @@ class CentralRunner(CentralWalkRunner):
 
     op = "validate"
 
-    def _args(self, gate: Gate, keys: list[str], expect: dict[str, bytes]) -> dict[str, Any]:
-        return {"keys": keys, "expect": expect, "short": True, "action": gate.action.name[:256]}
+    def _args(self, action: Action, keys: list[str], expect: dict[str, bytes]) -> dict[str, Any]:
+        return {"keys": keys, "expect": expect, "short": True, "action": action.name[:256]}
 
 
 class Central(PlanFence):
     """Centralized lineage validated at the store (`central`, `central-wired`)."""
 
     def _runner(self) -> GateRunner:
-        return CentralRunner(self.pool, self.replica, deadline=self.parts.deadline)
+        return CentralRunner(self.pool, self.replica, timeout=self.parts.timeout)
 
     async def start(self, keys: list[str]) -> None:
         await self.pool.session(CENTRAL)
@@ -97,4 +99,4 @@ class CentralWalk(Central):
     """The client-side walk against the store (`central-walk`, an ablation)."""
 
     def _runner(self) -> GateRunner:
-        return CentralWalkRunner(self.pool, self.replica, deadline=self.parts.deadline)
+        return CentralWalkRunner(self.pool, self.replica, timeout=self.parts.timeout)

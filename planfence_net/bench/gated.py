@@ -8,13 +8,13 @@ fetched after the mismatch (`get`, one more round trip on a raced action). The p
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import anyio
 
 from ..core.answers import HeadsQuery
-from ..core.errors import PlanfenceError, TransportError
-from ..core.gate import Action, Gate, GatePolicy, QueryHeads
+from ..core.drive import HeadsRound
+from ..core.errors import PlanfenceError
+from ..core.gate import Action, GatePolicy
 from ..executor.runner import GateRunner, ReplanHook
 from .policy import Parts, PolicyBase, Verdict, fails_open
 
@@ -24,14 +24,15 @@ class FetchAfterRunner(GateRunner):
     so no record inline), and the changed records are fetched from that owner with `get`
     right after the mismatch. The gate checks the combined answer as usual."""
 
-    async def _query(self, gate: Gate, event: QueryHeads) -> None:
-        answers: dict[str, Any] = {}
-        failures: dict[str, str] = {}
+    async def query(
+        self, action: Action, queries: dict[str, HeadsQuery], deadline: float | None = None
+    ) -> HeadsRound:
+        heads = HeadsRound(queries)
 
         async def ask(owner: str, query: HeadsQuery) -> None:
             try:
-                heads = await self.pool.request(owner, "heads", {"keys": list(query.keys)})
-                rows = heads.get("heads") if isinstance(heads, dict) else None
+                answer = await self.pool.request(owner, "heads", {"keys": list(query.keys)})
+                rows = answer.get("heads") if isinstance(answer, dict) else None
                 changed = [
                     row[1]
                     for row in rows or []
@@ -43,20 +44,16 @@ class FetchAfterRunner(GateRunner):
                 ]
                 fetched = await self.pool.request(owner, "get", {"ids": changed}) if changed else {}
             except PlanfenceError as exc:
-                failures[owner] = _failure(exc)
+                heads.answered(owner, exc)
             else:
                 records = fetched.get("records", []) if isinstance(fetched, dict) else None
-                answers[owner] = {"heads": rows, "records": records}
+                heads.answered(owner, {"heads": rows, "records": records})
 
-        with anyio.move_on_after(self.deadline):
+        with anyio.CancelScope(deadline=self.until(deadline)):
             async with anyio.create_task_group() as tg:
-                for owner, query in event.queries.items():
+                for owner, query in queries.items():
                     tg.start_soon(ask, owner, query)
-        for owner in event.queries:
-            if owner in answers:
-                gate.heads_answered(owner, answers[owner])
-            else:
-                gate.heads_failed(owner, failures.get(owner, "timeout"))
+        return heads
 
 
 class PlanFence(PolicyBase):
@@ -84,7 +81,7 @@ class PlanFence(PolicyBase):
 
     def _runner(self) -> GateRunner:
         kind = GateRunner if self.inline else FetchAfterRunner
-        return kind(self.pool, self.replica, deadline=self.parts.deadline)
+        return kind(self.pool, self.replica, timeout=self.parts.timeout)
 
     async def validate(self, action: Action, replan: ReplanHook, keys: list[str]) -> Verdict:
         policy = self.policy
@@ -95,8 +92,3 @@ class PlanFence(PolicyBase):
         issued = decision.authorized or (self.fail_open and fails_open(decision))
         blocked = None if issued else decision.reason
         return Verdict(issued, run.roots, run.stall, blocked, decision.replanned, decision)
-
-
-def _failure(exc: PlanfenceError) -> str:
-    """The gate's reason for an owner whose request raised `exc`."""
-    return "owner_unavailable" if isinstance(exc, TransportError) else "malformed_response"

@@ -16,9 +16,10 @@ from ..core.errors import PlanfenceError
 from ..core.gate import CHANGED_AGAIN, HEADS_FAILURES, Action, Decision
 from ..core.lineage import MISSING_LINEAGE
 from ..core.roster import Roster
+from ..core.timeouts import DEFAULT_TIMEOUT
 from ..executor.pool import SessionPool
 from ..executor.replica import Replica
-from ..executor.runner import DEFAULT_DEADLINE, ReplanHook
+from ..executor.runner import ReplanHook
 from ..net.api import group_by_owner
 from .writers import Writer
 
@@ -85,7 +86,7 @@ class Parts:
     addresses: Addresses  # where the executor reaches the others
     writer: Writer
     pool_class: type[SessionPool] = SessionPool
-    deadline: float = DEFAULT_DEADLINE
+    timeout: float = DEFAULT_TIMEOUT  # seconds for one validation's coordination
     sync_k: int = 1  # `sync`: owners push after every K dirty updates
     workflows: tuple[Workflow, ...] = ()  # `sync`: who subscribes to what
     links: Callable[[str], Addresses] | None = None  # agent -> where it reaches others

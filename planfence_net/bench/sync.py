@@ -25,11 +25,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ..core.answers import verified_records, verifier
 from ..core.errors import PlanfenceError
 from ..core.gate import Action
 from ..core.lineage import Blocked, Missing, walk
 from ..core.records import Record
-from ..executor.runner import ReplanHook, verified_records
+from ..executor.runner import ReplanHook
 from .policy import Verdict
 from .syncbarrier import SyncBarrier
 
@@ -61,7 +62,8 @@ class Sync(SyncBarrier):
         wanted = [row[1] for row in rows if row[1] is not None and not self.replica.lookup(row[1])]
         if wanted:
             result = await session.request("get", {"ids": wanted})
-            await self.replica.add(verified_records(self.parts.roster, result))
+            wires = result.get("records")
+            await self.replica.add(verified_records(wires, verifier(self.parts.roster), bad="drop"))
         self.copy.apply(rows)
 
     async def validate(self, action: Action, replan: ReplanHook, keys: list[str]) -> Verdict:

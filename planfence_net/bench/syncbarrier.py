@@ -30,12 +30,13 @@ from typing import Any
 
 import anyio
 
+from ..core.answers import verified_records, verifier
 from ..core.errors import PlanfenceError
 from ..core.gate import Action
 from ..core.lineage import Blocked, Missing, walk
 from ..core.records import Record
 from ..executor.pool import SessionPool
-from ..executor.runner import ReplanHook, verified_records
+from ..executor.runner import ReplanHook
 from ..net.api import group_by_owner
 from .policy import Parts, PolicyBase, Verdict, Workflow
 
@@ -177,7 +178,7 @@ class SyncBarrier(PolicyBase):
             except PlanfenceError:
                 failed.append(owner)
 
-        with anyio.move_on_after(self.parts.deadline) as scope:
+        with anyio.move_on_after(self.parts.timeout) as scope:
             async with anyio.create_task_group() as tg:
                 for owner, owner_keys in groups.items():
                     if owner != self.parts.executor:
@@ -197,6 +198,6 @@ class SyncBarrier(PolicyBase):
                 )
             except PlanfenceError:
                 continue
-            found += verified_records(roster, result)
+            found += verified_records(result.get("records"), verifier(roster), bad="drop")
         await self.replica.add(found)
         return found

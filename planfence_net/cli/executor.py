@@ -8,10 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..core.timeouts import DEFAULT_TIMEOUT
 from .group import EXIT_BLOCKED, EXIT_OK, EXIT_STALE, Group
 from .params import Argument, Option
 from .support import (
     AsOpt,
+    DeadlineAlias,
     DirArg,
     JsonOpt,
     cluster_dir,
@@ -21,6 +23,7 @@ from .support import (
     print_table,
     resolve_ids,
     run_async,
+    timeout_of,
     user_errors,
     write_record,
 )
@@ -57,7 +60,14 @@ def authorize(
     dep: list[str] = Option(..., "--dep", help="Declared key (repeat)."),
     as_agent: str | None = AsOpt,
     name: str = Option("action", "--name", help="Action name for the log."),
-    deadline: float = Option(5.0, "--deadline", help="Seconds per step."),
+    timeout: float = Option(
+        DEFAULT_TIMEOUT,
+        "--timeout",
+        min=0.01,
+        metavar="SECONDS",
+        help="How long the whole decision may take (every round, every owner).",
+    ),
+    deadline: float | None = DeadlineAlias,
     json_out: bool = JsonOpt,
 ) -> None:
     """Validate a plan's declared dependencies against their owners, right now.
@@ -81,7 +91,9 @@ def authorize(
     async def decide() -> Decision:
         async with anyio.create_task_group() as tg:
             pool = SessionPool(tg, roster, identity, link_addresses(cdir))
-            runner = GateRunner(pool, await Replica.open(None), deadline=deadline)
+            runner = GateRunner(
+                pool, await Replica.open(None), timeout=timeout_of(timeout, deadline)
+            )
             run = await runner.wait_decision(action)
             await pool.aclose()
             tg.cancel_scope.cancel()

@@ -19,15 +19,17 @@ from .group import Group
 from .params import Argument, Option
 from .support import (
     AsOpt,
-    DeadlineOpt,
+    DeadlineAlias,
     DirArg,
     JsonOpt,
+    TimeoutOpt,
     cluster_dir,
     echo_json,
     identity_for,
     print_table,
     resolve_ids,
     run_async,
+    timeout_of,
     user_errors,
 )
 
@@ -143,14 +145,17 @@ def lineage(
     record_id: str = Argument(..., metavar="ID", help="Record id (or a unique prefix of 8+ hex)."),
     depth: int = Option(8, "--depth", min=1, help="Parent levels to follow."),
     as_agent: str | None = AsOpt,
-    deadline: float = DeadlineOpt,
+    timeout: float = TimeoutOpt,
+    deadline: float | None = DeadlineAlias,
     json_out: bool = JsonOpt,
 ) -> None:
     """The record ID and its ancestors, walking parents level by level from the owners."""
     cdir = cluster_dir(path)
     start = resolve_ids(cdir, [record_id])
     found = run_async(
-        functools.partial(_walk, cdir, identity_for(cdir, as_agent), start, depth, deadline)
+        functools.partial(
+            _walk, cdir, identity_for(cdir, as_agent), start, depth, timeout_of(timeout, deadline)
+        )
     )
     if json_out:
         echo_json([{**_row(r), "depth": d} for d, r in found])
@@ -173,7 +178,7 @@ def lineage(
 
 
 async def _walk(
-    cdir: ClusterDir, identity: Identity, start: list[bytes], depth: int, deadline: float
+    cdir: ClusterDir, identity: Identity, start: list[bytes], depth: int, owner_timeout: float
 ) -> list[tuple[int, Record]]:
     """(depth, record) for the records reachable from `start` within `depth` parent levels,
     breadth first, each once; every record verified against the roster."""
@@ -187,7 +192,7 @@ async def _walk(
     for d in range(depth + 1):
         if not level or len(found) >= MAX_LINEAGE:
             break
-        fetched = await get_records(roster, identity, level, addresses, deadline)
+        fetched = await get_records(roster, identity, level, addresses, owner_timeout)
         found += [(d, r) for r in fetched]
         level = [p for r in fetched for p in r.parents if p not in seen]
         seen.update(level)

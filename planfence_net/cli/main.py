@@ -23,15 +23,17 @@ from .group import EXIT_CODES_HELP, Group, PlanfenceGroup
 from .params import Argument, Option
 from .support import (
     AsOpt,
-    DeadlineOpt,
+    DeadlineAlias,
     DirArg,
     JsonOpt,
+    TimeoutOpt,
     cluster_dir,
     echo_json,
     identity_for,
     print_table,
     resolve_ids,
     run_async,
+    timeout_of,
     to_jsonable,
     user_errors,
     write_record,
@@ -161,10 +163,11 @@ def put(
         help="Write as this agent (default: the key's owner; owners "
         "refuse writes from anyone else).",
     ),
-    deadline: float = DeadlineOpt,
+    timeout: float = TimeoutOpt,
+    deadline: float | None = DeadlineAlias,
 ) -> None:
     """Write a record as the agent that owns KEY; prints its id and seq."""
-    write_record(path, key, body, parent, kind, json_out, as_agent, deadline)
+    write_record(path, key, body, parent, kind, json_out, as_agent, timeout_of(timeout, deadline))
 
 
 @app.command("heads")
@@ -174,7 +177,8 @@ def heads(
     keys: list[str] = Argument(..., help="Keys."),
     as_agent: str | None = AsOpt,
     json_out: bool = JsonOpt,
-    deadline: float = DeadlineOpt,
+    timeout: float = TimeoutOpt,
+    deadline: float | None = DeadlineAlias,
 ) -> None:
     """Current head of each KEY, asked from its owner."""
     from ..cluster.processes import link_addresses
@@ -187,7 +191,7 @@ def heads(
         identity_for(cdir, as_agent),
         keys,
         link_addresses(cdir),
-        deadline,
+        timeout_of(timeout, deadline),
     )
     if json_out:
         echo_json(rows)
@@ -205,7 +209,8 @@ def get(
     ids: list[str] = Argument(..., help="Record ids (hex)."),
     as_agent: str | None = AsOpt,
     json_out: bool = JsonOpt,
-    deadline: float = DeadlineOpt,
+    timeout: float = TimeoutOpt,
+    deadline: float | None = DeadlineAlias,
 ) -> None:
     """Fetch records by id (or unique prefixes of 8+ hex) from the owners; verify them."""
     from ..cluster.processes import link_addresses
@@ -219,7 +224,7 @@ def get(
         identity_for(cdir, as_agent),
         wanted,
         link_addresses(cdir),
-        deadline,
+        timeout_of(timeout, deadline),
     )
     if json_out:
         echo_json([r.to_json() for r in records])

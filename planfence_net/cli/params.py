@@ -50,6 +50,7 @@ class OptionSpec:
     is_eager: bool
     callback: Callable[[Any], Any] | None
     show_default: bool
+    hidden: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,9 +71,11 @@ def Option(  # noqa: N802 - reads as the declaration it is
     is_eager: bool = False,
     callback: Callable[[Any], Any] | None = None,
     show_default: bool = True,
+    hidden: bool = False,
 ) -> Any:
     """An option: `--name` from the parameter's name unless `decls` give the flags.
-    `choices` makes any other value a usage error; `min`/`max` bound a number."""
+    `choices` makes any other value a usage error; `min`/`max` bound a number; a `hidden`
+    one is read but not shown in --help (an old name kept working)."""
     return OptionSpec(
         default,
         decls,
@@ -84,6 +87,7 @@ def Option(  # noqa: N802 - reads as the declaration it is
         is_eager,
         callback,
         show_default,
+        hidden,
     )
 
 
@@ -152,6 +156,7 @@ def _option(name: str, annotation: Any, spec: OptionSpec) -> click.Option:
         show_default=spec.show_default,
         is_eager=spec.is_eager,
         callback=callback,
+        hidden=spec.hidden,
         **given,  # a required value gets no default: click then reports it missing
     )
 

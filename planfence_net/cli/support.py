@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from ..core.errors import PlanfenceError
+from ..core.timeouts import DEFAULT_TIMEOUT
 from .params import Argument, Option
 
 if TYPE_CHECKING:  # imported where used: a command imports only what it needs
@@ -158,14 +159,20 @@ def parse_body(text: str) -> Any:
 
 
 AsOpt = Option(None, "--as", help="Roster member to connect as (default: the first).")
-DEFAULT_DEADLINE = 5.0  # api.DEFAULT_DEADLINE, repeated so --help loads no library
-DeadlineOpt = Option(
-    DEFAULT_DEADLINE,
-    "--deadline",
+TimeoutOpt = Option(
+    DEFAULT_TIMEOUT,
+    "--timeout",
     min=0.01,
     metavar="SECONDS",
     help="How long each owner may take to connect, handshake and answer.",
 )
+# The old name of --timeout, still read (hidden): scripts written against it keep working.
+DeadlineAlias = Option(None, "--deadline", min=0.01, metavar="SECONDS", hidden=True)
+
+
+def timeout_of(timeout: float, deadline: float | None) -> float:
+    """--timeout, or the deprecated --deadline when it was given."""
+    return timeout if deadline is None else deadline
 
 
 def cluster_dir(path: Path) -> ClusterDir:
@@ -188,7 +195,7 @@ def write_record(
     kind: str,
     json_out: bool,
     as_agent: str | None,
-    deadline: float = DEFAULT_DEADLINE,
+    timeout: float = DEFAULT_TIMEOUT,
 ) -> None:
     """Write a record (body as JSON text) as `as_agent` or the key's owner; print id and seq.
 
@@ -211,7 +218,7 @@ def write_record(
     async def check_and_put() -> dict[str, Any]:
         if parents:
             try:
-                await get_records(roster, writer, parents, addresses, deadline)
+                await get_records(roster, writer, parents, addresses, timeout)
             except RequestError as exc:
                 raise PlanfenceError(f"--parent: {exc.message}") from None
         return await put_record(
@@ -222,7 +229,7 @@ def write_record(
             parents=parents,
             kind=kind,
             addresses=addresses,
-            deadline=deadline,
+            owner_timeout=timeout,
         )
 
     result = run_async(check_and_put)

@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING
 
 import click
 
+from ..core.timeouts import DEFAULT_TIMEOUT
 from .group import Group
 from .params import Argument, Option
-from .support import JsonOpt, echo_json, run_async, user_errors
+from .support import DeadlineAlias, JsonOpt, echo_json, run_async, timeout_of, user_errors
 
 if TYPE_CHECKING:  # imported where used: `planfence --help` loads none of the library
     from ..workspace.config import Spaces
@@ -205,7 +206,14 @@ def check(
     as_agent: str | None = Option(
         None, "--as", help="Roster member to connect as (default: the plan's owner)."
     ),
-    deadline: float = Option(5.0, "--deadline", help="Seconds per step."),
+    timeout: float = Option(
+        DEFAULT_TIMEOUT,
+        "--timeout",
+        min=0.01,
+        metavar="SECONDS",
+        help="How long the whole check may take (every round, every owner).",
+    ),
+    deadline: float | None = DeadlineAlias,
     cluster: Path | None = ClusterOpt,
     json_out: bool = JsonOpt,
 ) -> None:
@@ -228,7 +236,11 @@ def check(
         roster = cdir.roster()
         me = as_agent or roster.owner_of(plan_key(plan)) or roster.agents[0].name
         verdict = run_check(
-            roster, cdir.identity(me), plan, addresses=link_addresses(cdir), deadline=deadline
+            roster,
+            cdir.identity(me),
+            plan,
+            addresses=link_addresses(cdir),
+            timeout=timeout_of(timeout, deadline),
         )
     except PlanfenceError as exc:
         click.echo(f"error: {exc}", err=True)

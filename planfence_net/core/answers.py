@@ -7,9 +7,10 @@ seq forward. `check_answer` raises Malformed naming the first thing wrong.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from .errors import ConfigError, RecordError
 from .records import ID_LEN, Record, record_from_wire, verify
@@ -22,6 +23,9 @@ class HeadsQuery:
 
     keys: tuple[str, ...]
     expect: dict[str, bytes]
+
+
+Verify = Callable[[Record], None]  # raises RecordError (or ConfigError) for a bad record
 
 
 class Malformed(Exception):
@@ -144,19 +148,38 @@ def verify_record(roster: Roster, record: Record) -> None:
     verify(record, public_key_of=roster.public_key_of, owner_of=roster.owner_of)
 
 
-def verified_records(roster: Roster, result: object) -> list[Record]:
-    """The records of an owner's answer (`{"records": [wire, ...]}`) that parse and verify
-    against `roster`. Anything else is dropped: the gate treats it as never received."""
-    wires = result.get("records", []) if isinstance(result, dict) else []
+def verified_records(
+    wires: object, verify: Verify, *, bad: Literal["drop", "raise"]
+) -> list[Record]:
+    """The records in `wires` (a list of wire arrays, as an owner sends them) that parse and
+    pass `verify`: the one place records from elsewhere are read.
+
+    `bad` is the policy for anything else: "drop" leaves it out (the gate treats it as never
+    received; a `wires` that is not a list holds no records); "raise" raises RecordError for
+    the first one (ConfigError from `verify` when the roster cannot decide), for a caller that
+    must not act on a partial answer.
+    """
+    if not isinstance(wires, list):
+        if bad == "raise" and wires is not None:
+            raise RecordError("format", "'records' is not a list")
+        return []
     records = []
-    for wire in wires if isinstance(wires, list) else []:
+    for wire in wires:
         try:
             record = record_from_wire(wire)
-            verify_record(roster, record)
+            verify(record)
         except (RecordError, ConfigError):  # ConfigError: a key with two owners
+            if bad == "raise":
+                raise
             continue
         records.append(record)
     return records
+
+
+def verifier(roster: Roster) -> Verify:
+    """`verify_record` against `roster`, as the one-argument check `verified_records` and the
+    gate take."""
+    return functools.partial(verify_record, roster)
 
 
 def omitted_ids(result: object, asked: list[bytes]) -> list[bytes]:

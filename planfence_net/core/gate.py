@@ -1,9 +1,10 @@
 """The PlanFence gate as a state machine with no I/O (docs/ARCHITECTURE.md, "The gate").
 
-The runtime drives a `Gate` like an h11 connection: it calls `next_event()` and does what the
-event asks, feeding the outcome back, until the event is a `Decision`:
+The runtime drives a `Gate` like an h11 connection (`drive.drive` is the one loop that does):
+it calls `next_event()` and does what the event asks, feeding the outcome back, until the
+event is a `Decision`:
 
-    FetchRecords  -> ask the owners for the ids (a lineage.FetchRound says when to stop
+    FetchRecords  -> ask the owners for the ids (a drive.FetchRound says when to stop
                      waiting), then `records_fetched(records, unanswered)`
     QueryHeads    -> send every query concurrently under one deadline, then for each owner
                      `heads_answered(owner, result)` or `heads_failed(owner, reason)`

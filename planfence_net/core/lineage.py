@@ -14,7 +14,7 @@ allocated for an oversized lineage.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from .errors import LocalProtocolError
@@ -184,47 +184,3 @@ class WalkCache:
                 del self._walks[next(iter(self._walks))]
             self._walks[key] = found = result
         return Frontier(dict(found.versions), found.visited, found.depth)
-
-
-class FetchRound:
-    """One round of asking owners for the ids a walk is missing, and when to stop waiting.
-
-    An id does not name its owner, so each of `owners` is asked for every id. The round is
-    `settled` as soon as every id has a record or every owner has answered or failed: the
-    runtime stops waiting then, never for owners whose answer can no longer matter. Owners
-    still waiting when the runtime gives up (its deadline) count as `unanswered`, like those
-    that failed: an id no answering owner had may be held by one of them.
-    """
-
-    def __init__(self, ids: Sequence[bytes], owners: Iterable[str]) -> None:
-        self.ids = tuple(dict.fromkeys(ids))
-        self._waiting = set(owners)
-        self._failed: set[str] = set()
-        self.found: dict[bytes, Record] = {}
-
-    def answered(self, owner: str, records: Iterable[Record]) -> None:
-        """Take `owner`'s answer: records the caller verified. Ids not asked for are ignored."""
-        self._waiting.discard(owner)
-        wanted = set(self.ids)
-        for record in records:
-            if record.id in wanted:
-                self.found.setdefault(record.id, record)
-
-    def failed(self, owner: str) -> None:
-        """`owner` could not be asked or gave no usable answer."""
-        self._waiting.discard(owner)
-        self._failed.add(owner)
-
-    @property
-    def settled(self) -> bool:
-        """True once waiting longer cannot change the outcome."""
-        return len(self.found) == len(self.ids) or not self._waiting
-
-    @property
-    def records(self) -> list[Record]:
-        return list(self.found.values())
-
-    @property
-    def unanswered(self) -> tuple[str, ...]:
-        """Owners that failed or have not answered yet, sorted."""
-        return tuple(sorted(self._failed | self._waiting))

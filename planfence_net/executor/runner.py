@@ -1,8 +1,10 @@
 """The gate runner: drives the sans-IO gate against live owners (docs/ARCHITECTURE.md, "The gate").
 
-Each event of the gate becomes at most one request per owner, all owners concurrently, under
-one deadline per step. Owner failures become the gate's blocking reasons; nothing here
-decides anything.
+`core.drive` is the loop and decides what is sent and what answers mean; this module is its
+asyncio I/O: each event becomes at most one request per owner (more only for records an
+owner omitted), all owners concurrently, and the whole decision ends by one deadline,
+`timeout` seconds after it starts (time in the replan hook is not counted: planning is not
+coordination). Nothing here decides anything.
 """
 
 from __future__ import annotations
@@ -11,24 +13,22 @@ import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import anyio
 
-from ..core.answers import HeadsQuery
-from ..core.answers import verified_records as verified_records
-from ..core.answers import verify_record as verify_record
-from ..core.errors import PlanfenceError, TransportError
-from ..core.gate import Action, Decision, FetchRecords, Gate, GatePolicy, QueryHeads, Replan
-from ..core.lineage import FetchRound, WalkCache
+from ..core.answers import HeadsQuery, verifier
+from ..core.drive import FetchRound, HeadsRound, drive
+from ..core.errors import PlanfenceError
+from ..core.gate import Action, Decision, Gate, GatePolicy, Replan
+from ..core.lineage import WalkCache
 from ..core.records import Record
 from ..core.roster import Roster
-from ..net.client import Reply, get_in_parts
+from ..core.timeouts import DEFAULT_TIMEOUT
+from ..net.client import Reply
 from .pool import SessionPool
 from .replica import Replica
 
 ReplanHook = Callable[[Action, tuple[Record, ...]], Awaitable[Sequence[bytes]]]
-DEFAULT_DEADLINE = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +46,10 @@ class GateRun:
 
 
 class GateRunner:
-    """Validates actions for one executor: its session pool, replica and roster."""
+    """Validates actions for one executor: its session pool, replica and roster.
+
+    `timeout` bounds each decision's coordination, in seconds (module docstring).
+    """
 
     def __init__(
         self,
@@ -54,22 +57,21 @@ class GateRunner:
         replica: Replica,
         *,
         clock: Callable[[], float] = time.perf_counter,
-        deadline: float = DEFAULT_DEADLINE,
+        timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         self.pool = pool
         self.replica = replica
         self.roster: Roster = pool.roster
         self.clock = clock
-        self.deadline = deadline
+        self.timeout = timeout
+        self.verify = verifier(self.roster)
         self.walks = WalkCache()  # the replica only grows, so its successful walks stay valid
-
-    def verify(self, record: Record) -> None:
-        verify_record(self.roster, record)
 
     async def wait_decision(
         self, action: Action, replan: ReplanHook | None = None, policy: GatePolicy = GatePolicy()
     ) -> GateRun:
-        """Run the gate for `action` until it decides. Never raises for owner failures.
+        """Run the gate for `action` until it decides, within `timeout` seconds of
+        coordination. Never raises for owner failures.
 
         Without a `replan` hook a drift blocks with `stale_plan` (the caller replans).
         """
@@ -84,89 +86,76 @@ class GateRunner:
             policy=policy,
             walks=self.walks,
         )
+        deadline = anyio.current_time() + self.timeout
         planning = 0.0
         roots = action.roots
-        mark = self.pool.traffic()
-        while True:
-            now = self.pool.traffic()
-            gate.add_traffic(now[0] - mark[0], now[1] - mark[1])
-            mark = now
-            event = gate.next_event()
-            if isinstance(event, Decision):
-                return GateRun(event, planning, roots)
-            if isinstance(event, FetchRecords):
-                fetched = await self._fetch(event.ids)
-                gate.records_fetched(fetched.records, fetched.unanswered)
-            elif isinstance(event, QueryHeads):
-                await self._query(gate, event)
-            elif isinstance(event, Replan):
-                assert replan is not None
-                await self.replica.add(event.changed)
-                started = self.clock()
-                roots = tuple(await replan(action, event.changed))
-                planning += self.clock() - started
-                gate.replanned(roots)
 
-    async def _fetch(self, ids: tuple[bytes, ...]) -> FetchRound:
-        """Ask every owner for `ids` (an id does not name its owner) until the round settles
-        or the deadline passes; keeps what verifies in the replica."""
-        fetch = FetchRound(ids, self.roster.names)
+        async def fetch(ids: tuple[bytes, ...]) -> FetchRound:
+            return await self.fetch(ids, deadline)
+
+        async def query(queries: dict[str, HeadsQuery]) -> HeadsRound:
+            return await self.query(action, queries, deadline)
+
+        async def replanned(event: Replan) -> Sequence[bytes]:
+            nonlocal deadline, planning, roots
+            assert replan is not None
+            await self.replica.add(event.changed)
+            started, began = self.clock(), anyio.current_time()
+            roots = tuple(await replan(action, event.changed))
+            planning += self.clock() - started
+            deadline += anyio.current_time() - began
+            return roots
+
+        decision = await drive(gate, fetch, query, replanned, traffic=self.pool.traffic)
+        return GateRun(decision, planning, roots)
+
+    async def fetch(self, ids: tuple[bytes, ...], deadline: float | None = None) -> FetchRound:
+        """Ask every owner for `ids` until the round settles or `deadline` (anyio's clock;
+        default `timeout` from now) passes; keeps what verifies in the replica."""
+        fetch = FetchRound(ids, self.roster.names, self.verify)
 
         async def ask(owner: str, scope: anyio.CancelScope) -> None:
-            try:
-                result = await get_in_parts(
-                    lambda args: self.pool.request(owner, "get", args), list(ids)
-                )
-            except PlanfenceError:
-                fetch.failed(owner)
-            else:
-                fetch.answered(owner, verified_records(self.roster, result))
+            while (args := fetch.request(owner)) is not None:
+                try:
+                    fetch.answered(owner, await self.pool.request(owner, "get", args))
+                except PlanfenceError as exc:
+                    fetch.answered(owner, exc)
             if fetch.settled:
                 scope.cancel()
 
-        with anyio.move_on_after(self.deadline):
+        with anyio.CancelScope(deadline=self.until(deadline)):
             async with anyio.create_task_group() as tg:
                 for owner in self.roster.names:
                     tg.start_soon(ask, owner, tg.cancel_scope)
         await self.replica.add(fetch.records)
         return fetch
 
-    async def _query(self, gate: Gate, event: QueryHeads) -> None:
-        """Send every owner its query, all before waiting for any, under one deadline;
-        report each outcome. In the steady state (sessions open) this starts no task."""
-        answers: dict[str, Any] = {}
-        failures: dict[str, str] = {}
-        with anyio.move_on_after(self.deadline):
-            unreachable = await self.pool.connect_missing(event.queries)
+    async def query(
+        self, action: Action, queries: dict[str, HeadsQuery], deadline: float | None = None
+    ) -> HeadsRound:
+        """Send every owner its heads query for `action`, all before waiting for any, and
+        take the answers until `deadline` (anyio's clock; default `timeout` from now). In
+        the steady state (sessions open) this starts no task."""
+        heads = HeadsRound(queries)
+        with anyio.CancelScope(deadline=self.until(deadline)):
+            requests = heads.requests()
+            unreachable = await self.pool.connect_missing(requests)
             replies: dict[str, Reply] = {}
-            for owner, query in event.queries.items():
+            for owner, args in requests.items():
                 if owner in unreachable:
-                    failures[owner] = "owner_unavailable"
+                    heads.answered(owner, unreachable[owner])
                     continue
                 try:
-                    replies[owner] = await self.pool.send_request(owner, "heads", heads_args(query))
+                    replies[owner] = await self.pool.send_request(owner, "heads", args)
                 except PlanfenceError as exc:
-                    failures[owner] = _failure(exc)
+                    heads.answered(owner, exc)
             for owner, reply in replies.items():
                 try:
-                    answers[owner] = await reply.wait()
+                    heads.answered(owner, await reply.wait())
                 except PlanfenceError as exc:
-                    failures[owner] = _failure(exc)
-        for owner in event.queries:
-            if owner in answers:
-                gate.heads_answered(owner, answers[owner])
-            else:
-                gate.heads_failed(owner, failures.get(owner, "timeout"))
+                    heads.answered(owner, exc)
+        return heads
 
-
-def heads_args(query: HeadsQuery) -> dict[str, Any]:
-    """A heads request's args: `expect` alone when it names every key (each key once), and
-    `short` rows for keys still at their expected id (the gate knows those ids)."""
-    if list(query.expect) == list(query.keys):
-        return {"expect": dict(query.expect), "short": True}
-    return {"keys": list(query.keys), "expect": dict(query.expect), "short": True}
-
-
-def _failure(exc: PlanfenceError) -> str:
-    """The gate's reason for an owner whose heads request raised `exc`."""
-    return "owner_unavailable" if isinstance(exc, TransportError) else "malformed_response"
+    def until(self, deadline: float | None) -> float:
+        """`deadline`, or `timeout` from now when it is None (a step run on its own)."""
+        return anyio.current_time() + self.timeout if deadline is None else deadline

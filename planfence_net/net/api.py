@@ -14,15 +14,16 @@ from typing import Any
 
 import anyio
 
+from ..core.answers import verifier
+from ..core.drive import FetchRound
 from ..core.errors import ConfigError, PlanfenceError, RequestError, TransportError
 from ..core.identity import Identity
-from ..core.records import Record, record_from_wire, verify
+from ..core.records import Record
 from ..core.roster import Roster
-from .client import Session, collapsing_task_group, get_in_parts, open_session
+from ..core.timeouts import DEFAULT_TIMEOUT
+from .client import Session, collapsing_task_group, open_session
 
 Addresses = dict[str, tuple[str, int]]
-
-DEFAULT_DEADLINE = 5.0  # seconds for one owner to connect, handshake and answer
 
 
 @asynccontextmanager
@@ -31,24 +32,24 @@ async def owner_session(
     identity: Identity,
     owner: str,
     addresses: Addresses | None = None,
-    deadline: float = DEFAULT_DEADLINE,
+    owner_timeout: float = DEFAULT_TIMEOUT,
 ) -> AsyncIterator[Session]:
     """A session to `owner` whose whole use (connect, handshake, requests) must end within
-    `deadline` seconds; raises TransportError naming the owner and its address otherwise
+    `owner_timeout` seconds; raises TransportError naming the owner and its address otherwise
     (and for any other transport failure).
 
     A program other than the owner on the roster port accepts the connection and then never
-    answers the handshake: without the deadline the caller would wait forever.
+    answers the handshake: without a timeout the caller would wait forever.
     """
     where = _address(addresses, owner)
     address = f"{where['host']}:{where['port']}" if where else roster.agent(owner).address
     try:
-        with anyio.fail_after(deadline):
+        with anyio.fail_after(owner_timeout):
             async with open_session(roster, identity, owner, **where) as session:
                 yield session
     except TimeoutError:
         raise TransportError(
-            f"owner {owner} at {address} did not answer within {deadline:g} s "
+            f"owner {owner} at {address} did not answer within {owner_timeout:g} s "
             f"(is it running? is another program on that port?)"
         ) from None
     except TransportError as exc:  # "cannot connect to HOST:PORT: ...": say whose it is
@@ -94,13 +95,13 @@ async def put_record(
     parents: list[bytes] | None = None,
     kind: str = "fact",
     addresses: Addresses | None = None,
-    deadline: float = DEFAULT_DEADLINE,
+    owner_timeout: float = DEFAULT_TIMEOUT,
 ) -> dict[str, Any]:
     """Write a record as `identity` to the owner of `key`; returns {"id", "seq", "owner"}."""
     owner = roster.owner_of(key)
     if owner is None:
         raise ConfigError(f"no agent owns {key!r} in the roster")
-    async with owner_session(roster, identity, owner, addresses, deadline) as session:
+    async with owner_session(roster, identity, owner, addresses, owner_timeout) as session:
         result = await session.request(
             "put", {"key": key, "kind": kind, "parents": parents or [], "body": body}
         )
@@ -112,13 +113,13 @@ async def ping_owners(
     identity: Identity,
     names: list[str],
     addresses: Addresses | None = None,
-    deadline: float = DEFAULT_DEADLINE,
+    owner_timeout: float = DEFAULT_TIMEOUT,
 ) -> None:
     """Return once every owner in `names` answered a ping, all concurrently; raises
-    TransportError naming the first owner that could not be reached within `deadline`."""
+    TransportError naming the first owner that could not be reached within `owner_timeout`."""
 
     async def ping(owner: str) -> None:
-        async with owner_session(roster, identity, owner, addresses, deadline) as session:
+        async with owner_session(roster, identity, owner, addresses, owner_timeout) as session:
             await session.request("ping")
 
     async with collapsing_task_group() as tg:
@@ -142,14 +143,14 @@ async def query_heads(
     identity: Identity,
     keys: list[str],
     addresses: Addresses | None = None,
-    deadline: float = DEFAULT_DEADLINE,
+    owner_timeout: float = DEFAULT_TIMEOUT,
 ) -> list[dict[str, Any]]:
     """Current heads of `keys`, one batched request per owner, all owners concurrently."""
     groups = group_by_owner(roster, keys)
     rows: dict[str, dict[str, Any]] = {}
 
     async def ask(owner: str, owner_keys: list[str]) -> None:
-        async with owner_session(roster, identity, owner, addresses, deadline) as session:
+        async with owner_session(roster, identity, owner, addresses, owner_timeout) as session:
             result = await session.request("heads", {"keys": owner_keys})
         for key, rid, seq in result["heads"]:
             rows[key] = {"key": key, "owner": owner, "id": rid, "seq": seq}
@@ -165,32 +166,32 @@ async def get_records(
     identity: Identity,
     ids: list[bytes],
     addresses: Addresses | None = None,
-    deadline: float = DEFAULT_DEADLINE,
+    owner_timeout: float = DEFAULT_TIMEOUT,
 ) -> list[Record]:
-    """Fetch records by id from every owner, verified.
+    """Fetch records by id from every owner, each verified (`FetchRound`, asking again for
+    ids an owner omitted).
 
-    Raises RequestError("not_found") for ids no owner has when every owner answered, and
-    TransportError naming the owners that could not be asked (with the first one's reason:
-    owner and address) when an id is missing and some owner did not answer: it may hold it.
+    Raises RecordError for a record that fails verification (a person asked for these
+    records: a bad one is reported, not hidden); RequestError("not_found") for ids no owner
+    has when every owner answered; TransportError naming the owners that could not be asked
+    (with the first one's reason: owner and address) when an id is missing and some owner did
+    not answer: it may hold it.
     """
-    found: dict[bytes, Record] = {}
+    fetch = FetchRound(ids, roster.names, verifier(roster), bad="raise")
     unreachable: dict[str, str] = {}
 
     async def ask(owner: str) -> None:
         try:
-            async with owner_session(roster, identity, owner, addresses, deadline) as session:
-                result = await get_in_parts(lambda args: session.request("get", args), ids)
+            async with owner_session(roster, identity, owner, addresses, owner_timeout) as session:
+                while (args := fetch.request(owner)) is not None:
+                    fetch.answered(owner, await session.request("get", args))
         except TransportError as exc:
             unreachable[owner] = str(exc)
-            return
-        for wire in result["records"]:
-            record = record_from_wire(wire)
-            verify(record, public_key_of=roster.public_key_of, owner_of=roster.owner_of)
-            found[record.id] = record
 
     async with collapsing_task_group() as tg:
         for owner in roster.names:
             tg.start_soon(ask, owner)
+    found = fetch.found
     missing = [rid.hex() for rid in ids if rid not in found]
     if missing and unreachable:
         names = sorted(unreachable)

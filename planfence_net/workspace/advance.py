@@ -18,7 +18,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..core.answers import HeadsQuery, Malformed, check_answer, verified_records, verify_record
+from ..core.answers import HeadsQuery, Malformed, check_answer, verified_records, verifier
 from ..core.errors import ConfigError, PlanfenceError, RequestError
 from ..core.identity import Identity
 from ..core.records import Record
@@ -61,26 +61,28 @@ def advanced(
 
 
 def wait_advance(
-    roster: Roster, identity: Identity, plan: str, keys: list[str], *, deadline: float
+    roster: Roster, identity: Identity, plan: str, keys: list[str], *, step_timeout: float
 ) -> list[str]:
-    """Record the current versions of the touched `keys` that `plan` declares as targets;
-    returns those keys ([] when none is one). Raises PlanfenceError when an owner fails or
-    refuses, ValueError for a plan that cannot be advanced.
+    """Record the current versions of the touched `keys` that `plan` declares as targets,
+    each step (one request) within `step_timeout` seconds; returns those keys ([] when none
+    is one). Raises PlanfenceError when an owner fails or refuses, ValueError for a plan that
+    cannot be advanced.
 
     The plan record is written with a compare-and-set on the plan key's head (`put` with
     `head`): when another process advanced or re-trusted the plan in between, the owner
-    answers `conflict` and this reads the new head and tries again (until 4 x `deadline`),
+    answers `conflict` and this reads the new head and tries again (until 4 x `step_timeout`),
     so concurrent advances of one plan never lose each other's targets."""
     pkey = plan_key(plan)
     owner = roster.owner_of(pkey)
     if owner is None:
         raise ConfigError(f"no agent owns {pkey!r}")
+    verify = verifier(roster)
     sessions = SyncSessions(roster, identity)
     lineage: dict[bytes, Record] = {}  # immutable records: kept across attempts
-    give_up = time.monotonic() + RETRY_STEPS * deadline
+    give_up = time.monotonic() + RETRY_STEPS * step_timeout
     try:
         while True:
-            record = _heads(sessions, roster, [pkey], deadline)[pkey]
+            record = _heads(sessions, roster, [pkey], step_timeout)[pkey]
             roles = trusted_state(plan, record.body).roles
             targets = [k for k in dict.fromkeys(keys) if "target" in roles.get(k, ())]
             if not targets:
@@ -88,13 +90,16 @@ def wait_advance(
             missing = [rid for rid in record.parents if rid not in lineage]
             holders = {roster.owner_of(k) for k in roles} - {None} if missing else set()
             for holder in holders:
-                answer = sessions.request(str(holder), "get", {"ids": missing}, _until(deadline))
-                lineage.update((r.id, r) for r in verified_records(roster, answer))
-            new = _heads(sessions, roster, targets, deadline)
+                answer = sessions.request(
+                    str(holder), "get", {"ids": missing}, _until(step_timeout)
+                )
+                wires = answer.get("records")
+                lineage.update((r.id, r) for r in verified_records(wires, verify, bad="drop"))
+            new = _heads(sessions, roster, targets, step_timeout)
             body, parents = advanced(record, lineage, new, time.time())
             args = {"key": pkey, "kind": "plan", "parents": parents, "body": body}
             try:
-                sessions.request(owner, "put", {**args, "head": record.id}, _until(deadline))
+                sessions.request(owner, "put", {**args, "head": record.id}, _until(step_timeout))
                 return targets
             except RequestError as exc:
                 if exc.code != "conflict" or time.monotonic() >= give_up:
@@ -106,12 +111,13 @@ def wait_advance(
 RETRY_STEPS = 4  # a contended advance may use the hook's whole budget, not one step
 
 
-def _until(deadline: float) -> float:
-    return time.monotonic() + deadline
+def _until(step_timeout: float) -> float:
+    """The deadline (time.monotonic()) of a step that starts now."""
+    return time.monotonic() + step_timeout
 
 
 def _heads(
-    sessions: SyncSessions, roster: Roster, keys: list[str], deadline: float
+    sessions: SyncSessions, roster: Roster, keys: list[str], step_timeout: float
 ) -> dict[str, Record]:
     """The current record of each key (observed now by its owner), checked and verified."""
     by_owner: dict[str, list[str]] = {}
@@ -124,12 +130,10 @@ def _heads(
     for owner, owned in by_owner.items():
         query = HeadsQuery(tuple(owned), {k: NO_PLAN for k in owned})
         answer = sessions.request(
-            owner, "heads", {"keys": owned, "expect": query.expect}, time.monotonic() + deadline
+            owner, "heads", {"keys": owned, "expect": query.expect}, time.monotonic() + step_timeout
         )
         try:
-            heads, inline = check_answer(
-                owner, query, answer, {}, lambda r: verify_record(roster, r)
-            )
+            heads, inline = check_answer(owner, query, answer, {}, verifier(roster))
         except Malformed as exc:
             raise PlanfenceError(f"owner {owner!r}: {exc}") from None
         missing = [k for k in owned if heads[k][0] is None]

@@ -1,32 +1,34 @@
 """The thin I/O loop of the workspace check: runs `CheckMachine`, and the gate inside it,
 against live owners over blocking sessions (`wire`), so a fresh process decides quickly.
 
-Each event becomes at most one request per owner, all owners concurrently, under one deadline
-per step, exactly as the executor's gate runner does; only verified answers count.
+The gate is driven by `core.drive`, the loop the executor's gate runner uses, with blocking
+I/O: each event becomes at most one request per owner (more only for records an owner
+omitted), all owners concurrently, and the whole check ends by one deadline, `timeout`
+seconds after it starts; only verified answers count.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 import time
 from pathlib import Path
+from typing import TypeVar
 
-from ..core.answers import verified_records, verify_record
-from ..core.errors import ConfigError, PlanfenceError, RecordError, RequestError, TransportError
-from ..core.gate import Action, Decision, FetchRecords, Gate, GatePolicy, QueryHeads, Replan
+from ..core.answers import HeadsQuery, Verify, verified_records, verifier
+from ..core.drive import FetchRound, HeadsRound, drive_sync, failure_reason
+from ..core.errors import ConfigError, PlanfenceError, TransportError
+from ..core.gate import Action, Decision, Gate, GatePolicy, Replan
 from ..core.identity import Identity
-from ..core.lineage import FetchRound
-from ..core.records import Record, record_from_wire
+from ..core.records import Record
 from ..core.roster import Roster
+from ..core.timeouts import DEFAULT_TIMEOUT
 from ..protocol.messages import pack, unpack
 from .facts import plan_key
 from .machine import UNDECIDED, AskPlan, CheckMachine, RunGate, Verdict
 from .wire import Outcome, SyncSessions
 
-DEADLINE = 5.0
-Verify = functools.partial[None]
+Answer = TypeVar("Answer", bound=Outcome | None)
 
 
 def run_check(
@@ -35,19 +37,20 @@ def run_check(
     plan: str,
     *,
     addresses: dict[str, tuple[str, int]] | None = None,
-    deadline: float = DEADLINE,
+    timeout: float = DEFAULT_TIMEOUT,
     informational: bool = True,
     cache: Path | None = None,
 ) -> Verdict:
     """Check plan `plan` as `identity`; owner failures give an undecided verdict, never an
-    exception. `informational=False` skips the git-status keys (they never block).
+    exception, within `timeout` seconds. `informational=False` skips the git-status keys (they never block).
 
     `cache` is a file keeping the plan record and its lineage between checks (records are
     immutable, and each is verified again when read), so the check of a plan checked before
     takes one round trip; it is rewritten whenever the check had to fetch records.
     """
     sessions = SyncSessions(roster, identity, addresses)
-    verify = functools.partial(verify_record, roster)
+    verify = verifier(roster)
+    deadline = time.monotonic() + timeout
     records = load_records(cache, roster) if cache is not None else {}
     known = [r for r in records.values() if r.key == plan_key(plan)]
     machine = CheckMachine(
@@ -92,16 +95,15 @@ def _drive(
         event = machine.next_event()
         if isinstance(event, Verdict):
             return event
-        until = time.monotonic() + deadline
         if isinstance(event, AskPlan):
             args = {"keys": list(event.query.keys), "expect": dict(event.query.expect)}
-            outcome = sessions.round({event.owner: ("heads", args)}, until).get(event.owner)
+            outcome = sessions.round({event.owner: ("heads", args)}, deadline).get(event.owner)
             if isinstance(outcome, dict):
                 machine.plan_answered(outcome)
                 if machine.record is not None:
                     records[machine.record.id] = machine.record
             else:
-                machine.plan_failed(_failure(outcome, until))
+                machine.plan_failed(failure_reason(_in_time(outcome, deadline)))
         elif isinstance(event, RunGate):
             decision, changed, why = _run_gate(event, roster, sessions, records, verify, deadline)
             machine.gate_finished(decision, changed)
@@ -118,9 +120,10 @@ def _run_gate(
     verify: Verify,
     deadline: float,
 ) -> tuple[Decision, list[Record], str]:
-    """Drive the gate to its decision; a drift's replan returns the same roots (the check
-    reports, it does not replan). Returns the decision, the changed records seen, and the
-    last typed error an owner answered a heads query with (e.g. its worktree is gone)."""
+    """Drive the gate to its decision (`core.drive`, with blocking I/O); a drift's replan
+    returns the same roots (the check reports, it does not replan). Returns the decision, the
+    changed records seen, and the last typed error an owner answered a heads query with (e.g.
+    its worktree is gone)."""
     action = event.action
     gate = Gate(
         action,
@@ -132,43 +135,32 @@ def _run_gate(
     )
     changed: list[Record] = []
     why = ""
-    while True:
-        step = gate.next_event()
-        if isinstance(step, Decision):
-            return step, changed, why
-        until = time.monotonic() + deadline
-        if isinstance(step, FetchRecords):
-            holders = _holders(roster, action)
-            fetch = FetchRound(step.ids, holders)
-            outcomes = sessions.round(
-                {owner: ("get", {"ids": list(step.ids)}) for owner in holders}, until
-            )
-            for owner in holders:
-                outcome = outcomes.get(owner)
-                if isinstance(outcome, dict):
-                    fetch.answered(owner, verified_records(roster, outcome))
-                else:
-                    fetch.failed(owner)
-            records.update((r.id, r) for r in fetch.records)
-            gate.records_fetched(fetch.records, fetch.unanswered)
-        elif isinstance(step, QueryHeads):
-            outcomes = sessions.round(
-                {
-                    owner: ("heads", {"keys": list(q.keys), "expect": dict(q.expect)})
-                    for owner, q in step.queries.items()
-                },
-                until,
-            )
-            for owner in step.queries:
-                outcome = outcomes.get(owner)
-                if isinstance(outcome, dict):
-                    gate.heads_answered(owner, outcome)
-                else:
-                    why = str(outcome) if isinstance(outcome, RequestError) else why
-                    gate.heads_failed(owner, _failure(outcome, until))
-        elif isinstance(step, Replan):
-            changed.extend(step.changed)
-            gate.replanned(action.roots)
+
+    def fetch(ids: tuple[bytes, ...]) -> FetchRound:
+        fetch = FetchRound(ids, _holders(roster, action), verify)
+        while requests := fetch.requests():
+            outcomes = sessions.round({o: ("get", args) for o, args in requests.items()}, deadline)
+            for owner in requests:
+                fetch.answered(owner, outcomes.get(owner))
+        records.update((r.id, r) for r in fetch.records)
+        return fetch
+
+    def query(queries: dict[str, HeadsQuery]) -> HeadsRound:
+        nonlocal why
+        heads = HeadsRound(queries)
+        requests = heads.requests()
+        outcomes = sessions.round({o: ("heads", args) for o, args in requests.items()}, deadline)
+        for owner in requests:
+            heads.answered(owner, _in_time(outcomes.get(owner), deadline))
+        for error in heads.refusals.values():
+            why = str(error)
+        return heads
+
+    def replan(step: Replan) -> tuple[bytes, ...]:
+        changed.extend(step.changed)
+        return action.roots
+
+    return drive_sync(gate, fetch, query, replan), changed, why
 
 
 def _holders(roster: Roster, action: Action) -> list[str]:
@@ -185,15 +177,11 @@ def _holders(roster: Roster, action: Action) -> list[str]:
     return list(owners)
 
 
-def _failure(outcome: Outcome | None, until: float) -> str:
-    """The gate's reason for an owner that gave no result."""
-    if outcome is None or (isinstance(outcome, TransportError) and time.monotonic() >= until):
-        return "timeout"
-    if isinstance(outcome, TransportError):
-        return "owner_unavailable"  # a worktree_gone typed error also lands here (see `why`)
-    if isinstance(outcome, RequestError) and outcome.code == "worktree_gone":
-        return "owner_unavailable"
-    return "malformed_response"
+def _in_time(outcome: Answer, deadline: float) -> Answer | None:
+    """`outcome`, or None (no answer in time) for a connection that failed at the deadline."""
+    if isinstance(outcome, TransportError) and time.monotonic() >= deadline:
+        return None
+    return outcome
 
 
 def load_records(path: Path, roster: Roster) -> dict[bytes, Record]:
@@ -202,15 +190,7 @@ def load_records(path: Path, roster: Roster) -> dict[bytes, Record]:
         wires = unpack(path.read_bytes())
     except (OSError, PlanfenceError):
         return {}
-    found = {}
-    for wire in wires if isinstance(wires, list) else []:
-        try:
-            record = record_from_wire(wire)
-            verify_record(roster, record)
-        except (RecordError, ConfigError):
-            continue
-        found[record.id] = record
-    return found
+    return {r.id: r for r in verified_records(wires, verifier(roster), bad="drop")}
 
 
 def save_records(path: Path, records: list[Record]) -> None:

@@ -102,7 +102,7 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str]:
 
     def check(step: float) -> Verdict:
         cache = cache_path(cdir.root, plan)
-        return run_check(roster, identity, plan, deadline=step, informational=False, cache=cache)
+        return run_check(roster, identity, plan, timeout=step, informational=False, cache=cache)
 
     end = time.monotonic() + step * STEPS  # the whole answer fits in --timeout
     verdict = check(step)
@@ -293,7 +293,7 @@ def _record_in_flight(
     if not keys:
         return False
     try:
-        return bool(wait_advance(roster, identity, plan, keys, deadline=step))
+        return bool(wait_advance(roster, identity, plan, keys, step_timeout=step))
     except (PlanfenceError, ValueError):
         return False
 
@@ -317,7 +317,7 @@ def _record_edit(
     cwd, files = note
     keys = _file_keys(root, cwd, [f for f in files if f in call.files])
     try:
-        wait_advance(roster, identity, plan, keys, deadline=step)
+        wait_advance(roster, identity, plan, keys, step_timeout=step)
     except (PlanfenceError, ValueError) as exc:
         return BLOCK, (
             f"PlanFence could not record {call.describe()}{call.subagent()} in plan {plan!r} "

@@ -64,7 +64,7 @@ def test_authorize_exit_codes(live_cluster) -> None:  # type: ignore[no-untyped-
     assert json.loads(out)["reason"] == "incomplete_declaration"
 
     live_cluster.kill9("inventory")
-    code, out, _ = invoke("authorize", path, "--root", plan, *deps, "--deadline", "1", "--json")
+    code, out, _ = invoke("authorize", path, "--root", plan, *deps, "--timeout", "1", "--json")
     assert code == 3
     assert json.loads(out)["reason"] == "owner_unavailable"
 

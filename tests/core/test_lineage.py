@@ -6,7 +6,7 @@ import pytest
 from nacl.signing import SigningKey
 
 from planfence_net.core.errors import LocalProtocolError
-from planfence_net.core.lineage import Blocked, FetchRound, Frontier, Missing, walk
+from planfence_net.core.lineage import Blocked, Frontier, Missing, walk
 from planfence_net.core.records import Record, make_record
 
 KEY = SigningKey.generate()
@@ -210,24 +210,3 @@ def test_bad_limits_raise() -> None:
         walk([], [], Store().lookup, max_depth=-1)
     with pytest.raises(LocalProtocolError):
         walk([], [], Store().lookup, max_nodes=0)
-
-
-def test_a_fetch_round_settles_once_every_id_has_a_record() -> None:
-    store = Store()
-    a, b = store.rec("req/a"), store.rec("req/b")
-    fetch = FetchRound([a.id, b.id, a.id], ["p", "q", "r"])
-    fetch.answered("p", [a, store.rec("req/unasked")])
-    assert not fetch.settled and fetch.unanswered == ("q", "r")
-    fetch.answered("q", [b])
-    assert fetch.settled and fetch.records == [a, b]
-    assert fetch.unanswered == ("r",)
-
-
-def test_a_fetch_round_settles_when_every_owner_answered_or_failed() -> None:
-    store = Store()
-    a = store.rec("req/a")
-    fetch = FetchRound([a.id], ["p", "q"])
-    fetch.answered("p", [])
-    assert not fetch.settled
-    fetch.failed("q")
-    assert fetch.settled and fetch.records == [] and fetch.unanswered == ("q",)

@@ -59,7 +59,7 @@ async def world(cluster) -> AsyncIterator[World]:  # type: ignore[no-untyped-def
     async with anyio.create_task_group() as tg:
         writer = OwnerWriter(tg, cluster.roster, cluster.identity)
         pool = SessionPool(tg, cluster.roster, cluster.identity("ops"))
-        yield World(cluster, writer, GateRunner(pool, await Replica.open(None), deadline=DEADLINE))
+        yield World(cluster, writer, GateRunner(pool, await Replica.open(None), timeout=DEADLINE))
         await pool.aclose()
         await writer.aclose()
         tg.cancel_scope.cancel()
@@ -74,7 +74,7 @@ def heads_requests(cluster, agent: str) -> list[dict]:  # type: ignore[no-untype
 async def test_match_is_authorized_in_one_round_trip_per_owner(live_cluster) -> None:  # type: ignore[no-untyped-def]
     async with world(live_cluster) as w:
         r3, fact, plan = await w.plan()
-        await w.runner._fetch((plan, r3, fact))  # into the replica
+        await w.runner.fetch((plan, r3, fact))  # into the replica
         run = await w.decide(plan)
     d = run.decision
     assert (d.outcome, d.reason, d.replanned, d.round_trips) == ("authorized", None, False, 1)
