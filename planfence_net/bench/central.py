@@ -2,7 +2,7 @@
 
     python -m planfence_net.bench.central DIR [--agent central] [--listen HOST:PORT]
 
-It is an owner daemon whose store holds every agent's records, so every write and every
+It is an owner daemon (serving `central_service()`) whose store holds every agent's records, so every write and every
 validation of the centralized-lineage baseline goes through one place. Records stay signed
 by their owners: a writer signs its record client side (with its own per-owner seq) and sends
 the whole wire array as `put {"record": [...]}`. The central store verifies the record (id,
@@ -34,76 +34,89 @@ import anyio
 from ..cluster.folder import ClusterDir
 from ..core.errors import PlanfenceError, RecordError
 from ..core.records import record_from_wire, verify, wire_from_bytes
-from ..core.roster import Agent, parse_address
-from ..owners.daemon import Connection, OwnerDaemon
+from ..core.roster import parse_address
+from ..owners.daemon import OwnerDaemon
 from ..owners.logs import EventLog
+from ..owners.ops import heads_answer, owner_operations
+from ..owners.service import Call, Operation, Owner, Service
 from ..owners.store import StaleSeq, Store
-from ..protocol.messages import BadRequest, RawValue, Request, parse_heads
+from ..protocol.messages import BadRequest, RawValue, parse_heads
 from ..protocol.requestread import RAW, REQUESTS, SCALAR
 
 CENTRAL_AGENT = "central"
 
 
-class CentralDaemon(OwnerDaemon):
-    """An owner daemon serving every key, accepting owner-signed records (module docstring)."""
+def any_agent_owns(owner: Owner, keys: list[str]) -> None:
+    """The central store serves every key some roster agent owns."""
+    for key in keys:
+        if owner.roster.owner_of(key) is None:
+            raise BadRequest("not_owner", f"no roster agent owns {key!r}")
 
-    schema = {
-        **REQUESTS,
-        "put": {"record": RAW},
-        "validate": {**REQUESTS["heads"], "action": SCALAR},
-    }
 
-    def _check_owned(self, keys: list[str]) -> None:
-        for key in keys:
-            if self.roster.owner_of(key) is None:
-                raise BadRequest("not_owner", f"no roster agent owns {key!r}")
+def central_service() -> Service:
+    """An ordinary owner's operations serving every key, with `put` taking a signed record
+    and `validate` (module docstring)."""
+    return owner_operations(owned=any_agent_owns).with_rows(
+        Operation("put", {"record": RAW}, parse_record, put_record),
+        Operation("validate", {**REQUESTS["heads"], "action": SCALAR}, parse_validate, validate),
+    )
 
-    async def _dispatch(self, connection: Connection, request: Request) -> dict[str, Any]:
-        if request.op == "put":
-            record = request.args.get("record")
-            try:
-                wire = wire_from_bytes(record.data) if isinstance(record, RawValue) else None
-            except RecordError as exc:
-                raise BadRequest("bad_request", f"record rejected: {exc}") from None
-            return await self._put_record(connection.peer, wire)
-        if request.op == "validate":
-            return await self._validate(connection.peer, request.args)
-        return await super()._dispatch(connection, request)
 
-    async def _validate(self, peer: Agent, args: dict[str, Any]) -> dict[str, Any]:
-        """Compare the expected ids with the heads; all matching, log the decision."""
-        action = args.get("action", "")
-        if not isinstance(action, str) or len(action) > 256:
-            raise BadRequest("bad_request", "'action' must be a string of at most 256 characters")
-        keys, expect = parse_heads(args)
-        answer = await self._heads(keys, expect, short=True)
-        matched = all(len(row) == 2 for row in answer["heads"] if row[0] in expect)
-        if matched:
-            self.log.write("decision", action=action, peer=peer.name, keys=keys[:64])
-        return {**answer, "matched": matched}
+def parse_record(args: dict[str, Any]) -> Any:
+    """The wire array of a `put {"record": ...}`, or BadRequest."""
+    record = args.get("record")
+    try:
+        return wire_from_bytes(record.data) if isinstance(record, RawValue) else None
+    except RecordError as exc:
+        raise BadRequest("bad_request", f"record rejected: {exc}") from None
 
-    async def _put_record(self, peer: Agent, wire: Any) -> dict[str, Any]:
-        try:
-            record = record_from_wire(wire)
-            verify(record, public_key_of=self.roster.public_key_of, owner_of=self.roster.owner_of)
-        except RecordError as exc:
-            raise BadRequest("bad_request", f"record rejected: {exc}") from None
-        if record.owner != peer.name:
-            raise BadRequest("forbidden", f"a record of {record.owner} sent by {peer.name}")
-        try:
-            await self.store.wait_put_record(record)
-        except StaleSeq as exc:
-            raise BadRequest("stale_seq", str(exc)) from None
-        self.log.write(
-            "put",
-            key=record.key,
-            id=record.id,
-            seq=record.seq,
-            kind=record.kind,
-            parents=list(record.parents),
-            owner=record.owner,
+
+def parse_validate(args: dict[str, Any]) -> tuple[str, list[str], dict[str, bytes]]:
+    """(action, keys, expect) of a `validate`, or BadRequest."""
+    action = args.get("action", "")
+    if not isinstance(action, str) or len(action) > 256:
+        raise BadRequest("bad_request", "'action' must be a string of at most 256 characters")
+    return (action, *parse_heads(args))
+
+
+async def validate(call: Call, parsed: tuple[str, list[str], dict[str, bytes]]) -> dict[str, Any]:
+    """Compare the expected ids with the heads; all matching, log the decision."""
+    action, keys, expect = parsed
+    keys = list(dict.fromkeys(keys))  # a key asked twice is answered once
+    any_agent_owns(call.owner, keys)
+    answer = await heads_answer(call.owner, keys, expect, short=True)
+    matched = all(len(row) == 2 for row in answer["heads"] if row[0] in expect)
+    if matched:
+        call.owner.log.write(
+            "decision", action=action, peer=call.connection.peer.name, keys=keys[:64]
         )
-        return {"id": record.id, "seq": record.seq}
+    return {**answer, "matched": matched}
+
+
+async def put_record(call: Call, wire: Any) -> dict[str, Any]:
+    """Store a record its owner signed, sent by that owner (module docstring)."""
+    owner, peer = call.owner, call.connection.peer
+    try:
+        record = record_from_wire(wire)
+        verify(record, public_key_of=owner.roster.public_key_of, owner_of=owner.roster.owner_of)
+    except RecordError as exc:
+        raise BadRequest("bad_request", f"record rejected: {exc}") from None
+    if record.owner != peer.name:
+        raise BadRequest("forbidden", f"a record of {record.owner} sent by {peer.name}")
+    try:
+        await owner.store.wait_put_record(record)
+    except StaleSeq as exc:
+        raise BadRequest("stale_seq", str(exc)) from None
+    owner.log.write(
+        "put",
+        key=record.key,
+        id=record.id,
+        seq=record.seq,
+        kind=record.kind,
+        parents=list(record.parents),
+        owner=record.owner,
+    )
+    return {"id": record.id, "seq": record.seq}
 
 
 async def run_central(
@@ -117,8 +130,14 @@ async def run_central(
     store = None
     try:
         store = await Store.open(cdir.db(agent))
-        daemon = CentralDaemon(
-            roster, identity, store, log, max_message=16 * 1024 * 1024, listen=listen
+        daemon = OwnerDaemon(
+            roster,
+            identity,
+            store,
+            log,
+            max_message=16 * 1024 * 1024,
+            listen=listen,
+            service=central_service(),
         )
         await daemon.serve()
     finally:

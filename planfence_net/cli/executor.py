@@ -83,6 +83,7 @@ def authorize(
     from ..executor.replica import Replica
     from ..executor.runner import GateRunner
 
+    seconds = timeout_of(timeout, deadline)
     cdir = cluster_dir(path)
     roster = cdir.roster()
     identity = identity_for(cdir, as_agent)
@@ -91,9 +92,7 @@ def authorize(
     async def decide() -> Decision:
         async with anyio.create_task_group() as tg:
             pool = SessionPool(tg, roster, identity, link_addresses(cdir))
-            runner = GateRunner(
-                pool, await Replica.open(None), timeout=timeout_of(timeout, deadline)
-            )
+            runner = GateRunner(pool, await Replica.open(None), timeout=seconds)
             run = await runner.wait_decision(action)
             await pool.aclose()
             tg.cancel_scope.cancel()

@@ -2,8 +2,10 @@
 
 This module runs the sessions: start-up (`run_owner`, `serve`), the hand-off from the door,
 each session's request loop (cheap ops answered inline, the others in tasks under a cap),
-replies and the budgets they hold, and shutdown once idle. What each op does is `OwnerOps`
-(ops.py), how pushes reach subscribers is `Pushes` (pushes.py); `OwnerDaemon` inherits both.
+replies and the budgets they hold, and shutdown once idle. What it serves is a `Service`
+(service.py: one table of operations) it is given; the ordinary owner's is
+`ops.owner_operations()`. How pushes reach subscribers is `Pushes` (pushes.py), which
+`OwnerDaemon` inherits.
 """
 
 from __future__ import annotations
@@ -18,55 +20,35 @@ from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
-from anyio.streams.memory import MemoryObjectSendStream
 
 from ..core.errors import PlanfenceError, RemoteProtocolError, StoreError
 from ..core.identity import Identity
 from ..core.records import Record, make_record
-from ..core.roster import Agent, Roster
+from ..core.roster import Roster
 from ..net.transport import NoiseStream
 from ..protocol.messages import BadRequest, RawValue, Request, encode_error, encode_response
-from ..protocol.requestread import REQUESTS, Schema, decode_request, screen_request
+from ..protocol.requestread import Schema, decode_request, screen_request
 from .door import Door
 from .limits import Limits
 from .logs import EventLog
-from .ops import OwnerOps, keys_of
+from .ops import keys_of, owner_operations
 from .pushes import Pushes
 from .replies import ByteBudget
+from .service import Call, Connection, Service
 from .store import Signer, Store
-from .syncgroups import Subscription
 
 SHUTDOWN_GRACE = 10.0
-# Ops a session's loop answers itself, without a task: they never wait for a commit or for
-# another session (a heads reading changed records or waiting for the reply budget holds
-# back only its own session).
-INLINE = frozenset({"ping", "heads", "stats", "ack"})
 # Reply bytes the request being answered reserved from `replies` (one list per task).
 _RESERVED: ContextVar[list[int]] = ContextVar("reserved")
 
 
-class Connection:
-    """One authenticated session and its subscriptions."""
+class OwnerDaemon(Pushes):
+    """Serves `identity`'s records through `service` (default: an ordinary owner's
+    operations). `run_owner` builds one and runs `serve`.
 
-    def __init__(self, stream: NoiseStream, peer: Agent) -> None:
-        self.stream = stream
-        self.peer = peer
-        self.subscriptions: dict[int, Subscription] = {}
-        self.pushes: MemoryObjectSendStream[bytes] | None = None
-        self.queued_bytes = 0  # pushes waiting to be sent (pending rows included)
-        self.pending: list[tuple[list[list[Any]], int]] = []  # commits' rows not yet pushed
-        self.pending_bytes = 0
-        self.parked = False  # its socket buffer is full: the pusher skips it (pushes.py)
-        self.scope = anyio.CancelScope()  # cancelled to drop the session
-
-
-class OwnerDaemon(OwnerOps, Pushes):
-    """Serves `identity`'s records. `run_owner` builds one and runs `serve`.
-
-    `listen` overrides the roster address to bind (e.g. 0.0.0.0 inside a container).
+    `listen` overrides the roster address to bind (e.g. 0.0.0.0 inside a container). It is
+    the `Owner` its operations see (service.py).
     """
-
-    schema: Schema = REQUESTS  # the arguments each op's requests are read with
 
     def __init__(
         self,
@@ -78,7 +60,10 @@ class OwnerDaemon(OwnerOps, Pushes):
         max_message: int,
         listen: tuple[str, int] | None = None,
         limits: Limits = Limits(),
+        service: Service | None = None,
     ) -> None:
+        self.service = service if service is not None else owner_operations()
+        self.schema: Schema = self.service.schema  # the arguments each op's requests are read with
         self.roster = roster
         self.identity = identity
         self.agent = roster.agent(identity.name)
@@ -175,7 +160,7 @@ class OwnerDaemon(OwnerOps, Pushes):
         finally:
             self.sessions_by_peer[peer.name] -= 1
             self.connections.discard(connection)
-            self._sync_progress()  # its group members no longer owe acknowledgements
+            self.sync_progress()  # its group members no longer owe acknowledgements
             self.log.write("disconnected", remote=remote, peer=peer.name, **stream.statistics())
 
     async def _serve_session(
@@ -184,8 +169,10 @@ class OwnerDaemon(OwnerOps, Pushes):
         """Answer the session's requests, starting with `first` (a one-item list, emptied
         here: no frame keeps a message alive once its answer no longer needs it).
 
-        Ops in INLINE are answered here, one after the other: no task, no semaphore. The
-        others (a put waits for its group commit, synced for other sessions) each get a
+        Inline ops (the service's rows say which) are answered here, one after the other:
+        no task, no semaphore; they never wait for a commit or for another session (a heads
+        reading changed records or waiting for the reply budget holds back only its own
+        session). The others (a put waits for its group commit, synced for other sessions) each get a
         task, at most `requests_per_session` at once."""
         send, receive = anyio.create_memory_object_stream[bytes](math.inf)
         connection.pushes = send
@@ -197,7 +184,7 @@ class OwnerDaemon(OwnerOps, Pushes):
                 while data is not None:
                     request, size = _request_of(data, self.schema)
                     data = None
-                    if isinstance(request, Request) and request.op not in INLINE:
+                    if isinstance(request, Request) and not self.service.inline(request.op):
                         await limiter.acquire()  # at the cap, stop reading: the peer waits
                         # a decoded request waiting in a task (a synced may wait long) is
                         # held against the request budget, about its encoded size
@@ -275,7 +262,7 @@ class OwnerDaemon(OwnerOps, Pushes):
             if isinstance(request, BadRequest):
                 raise request
             op, req_id, keys = request.op, request.req_id, keys_of(request)
-            result = await self._dispatch(connection, request)
+            result = await self.service.serve(Call(self, connection, request.req_id), request)
             return encode_response(request.req_id, True, result), op, keys, "ok"
         except BadRequest as exc:
             req_id = exc.req_id if req_id is None else req_id
@@ -309,14 +296,24 @@ class OwnerDaemon(OwnerOps, Pushes):
             return " (peer gone)"
         return ""
 
-    async def _reserve_reply(self, size: int) -> None:
+    async def reserve_reply(self, size: int) -> None:
         """Wait until the reply budget has room for a reply of `size` bytes, counted twice:
         a reply the peer does not read is held both as itself and in the socket's buffer
         (released once the reply has been sent)."""
         _RESERVED.get().append(await self.replies.wait_reserve(2 * size))
 
+    def sync_progress(self) -> None:
+        """Wake every `synced` waiting: an ack arrived or a session left."""
+        self._synced_changed.set()
+        self._synced_changed = anyio.Event()
+
+    async def wait_sync_progress(self) -> None:
+        """Wait for the next `sync_progress`."""
+        await self._synced_changed.wait()
+
     def statistics(self) -> dict[str, Any]:
-        """The daemon's counters, its door's, log's and store's: what `stats` answers."""
+        """The daemon's counters, its door's, log's, store's and its service's: what `stats`
+        answers."""
         return {
             "agent": self.agent.name,
             "sessions": len(self.connections),
@@ -329,6 +326,7 @@ class OwnerDaemon(OwnerOps, Pushes):
             "request_bytes_held": self.requests.used,
             **self.log.statistics(),
             **self.store.statistics(),
+            **self.service.statistics(),
         }
 
 
@@ -393,9 +391,11 @@ async def run_owner(
     listen: tuple[str, int] | None = None,
     limits: Limits = Limits(),
     accept_loss: bool = False,
+    service: Service | None = None,
     task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Open the store and log, serve until a signal or cancellation, then close both.
+    """Open the store and log, serve `service` (default: an ordinary owner's operations)
+    until a signal or cancellation, then close both.
 
     `listen` overrides the roster address to bind (e.g. 0.0.0.0 inside a container).
     Raises StoreError, before listening, when the store is damaged, in use or lost
@@ -412,7 +412,14 @@ async def run_owner(
             log.write("store_refused", code=exc.code, reason=exc.message)
             raise
         daemon = OwnerDaemon(
-            roster, identity, store, log, max_message=max_message, listen=listen, limits=limits
+            roster,
+            identity,
+            store,
+            log,
+            max_message=max_message,
+            listen=listen,
+            limits=limits,
+            service=service,
         )
         await daemon.serve(task_status=task_status)
     finally:

@@ -1,26 +1,24 @@
-"""What an owner does for each operation: `OwnerOps`, the half of `OwnerDaemon` that serves ops.
+"""What an owner does for each operation: the rows of its table (`owner_operations`).
 
-`daemon.py` runs the sessions (the request loop, replies, pushes, shutdown) and hands each
-decoded request to `_dispatch` here, which checks its arguments (`messages.parse_*`) and
-serves it: `heads` (observe, then read the heads and the changed records that fit in one
-reply), `get`, `put` (durable before it answers), `subscribe`, `ack`, `synced` and `stats`.
-Errors are raised as BadRequest and answered by the session as typed errors.
+`heads` (observe, then read the heads and the changed records that fit in one reply), `get`,
+`put` (durable before it answers), `subscribe`, `ack`, `synced`, `ping` and `stats`. Each
+handler takes the `Call` (service.py) and its parsed arguments and returns the result map;
+errors are raised as BadRequest and answered by the session as typed errors.
 
-The extension points of a subclass are methods here: `observe` (bring facts kept outside
-the store up to date before `heads`), `_check_owned` (which keys this owner serves),
-`_dispatch` and `_put`, next to the daemon's `schema`.
+Two things vary between owners and are arguments of the table, not methods to override:
+`owned` (which keys this owner serves: by default those the roster gives its agent) and
+`observe` (awaited before `heads` reads the store: a workspace owner brings facts kept
+outside the store up to date there). A service replaces whole rows for anything else
+(`Service.with_rows`), as the workspace owner does for `put`.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
-
-import anyio
+from typing import Any
 
 from ..core.errors import RecordError
-from ..core.roster import Agent, Roster
 from ..protocol.messages import (
     BadRequest,
     Request,
@@ -35,207 +33,225 @@ from ..protocol.messages import (
     parse_subscribe_group,
     parse_synced,
 )
+from ..protocol.requestread import REQUESTS
 from . import syncgroups
-from .limits import Limits
-from .logs import EventLog
 from .replies import ENVELOPE, ID_ENTRY, check_readable, fit_records, rows_size, unique
-from .store import Store
+from .service import Call, Operation, Owner, Service
 from .syncgroups import Subscription
 
-if TYPE_CHECKING:  # daemon.py imports this module: the session type is only annotated here
-    from .daemon import Connection
+Owned = Callable[[Owner, list[str]], None]  # raises BadRequest("not_owner") for a key not served
+Observe = Callable[[Owner, list[str]], Awaitable[None]]
 
 
-class OwnerOps:
-    """The ops of an owner daemon; mixed into `OwnerDaemon`, which provides the rest."""
-
-    # Provided by OwnerDaemon (daemon.py): its state and the session side it calls.
-    roster: Roster
-    agent: Agent
-    store: Store
-    log: EventLog
-    limits: Limits
-    max_message: int
-    connections: set[Connection]
-    _synced_changed: anyio.Event
-    put_if_lock: anyio.Lock  # conditional puts ("head") check and write one at a time
-    statistics: Callable[[], dict[str, Any]]
-    _reserve_reply: Callable[[int], Awaitable[None]]
-    _queue_push: Callable[[Connection, bytes], None]
-
-    async def _dispatch(self, connection: Connection, request: Request) -> dict[str, Any]:
-        """Serve `request` on `connection`: the result map, or BadRequest."""
-        if request.op == "ping":
-            return {"agent": self.agent.name, "time": time.time()}
-        if request.op == "heads":
-            return await self._heads(
-                *parse_heads(request.args), short=parse_heads_short(request.args)
-            )
-        if request.op == "get":
-            return await self._records(unique(parse_get(request.args)), room=0)
-        if request.op == "put":
-            put = parse_put(request.args)
-            head = parse_put_head(request.args)
-            if head is None:
-                return await self._put(connection.peer, *put)
-            return await self._put_if(connection.peer, head, *put)
-        if request.op == "subscribe":
-            return await self._subscribe(connection, request)
-        if request.op == "ack":
-            return self._ack(connection, request.args)
-        if request.op == "synced":
-            return await self._wait_synced(connection.peer.name, *parse_synced(request.args))
-        return self.statistics()
-
-    def _check_owned(self, keys: list[str]) -> None:
-        for key in keys:
-            owner = self.roster.owner_of(key)
-            if owner != self.agent.name:
-                raise BadRequest(
-                    "not_owner",
-                    f"{self.agent.name} does not own {key!r} (owner: {owner or 'nobody'})",
-                )
-
-    def _head_rows(self, keys: list[str]) -> list[list[Any]]:
-        rows = []
-        for key in keys:
-            head = self.store.heads.get(key)
-            rows.append([key, head.id, head.seq] if head else [key, None, 0])
-        return rows
-
-    async def observe(self, keys: list[str]) -> None:
-        """Extension point, awaited before `heads` reads the store for `keys` (all owned).
-
-        An owner whose facts live outside its store (a workspace owner: files, branch, HEAD)
-        brings them up to date here by writing new records, so the answer that follows is
-        current. Raising BadRequest answers the request with that typed error. The default
-        does nothing.
-        """
-
-    async def _heads(
-        self, keys: list[str], expect: dict[str, bytes], *, short: bool = False
-    ) -> dict[str, Any]:
-        keys = list(dict.fromkeys(keys))  # a key asked twice is answered once
-        self._check_owned(keys)
-        await self.observe(keys)
-        rows = self._head_rows(keys)
-        changed = [
-            row[1]
-            for row in rows
-            if row[0] in expect and row[1] is not None and row[1] != expect[row[0]]
-        ]
-        if short:  # the client knows the ids it expected: [key, seq] says "that one"
-            rows = [[row[0], row[2]] if expect.get(row[0]) == row[1] else row for row in rows]
-        result = await self._records(changed, room=rows_size(rows))
-        return {"heads": rows, **result}
-
-    async def _records(self, ids: list[bytes], room: int) -> dict[str, Any]:
-        """{"records": [...]} for the stored records among `ids` (no repeats), as many as
-        fit in one reply next to `room` bytes of other content, and {"omitted": [...]} for
-        the ids of those that did not. Sizes are read first; only chosen records load."""
-        if not ids:
-            await self._reserve_reply(room)
-            return {"records": []}
-        sizes = await self.store.sizes(ids)
-        stored = [(rid, sizes[rid]) for rid in ids if rid in sizes]
-        limit = min(self.max_message, self.limits.reply_budget) - ENVELOPE - room
-        chosen, omitted = fit_records(stored, limit)
-        await self._reserve_reply(
-            room + sum(sizes[rid] for rid in chosen) + ID_ENTRY * len(omitted)
-        )
-        records = await self.store.get(chosen) if chosen else []
-        result: dict[str, Any] = {"records": [r.to_wire() for r in records]}
-        if omitted:
-            result["omitted"] = omitted
-        return result
-
-    async def _put(
-        self, peer: Agent, key: str, kind: str, parents: list[bytes], body: Any
-    ) -> dict[str, Any]:
-        self._check_owned([key])
-        if peer.name != self.agent.name:
+def agent_owns(owner: Owner, keys: list[str]) -> None:
+    """The owner serves the keys the roster gives its agent; raises BadRequest otherwise."""
+    for key in keys:
+        holder = owner.roster.owner_of(key)
+        if holder != owner.agent.name:
             raise BadRequest(
-                "forbidden",
-                f"only {self.agent.name} may write {key!r}; this session is {peer.name}",
+                "not_owner",
+                f"{owner.agent.name} does not own {key!r} (owner: {holder or 'nobody'})",
             )
-        check_readable(key, self.agent.name, kind, parents, body, self.max_message)
-        try:
-            record = await self.store.wait_put(key, kind, parents, body)
-        except RecordError as exc:
-            raise BadRequest("bad_request", str(exc)) from None
-        self.log.write(
-            "put", key=key, id=record.id, seq=record.seq, kind=kind, parents=list(record.parents)
-        )
-        return {"id": record.id, "seq": record.seq}
 
-    async def _put_if(
-        self, peer: Agent, head: bytes, key: str, kind: str, parents: list[bytes], body: Any
+
+async def observe_nothing(owner: Owner, keys: list[str]) -> None:
+    """The default `observe`: every fact of an ordinary owner is in its store."""
+
+
+def no_args(args: dict[str, Any]) -> None:
+    return None
+
+
+def owner_operations(*, owned: Owned = agent_owns, observe: Observe = observe_nothing) -> Service:
+    """The service of an ordinary owner: one row per operation of the protocol."""
+
+    async def heads(call: Call, parsed: tuple[list[str], dict[str, bytes], bool]) -> dict[str, Any]:
+        keys, expect, short = parsed
+        keys = list(dict.fromkeys(keys))  # a key asked twice is answered once
+        owned(call.owner, keys)
+        await observe(call.owner, keys)
+        return await heads_answer(call.owner, keys, expect, short=short)
+
+    async def put(
+        call: Call, parsed: tuple[str, str, list[bytes], Any, bytes | None]
     ) -> dict[str, Any]:
-        """A compare-and-set put: written only while the key's head is `head` (b"": none);
-        else `conflict`. Conditional puts are serialized, so two writers that read the same
-        head cannot both succeed."""
-        self._check_owned([key])
-        async with self.put_if_lock:
-            current = self.store.heads.get(key)
+        key, kind, parents, body, head = parsed
+        owned(call.owner, [key])
+        if head is None:
+            return await put_record(call, key, kind, parents, body)
+        # A compare-and-set put: written only while the key's head is `head` (b"": none);
+        # else `conflict`. Conditional puts are serialized, so two writers that read the
+        # same head cannot both succeed.
+        async with call.owner.put_if_lock:
+            current = call.owner.store.heads.get(key)
             if (current.id if current else b"") != head:
                 raise BadRequest("conflict", f"the head of {key!r} is not the one expected")
-            return await self._put(peer, key, kind, parents, body)
+            return await put_record(call, key, kind, parents, body)
 
-    async def _subscribe(self, connection: Connection, request: Request) -> dict[str, Any]:
-        keys = parse_subscribe(request.args)
-        every = parse_subscribe_every(request.args)
-        if keys is not None:
-            self._check_owned(keys)
-        if len(connection.subscriptions) >= self.limits.subscriptions_per_session:
-            raise BadRequest(
-                "limit_exceeded",
-                f"at most {self.limits.subscriptions_per_session} subscriptions per session",
-            )
-        group = parse_subscribe_group(request.args)
-        await self._reserve_reply(rows_size(self._head_rows(keys or list(self.store.heads))))
-        connection.subscriptions[request.req_id] = Subscription(
-            set(keys) if keys else None, every, group
+    async def subscribe(
+        call: Call, parsed: tuple[list[str] | None, int, str | None]
+    ) -> dict[str, Any]:
+        if parsed[0] is not None:
+            owned(call.owner, parsed[0])
+        return await subscribe_keys(call, *parsed)
+
+    async def synced(call: Call, parsed: tuple[str, list[str]]) -> dict[str, Any]:
+        owned(call.owner, parsed[1])
+        return await wait_synced(call, *parsed)
+
+    return Service(
+        [
+            Operation("ping", REQUESTS["ping"], no_args, ping, inline=True),
+            Operation("heads", REQUESTS["heads"], parse_heads_args, heads, inline=True),
+            Operation("get", REQUESTS["get"], lambda args: unique(parse_get(args)), get),
+            Operation("put", REQUESTS["put"], parse_put_args, put),
+            Operation("subscribe", REQUESTS["subscribe"], parse_subscribe_args, subscribe),
+            Operation("ack", REQUESTS["ack"], parse_ack, ack, inline=True),
+            Operation("synced", REQUESTS["synced"], parse_synced, synced),
+            Operation("stats", REQUESTS["stats"], no_args, stats, inline=True),
+        ]
+    )
+
+
+def parse_heads_args(args: dict[str, Any]) -> tuple[list[str], dict[str, bytes], bool]:
+    return (*parse_heads(args), parse_heads_short(args))
+
+
+def parse_put_args(args: dict[str, Any]) -> tuple[str, str, list[bytes], Any, bytes | None]:
+    """A put's (key, kind, parents, body) and its optional `head` condition."""
+    return (*parse_put(args), parse_put_head(args))
+
+
+def parse_subscribe_args(args: dict[str, Any]) -> tuple[list[str] | None, int, str | None]:
+    return parse_subscribe(args), parse_subscribe_every(args), parse_subscribe_group(args)
+
+
+async def ping(call: Call, parsed: None) -> dict[str, Any]:
+    return {"agent": call.owner.agent.name, "time": time.time()}
+
+
+async def stats(call: Call, parsed: None) -> dict[str, Any]:
+    return call.owner.statistics()
+
+
+async def get(call: Call, ids: list[bytes]) -> dict[str, Any]:
+    return await records_answer(call.owner, ids, room=0)
+
+
+def head_rows(owner: Owner, keys: list[str]) -> list[list[Any]]:
+    rows = []
+    for key in keys:
+        head = owner.store.heads.get(key)
+        rows.append([key, head.id, head.seq] if head else [key, None, 0])
+    return rows
+
+
+async def heads_answer(
+    owner: Owner, keys: list[str], expect: dict[str, bytes], *, short: bool = False
+) -> dict[str, Any]:
+    """The heads of `keys` (each once, all served here) and the changed records that fit."""
+    rows = head_rows(owner, keys)
+    changed = [
+        row[1]
+        for row in rows
+        if row[0] in expect and row[1] is not None and row[1] != expect[row[0]]
+    ]
+    if short:  # the client knows the ids it expected: [key, seq] says "that one"
+        rows = [[row[0], row[2]] if expect.get(row[0]) == row[1] else row for row in rows]
+    result = await records_answer(owner, changed, room=rows_size(rows))
+    return {"heads": rows, **result}
+
+
+async def records_answer(owner: Owner, ids: list[bytes], room: int) -> dict[str, Any]:
+    """{"records": [...]} for the stored records among `ids` (no repeats), as many as
+    fit in one reply next to `room` bytes of other content, and {"omitted": [...]} for
+    the ids of those that did not. Sizes are read first; only chosen records load."""
+    if not ids:
+        await owner.reserve_reply(room)
+        return {"records": []}
+    sizes = await owner.store.sizes(ids)
+    stored = [(rid, sizes[rid]) for rid in ids if rid in sizes]
+    limit = min(owner.max_message, owner.limits.reply_budget) - ENVELOPE - room
+    chosen, omitted = fit_records(stored, limit)
+    await owner.reserve_reply(room + sum(sizes[rid] for rid in chosen) + ID_ENTRY * len(omitted))
+    records = await owner.store.get(chosen) if chosen else []
+    result: dict[str, Any] = {"records": [r.to_wire() for r in records]}
+    if omitted:
+        result["omitted"] = omitted
+    return result
+
+
+async def put_record(
+    call: Call, key: str, kind: str, parents: list[bytes], body: Any
+) -> dict[str, Any]:
+    """Store a record of `key` (served here) written by this owner's agent, durably."""
+    owner, peer = call.owner, call.connection.peer
+    if peer.name != owner.agent.name:
+        raise BadRequest(
+            "forbidden",
+            f"only {owner.agent.name} may write {key!r}; this session is {peer.name}",
         )
-        # the current heads, read after the last wait: no commit falls in between
-        return {"subscribed": True, "heads": self._head_rows(keys or list(self.store.heads))}
+    check_readable(key, owner.agent.name, kind, parents, body, owner.max_message)
+    try:
+        record = await owner.store.wait_put(key, kind, parents, body)
+    except RecordError as exc:
+        raise BadRequest("bad_request", str(exc)) from None
+    owner.log.write(
+        "put", key=key, id=record.id, seq=record.seq, kind=kind, parents=list(record.parents)
+    )
+    return {"id": record.id, "seq": record.seq}
 
-    def _ack(self, connection: Connection, args: dict[str, Any]) -> dict[str, Any]:
-        group, seq = parse_ack(args)
-        if not syncgroups.acknowledge(connection.subscriptions.values(), group, seq):
-            raise BadRequest("bad_request", f"this session has no subscription in {group!r}")
-        self._sync_progress()
-        return {"acked": seq}
 
-    def _subscriptions(self) -> list[Subscription]:
-        return [s for c in self.connections for s in c.subscriptions.values()]
+async def subscribe_keys(
+    call: Call, keys: list[str] | None, every: int, group: str | None
+) -> dict[str, Any]:
+    """Subscribe the session to `keys` (None: every key); answers the current heads."""
+    owner, connection = call.owner, call.connection
+    if len(connection.subscriptions) >= owner.limits.subscriptions_per_session:
+        raise BadRequest(
+            "limit_exceeded",
+            f"at most {owner.limits.subscriptions_per_session} subscriptions per session",
+        )
+    await owner.reserve_reply(rows_size(head_rows(owner, keys or list(owner.store.heads))))
+    connection.subscriptions[call.req_id] = Subscription(set(keys) if keys else None, every, group)
+    # the current heads, read after the last wait: no commit falls in between
+    return {"subscribed": True, "heads": head_rows(owner, keys or list(owner.store.heads))}
 
-    def _sync_progress(self) -> None:
-        """Wake every `synced` waiting: an ack arrived or a session left."""
-        self._synced_changed.set()
-        self._synced_changed = anyio.Event()
 
-    async def _wait_synced(self, peer: str, group: str, keys: list[str]) -> dict[str, Any]:
-        """Answer once every member of `group` has acknowledged every update of `keys`
-        committed before this request (owners/syncgroups.py); held-back rows go out first.
-        Only a member may ask: an answer for a group the asker is not in says nothing about
-        the asker's copy (and a mistyped group would be trivially synchronized)."""
-        self._check_owned(keys)
-        if not any(
-            s.group == group
-            for c in self.connections
-            if c.peer.name == peer
-            for s in c.subscriptions.values()
-        ):
-            raise BadRequest("bad_request", f"{peer} has no subscription in {group!r}")
-        target = max((self.store.heads[k].seq for k in keys if k in self.store.heads), default=0)
-        for connection in list(self.connections):
-            for req_id, subscription in connection.subscriptions.items():
-                rows = subscription.flush() if subscription.group == group else None
-                if rows and connection.pushes is not None:
-                    self._queue_push(connection, subscription.push(req_id, rows))
-        while not syncgroups.is_synchronized(self._subscriptions(), group, target):
-            await self._synced_changed.wait()
-        return {"synced": target}
+async def ack(call: Call, parsed: tuple[str, int]) -> dict[str, Any]:
+    group, seq = parsed
+    if not syncgroups.acknowledge(call.connection.subscriptions.values(), group, seq):
+        raise BadRequest("bad_request", f"this session has no subscription in {group!r}")
+    call.owner.sync_progress()
+    return {"acked": seq}
+
+
+def subscriptions(owner: Owner) -> list[Subscription]:
+    return [s for c in owner.connections for s in c.subscriptions.values()]
+
+
+async def wait_synced(call: Call, group: str, keys: list[str]) -> dict[str, Any]:
+    """Answer once every member of `group` has acknowledged every update of `keys`
+    committed before this request (owners/syncgroups.py); held-back rows go out first.
+    Only a member may ask: an answer for a group the asker is not in says nothing about
+    the asker's copy (and a mistyped group would be trivially synchronized)."""
+    owner, peer = call.owner, call.connection.peer.name
+    if not any(
+        s.group == group
+        for c in owner.connections
+        if c.peer.name == peer
+        for s in c.subscriptions.values()
+    ):
+        raise BadRequest("bad_request", f"{peer} has no subscription in {group!r}")
+    target = max((owner.store.heads[k].seq for k in keys if k in owner.store.heads), default=0)
+    for connection in list(owner.connections):
+        for req_id, subscription in connection.subscriptions.items():
+            rows = subscription.flush() if subscription.group == group else None
+            if rows and connection.pushes is not None:
+                owner.queue_push(connection, subscription.push(req_id, rows))
+    while not syncgroups.is_synchronized(subscriptions(owner), group, target):
+        await owner.wait_sync_progress()
+    return {"synced": target}
 
 
 def keys_of(request: Request) -> list[str]:

@@ -32,8 +32,8 @@ from .limits import Limits
 from .logs import EventLog
 from .replies import rows_size
 
-if TYPE_CHECKING:  # daemon.py imports this module: the session type is only annotated here
-    from .daemon import Connection
+if TYPE_CHECKING:
+    from .service import Connection
 
 PUSH_TURN = 0.0003  # seconds of pushing, all sessions together, per event-loop turn
 PUSH_PATIENCE = 0.002  # seconds the pusher waits for requests in flight before a turn
@@ -66,7 +66,7 @@ class Pushes:
                     continue
                 ready = subscription.add(records)
                 if ready and connection.pushes is not None:
-                    self._queue_push(connection, subscription.push(req_id, ready))
+                    self.queue_push(connection, subscription.push(req_id, ready))
             if lazy and connection.pushes is not None:
                 self._queue_rows(connection, rows, len(connection.subscriptions), lazy * size)
 
@@ -89,7 +89,7 @@ class Pushes:
             self._dirty_changed = anyio.Event()
         self._dirty[connection] = None
 
-    def _queue_push(self, connection: Connection, message: bytes) -> None:
+    def queue_push(self, connection: Connection, message: bytes) -> None:
         """Queue a push for `connection`'s sender (or, empty, the sign to wait until its
         socket buffer drains, then hand its pending rows back to the pusher)."""
         if self._falls_behind(connection, len(message)):
@@ -176,4 +176,4 @@ class Pushes:
             return  # the session is gone: its loop ends it
         if not connection.stream.writable:
             connection.parked = True
-            self._queue_push(connection, b"")
+            self.queue_push(connection, b"")

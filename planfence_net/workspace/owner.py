@@ -1,7 +1,8 @@
 """The workspace owner: an owner daemon whose keys are the facts of one worktree.
 
-It is the ordinary owner daemon (same Noise sessions, roster, store, logs) with one addition:
-before answering `heads`, it observes the asked-for facts (re-stat the files, hash only what
+It is the ordinary owner daemon (same Noise sessions, roster, store, logs) serving a
+`Workspace` service: the ordinary operations with one addition. Before answering `heads`,
+it observes the asked-for facts (re-stat the files, hash only what
 changed, read branch and HEAD) and writes a new record for every fact whose value differs
 from its head, so the answer is the worktree as it is now. Nobody else can write an observed
 fact; evidence and plan records are written with ordinary `put`s.
@@ -9,6 +10,7 @@ fact; evidence and plan records are written with ordinary `put`s.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -20,10 +22,12 @@ from anyio.abc import TaskStatus
 from ..cluster.folder import ClusterDir
 from ..core.errors import ConfigError
 from ..core.identity import Identity
-from ..core.roster import Agent, Roster
+from ..core.roster import Roster
 from ..owners.daemon import OwnerDaemon, run_owner, signer
 from ..owners.limits import Limits
 from ..owners.logs import EventLog
+from ..owners.ops import owner_operations
+from ..owners.service import Call, Handler, Owner, Service
 from ..owners.store import Store
 from ..protocol.messages import BadRequest, pack
 from .config import workspaces
@@ -31,18 +35,27 @@ from .facts import is_observed, split_key
 from .observe import Observer
 
 
-class WorkspaceDaemon(OwnerDaemon):
-    """An owner daemon serving the facts of the worktree `observer` looks at."""
+class Workspace:
+    """The service of a workspace owner: an ordinary owner's operations, observing the
+    worktree `observer` looks at before `heads`, refusing `put`s of observed facts, and
+    adding the worktree to `stats`."""
 
-    def __init__(self, *args: Any, observer: Observer, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, observer: Observer) -> None:
         self.observer = observer
         self._lock = anyio.Lock()
         self._last: dict[str, bytes] = {}  # key -> packed body of its head record
         self._tickets = 0  # looks begun, in order
         self._seen: dict[str, int] = {}  # fact -> ticket of the look its head comes from
 
-    async def observe(self, keys: list[str]) -> None:
+    def service(self) -> Service:
+        ordinary = owner_operations(observe=self.observe)
+        put = ordinary.operations["put"]
+        return ordinary.with_rows(
+            dataclasses.replace(put, handle=functools.partial(self.put, put.handle)),
+            statistics=self.statistics,
+        )
+
+    async def observe(self, owner: Owner, keys: list[str]) -> None:
         """Bring the records of the observed facts among `keys` up to date (see module doc).
 
         Raises BadRequest("worktree_gone") when the worktree cannot be observed. Looks run
@@ -52,7 +65,7 @@ class WorkspaceDaemon(OwnerDaemon):
         facts = {}
         for key in keys:
             parts = split_key(key)
-            if parts is not None and parts[0] == self.agent.name and is_observed(parts[1]):
+            if parts is not None and parts[0] == owner.agent.name and is_observed(parts[1]):
                 facts[parts[1]] = key
         if not facts:
             return
@@ -67,7 +80,7 @@ class WorkspaceDaemon(OwnerDaemon):
             bodies = {f: b for f, b in bodies.items() if self._seen.get(f, 0) < ticket}
             for fact in bodies:
                 self._seen[fact] = ticket
-            await self._load_last([facts[f] for f in bodies])
+            await self._load_last(owner, [facts[f] for f in bodies])
             changed = {
                 facts[f]: body
                 for f, body in bodies.items()
@@ -75,36 +88,34 @@ class WorkspaceDaemon(OwnerDaemon):
             }
             async with anyio.create_task_group() as tg:  # one group commit for all of them
                 for key, body in changed.items():
-                    tg.start_soon(self._write_fact, key, body)
+                    tg.start_soon(self._write_fact, owner, key, body)
 
-    async def _load_last(self, keys: list[str]) -> None:
-        unknown = [k for k in keys if k not in self._last and k in self.store.heads]
-        for record in await self.store.records_for(unknown) if unknown else []:
+    async def _load_last(self, owner: Owner, keys: list[str]) -> None:
+        unknown = [k for k in keys if k not in self._last and k in owner.store.heads]
+        for record in await owner.store.records_for(unknown) if unknown else []:
             self._last[record.key] = record.body_raw
 
-    async def _write_fact(self, key: str, body: Any) -> None:
-        record = await self.store.wait_put(key, "fact", [], body)
+    async def _write_fact(self, owner: Owner, key: str, body: Any) -> None:
+        record = await owner.store.wait_put(key, "fact", [], body)
         self._last[key] = record.body_raw
-        self.log.write(
+        owner.log.write(
             "put", key=key, id=record.id, seq=record.seq, kind="fact", parents=[], observed=True
         )
 
-    async def _put(
-        self, peer: Agent, key: str, kind: str, parents: list[bytes], body: Any
+    async def put(
+        self, ordinary: Handler, call: Call, parsed: tuple[str, str, list[bytes], Any, Any]
     ) -> dict[str, Any]:
+        """An ordinary `put`, except of an observed fact: nobody writes those."""
+        key = parsed[0]
         parts = split_key(key)
-        if parts is not None and parts[0] == self.agent.name and is_observed(parts[1]):
+        if parts is not None and parts[0] == call.owner.agent.name and is_observed(parts[1]):
             raise BadRequest(
                 "forbidden", f"{key!r} is observed from the worktree; nobody writes it"
             )
-        return await super()._put(peer, key, kind, parents, body)
+        return await ordinary(call, parsed)
 
     def statistics(self) -> dict[str, Any]:
-        return {
-            **super().statistics(),
-            "worktree": str(self.observer.root),
-            "files_hashed": self.observer.hashed,
-        }
+        return {"worktree": str(self.observer.root), "files_hashed": self.observer.hashed}
 
 
 def owner_runner(cdir: ClusterDir, agent: str) -> Callable[..., Coroutine[Any, Any, None]]:
@@ -135,7 +146,7 @@ async def run_workspace_owner(
     store = None
     try:
         store = await Store.open(db_path, signer(identity), identity.name, accept_loss=accept_loss)
-        daemon = WorkspaceDaemon(
+        daemon = OwnerDaemon(
             roster,
             identity,
             store,
@@ -143,7 +154,7 @@ async def run_workspace_owner(
             max_message=16 * 1024 * 1024,
             listen=listen,
             limits=limits,
-            observer=observer,
+            service=Workspace(observer).service(),
         )
         log.write("workspace", root=str(observer.root), git=observer.git is not None)
         await daemon.serve(task_status=task_status)

@@ -67,6 +67,25 @@ def test_authorize_exit_codes(live_cluster) -> None:  # type: ignore[no-untyped-
     code, out, _ = invoke("authorize", path, "--root", plan, *deps, "--timeout", "1", "--json")
     assert code == 3
     assert json.loads(out)["reason"] == "owner_unavailable"
+    # the old name still works, hidden
+    code, out, _ = invoke("authorize", path, "--root", plan, *deps, "--deadline", "1", "--json")
+    assert code == 3
+    assert json.loads(out)["reason"] == "owner_unavailable"
+
+
+def test_authorize_timeout_is_one_positive_duration(cluster_dir) -> None:  # type: ignore[no-untyped-def]
+    path = str(cluster_dir.path)
+    code, _, err = invoke(
+        "authorize", path, "--root", "ab" * 32, "--dep", "req/x", "--timeout", "0"
+    )
+    assert code == 64
+    assert "--timeout must be a positive number of seconds, got 0.0" in " ".join(
+        err.replace("│", " ").split()
+    )
+    code, out, _ = invoke("authorize", "--help")
+    text = " ".join(out.replace("│", " ").split())
+    assert code == 0 and "--timeout" in text and "--deadline" not in text
+    assert "How long the whole decision may take (every round, every owner)" in text
 
 
 def test_authorize_rejects_a_bad_root_id(cluster_dir) -> None:  # type: ignore[no-untyped-def]

@@ -278,3 +278,22 @@ def test_faulty_owner_answers_block_malformed_response(live_cluster, faulty, fau
     d = anyio.run(scenario).decision
     assert (d.outcome, d.reason) == ("blocked", "malformed_response")
     assert "inventory" in d.detail and found in d.detail
+
+
+def test_the_timeout_bounds_the_whole_decision_not_each_step(live_cluster, faulty) -> None:  # type: ignore[no-untyped-def]
+    """Issue 18: an owner answering each step in 0.9 s (under the 1.5 s timeout) used to get
+    a decision after two steps, 1.8 s; the timeout now ends the decision itself."""
+    faulty("slow")
+
+    async def scenario() -> tuple[GateRun, float]:
+        async with world(live_cluster) as w:
+            _, _, plan = await w.plan()
+            started = time.monotonic()
+            run = await w.decide(plan)  # an empty replica: fetch plan, fetch parents, heads
+            return run, time.monotonic() - started
+
+    run, elapsed = anyio.run(scenario)
+    d = run.decision
+    assert (d.outcome, d.reason, d.detail) == ("blocked", "timeout", "owner 'inventory': timeout")
+    assert d.round_trips == 3
+    assert DEADLINE * 0.9 <= elapsed < DEADLINE * 1.3

@@ -1,0 +1,143 @@
+"""What an owner daemon serves: a `Service`, one table of operations.
+
+The daemon (daemon.py) runs sessions and knows no operation: it reads each request with the
+service's `schema`, answers the `inline` ones in the session's loop and the others in tasks,
+and hands each decoded request to `Service.serve`. Each operation is one row:
+
+    Operation(name, args, parse, handle, inline)
+
+`args` is its argument schema (protocol/requestread.py: every argument capped before it is
+decoded), `parse` turns the decoded args into checked values or raises BadRequest, and
+`handle(call, parsed)` returns the result map or raises BadRequest (a typed error). The
+owner's own table is `ops.owner_operations()`; the workspace owner and the central store
+are services built from it, with rows of their own.
+
+A handler reaches the daemon through `Call.owner` (the `Owner` protocol below: its state and
+the few session-side services an operation needs), never through the daemon's class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import anyio
+from anyio.streams.memory import MemoryObjectSendStream
+
+from ..core.roster import Agent, Roster
+from ..net.transport import NoiseStream
+from ..protocol.messages import BadRequest, Request
+from ..protocol.requestread import ArgKind, Schema
+from .limits import Limits
+from .logs import EventLog
+from .store import Store
+from .syncgroups import Subscription
+
+
+class Connection:
+    """One authenticated session and its subscriptions."""
+
+    def __init__(self, stream: NoiseStream, peer: Agent) -> None:
+        self.stream = stream
+        self.peer = peer
+        self.subscriptions: dict[int, Subscription] = {}
+        self.pushes: MemoryObjectSendStream[bytes] | None = None
+        self.queued_bytes = 0  # pushes waiting to be sent (pending rows included)
+        self.pending: list[tuple[list[list[Any]], int]] = []  # commits' rows not yet pushed
+        self.pending_bytes = 0
+        self.parked = False  # its socket buffer is full: the pusher skips it (pushes.py)
+        self.scope = anyio.CancelScope()  # cancelled to drop the session
+
+
+class Owner(Protocol):
+    """The daemon as its operations see it."""
+
+    roster: Roster
+    agent: Agent
+    store: Store
+    log: EventLog
+    limits: Limits
+    max_message: int
+    connections: set[Connection]
+    put_if_lock: anyio.Lock  # conditional puts ("head") check and write one at a time
+
+    def statistics(self) -> dict[str, Any]:
+        """The daemon's counters (what `stats` answers)."""
+
+    async def reserve_reply(self, size: int) -> None:
+        """Wait until the reply budget has room for a reply of `size` bytes (held until the
+        reply of the request being served has been sent)."""
+
+    def queue_push(self, connection: Connection, message: bytes) -> None:
+        """Queue a push for `connection` (a subscriber fallen too far behind is dropped)."""
+
+    def sync_progress(self) -> None:
+        """Wake every operation waiting in `wait_sync_progress`."""
+
+    async def wait_sync_progress(self) -> None:
+        """Wait until an acknowledgement arrives or a session leaves."""
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One request being served: the owner, the session it came on, its request id."""
+
+    owner: Owner
+    connection: Connection
+    req_id: int
+
+
+Handler = Callable[[Call, Any], Awaitable[dict[str, Any]]]
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    """One row of a service's table (module docstring). `inline` ops never wait for a
+    commit or for another session, so the session's loop answers them itself."""
+
+    name: str
+    args: dict[str, ArgKind]
+    parse: Callable[[dict[str, Any]], Any]
+    handle: Handler
+    inline: bool = False
+
+
+class Service:
+    """The operations an owner serves, by name, and what it adds to `stats`.
+
+    Raises ValueError for two rows with one name.
+    """
+
+    def __init__(
+        self,
+        operations: Iterable[Operation],
+        statistics: Callable[[], dict[str, Any]] = dict,
+    ) -> None:
+        self.operations: dict[str, Operation] = {}
+        for operation in operations:
+            if operation.name in self.operations:
+                raise ValueError(f"operation {operation.name!r} is in the table twice")
+            self.operations[operation.name] = operation
+        self.schema: Schema = {name: op.args for name, op in self.operations.items()}
+        self.statistics = statistics
+
+    def with_rows(
+        self, *rows: Operation, statistics: Callable[[], dict[str, Any]] | None = None
+    ) -> Service:
+        """This service with `rows` added, or replacing the rows of the same name."""
+        table = {**self.operations, **{row.name: row for row in rows}}
+        return Service(table.values(), statistics or self.statistics)
+
+    def inline(self, op: str) -> bool:
+        """Whether requests of `op` are answered in the session's loop."""
+        operation = self.operations.get(op)
+        return operation is not None and operation.inline
+
+    async def serve(self, call: Call, request: Request) -> dict[str, Any]:
+        """Parse and handle `request`: the result map, or BadRequest (`unknown_op` for an op
+        this service has no row for)."""
+        operation = self.operations.get(request.op)
+        if operation is None:
+            raise BadRequest("unknown_op", f"unknown op {request.op!r}", request.req_id)
+        return await operation.handle(call, operation.parse(request.args))

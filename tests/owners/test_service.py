@@ -1,0 +1,128 @@
+"""An owner serves a `Service`: one table of operations, extended by rows, not subclasses.
+
+Each test runs a real owner daemon in this process on its roster port (127.0.0.1) with the
+service under test and talks to it through an ordinary client session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import pytest
+
+from planfence_net.core.errors import RequestError
+from planfence_net.net.client import open_session
+from planfence_net.owners.daemon import OwnerDaemon, signer
+from planfence_net.owners.logs import EventLog
+from planfence_net.owners.ops import owner_operations
+from planfence_net.owners.service import Call, Operation, Service
+from planfence_net.owners.store import Store
+from planfence_net.protocol.messages import BadRequest, Request
+from planfence_net.protocol.requestread import SCALAR
+from support.cluster import ClusterHandle
+from support.owner_client import DEADLINE
+
+pytestmark = pytest.mark.anyio
+OWNER = "reqs"
+
+
+@asynccontextmanager
+async def serving(h: ClusterHandle, service: Service) -> AsyncIterator[OwnerDaemon]:
+    """`service` served as agent `reqs` on its roster port until the block ends."""
+    identity = h.identity(OWNER)
+    store = await Store.open(h.path / "service.db", signer(identity), OWNER)
+    log = EventLog(h.path / "service.log", OWNER)
+    daemon = OwnerDaemon(h.roster, identity, store, log, max_message=1 << 20, service=service)
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(daemon.serve)
+            yield daemon
+            tg.cancel_scope.cancel()
+    finally:
+        await store.close()
+        log.close()
+
+
+def parse_echo(args: dict[str, Any]) -> str:
+    text = args.get("text")
+    if not isinstance(text, str):
+        raise BadRequest("bad_request", "'text' must be a string")
+    return text
+
+
+async def echo(call: Call, text: str) -> dict[str, Any]:
+    return {"text": text, "agent": call.owner.agent.name, "peer": call.connection.peer.name}
+
+
+async def test_an_operation_is_one_row_plus_a_handler(cluster_dir: ClusterHandle) -> None:
+    row = Operation("echo", {"text": SCALAR}, parse_echo, echo, inline=True)
+    with anyio.fail_after(DEADLINE):
+        async with serving(cluster_dir, owner_operations().with_rows(row)):
+            async with open_session(cluster_dir.roster, cluster_dir.identity("ops"), OWNER) as s:
+                assert await s.request("echo", {"text": "hi"}) == {
+                    "text": "hi",
+                    "agent": OWNER,
+                    "peer": "ops",
+                }
+                with pytest.raises(RequestError) as info:
+                    await s.request("echo", {"text": 5})
+                assert (info.value.code, info.value.message) == (
+                    "bad_request",
+                    "'text' must be a string",
+                )
+                assert (await s.request("ping"))["agent"] == OWNER  # the others still served
+
+
+async def test_an_op_without_a_row_is_unknown_not_stats(cluster_dir: ClusterHandle) -> None:
+    """An op the table does not have is refused with a typed error; it used to fall through
+    to `stats` when the reader knew it and the dispatch did not."""
+    rows = [op for op in owner_operations().operations.values() if op.name != "stats"]
+    with anyio.fail_after(DEADLINE):
+        async with serving(cluster_dir, Service(rows)):
+            async with open_session(cluster_dir.roster, cluster_dir.identity("ops"), OWNER) as s:
+                with pytest.raises(RequestError) as info:
+                    await s.request("stats")
+                assert (info.value.code, info.value.message) == ("unknown_op", "unknown op 'stats'")
+                assert (await s.request("ping"))["agent"] == OWNER
+
+
+async def test_a_service_refuses_an_op_it_has_no_row_for() -> None:
+    service = Service([Operation("echo", {"text": SCALAR}, parse_echo, echo)])
+    call: Any = None  # never reached: the op is refused before its handler
+    with pytest.raises(BadRequest) as info:
+        await service.serve(call, Request(9, "stats", {}))
+    assert (info.value.code, info.value.message, info.value.req_id) == (
+        "unknown_op",
+        "unknown op 'stats'",
+        9,
+    )
+    assert service.schema == {"echo": {"text": SCALAR}}
+    assert not service.inline("echo") and not service.inline("stats")
+
+
+def test_two_rows_with_one_name_are_refused() -> None:
+    row = Operation("echo", {}, parse_echo, echo)
+    with pytest.raises(ValueError, match="operation 'echo' is in the table twice"):
+        Service([row, row])
+
+
+def test_the_owner_table_has_one_row_per_op_of_the_protocol() -> None:
+    from planfence_net.protocol.messages import OPS
+    from planfence_net.protocol.requestread import REQUESTS
+
+    service = owner_operations()
+    assert tuple(service.operations) == (
+        "ping",
+        "heads",
+        "get",
+        "put",
+        "subscribe",
+        "ack",
+        "synced",
+        "stats",
+    )
+    assert set(service.operations) == set(OPS) and service.schema == REQUESTS
+    assert {op for op in OPS if service.inline(op)} == {"ping", "heads", "stats", "ack"}
