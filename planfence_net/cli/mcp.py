@@ -7,6 +7,7 @@ import re
 
 import click
 
+from ..core.timeouts import DEFAULT_TIMEOUT
 from .group import Group
 from .params import Option
 
@@ -39,7 +40,10 @@ def proxy(
         help="Tools that only read (a regex over the whole name): recorded, never checked.",
     ),
     timeout: float = Option(
-        5.0, "--timeout", min=0.1, help="Seconds one write check may take (then it is refused)."
+        DEFAULT_TIMEOUT,
+        "--timeout",
+        min=0.1,
+        help="Seconds one write check may take (then it is refused).",
     ),
 ) -> None:
     """Serve MCP on stdin/stdout in front of `-- COMMAND ...`, the real server.

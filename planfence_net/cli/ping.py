@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from ..core.timeouts import DEFAULT_TIMEOUT
 from .group import Group
 from .params import Argument, Option
 from .support import DirArg, JsonOpt, cluster_dir, echo_json, run_async, user_errors
@@ -36,7 +37,7 @@ def ping(
         None, "--as", metavar="AGENT", help="Roster member to connect as (default: AGENT)."
     ),
     timeout: float = Option(
-        5.0, "--timeout", min=0.1, help="Seconds for connect, handshake and answer."
+        DEFAULT_TIMEOUT, "--timeout", min=0.1, help="Seconds for connect, handshake and answer."
     ),
     json_out: bool = JsonOpt,
 ) -> None:

@@ -23,6 +23,7 @@ import anyio
 from anyio.abc import ByteSendStream, Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from ..core.timeouts import DEFAULT_TIMEOUT
 from .readset import ReadSet
 from .relay import (
     Changed,
@@ -39,7 +40,7 @@ from .relay import (
 )
 
 MAX_LINE = 64 * 1024 * 1024  # one JSON-RPC message; a longer line ends the session
-DEFAULT_TIMEOUT = 5.0  # seconds for one write check (every re-read it needs)
+# DEFAULT_TIMEOUT (core/timeouts.py): seconds for one write check (every re-read it needs)
 
 
 @dataclass

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ..core.answers import omitted_ids
 from ..core.errors import (
     PlanfenceError,
     RemoteProtocolError,
@@ -218,25 +217,6 @@ async def start_session(
     session = Session(stream, agent)
     task_group.start_soon(session.run_reader)
     return session
-
-
-async def get_in_parts(
-    request: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]], ids: list[bytes]
-) -> dict[str, Any]:
-    """A `get` of `ids` through `request(args)`, asking again for the ids the owner listed as
-    omitted (its reply had no room for them) as long as each answer makes progress; returns
-    one answer {"records": [...]} holding every part's records."""
-    wires: list[Any] = []
-    asked = list(ids)
-    while asked:
-        result = await request({"ids": asked})
-        records = result.get("records")
-        wires += records if isinstance(records, list) else []
-        more = omitted_ids(result, asked)
-        if len(more) >= len(asked):  # no progress: an owner cannot keep us asking
-            break
-        asked = more
-    return {"records": wires}
 
 
 @asynccontextmanager

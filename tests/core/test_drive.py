@@ -18,7 +18,7 @@ import msgpack
 import pytest
 from nacl.signing import SigningKey
 
-from planfence_net.core.answers import HeadsQuery, verified_records, verifier
+from planfence_net.core.answers import HeadsQuery, omitted_ids, verified_records, verifier
 from planfence_net.core.drive import (
     FetchRound,
     HeadsRound,
@@ -326,6 +326,32 @@ def test_a_fetch_round_settles_when_every_owner_answered_or_failed() -> None:
     assert fetch.request("inv") is None and fetch.requests() == {}
 
 
+def test_a_fetch_round_asks_again_only_while_the_owner_makes_progress() -> None:
+    owners = Owners()
+    made = [owners.publish(f"req/{i}") for i in range(4)]
+    ids, by_id = [r.id for r in made], {r.id: r for r in made}
+    asked: list[list[bytes]] = []
+    fetch = FetchRound(ids, ["reqs"], VERIFY)
+    while (args := fetch.request("reqs")) is not None:
+        asked.append(args["ids"])
+        first, *rest = args["ids"]
+        fetch.answered(
+            "reqs", {"records": [by_id[first].to_wire()], **({"omitted": rest} if rest else {})}
+        )
+    assert asked == [ids, ids[1:], ids[2:], ids[3:]]
+    assert fetch.records == made and fetch.settled and fetch.unanswered == ()
+
+    asked.clear()
+    stuck = FetchRound(ids, ["reqs"], VERIFY)
+    while (args := stuck.request("reqs")) is not None:  # omits everything, forever
+        asked.append(args["ids"])
+        stuck.answered("reqs", {"records": [], "omitted": [*args["ids"], bytes(32)]})
+    assert asked == [ids]  # and an id it was not asked for is never asked
+    assert stuck.records == [] and stuck.settled and stuck.unanswered == ()
+    assert omitted_ids({"omitted": [ids[2], b"x" * 32, ids[0]]}, ids) == [ids[0], ids[2]]
+    assert omitted_ids({"omitted": "nope"}, ids) == []
+
+
 def test_a_fetch_round_ignores_answers_it_did_not_ask_for() -> None:
     a = Owners().publish("req/a")
     fetch = FetchRound([a.id], ["reqs"], VERIFY)
@@ -387,23 +413,3 @@ def test_a_heads_round_reports_an_owner_without_an_answer_as_a_timeout() -> None
     heads.report(g)
     d = g.next_event()
     assert isinstance(d, Decision) and (d.reason, d.detail) == ("timeout", "owner 'reqs': timeout")
-
-
-def test_the_core_loop_needs_no_event_loop_import() -> None:
-    import ast
-    from pathlib import Path
-
-    import planfence_net.core.drive as module
-
-    tree = ast.parse(Path(module.__file__).read_text())
-    imported = {
-        alias.name.split(".")[0]
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Import)
-        for alias in node.names
-    } | {
-        (node.module or "").split(".")[0]
-        for node in ast.walk(tree)
-        if isinstance(node, ast.ImportFrom) and not node.level
-    }
-    assert imported.isdisjoint({"anyio", "asyncio", "trio", "socket", "time"})

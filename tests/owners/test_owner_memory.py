@@ -9,16 +9,14 @@ needs. Owner memory is read from /proc (VmHWM, the peak resident set).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import anyio
 import msgpack
 import pytest
 
-from planfence_net.core.answers import omitted_ids
 from planfence_net.core.records import wire_size_bound
 from planfence_net.net.api import get_records
-from planfence_net.net.client import get_in_parts, open_session
+from planfence_net.net.client import open_session
 from planfence_net.owners.daemon import _decode
 from planfence_net.owners.replies import ONE_RECORD
 from planfence_net.protocol.framing import DEFAULT_MAX_MESSAGE, split_message
@@ -242,26 +240,3 @@ def test_a_refused_request_keeps_nothing_of_its_bytes() -> None:
     refused = _decode(flood, REQUESTS)
     assert isinstance(refused, BadRequest) and refused.code == "too_large"
     assert refused.__traceback__ is None and refused.__context__ is None
-
-
-async def test_get_in_parts_asks_again_only_while_the_owner_makes_progress() -> None:
-    ids = [bytes([i]) * 32 for i in range(4)]
-    asked: list[list[bytes]] = []
-
-    async def honest(args: dict[str, Any]) -> dict[str, Any]:
-        asked.append(args["ids"])
-        first, *rest = args["ids"]
-        return {"records": [first], **({"omitted": rest} if rest else {})}
-
-    assert await get_in_parts(honest, ids) == {"records": ids}
-    assert asked == [ids, ids[1:], ids[2:], ids[3:]]
-
-    async def stuck(args: dict[str, Any]) -> dict[str, Any]:  # omits everything, forever
-        asked.append(args["ids"])
-        return {"records": [], "omitted": [*args["ids"], bytes(32)]}
-
-    asked.clear()
-    assert await get_in_parts(stuck, ids) == {"records": []}
-    assert asked == [ids]  # and an id it was not asked for is never asked
-    assert omitted_ids({"omitted": [ids[2], b"x" * 32, ids[0]]}, ids) == [ids[0], ids[2]]
-    assert omitted_ids({"omitted": "nope"}, ids) == []
