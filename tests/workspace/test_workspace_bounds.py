@@ -171,13 +171,13 @@ def test_one_session_hashing_never_makes_another_wait(
             answered = anyio.Event()
 
             async def ask_slow() -> None:
-                slow.extend(await query_heads(roster, me, ["ws:file/slow.txt"], deadline=30))
+                slow.extend(await query_heads(roster, me, ["ws:file/slow.txt"], owner_timeout=30))
                 answered.set()
 
             tg.start_soon(ask_slow)
             await anyio.to_thread.run_sync(GatedObserver.entered.wait, 30)
             with anyio.fail_after(10):  # before the fix: waits on the lock held by the slow look
-                [fast] = await query_heads(roster, me, ["ws:file/fast.txt"], deadline=10)
+                [fast] = await query_heads(roster, me, ["ws:file/fast.txt"], owner_timeout=10)
             assert (fast["seq"], slow) == (1, [])
             GatedObserver.release.set()
             await answered.wait()
