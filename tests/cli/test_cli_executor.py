@@ -79,9 +79,7 @@ def test_authorize_timeout_is_one_positive_duration(cluster_dir) -> None:  # typ
         "authorize", path, "--root", "ab" * 32, "--dep", "req/x", "--timeout", "0"
     )
     assert code == 64
-    assert "--timeout must be a positive number of seconds, got 0.0" in " ".join(
-        err.replace("│", " ").split()
-    )
+    assert "Invalid value for '--timeout': 0.0 is not in the range x>=0.01." in err
     code, out, _ = invoke("authorize", "--help")
     text = " ".join(out.replace("│", " ").split())
     assert code == 0 and "--timeout" in text and "--deadline" not in text
