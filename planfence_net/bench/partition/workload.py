@@ -93,7 +93,7 @@ class Workload:
         runner = GateRunner(
             SessionPool(tg, self.roster, self.cdir.identity(PLANNER)),
             await Replica.open(None),
-            deadline=self.deadline,
+            timeout=self.deadline,  # the whole decision, not each step
         )
         await self.have_all.wait()
         while time.time() < stop:
