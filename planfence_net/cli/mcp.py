@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 import re
+from pathlib import Path
+from typing import Any
 
 import click
 
@@ -45,6 +47,14 @@ def proxy(
         min=0.1,
         help="Seconds one write check may take (then it is refused).",
     ),
+    cluster: Path | None = Option(
+        None,
+        "--cluster",
+        help="Serve the facts read through the proxy as an owner of this cluster folder.",
+    ),
+    as_agent: str | None = Option(
+        None, "--as", help="The roster member serving them (default: the --name)."
+    ),
 ) -> None:
     """Serve MCP on stdin/stdout in front of `-- COMMAND ...`, the real server.
 
@@ -55,17 +65,40 @@ def proxy(
     command = list(ctx.args)
     if not command:
         raise click.BadParameter("give the MCP server's command after `--`", param_hint="COMMAND")
+    from ..core.errors import PlanfenceError
     from ..mcp.proxy import run_proxy
     from ..mcp.relay import ToolPolicy
     from .support import run_async
 
+    owner = None
+    if cluster is not None:
+        from ..cluster.folder import ClusterDir
+
+        owner = functools.partial(_serve_facts, ClusterDir(cluster), as_agent or name, timeout)
     try:
         code = run_async(
             functools.partial(
-                run_proxy, name, command, ToolPolicy(reads=reads), check_timeout=timeout
+                run_proxy,
+                name,
+                command,
+                ToolPolicy(reads=reads),
+                check_timeout=timeout,
+                owner=owner,
             )
         )
+    except PlanfenceError as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise click.exceptions.Exit(1) from None
     except OSError as exc:
         click.echo(f"error: cannot start {command[0]}: {exc.strerror or exc}", err=True)
         raise click.exceptions.Exit(1) from None
     raise click.exceptions.Exit(code)
+
+
+async def _serve_facts(cdir: Any, agent: str, read_timeout: float, proxy: Any, tg: Any) -> None:
+    """Start the proxy's owner in `tg`; returns once it listens."""
+    from ..mcp.owner import serve_facts
+
+    await tg.start(
+        functools.partial(serve_facts, proxy, cdir, agent, tg, read_timeout=read_timeout)
+    )

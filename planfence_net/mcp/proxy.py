@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -60,7 +60,8 @@ class Proxy:
     write_client: Callable[[bytes], None]
     policy: ToolPolicy = field(default_factory=ToolPolicy)
     timeout: float = DEFAULT_TIMEOUT
-    on_observed: Callable[[Observed], None] = lambda observed: None
+    on_observed: Callable[[Observed], Awaitable[None]] | None = None  # the owner's hooks
+    on_changed: Callable[[str], Awaitable[None]] | None = None
     relay: Relay = field(init=False)
     reads: ReadSet = field(init=False)
     stats: ProxyStats = field(default_factory=ProxyStats)
@@ -70,6 +71,11 @@ class Proxy:
     def __post_init__(self) -> None:
         self.relay = Relay(self.policy)
         self.reads = ReadSet(self.name)
+
+    @property
+    def subscribed(self) -> frozenset[str]:
+        """The facts a subscription of the proxy's own keeps current."""
+        return frozenset(self._subscribed)
 
     async def carry_out(self, events: list[Event], tg: anyio.abc.TaskGroup) -> None:
         """Do what the relay asked, in order; write checks run as tasks of `tg`."""
@@ -81,7 +87,8 @@ class Proxy:
                 self.write_client(event.line)
             elif isinstance(event, Observed):
                 self.reads.observed(event.key, event.digest)
-                self.on_observed(event)
+                if self.on_observed is not None:
+                    await self.on_observed(event)
                 uri = event.key.removeprefix("resource/")
                 if (
                     self.relay.server_subscribes
@@ -94,6 +101,8 @@ class Proxy:
                     self._subscribed.add(resource_key(event.uri))
             elif isinstance(event, Changed):
                 self.reads.changed(resource_key(event.uri))
+                if self.on_changed is not None:
+                    await self.on_changed(event.uri)
             elif isinstance(event, Reread):
                 waiter = self._waiting.pop(event.request, None)
                 if waiter is not None:
@@ -149,11 +158,13 @@ async def run_proxy(
     check_timeout: float = DEFAULT_TIMEOUT,
     stdin: IO[bytes] | None = None,
     stdout: IO[bytes] | None = None,
-    on_observed: Callable[[Observed], None] = lambda observed: None,
+    owner: Callable[[Proxy, anyio.abc.TaskGroup], Awaitable[None]] | None = None,
 ) -> int:
     """Relay between this process's stdin/stdout and `command` until either side closes;
     returns the server's exit code (or 0 when the agent closed first and the server was
-    stopped). Raises OSError when the server cannot be started."""
+    stopped). `owner(proxy, tg)`, when given, starts what serves the proxy's facts to the
+    cluster before the first line is relayed. Raises OSError when the server cannot be
+    started."""
     agent_in = stdin or sys.stdin.buffer
     agent_out = stdout or sys.stdout.buffer
 
@@ -163,8 +174,10 @@ async def run_proxy(
 
     process: Process = await anyio.open_process(command, stderr=None)
     assert process.stdin is not None and process.stdout is not None
-    proxy = Proxy(name, process.stdin, write_client, policy, check_timeout, on_observed)
+    proxy = Proxy(name, process.stdin, write_client, policy, check_timeout)
     async with process, anyio.create_task_group() as tg:
+        if owner is not None:
+            await owner(proxy, tg)
         tg.start_soon(_from_server, proxy, BufferedByteReceiveStream(process.stdout), tg)
         while line := await anyio.to_thread.run_sync(agent_in.readline, abandon_on_cancel=True):
             if line.strip():

@@ -26,6 +26,7 @@ EVENTS = (
     "request",
     "put",
     "decision",  # the central store's record of a validated action (bench/central.py)
+    "mcp_proxy",  # an MCP proxy's owner started (mcp/owner.py)
     "error",
     "subscriber_dropped",
     "disconnected",

@@ -205,8 +205,9 @@ def remember_plan(
             data["sessions"] = {}
         data["sessions"][session] = plan
     else:  # trusted session-free: every session without a plan of its own may use it
-        shared = data.get("shared") if isinstance(data.get("shared"), list) else []
-        data["shared"] = [*(p for p in shared if p != plan), plan]
+        shared = data.get("shared")
+        kept = [p for p in shared if p != plan] if isinstance(shared, list) else []
+        data["shared"] = [*kept, plan]
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data, indent=2) + "\n")
     tmp.replace(path)

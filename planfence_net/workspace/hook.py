@@ -84,13 +84,13 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str]:
     blocked = f"PlanFence blocked {call.describe()}{call.subagent()}"
     try:
         cdir, plan, roster, identity, step = _context(call, options)
-        refused = _policy(call, cdir, blocked)
+        by_policy = _policy(call, cdir, blocked)
     except NoCluster as exc:
         return _unserved(call, options, exc, blocked)
     except (PlanfenceError, ValueError, OSError) as exc:
         return BLOCK, f"{blocked}: {_no_chores(str(exc))}"
-    if refused is not None:
-        return refused
+    if by_policy is not None:
+        return by_policy
     if plan is None:
         return BLOCK, (
             f"{blocked}: no trusted plan for this "
@@ -323,7 +323,8 @@ def _record_edit(
             f"PlanFence could not record {call.describe()}{call.subagent()} in plan {plan!r} "
             f"({exc}); the next call will see these files as changed."
         )
-    inflight.remove(root, plan, call.tool_use_id)
+    if call.tool_use_id:  # always set here: a Post without one was refused above
+        inflight.remove(root, plan, call.tool_use_id)
     return ALLOW, ""
 
 

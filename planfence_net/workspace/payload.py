@@ -20,6 +20,7 @@ import os
 import re
 import shlex
 from dataclasses import dataclass
+from typing import Any
 
 AGENTS = ("claude", "codex")
 FILE_TOOLS = {
@@ -101,8 +102,10 @@ def parse_payload(agent: str, data: bytes) -> ToolCall:
     if event not in EVENTS:
         raise PayloadError(f"hook_event_name is {event!r}, not 'PreToolUse' or 'PostToolUse'")
     session, cwd = value.get("session_id", ""), value.get("cwd")
-    ids = {f: value.get(f) for f in ("agent_id", "agent_type", "tool_use_id")}
-    ids = {f: v if isinstance(v, str) and v else None for f, v in ids.items()}
+    ids: dict[str, Any] = {
+        f: v if isinstance(v := value.get(f), str) and v else None
+        for f in ("agent_id", "agent_type", "tool_use_id")
+    }
     if event == "SessionStart":
         if not isinstance(cwd, str) or not cwd:
             raise PayloadError("cwd is missing")
