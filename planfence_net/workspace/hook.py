@@ -114,7 +114,10 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str]:
         if rest > 0 and _record_in_flight(call, cdir.root, plan, roster, identity, rest):
             verdict = check(rest)
     if verdict.exit_code != 0:
-        return BLOCK, block_message(call, verdict)
+        from .config import bound_plan
+
+        own = bound_plan(cdir, call.session or None) == plan  # keep it this session's
+        return BLOCK, block_message(call, verdict, session_bound=own)
     if call.files and call.tool_use_id:
         from . import inflight
 
@@ -328,9 +331,11 @@ def _record_edit(
     return ALLOW, ""
 
 
-def trust_command(call: ToolCall, plan: str) -> str:
+def trust_command(call: ToolCall, plan: str, session_bound: bool = False) -> str:
     """The `workspace trust` command the model can run in its own shell: this installation's
-    `planfence` by absolute path, bound to the call's session (and subagent)."""
+    `planfence` by absolute path, bound to the call's subagent, or to its session when the
+    plan is the session's own (`session_bound`: re-trusting it without `--session` would
+    share it with every session)."""
     import shlex
 
     from .paths import executable
@@ -338,6 +343,8 @@ def trust_command(call: ToolCall, plan: str) -> str:
     words = [executable(), "workspace", "trust", plan]
     if call.agent_id:
         words += ["--session", call.session, "--agent", call.agent_id]
+    elif session_bound and call.session:
+        words += ["--session", call.session]
     return shlex.join(words)
 
 
@@ -348,9 +355,9 @@ def cache_path(cluster: Path, plan: str) -> Path:
     return cluster / "run" / f"hook-{hashlib.blake2b(plan.encode(), digest_size=8).hexdigest()}"
 
 
-def block_message(call: ToolCall, verdict: Verdict) -> str:
+def block_message(call: ToolCall, verdict: Verdict, session_bound: bool = False) -> str:
     """The reason the model reads: what changed, what to re-read, what to do next (with a
-    command it can run as written)."""
+    command it can run as written; `session_bound`: the plan is the session's own)."""
     plan = verdict.plan
     blocked = f"PlanFence blocked {call.describe()}{call.subagent()}"
     if verdict.level == "undecided":
@@ -372,7 +379,8 @@ def block_message(call: ToolCall, verdict: Verdict) -> str:
         reread = ", ".join(verdict.reread)
         lines.append(
             (f"Re-read {reread}, then" if reread else "Re-check the workspace, then")
-            + f" replan once and record the new state with `{trust_command(call, plan)} "
+            + f" replan once and record the new state with "
+            f"`{trust_command(call, plan, session_bound)} "
             f"...`. If it changes again, stop and report."
         )
     return "\n".join(lines)

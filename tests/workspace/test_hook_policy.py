@@ -154,3 +154,16 @@ def test_hook_install_keeps_the_hooks_deadline_below_the_handlers(tmp_path: Path
     assert code == 0, out + err
     hooks = (repo / ".codex" / "hooks.json").read_text()
     assert f'"command": "{PLANFENCE} hook codex --timeout 15",' in hooks
+
+
+def test_a_session_bound_plan_is_retrusted_for_the_same_session(tmp_path: Path) -> None:
+    """The block text's re-trust keeps a session's own plan its own (without `--session`
+    the re-trust would share it with every session)."""
+    repo = make_repo(tmp_path / "repo", FILES)
+    edit = payload("claude-edit", repo)
+    with served(repo):
+        trust(repo, "mine", "--target", "auth.ts", "--session", edit["session_id"])
+        write(repo, {"auth.ts": "export const timeout = 1;\n"})  # stale
+        code, reason = run_hook("claude", edit)
+        assert code == 2
+        assert f"workspace trust mine --session {edit['session_id']} ..." in reason, reason
