@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +18,7 @@ import tomli_w
 from planfence_net.cluster import processes as clusterlib
 from support.cluster import PLANFENCE, ClusterHandle, run_planfence
 
-from .test_proxy import SERVER, V1, Agent, migrate, served
+from .test_proxy import Agent, migrate, proxy_session, served
 
 KEY = "db:resource/db://schema"
 
@@ -28,59 +27,20 @@ KEY = "db:resource/db://schema"
 def proxied(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> Iterator[tuple[Agent, ClusterHandle, Path, Path]]:
+    """A six-agent cluster whose sixth member owns db:* and is served by the proxy."""
     path = tmp_path / "cluster"
     clusterlib.init_cluster(path, agents=6, base_port=0)
     roster = tomllib.loads((path / "cluster.toml").read_text())
     roster["agents"][5]["owns"] = ["db:*"]
     (path / "cluster.toml").write_text(tomli_w.dumps(roster))
     handle = ClusterHandle(path, clusterlib.ClusterDir(path), clusterlib.ClusterDir(path).roster())
-    db, log = tmp_path / "db.json", tmp_path / "calls.jsonl"
-    db.write_text(json.dumps(V1))
-    extra = ["--subscribe"] if request.param == "subscribed" else []
-    proc = subprocess.Popen(
-        [
-            str(PLANFENCE),
-            "mcp",
-            "proxy",
-            "--name",
-            "db",
-            "--cluster",
-            str(path),
-            "--as",
-            "agent6",
-            "--",
-            sys.executable,
-            str(SERVER),
-            str(db),
-            "--log",
-            str(log),
-            *extra,
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-    )
-    agent = Agent(proc, request.param)
-    try:
-        agent.request(
-            "initialize",
-            {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "test", "version": "1"},
-            },
-        )
+    with proxy_session(tmp_path, request.param, "--cluster", str(path), "--as", "agent6") as (
+        agent,
+        db,
+        log,
+    ):
         handle.wait_event("agent6", "listening")
         yield agent, handle, db, log
-    finally:
-        assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.close()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        agent.reader.join(15)
-        proc.stdout.close()
 
 
 def head(h: ClusterHandle) -> dict[str, object]:

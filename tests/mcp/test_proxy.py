@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -65,34 +66,21 @@ class Agent:
         return json.loads(result["contents"][0]["text"])
 
 
-@pytest.fixture(params=["lazy", "subscribed"])
-def session(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Agent, Path, Path]]:
-    """(agent, database file, the server's request log) with a proxy in front of the server;
-    the server offers subscriptions in the `subscribed` run."""
+@contextmanager
+def proxy_session(tmp_path: Path, mode: str, *options: str) -> Iterator[tuple[Agent, Path, Path]]:
+    """A real `planfence mcp proxy OPTIONS -- kv server` with the agent's side initialized:
+    (agent, database file, the server's request log). The server offers subscriptions when
+    `mode` is "subscribed". The proxy is stopped (its stdin closed) when the block ends."""
     db, log = tmp_path / "db.json", tmp_path / "calls.jsonl"
     db.write_text(json.dumps(V1))
-    extra = ["--subscribe"] if request.param == "subscribed" else []
+    extra = ["--subscribe"] if mode == "subscribed" else []
+    server = [sys.executable, str(SERVER), str(db), "--log", str(log), *extra]
     proc = subprocess.Popen(
-        [
-            str(PLANFENCE),
-            "mcp",
-            "proxy",
-            "--name",
-            "db",
-            "--reads",
-            "get_row",
-            "--",
-            sys.executable,
-            str(SERVER),
-            str(db),
-            "--log",
-            str(log),
-            *extra,
-        ],
+        [str(PLANFENCE), "mcp", "proxy", "--name", "db", *options, "--", *server],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
     )
-    agent = Agent(proc, request.param)
+    agent = Agent(proc, mode)
     try:
         init = agent.request(
             "initialize",
@@ -106,16 +94,22 @@ def session(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Ag
         agent.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         yield agent, db, log
     finally:
-        if proc.stdin is not None:
-            proc.stdin.close()
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.close()
         try:
             proc.wait(timeout=TIMEOUT)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
         agent.reader.join(TIMEOUT)  # it reads to the end of the proxy's output
-        assert proc.stdout is not None
         proc.stdout.close()
+
+
+@pytest.fixture(params=["lazy", "subscribed"])
+def session(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Agent, Path, Path]]:
+    """A proxy in front of the server, which offers subscriptions in the `subscribed` run."""
+    with proxy_session(tmp_path, request.param, "--reads", "get_row") as found:
+        yield found
 
 
 def migrate(db: Path, columns: list[str]) -> None:
