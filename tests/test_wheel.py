@@ -155,13 +155,21 @@ def test_workspace_serve_and_the_hook_outside_the_checkout(installed: Installed)
         assert server.stdout is not None
         line = server.stdout.readline()  # printed once the owner accepts sessions
         assert "serving" in line, line + server.stdout.read()
-        installed.planfence(
-            "workspace", "trust", "fix", "--read", "auth.ts", "--lockfiles", "none",
-            "--session", "sess-1", cwd=repo,
-        )  # fmt: skip
         call = json.loads(
             (FIXTURES / "claude-edit.json").read_text().replace("$PROJECT", str(repo))
         )
+        installed.planfence(
+            "workspace",
+            "trust",
+            "fix",
+            "--read",
+            "auth.ts",
+            "--lockfiles",
+            "none",
+            "--session",
+            call["session_id"],
+            cwd=repo,
+        )  # fmt: skip  (a plan bound to a session is that session's only)
         assert installed.hook(call, repo) == (0, "")
         write(repo, {"auth.ts": "export const timeout = 5;\n"})
         code, reason = installed.hook(call, repo)
