@@ -19,7 +19,7 @@ import pytest
 
 from planfence_net.mcp.serve import person_only
 from support.cluster import PLANFENCE
-from support.workspace import make_repo, run_cli, served, stop, write
+from support.workspace import make_repo, payload, run_cli, run_hook, served, stop, write
 
 TIMEOUT = 30.0
 TOOLS = {"check", "trust", "heads", "plans", "history"}
@@ -169,11 +169,13 @@ def test_trust_check_drift_heads_history(client: Client, repo: Path) -> None:
 
 
 @pytest.mark.parametrize("flag", ["fresh", "narrow", "make_current"])
-def test_person_flags_refused(client: Client, flag: str) -> None:
+def test_person_flags_refused_in_the_hooks_words(client: Client, repo: Path, flag: str) -> None:
     text = client.error("trust", plan="fix", read=["src/a.py"], **{flag: True})
     cli_flag = "--" + flag.replace("_", "-")
     assert text == f"Error executing tool trust: {person_only(cli_flag)}"
-    assert cli_flag + " lowers the plan's fence and is the user's decision" in text
+    command = f"planfence workspace trust fix --read src/a.py {cli_flag}"
+    code, err = run_hook("claude", payload("claude-bash", repo, command=command))
+    assert (code, err.partition("`: ")[2]) == (2, text.partition("trust tool: ")[2] + "\n")
     assert client.call("heads", keys=["plan/fix"])["heads"][0]["id"] is None  # nothing written
 
 
