@@ -102,3 +102,41 @@ async def _serve_facts(cdir: Any, agent: str, read_timeout: float, proxy: Any, t
     await tg.start(
         functools.partial(serve_facts, proxy, cdir, agent, tg, read_timeout=read_timeout)
     )
+
+
+@mcp_app.command("serve")
+def serve(
+    cluster: Path | None = Option(
+        None,
+        "--cluster",
+        help="Cluster folder (default: found from the working folder at each call, as the "
+        "hook finds it).",
+    ),
+) -> None:
+    """Serve PlanFence's own tools over MCP on stdin/stdout: check, trust, heads, plans,
+    history (the library calls of `workspace check`, `workspace trust`, `heads`, ...).
+
+    `trust` keeps an agent's limits: --fresh, --narrow and --make-current are refused, a
+    plan declares at least one file, declared files exist. Needs the `mcp` extra.
+    """
+    try:
+        from ..mcp.serve import serve_stdio
+    except ImportError as exc:
+        if (exc.name or "").partition(".")[0] != "mcp":
+            raise
+        click.echo(
+            "error: planfence mcp serve needs the MCP SDK: pip install 'planfence-net[mcp]'",
+            err=True,
+        )
+        raise click.exceptions.Exit(1) from None
+    from ..core.errors import PlanfenceError
+    from ..workspace.config import find_cluster
+    from .support import run_async
+
+    try:
+        if cluster is not None:
+            find_cluster(cluster)  # a wrong folder is one line now, not a tool error later
+        run_async(serve_stdio, cluster, Path.cwd())
+    except PlanfenceError as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise click.exceptions.Exit(1) from None

@@ -1,0 +1,283 @@
+"""`planfence mcp serve`: PlanFence's own checks as MCP tools, so agents call them natively.
+
+Five tools, each the library call of the matching command, against one workspace cluster
+(`--cluster`, else found from the server's working folder as the hook finds it, at each call):
+
+    check    a plan's drift check (`workspace check`): its level, exit code and the lines a
+             person reads
+    trust    record a plan's trusted state (`workspace trust`) with the limits an agent has
+             on its own fence: the person-only flags (facts.PERSON_FLAGS) are refused, a plan
+             declares at least one file, declared files exist, a re-trust declares at least
+             what it replaces. Evidence commands are not offered: they run a shell command,
+             which through MCP no hook would see (run `workspace trust --evidence` in the
+             shell instead, where the hook checks it)
+    heads    the current head of each key, asked from its owner (`net.api.query_heads`)
+    plans    the plans the cluster folder keeps (`workspace.json`): the current plan, the
+             session-free ones, and the sessions and subagents each is bound to
+    history  the events of one key in its owner's log (`owners.logs.read_events`)
+
+A user error (no cluster, a file outside every worktree, a refused trust) is an MCP tool
+error whose text is the one line the command prints. Needs the optional `mcp` extra (the
+official MCP SDK); the CLI imports this module only inside `planfence mcp serve`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from ..cluster.folder import ClusterDir
+from ..cluster.processes import link_addresses
+from ..core.errors import ConfigError, PlanfenceError, collapse
+from ..core.roster import Roster
+from ..core.timeouts import DEFAULT_TIMEOUT
+from ..net.api import query_heads
+from ..owners.logs import read_events
+from ..workspace.check import run_check
+from ..workspace.config import (
+    SELECTION,
+    file_key_for,
+    find_cluster,
+    remember_plan,
+    select_plan,
+    workspaces,
+)
+from ..workspace.facts import PERSON_FLAGS, plan_key
+from ..workspace.trust import TrustSpec, auto_lockfiles, require_files, stale_binding, wait_trust
+
+INSTRUCTIONS = (
+    "PlanFence checks a plan against what it read. `trust` records the files a plan read "
+    "and will change before you edit; `check` says whether they changed since; on drift, "
+    "read the files again and trust once more (your one replan); if it drifts again, stop "
+    "and report. Lowering the fence (--fresh, --narrow, --make-current) is the user's "
+    "decision, never yours."
+)
+
+
+def person_only(flag: str) -> str:
+    """The refusal of a trust carrying person-only `flag`: the words the hook blocks a shell
+    `workspace trust` with."""
+    return (
+        f"PlanFence blocked the trust tool: {flag} lowers the plan's fence and is the "
+        f"user's decision, never the agent's. Do not try another way; ask the user."
+    )
+
+
+def build_server(cluster: Path | None, cwd: Path) -> MCPServer:
+    """The MCP server with the five tools, for the cluster folder `cluster` (None: found from
+    `cwd` at each call); file names in `trust` are relative to `cwd` (or NAME:PATH)."""
+    server = MCPServer("planfence", instructions=INSTRUCTIONS, log_level="WARNING")
+
+    def folder() -> ClusterDir:
+        return find_cluster(cluster, start=cwd)
+
+    @server.tool()
+    def check(
+        plan: str | None = None, session: str | None = None, timeout: float = DEFAULT_TIMEOUT
+    ) -> dict[str, Any]:
+        """Check PLAN (default: the plan bound to `session`, else the cluster's current plan)
+        for drift since its trusted state.
+
+        `class` is none, informational, relevant, critical or undecided; `exit_code` is 0
+        (go on), 2 (read the `reread` files again, re-plan, trust again) or 3 (cannot
+        decide: do not go on); `text` is what `planfence workspace check` prints."""
+        with _user_errors():
+            if not 0.01 <= timeout <= 600:
+                raise ConfigError("timeout must be between 0.01 and 600 seconds")
+            cdir = folder()
+            name = plan or select_plan(cdir, session)
+            if name is None:
+                raise ConfigError(f"no current plan in {cdir.root}; name one")
+            roster = cdir.roster()
+            verdict = run_check(
+                roster,
+                cdir.identity(_member(roster, plan_key(name))),
+                name,
+                addresses=link_addresses(cdir),
+                timeout=timeout,
+            )
+            return {**verdict.to_json(), "text": verdict.text()}
+
+    @server.tool()
+    async def trust(
+        plan: str,
+        read: list[str] | None = None,
+        target: list[str] | None = None,
+        new: list[str] | None = None,
+        lockfiles: Literal["auto", "none"] = "auto",
+        session: str | None = None,
+        agent: str | None = None,
+        fresh: bool = False,
+        narrow: bool = False,
+        make_current: bool = False,
+    ) -> dict[str, Any]:
+        """Record the trusted state of PLAN: the current versions of the files it `read`,
+        will change (`target`) and will create (`new`, must not exist yet), plus the
+        lockfiles found (`lockfiles`: auto). Paths are relative to the server's folder, or
+        NAME:PATH. Trusting a plan again is its one replan and must declare at least what
+        it declared. `session` (and `agent`, a subagent of it) binds the plan to that
+        session. `fresh`, `narrow` and `make_current` are the user's decision: always
+        refused here."""
+        for flag, given in zip(PERSON_FLAGS, (narrow, fresh, make_current), strict=True):
+            if given:
+                raise ToolError(person_only(flag))
+        with _user_errors():
+            if agent and not session:
+                raise ConfigError("agent needs session (the subagent's parent session)")
+            _utf8(plan, *([session] if session else []), *([agent] if agent else []))
+            cdir = folder()
+            roster, spaces = cdir.roster(), workspaces(cdir)
+
+            def keys(files: list[str] | None) -> list[str]:
+                return list(dict.fromkeys(file_key_for(spaces, f, cwd) for f in files or []))
+
+            reads, targets, created = keys(read), keys(target), keys(new)
+            declared = reads + targets + created
+            locks = auto_lockfiles(spaces, declared) if lockfiles == "auto" else []
+            require_files(plan, declared)
+            addresses = link_addresses(cdir)
+            replaces = await anyio.to_thread.run_sync(
+                stale_binding, cdir, roster, plan, session, addresses, agent
+            )
+            spec = TrustSpec(
+                plan,
+                tuple(reads),
+                tuple(targets),
+                tuple(locks),
+                (),
+                session,
+                new=tuple(created),
+                replaces=replaces,
+                extra={"agent": agent} if agent else {},
+            )
+            try:
+                result = await wait_trust(cdir, roster, spec, addresses)
+            except BaseExceptionGroup as group:
+                raise collapse(group) from None
+            current = remember_plan(cdir, plan, session, False, agent)
+            return {
+                "plan": plan,
+                "key": result["key"],
+                "id": result["id"].hex(),
+                "seq": result["seq"],
+                "trust": result["trust"],
+                "declaration": result["declaration"],
+                "current": current,
+                "text": (
+                    f"trusted {plan} (trust {result['trust']}): {len(reads)} read, "
+                    f"{len(targets) + len(created)} target, {len(locks)} lockfile; "
+                    f"record {result['id'].hex()}"
+                ),
+            }
+
+    @server.tool()
+    async def heads(keys: list[str]) -> dict[str, Any]:
+        """The current head of each key (e.g. `plan/NAME`, `ws:file/src/a.py`), asked from
+        its owner: {key, owner, seq, id (hex, null: no record yet)} per key."""
+        with _user_errors():
+            if not keys:
+                raise ConfigError("name at least one key")
+            cdir = folder()
+            roster = cdir.roster()
+            try:
+                rows = await query_heads(
+                    roster,
+                    cdir.identity(_member(roster, keys[0])),
+                    keys,
+                    link_addresses(cdir),
+                )
+            except BaseExceptionGroup as group:
+                raise collapse(group) from None
+            return {"heads": [{**r, "id": r["id"].hex() if r["id"] else None} for r in rows]}
+
+    @server.tool()
+    def plans() -> dict[str, Any]:
+        """The plans this workspace's cluster folder keeps: `current` (checked for sessions
+        without a plan of their own), `shared` (trusted with no session), `sessions`
+        (session id -> plan) and `agents` (session id -> subagent -> plan)."""
+        with _user_errors():
+            cdir = folder()
+            data = _selection(cdir)
+            return {
+                "cluster": str(cdir.root),
+                "current": data.get("current"),
+                "shared": data.get("shared", []),
+                "sessions": data.get("sessions", {}),
+                "agents": data.get("agents", {}),
+            }
+
+    @server.tool()
+    def history(key: str, limit: int = 50) -> dict[str, Any]:
+        """The last `limit` events of KEY (e.g. `plan/NAME`) in its owner's log: each put
+        (a new version: id, seq, parents) with its time."""
+        with _user_errors():
+            if limit < 1:
+                raise ConfigError("limit must be at least 1")
+            cdir = folder()
+            owner = cdir.roster().owner_of(key)
+            if owner is None:
+                raise ConfigError(f"no agent owns {key!r} in the roster")
+            try:
+                found = [e for e in read_events(cdir.log(owner)) if e.get("key") == key]
+            except FileNotFoundError:
+                raise ConfigError(f"no log for {owner} yet at {cdir.log(owner)}") from None
+            return {"key": key, "owner": owner, "events": found[-limit:]}
+
+    return server
+
+
+class _user_errors:
+    """Turn a PlanfenceError (and an OSError of the cluster folder) into a ToolError of its
+    one line; anything else stays loud."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any
+    ) -> None:
+        if isinstance(exc, PlanfenceError):
+            raise ToolError(str(exc)) from None
+        if isinstance(exc, OSError):
+            raise ToolError(f"{exc.filename or ''}: {exc.strerror or exc}") from None
+
+
+def _member(roster: Roster, key: str) -> str:
+    """The roster member to ask as: the owner of `key`, else the first member."""
+    try:
+        owner = roster.owner_of(key)
+    except ConfigError:
+        owner = None
+    return owner or roster.agents[0].name
+
+
+def _selection(cdir: ClusterDir) -> dict[str, Any]:
+    """The folder's plan selection (workspace/config.py writes it; {} when none)."""
+    try:
+        data = json.loads((cdir.root / SELECTION).read_text())
+    except FileNotFoundError:
+        return {}
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{cdir.root / SELECTION}: not JSON: {exc}") from None
+    return data if isinstance(data, dict) else {}
+
+
+def _utf8(*texts: str) -> None:
+    """Raise ConfigError for a text that is not UTF-8 (a lone surrogate in the JSON)."""
+    for text in texts:
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            raise ConfigError(
+                f"{text.encode(errors='backslashreplace').decode()!r} is not UTF-8 text"
+            ) from None
+
+
+async def serve_stdio(cluster: Path | None, cwd: Path) -> None:
+    """Serve the tools on stdin/stdout until the client closes stdin."""
+    await build_server(cluster, cwd).run_stdio_async()
