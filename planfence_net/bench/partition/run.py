@@ -119,24 +119,28 @@ def run(workdir: Path) -> PartitionResult:
 def _inject(topology: Topology, ready: float) -> list[Window]:
     """Run the schedule from `ready`; returns the windows as they happened."""
     windows: list[Window] = []
+    # A window is the time the link was surely down: from after `ip link set down` returned
+    # to before `ip link set up` began (on a busy machine either command can take a while,
+    # and an action in those moments may rightly reach its owner).
     for start, end, owners in SCHEDULE:
         _sleep_until(ready + start)
-        cut = time.time()
         for owner in owners:
             topology.cut(owner)
+        cut = time.time()
         _sleep_until(ready + end)
+        healing = time.time()
         for owner in owners:
             topology.heal(owner)
-        healed = time.time()
-        windows += [Window(owner, cut, healed) for owner in owners]
+        windows += [Window(owner, cut, healing) for owner in owners]
     owner, start, end = FLAPPING
     _sleep_until(ready + start)
     while time.time() < ready + end:
-        cut = time.time()
         topology.cut(owner)
+        cut = time.time()
         time.sleep(FLAP)
+        healing = time.time()
         topology.heal(owner)
-        windows.append(Window(owner, cut, time.time()))
+        windows.append(Window(owner, cut, healing))
         time.sleep(FLAP)
     return windows
 
