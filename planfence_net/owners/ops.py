@@ -223,7 +223,9 @@ async def subscribe_keys(
         )
     await owner.reserve_reply(rows_size(head_rows(owner, keys or list(owner.store.heads))))
     limits = owner.limits
-    budget = min(limits.push_record_bytes, limits.queued_push_bytes // 4) if records else 0
+    # a push never nears the message cap, nor takes a subscriber near being dropped
+    caps = (limits.push_record_bytes, limits.queued_push_bytes // 4, owner.max_message // 4)
+    budget = min(caps) if records else 0
     connection.subscriptions[call.req_id] = Subscription(
         set(keys) if keys else None, every, group, budget
     )
