@@ -3,9 +3,11 @@
 Every participant of a workflow (the template's agents: the planner, the executor and the fact
 owners) subscribes to the other participants' keys of the workflow in one sync group, as in
 `sync-barrier` (bench/syncbarrier.py), and acknowledges every push once applied; the executor
-applies a push by adding the pushed records to its replica (the owner protocol's pushes carry
-[key, id, seq] rows, so the executor reads the records with `get` on the same session before it
-acknowledges: the record travels with the update, before its acknowledgement). An update
+subscribes with `records` (docs/PROTOCOL.md, `subscribe`), so each push carries the updated
+records with their [key, id, seq] rows: it verifies them (`verified_records`), adds them to its
+replica and its copy, and acknowledges, one message each way per update. Only a record the
+owner left out of the push (over its push budget) or that fails verification is read with
+`get` on the same session before the acknowledgement. An update
 **completes** when every participant has acknowledged it: the writer (`writers.SyncWriter`)
 waits for that (`synced` on its own daemon) before its put returns, and that wait is charged to
 the update, not to any action (the harness reports it as `update_ms`). With K > 1 the owners
@@ -38,6 +40,8 @@ from .syncbarrier import SyncBarrier
 class Sync(SyncBarrier):
     """Synchronous replication; no request at action time (module docstring)."""
 
+    push_records = True
+
     async def start(self, keys: list[str]) -> None:
         """Subscribe every participant (sync-barrier's `start`), then let the writer join the
         group for its own keys, so its updates complete only once every participant has them."""
@@ -53,17 +57,20 @@ class Sync(SyncBarrier):
             async for push in stream:
                 try:
                     if agent == self.parts.executor:
-                        await self._apply(session, push.get("heads", []))
+                        await self._apply(session, push.get("heads", []), push.get("records"))
                     await session.request("ack", {"group": group, "seq": push["seq"]})
                 except PlanfenceError:
                     return
 
-    async def _apply(self, session: Any, rows: list[Any]) -> None:
+    async def _apply(self, session: Any, rows: list[Any], wires: object) -> None:
+        """Add a push's verified records to the replica (`get` the rows whose record the
+        push did not carry), then its rows to the copy."""
+        verify = verifier(self.parts.roster)
+        await self.replica.add(verified_records(wires, verify, bad="drop"))
         wanted = [row[1] for row in rows if row[1] is not None and not self.replica.lookup(row[1])]
         if wanted:
             result = await session.request("get", {"ids": wanted})
-            wires = result.get("records")
-            await self.replica.add(verified_records(wires, verifier(self.parts.roster), bad="drop"))
+            await self.replica.add(verified_records(result.get("records"), verify, bad="drop"))
         self.copy.apply(rows)
 
     async def validate(self, action: Action, replan: ReplanHook, keys: list[str]) -> Verdict:

@@ -56,6 +56,8 @@ class SyncedCopy:
 class SyncBarrier(PolicyBase):
     """Acknowledged metadata sync to a workflow's participants, pushed every `k` updates."""
 
+    push_records = False  # whether the executor's pushes carry the records (`sync`: yes)
+
     def __init__(self, name: str, parts: Parts, k: int = 1) -> None:
         super().__init__(name, parts)
         self.k = k
@@ -104,7 +106,8 @@ class SyncBarrier(PolicyBase):
 
     async def _subscribe(self, agent: str, pool: SessionPool, owner: str, keys: list[str]) -> None:
         session = await pool.session(owner)
-        stream = await session.subscribe(keys, every=self.k, group=self.group)
+        records = self.push_records and agent == self.parts.executor
+        stream = await session.subscribe(keys, every=self.k, group=self.group, records=records)
         if agent == self.parts.executor:
             seed = await session.request("heads", {"keys": keys})
             self.copy.apply(seed["heads"])

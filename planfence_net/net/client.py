@@ -117,16 +117,22 @@ class Session:
         keys: list[str] | None = None,
         every: int = 1,
         group: str | None = None,
+        records: bool = False,
     ) -> MemoryObjectReceiveStream[dict[str, Any]]:
         """Subscribe to head updates, pushed after every `every` updates; returns a stream of
         pushed {"heads": [...]} maps. With a sync `group`, pushes also carry "seq", which the
-        caller acknowledges with `request("ack", {"group": group, "seq": seq})` once applied."""
+        caller acknowledges with `request("ack", {"group": group, "seq": seq})` once applied.
+        With `records`, pushes also carry "records": wire records of pushed rows (unverified:
+        read them with `core.answers.verified_records`), as many as the owner's push budget
+        holds; a row without its record is read with `get`."""
         send, receive = anyio.create_memory_object_stream[dict[str, Any]](math.inf)
         args: dict[str, Any] = {} if keys is None else {"keys": keys}
         if every != 1:
             args["every"] = every
         if group is not None:
             args["group"] = group
+        if records:
+            args["records"] = True
         try:
             reply = await self.send_request("subscribe", args, subscribe=True)
             self._subscriptions[reply.req_id] = send

@@ -41,6 +41,9 @@ class Limits:
     requests_per_session: int = 64  # in flight; at the cap the session is not read
     subscriptions_per_session: int = 16
     queued_push_bytes: int = 1024 * 1024  # unsent pushes of one session before it is dropped
+    # records one push carries for a subscriber that asked for them (at most a quarter of
+    # `queued_push_bytes` and of the message cap); a record beyond it goes as its row only
+    push_record_bytes: int = 256 * 1024
     reply_budget: int = 128 * 1024 * 1024  # bytes of large replies held at once, all sessions
     request_budget: int = 64 * 1024 * 1024  # bytes of large requests held at once
     large_messages: int = 4  # messages over one chunk being received at once, all sessions

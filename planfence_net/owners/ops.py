@@ -31,6 +31,7 @@ from ..protocol.messages import (
     parse_subscribe,
     parse_subscribe_every,
     parse_subscribe_group,
+    parse_subscribe_records,
     parse_synced,
 )
 from ..protocol.requestread import REQUESTS
@@ -89,7 +90,7 @@ def owner_operations(*, owned: Owned = agent_owns, observe: Observe = observe_no
             return await put_record(call, key, kind, parents, body)
 
     async def subscribe(
-        call: Call, parsed: tuple[list[str] | None, int, str | None]
+        call: Call, parsed: tuple[list[str] | None, int, str | None, bool]
     ) -> dict[str, Any]:
         if parsed[0] is not None:
             owned(call.owner, parsed[0])
@@ -122,8 +123,15 @@ def parse_put_args(args: dict[str, Any]) -> tuple[str, str, list[bytes], Any, by
     return (*parse_put(args), parse_put_head(args))
 
 
-def parse_subscribe_args(args: dict[str, Any]) -> tuple[list[str] | None, int, str | None]:
-    return parse_subscribe(args), parse_subscribe_every(args), parse_subscribe_group(args)
+def parse_subscribe_args(
+    args: dict[str, Any],
+) -> tuple[list[str] | None, int, str | None, bool]:
+    return (
+        parse_subscribe(args),
+        parse_subscribe_every(args),
+        parse_subscribe_group(args),
+        parse_subscribe_records(args),
+    )
 
 
 async def ping(call: Call, parsed: None) -> dict[str, Any]:
@@ -203,9 +211,10 @@ async def put_record(
 
 
 async def subscribe_keys(
-    call: Call, keys: list[str] | None, every: int, group: str | None
+    call: Call, keys: list[str] | None, every: int, group: str | None, records: bool = False
 ) -> dict[str, Any]:
-    """Subscribe the session to `keys` (None: every key); answers the current heads."""
+    """Subscribe the session to `keys` (None: every key); answers the current heads. With
+    `records`, its pushes carry the rows' records within the push budget (syncgroups.py)."""
     owner, connection = call.owner, call.connection
     if len(connection.subscriptions) >= owner.limits.subscriptions_per_session:
         raise BadRequest(
@@ -213,7 +222,13 @@ async def subscribe_keys(
             f"at most {owner.limits.subscriptions_per_session} subscriptions per session",
         )
     await owner.reserve_reply(rows_size(head_rows(owner, keys or list(owner.store.heads))))
-    connection.subscriptions[call.req_id] = Subscription(set(keys) if keys else None, every, group)
+    limits = owner.limits
+    # a push never nears the message cap, nor takes a subscriber near being dropped
+    caps = (limits.push_record_bytes, limits.queued_push_bytes // 4, owner.max_message // 4)
+    budget = min(caps) if records else 0
+    connection.subscriptions[call.req_id] = Subscription(
+        set(keys) if keys else None, every, group, budget
+    )
     # the current heads, read after the last wait: no commit falls in between
     return {"subscribed": True, "heads": head_rows(owner, keys or list(owner.store.heads))}
 

@@ -15,6 +15,10 @@ Subscriptions in a sync group are pushed at once, through the session's sender, 
 (their `sent` seq must be known when the commit is: owners/syncgroups.py). A subscriber whose
 unsent pushes (counted before they are built, from the rows' size) exceed
 `queued_push_bytes` is dropped.
+
+A subscriber that asked for records (`subscribe {"records": true}`) gets, in each push, the
+records of its rows as far as they fit in the subscription's budget (`push_record_bytes`,
+owners/syncgroups.py); the rest go as rows only, and the subscriber reads them with `get`.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from ..core.records import Record
 from .limits import Limits
 from .logs import EventLog
 from .replies import rows_size
+from .syncgroups import record_bytes
 
 if TYPE_CHECKING:
     from .service import Connection
@@ -58,26 +63,38 @@ class Pushes:
         """A commit's records: owed to every subscription (store.on_commit)."""
         rows = [[r.key, r.id, r.seq] for r in records]
         size = rows_size(rows)
+        bodies: int | None = None  # the records' wire size, once a subscriber wants them
         for connection in list(self.connections):
-            lazy = 0
+            lazy = owed = 0
             for req_id, subscription in connection.subscriptions.items():
                 if subscription.group is None:
                     lazy += 1
+                    if subscription.budget:
+                        if bodies is None:
+                            bodies = sum(record_bytes(r) for r in records)
+                        owed += min(bodies, subscription.budget)
                     continue
                 ready = subscription.add(records)
                 if ready and connection.pushes is not None:
                     self.queue_push(connection, subscription.push(req_id, ready))
             if lazy and connection.pushes is not None:
-                self._queue_rows(connection, rows, len(connection.subscriptions), lazy * size)
+                self._queue_rows(
+                    connection, (rows, records), len(connection.subscriptions), lazy * size + owed
+                )
 
     def _queue_rows(
-        self, connection: Connection, rows: list[list[Any]], subscribed: int, size: int
+        self,
+        connection: Connection,
+        commit: tuple[list[list[Any]], list[Record]],
+        subscribed: int,
+        size: int,
     ) -> None:
-        """Add a commit's rows to `connection`'s pending list (for its first `subscribed`
-        subscriptions: one made later already has these heads) and wake its sender."""
+        """Add a commit's rows (and records) to `connection`'s pending list (for its first
+        `subscribed` subscriptions: one made later already has these heads) and wake its
+        sender; `size` bounds what its pushes add."""
         if self._falls_behind(connection, size):
             return
-        connection.pending.append((rows, subscribed))
+        connection.pending.append((*commit, subscribed))
         connection.queued_bytes += size
         connection.pending_bytes += size
         if not connection.parked:
@@ -162,10 +179,10 @@ class Pushes:
         connection.pending_bytes = 0
         subscriptions = list(connection.subscriptions.items())
         ready: dict[int, list[list[Any]]] = {}
-        for rows, subscribed in batches:
+        for rows, records, subscribed in batches:
             for req_id, subscription in subscriptions[:subscribed]:
                 if subscription.group is None:
-                    out = subscription.add_rows(rows)
+                    out = subscription.add_rows(rows, records)
                     if out:
                         ready.setdefault(req_id, []).extend(out)
         try:

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
+from ..core.records import Record
 from ..core.roster import Agent, Roster
 from ..net.transport import NoiseStream
 from ..protocol.messages import BadRequest, Request
@@ -44,7 +45,8 @@ class Connection:
         self.subscriptions: dict[int, Subscription] = {}
         self.pushes: MemoryObjectSendStream[bytes] | None = None
         self.queued_bytes = 0  # pushes waiting to be sent (pending rows included)
-        self.pending: list[tuple[list[list[Any]], int]] = []  # commits' rows not yet pushed
+        # commits' rows (and records) not yet pushed, each for the first n subscriptions
+        self.pending: list[tuple[list[list[Any]], list[Record], int]] = []
         self.pending_bytes = 0
         self.parked = False  # its socket buffer is full: the pusher skips it (pushes.py)
         self.scope = anyio.CancelScope()  # cancelled to drop the session

@@ -13,33 +13,62 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-from ..core.records import Record
+from ..core.records import Record, wire_size_bound
 from ..protocol.messages import encode_response
 
 
+def record_bytes(record: Record) -> int:
+    """An upper bound of `record`'s encoded wire form (what it adds to a push)."""
+    return wire_size_bound(record.key, record.owner, record.kind, record.parents, record.size)
+
+
 class Subscription:
-    """Head updates owed to one subscribe request: pushed after every `every` updates."""
+    """Head updates owed to one subscribe request: pushed after every `every` updates.
 
-    __slots__ = ("keys", "every", "rows", "group", "sent", "acked")
+    With a `budget` (bytes, > 0: the subscriber asked for records) the subscription also
+    holds the records of its rows, in row order, while their encoded sizes together fit in
+    `budget`; its next push carries them as "records". A record that does not fit is not
+    held: its row goes out alone and the subscriber reads it with `get`."""
 
-    def __init__(self, keys: set[str] | None, every: int, group: str | None = None) -> None:
-        self.keys, self.every, self.group = keys, every, group
+    __slots__ = ("keys", "every", "rows", "group", "sent", "acked", "budget", "held", "held_bytes")
+
+    def __init__(
+        self, keys: set[str] | None, every: int, group: str | None = None, budget: int = 0
+    ) -> None:
+        self.keys, self.every, self.group, self.budget = keys, every, group, budget
         self.rows: list[list[Any]] = []
         self.sent = self.acked = 0  # sync groups only (owners/syncgroups.py)
+        self.held: list[Record] = []  # records for the next push (budget > 0 only)
+        self.held_bytes = 0
 
     def add(self, records: list[Record]) -> list[list[Any]] | None:
         """Take a commit's records; returns the rows to push once `every` have gathered."""
-        return self.add_rows([[r.key, r.id, r.seq] for r in records])
+        return self.add_rows([[r.key, r.id, r.seq] for r in records], records)
 
-    def add_rows(self, rows: list[list[Any]]) -> list[list[Any]] | None:
-        """`add` for rows [key, id, seq] of every key (this subscription takes its own)."""
+    def add_rows(
+        self, rows: list[list[Any]], records: list[Record] | None = None
+    ) -> list[list[Any]] | None:
+        """`add` for rows [key, id, seq] of every key (this subscription takes its own);
+        `records`, when given, are the rows' records in the same order."""
         if self.keys is None:
             self.rows += rows
+            mine = records
         else:
             self.rows += [row for row in rows if row[0] in self.keys]
+            mine = None if records is None else [r for r in records if r.key in self.keys]
+        if self.budget and mine:
+            self._hold(mine)
         if len(self.rows) < self.every:
             return None
         return self.flush()
+
+    def _hold(self, records: list[Record]) -> None:
+        for record in records:
+            size = record_bytes(record)
+            if self.held_bytes + size > self.budget:
+                return  # this one and the rest of the push: rows only (read with `get`)
+            self.held.append(record)
+            self.held_bytes += size
 
     def flush(self) -> list[list[Any]] | None:
         """The rows gathered so far (None if none), as one push."""
@@ -49,11 +78,16 @@ class Subscription:
         return rows
 
     def push(self, req_id: int, rows: list[list[Any]]) -> bytes:
-        """The push message for `rows`; a group push also says the seq it covers."""
-        if self.group is None:
-            return encode_response(req_id, True, {"heads": rows})
-        self.sent = max(self.sent, max(row[2] for row in rows))
-        return encode_response(req_id, True, {"heads": rows, "seq": self.sent})
+        """The push message for `rows`; a group push also says the seq it covers, and a
+        subscription with a budget adds the records it holds (in row order)."""
+        result: dict[str, Any] = {"heads": rows}
+        if self.group is not None:
+            self.sent = max(self.sent, max(row[2] for row in rows))
+            result["seq"] = self.sent
+        if self.budget:
+            result["records"] = [r.to_wire() for r in self.held]
+            self.held, self.held_bytes = [], 0
+        return encode_response(req_id, True, result)
 
 
 class Member(Protocol):

@@ -225,6 +225,15 @@ def parse_subscribe_group(args: dict[str, Any]) -> str | None:
     return _group(args) if "group" in args else None
 
 
+def parse_subscribe_records(args: dict[str, Any]) -> bool:
+    """`subscribe` option "records": pushes also carry the pushed rows' records (as many as
+    fit in the owner's push budget; default false)."""
+    records = args.get("records", False)
+    if not isinstance(records, bool):
+        raise BadRequest("bad_request", "'records' must be true or false")
+    return records
+
+
 def parse_ack(args: dict[str, Any]) -> tuple[str, int]:
     """`ack` args: {"group": name, "seq": n}: every push of the group up to seq n is applied."""
     seq = args.get("seq")

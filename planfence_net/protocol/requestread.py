@@ -75,7 +75,12 @@ REQUESTS: Schema = {
             MAX_PARENTS, ("bad_request", f"'parents' must be an array of at most {MAX_PARENTS} ids")
         ),
     },
-    "subscribe": {"keys": Array(MAX_KEYS, KEYS_TOO_MANY), "every": SCALAR, "group": SCALAR},
+    "subscribe": {
+        "keys": Array(MAX_KEYS, KEYS_TOO_MANY),
+        "every": SCALAR,
+        "group": SCALAR,
+        "records": SCALAR,
+    },
     "ack": {"group": SCALAR, "seq": SCALAR},
     "synced": {"group": SCALAR, "keys": Array(MAX_KEYS, KEYS_TOO_MANY)},
 }

@@ -136,6 +136,12 @@ def test_sync_sends_nothing_at_action_time(counted) -> None:
     assert inside == {("put", "others", "stall"): 4}  # only the planner's replanned plan
     # the updates complete before ready to act: each waits `synced` at its owner
     assert by_policy["sync"][("synced", "others", "action")] == 4
+    # each update's push carries its record: the executor applies and acknowledges it
+    # without a `get` (one ack per raced update; its puts are its own records)
+    executor = {
+        (op, when): n for (op, who, when), n in by_policy["sync"].items() if who == "executor"
+    }
+    assert executor == {("ack", "action"): 4, ("put", "action"): 4}
 
 
 def test_sync_barrier_keeps_its_two_synced_rounds_and_fetch(counted) -> None:
