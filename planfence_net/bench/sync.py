@@ -30,11 +30,10 @@ from typing import Any
 from ..core.answers import verified_records, verifier
 from ..core.errors import PlanfenceError
 from ..core.gate import Action
-from ..core.lineage import Blocked, Missing, walk
 from ..core.records import Record
 from ..executor.runner import ReplanHook
 from .policy import Verdict
-from .syncbarrier import SyncBarrier
+from .syncbarrier import SyncBarrier, drift_from_copy
 
 
 class Sync(SyncBarrier):
@@ -84,16 +83,9 @@ class Sync(SyncBarrier):
             )
 
         while True:
-            result = walk(roots, action.deps, self.replica.lookup)
-            if isinstance(result, (Blocked, Missing)):
-                return verdict(
-                    False, result.reason if isinstance(result, Blocked) else "missing_lineage"
-                )
-            drift = {
-                k: self.copy.heads[k][0]
-                for k, r in result.versions.items()
-                if k in self.copy.heads and self.copy.heads[k][0] != r.id
-            }
+            drift = drift_from_copy(roots, action.deps, self.replica.lookup, self.copy.heads)
+            if isinstance(drift, str):
+                return verdict(False, drift)
             if not drift:
                 return verdict(True, None)
             if replanned:

@@ -26,6 +26,7 @@ again against the copy (the replan hook's own writes are synchronized the same w
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
@@ -147,16 +148,9 @@ class SyncBarrier(PolicyBase):
             failure = await self.wait_synced(action.deps)
             if failure is not None:
                 return verdict(False, failure)
-            result = walk(roots, action.deps, self.replica.lookup)
-            if isinstance(result, (Blocked, Missing)):
-                return verdict(
-                    False, result.reason if isinstance(result, Blocked) else "missing_lineage"
-                )
-            drift = {
-                k: self.copy.heads[k][0]
-                for k, r in result.versions.items()
-                if k in self.copy.heads and self.copy.heads[k][0] != r.id
-            }
+            drift = drift_from_copy(roots, action.deps, self.replica.lookup, self.copy.heads)
+            if isinstance(drift, str):
+                return verdict(False, drift)
             if not drift:
                 return verdict(True, None)
             if replanned:
@@ -204,3 +198,19 @@ class SyncBarrier(PolicyBase):
             found += verified_records(result.get("records"), verifier(roster), bad="drop")
         await self.replica.add(found)
         return found
+
+
+def drift_from_copy(
+    roots: Sequence[bytes],
+    deps: Any,
+    lookup: Any,
+    heads: dict[str, Any],
+) -> str | dict[str, bytes]:
+    """The declared keys whose version in the plan's lineage is not the replicated head, as
+    {key: head id}; or the reason the lineage walk blocks (`missing_lineage`, ...)."""
+    result = walk(roots, deps, lookup)
+    if isinstance(result, (Blocked, Missing)):
+        return result.reason if isinstance(result, Blocked) else "missing_lineage"
+    return {
+        k: heads[k][0] for k, r in result.versions.items() if k in heads and heads[k][0] != r.id
+    }
