@@ -24,16 +24,12 @@ not wait for its acknowledgements (a plain `planfence put`) may not yet be in th
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from ..core.answers import verified_records, verifier
 from ..core.errors import PlanfenceError
-from ..core.gate import Action
 from ..core.records import Record
-from ..executor.runner import ReplanHook
-from .policy import Verdict
-from .syncbarrier import SyncBarrier, drift_from_copy
+from .syncbarrier import SyncBarrier
 
 
 class Sync(SyncBarrier):
@@ -72,31 +68,11 @@ class Sync(SyncBarrier):
             await self.replica.add(verified_records(result.get("records"), verify, bad="drop"))
         self.copy.apply(rows)
 
-    async def validate(self, action: Action, replan: ReplanHook, keys: list[str]) -> Verdict:
-        started = time.perf_counter()
-        planning = 0.0
-        roots, replanned = action.roots, False
+    async def _ready(self, deps: tuple[str, ...]) -> str | None:
+        """Nothing to wait for at action time: every update completed on this replica
+        before its writer was answered."""
+        return None
 
-        def verdict(issued: bool, reason: str | None) -> Verdict:
-            return Verdict(
-                issued, roots, time.perf_counter() - started - planning, reason, replanned
-            )
-
-        while True:
-            drift = drift_from_copy(roots, action.deps, self.replica.lookup, self.copy.heads)
-            if isinstance(drift, str):
-                return verdict(False, drift)
-            if not drift:
-                return verdict(True, None)
-            if replanned:
-                return verdict(False, "changed_again")
-            changed: list[Record] = []
-            for rid in drift.values():
-                record = self.replica.lookup(rid)
-                if record is None:
-                    return verdict(False, "missing_lineage")
-                changed.append(record)
-            began = time.perf_counter()
-            roots = tuple(await replan(action, tuple(changed)))
-            planning += time.perf_counter() - began
-            replanned = True
+    async def _changed(self, drift: dict[str, bytes]) -> list[Record]:
+        """The drifted keys' head records, from the replica the pushes filled."""
+        return [r for rid in drift.values() if (r := self.replica.lookup(rid)) is not None]

@@ -145,7 +145,7 @@ class SyncBarrier(PolicyBase):
             )
 
         while True:
-            failure = await self.wait_synced(action.deps)
+            failure = await self._ready(action.deps)
             if failure is not None:
                 return verdict(False, failure)
             drift = drift_from_copy(roots, action.deps, self.replica.lookup, self.copy.heads)
@@ -155,13 +155,23 @@ class SyncBarrier(PolicyBase):
                 return verdict(True, None)
             if replanned:
                 return verdict(False, "changed_again")
-            changed = await self._fetch(drift)
+            changed = await self._changed(drift)
             if len(changed) != len(drift):
                 return verdict(False, "missing_lineage")
             began = time.perf_counter()
             roots = tuple(await replan(action, tuple(changed)))
             planning += time.perf_counter() - began
             replanned = True
+
+    async def _ready(self, deps: tuple[str, ...]) -> str | None:
+        """What must happen before the check (here: the `synced` barrier); None when done,
+        else the reason to block."""
+        return await self.wait_synced(deps)
+
+    async def _changed(self, drift: dict[str, bytes]) -> list[Record]:
+        """The drifted keys' head records (here: fetched from their owners); fewer than
+        `drift` blocks with missing_lineage."""
+        return await self._fetch(drift)
 
     async def wait_synced(self, deps: tuple[str, ...]) -> str | None:
         """Ask every owner of `deps` `synced` for them, concurrently, under the deadline;
