@@ -13,7 +13,6 @@ error, a timeout or a server that cannot be read refuses it (fails closed).
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -100,7 +99,6 @@ class Proxy:
                 if event.ok:
                     self._subscribed.add(resource_key(event.uri))
             elif isinstance(event, Changed):
-                self.reads.changed(resource_key(event.uri))
                 if self.on_changed is not None:
                     await self.on_changed(event.uri)
             elif isinstance(event, Reread):
@@ -140,7 +138,7 @@ class Proxy:
             request = self.relay.reread(key)
         except KeyError:
             return None
-        rid = json.loads(request.line)["id"]
+        rid = request.request
         ready, answers = self._waiting[rid] = (anyio.Event(), [])
         try:
             await self.server.send(request.line)

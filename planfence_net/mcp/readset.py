@@ -1,8 +1,8 @@
 """A session's read set through one MCP server, and the decision on a write (pure).
 
 Every resource or read-tool answer the agent saw is a fact its next write may rest on. Before
-a write call reaches the server, the proxy looks at each fact again (the server's
-subscription says what changed; anything without one is read again) and decides:
+a write call reaches the server, the proxy reads each fact again (a subscription's notice
+comes after the change, so it never stands in for that read) and decides:
 
 - nothing the session read has changed: the write goes ahead;
 - something changed: the write is refused, naming what to read again; reading it again
@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 class Fact:
     digest: str
     replanned: bool = False  # taken in after a refusal: a second change stops the session
-    stale: bool = False  # the server announced a change since it was read
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,11 +46,6 @@ class ReadSet:
         self.refused_on.discard(key)
         self.facts[key] = Fact(digest, replanned=replanned)
 
-    def changed(self, key: str) -> None:
-        """The server announced that `key` changed."""
-        if key in self.facts:
-            self.facts[key].stale = True
-
     def to_reread(self) -> list[str]:
         """The keys a write check reads again: all of them. A subscription's notification
         arrives some time after the change, so it moves the owner's heads for others but
@@ -72,9 +66,6 @@ class ReadSet:
         drifted = sorted(
             k for k, d in current.items() if k in self.facts and d != self.facts[k].digest
         )
-        for key in current:
-            if key in self.facts and key not in drifted:
-                self.facts[key].stale = False
         if not drifted:
             return WriteDecision(True, "")
         again = [k for k in drifted if self.facts[k].replanned]

@@ -33,6 +33,7 @@ _INTERNAL = "planfence-"  # prefix of the ids of the relay's own requests
 @dataclass(frozen=True, slots=True)
 class ToServer:
     line: bytes
+    request: str = ""  # the id of the relay's own request on this line, if it is one
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,7 +200,8 @@ class Relay:
         self._next += 1
         rid = f"{_INTERNAL}{self._next}"
         self._mine[rid] = purpose
-        return ToServer(_line({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}))
+        message = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
+        return ToServer(_line(message), rid)
 
     def from_server(self, line: bytes) -> list[Event]:
         """A line the server sent: forwarded to the agent (answers to the relay's own reads
