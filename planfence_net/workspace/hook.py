@@ -16,6 +16,7 @@ parsed: `planfence_net.cli.main` sends `hook claude|codex` here before anything 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import time
@@ -39,31 +40,59 @@ USAGE = (
 )
 
 
+@dataclasses.dataclass(frozen=True)
+class Answer:
+    """What the hook answers: its exit code, the text for stderr (the reason the agent shows
+    the model on a block) and for stdout (structured output an agent reads on exit 0)."""
+
+    code: int
+    stderr: str = ""
+    stdout: str = ""
+
+
 def main(
-    agent: str, argv: list[str], stdin: IO[bytes] | None = None, stderr: IO[str] | None = None
+    agent: str,
+    argv: list[str],
+    stdin: IO[bytes] | None = None,
+    stderr: IO[str] | None = None,
+    stdout: IO[str] | None = None,
 ) -> int:
-    """Run the hook; returns the exit code (0 allow, 2 block). Never raises."""
-    err = stderr or sys.stderr
+    """Run the hook on stdin; returns the exit code (0 allow, 2 block). Never raises."""
     try:
-        code, reason = _run(agent, argv, (stdin or sys.stdin.buffer).read())
+        data = (stdin or sys.stdin.buffer).read()
+    except BaseException as exc:
+        data = exc
+    result = decide(agent, argv, data)
+    for text, stream in (
+        (result.stdout, stdout or sys.stdout),
+        (result.stderr, stderr or sys.stderr),
+    ):
+        if text:
+            try:
+                stream.write(text.rstrip("\n") + "\n")
+                stream.flush()
+            except Exception:
+                pass
+    return result.code
+
+
+def decide(agent: str, argv: list[str], data: bytes | BaseException) -> Answer:
+    """The hook's answer to one payload (`data`, or the error reading it); never raises:
+    anything unexpected blocks."""
+    try:
+        if isinstance(data, BaseException):
+            raise data
+        got = _run(agent, argv, data)
     except BaseException as exc:  # the one guard: anything unexpected blocks
-        code, reason = (
+        return Answer(
             BLOCK,
-            (
-                f"PlanFence blocked this call: the hook failed "
-                f"({type(exc).__name__}: {exc}); it fails closed"
-            ),
+            f"PlanFence blocked this call: the hook failed "
+            f"({type(exc).__name__}: {exc}); it fails closed",
         )
-    if reason:
-        try:
-            err.write(reason.rstrip("\n") + "\n")
-            err.flush()
-        except Exception:
-            pass
-    return code
+    return got if isinstance(got, Answer) else Answer(got[0], got[1])
 
 
-def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str]:
+def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
     options = _options(argv)
     try:
         call = parse_payload(agent, data)
