@@ -14,6 +14,7 @@ from .params import Argument, Option
 from .support import DeadlineAlias, JsonOpt, echo_json, run_async, timeout_of, user_errors
 
 if TYPE_CHECKING:  # imported where used: `planfence --help` loads none of the library
+    from ..workspace.agentsmd import FromList
     from ..workspace.config import Spaces
 
 workspace_app = Group("workspace", help="Workspace owners, trusted states and drift checks.")
@@ -125,6 +126,16 @@ def trust(
         help="Make PLAN the folder's current plan, the one sessions without their own plan "
         "are checked against (a person's decision; the first trusted plan becomes current).",
     ),
+    from_file: Path | None = Option(
+        None,
+        "--from",
+        metavar="FILE",
+        help="Also declare as reads the files of the 'Record dependencies' list of PLAN's "
+        "section in FILE (e.g. AGENTS.md); refused when a listed hash no longer matches.",
+    ),
+    section: str | None = Option(
+        None, "--section", help="With --from: the section whose list to read (default: PLAN)."
+    ),
     cluster: Path | None = ClusterOpt,
     json_out: bool = JsonOpt,
 ) -> None:
@@ -156,6 +167,9 @@ def trust(
     keys = functools.partial(_keys, spaces, cwd)
     _utf8(plan, *evidence, *([session] if session else []))
     reads, targets, created = keys(read), keys(target), keys(new)
+    listed = _from_list(from_file, section, plan, spaces, cwd)
+    if listed is not None:
+        reads = list(dict.fromkeys([*listed.keys, *reads]))
     inputs = keys(evidence_input) if evidence_input else reads + targets + created
     locks = auto_lockfiles(spaces, reads + targets + inputs) if lockfiles == "auto" else []
     agent, where = _evidence_place(spaces, cwd, reads + targets + created)
@@ -176,7 +190,11 @@ def trust(
         narrow=narrow,
         new=tuple(created),
         replaces=replaces,
-        extra={"agent": subagent} if subagent else {},
+        extra={
+            **({"agent": subagent} if subagent else {}),
+            **({"from": listed.record()} if listed is not None else {}),
+        },
+        expect=listed.expect if listed is not None else {},
     )
     result = run_async(wait_trust, cdir, roster, spec, addresses)
     current = remember_plan(cdir, plan, session, make_current, subagent)
@@ -252,6 +270,27 @@ def check(
         for line in verdict.text():
             click.echo(line)
     raise click.exceptions.Exit(verdict.exit_code)
+
+
+def _from_list(
+    path: Path | None, section: str | None, plan: str, spaces: Spaces, cwd: Path
+) -> FromList | None:
+    """The checked dependency list of `--from` (None without it); its problems are printed
+    one line each and exit 1, nothing recorded."""
+    if path is None:
+        if section is not None:
+            raise click.BadParameter("--section needs --from FILE")
+        return None
+    from ..core.escaping import escape
+    from ..workspace.agentsmd import ListProblems, declared_reads
+
+    try:
+        return declared_reads(path, plan, section, spaces, cwd)
+    except ListProblems as exc:
+        for line in exc.problems:
+            click.echo(f"error: {escape(line)}", err=True)
+        click.echo(f"error: nothing was recorded for {escape(plan)}", err=True)
+        raise click.exceptions.Exit(1) from None
 
 
 def _utf8(*texts: str) -> None:
