@@ -28,6 +28,9 @@ EXIT_DRIFT, EXIT_UNDECIDED = 2, 3
 
 def register(app: Group) -> None:
     """Add `planfence workspace ...` to `app`."""
+    from . import plans
+
+    plans.register(workspace_app)
     app.add_command(workspace_app)
 
 
@@ -263,6 +266,9 @@ def check(
     except PlanfenceError as exc:
         click.echo(f"error: {exc}", err=True)
         raise click.exceptions.Exit(EXIT_UNDECIDED) from None
+    from ..workspace.checklog import log_check
+
+    log_check(cdir.root, roster, verdict, "cli")
     _warn_unguarded(Path.cwd())
     if json_out:
         echo_json(verdict.to_json())
