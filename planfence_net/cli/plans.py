@@ -214,9 +214,9 @@ def _show_row(row: dict[str, Any]) -> list[Any]:
             f"trust {row['trust']}: {row['reads']} read, {row['targets']} target, "
             f"{row['evidence']} evidence"
         )
+        source = row["from"] if row["event"] == "trust" else None
         if row["event"] == "advance":
             what = f"edits recorded: {row['advanced']}"
-        source = row["from"]
         if isinstance(source, dict) and isinstance(source.get("file"), str):
             what += f" (from {Path(source['file']).name}"
             what += f", {source['section']})" if source.get("section") else ")"
