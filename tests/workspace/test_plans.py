@@ -273,3 +273,21 @@ def test_show_of_a_plan_never_trusted_or_checked_says_so(tmp_path: Path) -> None
             f"error: no trust or check of plan 'nope' in the logs of {repo}/.planfence/logs\n",
         )
         assert cli(repo, "workspace", "plans") == (0, "no plans\n", "")
+
+
+def test_a_blocked_agent_may_run_plans_and_show(tmp_path: Path) -> None:
+    """Both only read: the hook lets them through like `workspace check`, when plain."""
+    import shlex
+
+    from planfence_net.workspace.paths import executable
+    from planfence_net.workspace.payload import parse_payload
+
+    def gated(command: str) -> bool:
+        data = payload("claude-bash", tmp_path, command=command)
+        return parse_payload("claude", json.dumps(data).encode()).gated
+
+    ours = shlex.quote(executable())
+    assert not gated(f"{ours} workspace plans --json")
+    assert not gated(f"{ours} workspace show auth-fix")
+    assert gated(f"{ours} workspace show auth-fix; rm -rf src")
+    assert gated("planfence workspace plans")  # a bare name: the shell decides what runs
