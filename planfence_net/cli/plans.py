@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -13,6 +13,9 @@ from ..core.timeouts import DEFAULT_TIMEOUT
 from .group import Group
 from .params import Argument, Option
 from .support import JsonOpt, echo_json, print_table, run_async, user_errors
+
+if TYPE_CHECKING:  # imported where used: `planfence --help` loads none of the library
+    from ..core.records import Record
 
 ClusterOpt = Option(
     None,
@@ -144,7 +147,7 @@ def show(
     from ..core.errors import ConfigError, PlanfenceError
     from ..workspace.config import find_cluster
     from ..workspace.facts import plan_key
-    from ..workspace.plans import history_rows, wait_records
+    from ..workspace.plans import history_rows, record_id, wait_records
 
     cdir = find_cluster(cluster)
     roster = cdir.roster()
@@ -156,29 +159,17 @@ def show(
         raise PlanfenceError(
             f"no trust or check of plan {plan!r} in the logs of {cdir.root / 'logs'}"
         )
-    ids = [
-        bytes.fromhex(e["id"])
-        for e in events
-        if e.get("event") == "put" and isinstance(e.get("id"), str)
-    ]
+    ids = [rid for e in events if e.get("event") == "put" and (rid := record_id(e)) is not None]
     unreachable: dict[str, str] = {}
-    records = {}
-    try:
-        records = (
-            run_async(
-                wait_records,
-                roster,
-                cdir.identity(owner),
-                owner,
-                ids,
-                link_addresses(cdir),
-                timeout,
+    records: dict[bytes, Record] = {}
+    if ids:
+        addresses = link_addresses(cdir)
+        try:
+            records = run_async(
+                wait_records, roster, cdir.identity(owner), owner, ids, addresses, timeout
             )
-            if ids
-            else {}
-        )
-    except PlanfenceError as exc:
-        unreachable[owner] = str(exc)
+        except PlanfenceError as exc:
+            unreachable[owner] = str(exc)
     rows = history_rows(events, records)
     if json_out:
         echo_json({"plan": plan, "owner": owner, "history": rows, "unreachable": unreachable})

@@ -38,6 +38,7 @@ from .depslist import (
     list_starts,
     parse_dependencies,
 )
+from .observe import MAX_FILE_BYTES
 
 _HEADING = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
 _PLAN_WORD = re.compile(r"^plan\b\s*[:\-\u2013\u2014]?\s*", re.IGNORECASE)
@@ -210,6 +211,9 @@ def _content(path: Path) -> tuple[bytes | None, str]:
     if not path.is_file():
         return None, "is not a regular file"
     try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:  # the owner would refuse it too: never read it whole
+            return None, f"{size} bytes, over the cap of {MAX_FILE_BYTES}"
         return path.read_bytes(), ""
     except OSError as exc:
         return None, f"cannot be read ({exc.strerror or exc})"

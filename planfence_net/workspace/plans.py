@@ -186,6 +186,15 @@ def last_checks(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return last
 
 
+def record_id(event: dict[str, Any]) -> bytes | None:
+    """The record id a `put` log line names (hex in the log), or None."""
+    rid = event.get("id")
+    try:
+        return bytes.fromhex(rid) if isinstance(rid, str) else None
+    except ValueError:
+        return None
+
+
 def history_rows(
     events: list[dict[str, Any]], records: dict[bytes, Record]
 ) -> list[dict[str, Any]]:
@@ -214,8 +223,8 @@ def history_rows(
                 }
             )
             continue
-        rid = event.get("id")
-        record = records.get(bytes.fromhex(rid)) if isinstance(rid, str) else None
+        rid = record_id(event)
+        record = records.get(rid) if rid is not None else None
         body = record.body if record is not None else None
         counts = roles_count(body)
         if body is None:
@@ -231,7 +240,7 @@ def history_rows(
                 "time": event.get("ts"),
                 "event": kind,
                 "seq": event.get("seq"),
-                "record": rid,
+                "record": rid.hex() if rid is not None else None,
                 "trust": _int(body, "trust", 1) if body is not None else None,
                 "advanced": _int(body, "advanced") if body is not None else None,
                 "session": _text(body, "session"),

@@ -277,3 +277,16 @@ def test_a_file_changed_after_the_comparison_is_not_trusted(tmp_path: Path) -> N
             "p", ("ws:file/schema.sql",), expect={"ws:file/schema.sql": ("git:" + git_id(SCHEMA),)}
         )
         assert anyio.run(wait_trust, cdir, cdir.roster(), good)["trust"] == 1
+
+
+def test_a_listed_file_over_the_owners_cap_is_never_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from planfence_net.workspace import agentsmd
+
+    monkeypatch.setattr(agentsmd, "MAX_FILE_BYTES", 4)
+    (tmp_path / "big.txt").write_text("0123456789")
+    (tmp_path / "AGENTS.md").write_text("Record dependencies:\n- big.txt @ abcdef0\n")
+    with pytest.raises(agentsmd.ListProblems) as exc:
+        agentsmd.declared_reads(Path("AGENTS.md"), "p", None, {"ws": tmp_path}, tmp_path)
+    assert exc.value.problems == ["AGENTS.md: line 2: big.txt: 10 bytes, over the cap of 4"]

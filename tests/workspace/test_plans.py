@@ -50,7 +50,10 @@ def test_plans_and_their_history_of_trusts_edits_and_checks(tmp_path: Path) -> N
             "--lockfiles",
             "none",
         )
-        assert ok_json(repo, "workspace", "plans") == {
+        listed = ok_json(repo, "workspace", "plans")
+        times = [row.pop("time") for row in listed["plans"]]
+        assert all(isinstance(t, float) for t in times)
+        assert listed == {
             "plans": [
                 {
                     "plan": "auth-fix",
@@ -68,7 +71,6 @@ def test_plans_and_their_history_of_trusts_edits_and_checks(tmp_path: Path) -> N
                     "trust": 1,
                     "replans": 0,
                     "advanced": 0,
-                    "time": ok_json(repo, "workspace", "plans")["plans"][0]["time"],
                     "from": None,
                     "last_check": None,
                 },
@@ -88,7 +90,6 @@ def test_plans_and_their_history_of_trusts_edits_and_checks(tmp_path: Path) -> N
                     "trust": 1,
                     "replans": 0,
                     "advanced": 0,
-                    "time": ok_json(repo, "workspace", "plans")["plans"][1]["time"],
                     "from": None,
                     "last_check": None,
                 },
@@ -273,6 +274,13 @@ def test_show_of_a_plan_never_trusted_or_checked_says_so(tmp_path: Path) -> None
             f"error: no trust or check of plan 'nope' in the logs of {repo}/.planfence/logs\n",
         )
         assert cli(repo, "workspace", "plans") == (0, "no plans\n", "")
+        # a damaged log line is skipped; a put line whose id is not hex is shown as a record
+        with open(repo / ".planfence" / "logs" / "ws.jsonl", "a") as log:
+            log.write('not json\n{"ts":1.0,"event":"put","key":"plan/nope","id":"zz","seq":3}\n')
+        shown = ok_json(repo, "workspace", "show", "nope")
+        assert [(h["event"], h["seq"], h["record"]) for h in shown["history"]] == [
+            ("record", 3, None)
+        ]
 
 
 def test_a_blocked_agent_may_run_plans_and_show(tmp_path: Path) -> None:
