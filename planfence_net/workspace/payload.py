@@ -144,9 +144,15 @@ def parse_payload(agent: str, data: bytes) -> ToolCall:
 
 
 # `planfence workspace SUBCOMMAND` calls that cannot run a command of the agent's choosing
-# (a subcommand -> the options that make it unsafe): `check`, `plans` and `show` only read;
-# `trust` runs its `--evidence`; `join --cluster DIR` would start the owners of any roster.
-EXEMPT = {"check": (), "plans": (), "show": (), "trust": ("--evidence",), "join": ("--cluster",)}
+# (a subcommand -> the options that make it unsafe): `check` only reads; `trust` runs its
+# `--evidence`; `join --cluster DIR` would start the owners of any roster.
+EXEMPT = {
+    "check": (),
+    "trust": ("--evidence",),
+    "join": ("--cluster",),
+    "plans": (),
+    "show": (),
+}
 
 
 def is_exempt(command: str, cwd: str) -> bool:
