@@ -168,11 +168,10 @@ def trust(
     cdir = find_cluster(cluster)
     roster, spaces, cwd = cdir.roster(), workspaces(cdir), Path.cwd()
     keys = functools.partial(_keys, spaces, cwd)
+    listed = _from_list(from_file, section, plan, spaces, cwd)  # checked before anything runs
+    read = [*(listed.names() if listed is not None else ()), *read]
     _utf8(plan, *evidence, *([session] if session else []))
     reads, targets, created = keys(read), keys(target), keys(new)
-    listed = _from_list(from_file, section, plan, spaces, cwd)
-    if listed is not None:
-        reads = list(dict.fromkeys([*listed.keys, *reads]))
     inputs = keys(evidence_input) if evidence_input else reads + targets + created
     locks = auto_lockfiles(spaces, reads + targets + inputs) if lockfiles == "auto" else []
     agent, where = _evidence_place(spaces, cwd, reads + targets + created)

@@ -38,6 +38,7 @@ from .depslist import (
     list_starts,
     parse_dependencies,
 )
+from .facts import file_of
 from .observe import MAX_FILE_BYTES
 
 _HEADING = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
@@ -76,6 +77,10 @@ class FromList:
     keys: tuple[str, ...]
     expect: dict[str, tuple[str, ...]]
     owners: dict[str, str]
+
+    def names(self) -> list[str]:
+        """The listed files as `NAME:PATH`, the way `--read` names a file of a worktree."""
+        return [f"{key.partition(':')[0]}:{file_of(key)}" for key in self.keys]
 
     def record(self) -> dict[str, Any]:
         """What the plan record keeps of it (`from`): the file, the section, the owners."""
