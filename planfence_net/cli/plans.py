@@ -175,10 +175,10 @@ def show(
         echo_json({"plan": plan, "owner": owner, "history": rows, "unreachable": unreachable})
         return
     _warn(unreachable)
-    print_table(["time", "event", "class", "by", "detail"], [_show_row(r) for r in rows])
+    print_table(["time", "event", "class", "by", "detail"], [show_row(r) for r in rows])
 
 
-def _show_row(row: dict[str, Any]) -> list[Any]:
+def show_row(row: dict[str, Any]) -> list[Any]:
     """One line of `show`'s table."""
     if "class" in row:  # a check
         by = " ".join(

@@ -4,26 +4,25 @@ doc against them)."""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import io
 import json
+import tempfile
+import time
 from pathlib import Path
+from types import SimpleNamespace
+
+from planfence_net.cli.plans import show_row
+from planfence_net.cli.support import print_table
+from planfence_net.workspace.agentsmd import ListProblems, declared_reads
+from planfence_net.workspace.depslist import git_blob_id
+from planfence_net.workspace.plans import history_rows, plan_row
+from planfence_net.workspace.recovery import POLICY
 
 
 def plans_examples(project: Path) -> dict[str, str]:
     """The examples of `trust --from`, the recovery policy, `workspace plans` and `show`."""
-    import contextlib
-    import hashlib
-    import io
-    import tempfile
-    import time
-    from types import SimpleNamespace
-
-    from planfence_net.cli.plans import _show_row
-    from planfence_net.cli.support import print_table
-    from planfence_net.workspace.agentsmd import ListProblems, declared_reads
-    from planfence_net.workspace.depslist import git_blob_id
-    from planfence_net.workspace.plans import history_rows, plan_row
-    from planfence_net.workspace.recovery import POLICY
-
     schema, types = b"create table audit (id int);\n", b"export type Audit = {id: number};\n"
     out = {
         "agents-md": (
@@ -86,7 +85,7 @@ def plans_examples(project: Path) -> dict[str, str]:
     rows = history_rows(events, {r.id: r for r in records})  # type: ignore[misc]
     shown = io.StringIO()
     with contextlib.redirect_stdout(shown):
-        print_table(["time", "event", "class", "by", "detail"], [_show_row(r) for r in rows])
+        print_table(["time", "event", "class", "by", "detail"], [show_row(r) for r in rows])
     out["show"] = "".join(line.rstrip() + "\n" for line in shown.getvalue().splitlines())
     last = check | {"ts": 1764610831.25}
     row = plan_row(records[2], {"ws": project}, None, last)  # type: ignore[arg-type]
