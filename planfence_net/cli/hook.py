@@ -119,6 +119,12 @@ def install(
         "$CODEX_HOME/config.toml (your decision: Codex then runs these hooks).",
     ),
     codex_exe: Path | None = CodexOpt,
+    recovery_policy: bool = Option(
+        False,
+        "--recovery-policy",
+        help="Also append the recovery policy (what to do when a write is blocked) to the "
+        "project's CLAUDE.md (claude) or AGENTS.md (codex), once; the rest stays as it is.",
+    ),
     json_out: bool = JsonOpt,
 ) -> None:
     """Merge our PreToolUse and PostToolUse hooks (Claude Code: and SessionStart) into the
@@ -151,6 +157,11 @@ def install(
         from ..workspace.codextrust import trust as trust_codex
 
         trusted = trust_codex(root, find_codex(codex_exe), user=user)
+    policy = None
+    if recovery_policy:
+        from ..workspace.recovery import add_policy
+
+        policy = add_policy(agent, root)
     if json_out:
         echo_json(
             {
@@ -159,6 +170,11 @@ def install(
                 "moved_from": [str(p) for p in moved],
                 "config": installer.load(path),
                 "trusted": trusted,
+                **(
+                    {"recovery_policy": {"path": str(policy.path), "status": policy.status}}
+                    if policy
+                    else {}
+                ),
             }
         )
         return
@@ -171,6 +187,8 @@ def install(
             click.echo(f"  {line}")
     elif agent == "codex":
         click.echo(TRUST_STEPS.format(root=root))
+    if policy is not None:
+        click.echo(policy.text())
 
 
 @hook_app.command("uninstall")

@@ -14,6 +14,7 @@ from .params import Argument, Option
 from .support import DeadlineAlias, JsonOpt, echo_json, run_async, timeout_of, user_errors
 
 if TYPE_CHECKING:  # imported where used: `planfence --help` loads none of the library
+    from ..workspace.agentsmd import FromList
     from ..workspace.config import Spaces
 
 workspace_app = Group("workspace", help="Workspace owners, trusted states and drift checks.")
@@ -27,6 +28,9 @@ EXIT_DRIFT, EXIT_UNDECIDED = 2, 3
 
 def register(app: Group) -> None:
     """Add `planfence workspace ...` to `app`."""
+    from . import plans
+
+    plans.register(workspace_app)
     app.add_command(workspace_app)
 
 
@@ -125,6 +129,16 @@ def trust(
         help="Make PLAN the folder's current plan, the one sessions without their own plan "
         "are checked against (a person's decision; the first trusted plan becomes current).",
     ),
+    from_file: Path | None = Option(
+        None,
+        "--from",
+        metavar="FILE",
+        help="Also declare as reads the files of the 'Record dependencies' list of PLAN's "
+        "section in FILE (e.g. AGENTS.md); refused when a listed hash no longer matches.",
+    ),
+    section: str | None = Option(
+        None, "--section", help="With --from: the section whose list to read (default: PLAN)."
+    ),
     cluster: Path | None = ClusterOpt,
     json_out: bool = JsonOpt,
 ) -> None:
@@ -154,6 +168,8 @@ def trust(
     cdir = find_cluster(cluster)
     roster, spaces, cwd = cdir.roster(), workspaces(cdir), Path.cwd()
     keys = functools.partial(_keys, spaces, cwd)
+    listed = _from_list(from_file, section, plan, spaces, cwd)  # checked before anything runs
+    read = [*(listed.names() if listed is not None else ()), *read]
     _utf8(plan, *evidence, *([session] if session else []))
     reads, targets, created = keys(read), keys(target), keys(new)
     inputs = keys(evidence_input) if evidence_input else reads + targets + created
@@ -176,7 +192,11 @@ def trust(
         narrow=narrow,
         new=tuple(created),
         replaces=replaces,
-        extra={"agent": subagent} if subagent else {},
+        extra={
+            **({"agent": subagent} if subagent else {}),
+            **({"from": listed.record()} if listed is not None else {}),
+        },
+        expect=listed.expect if listed is not None else {},
     )
     result = run_async(wait_trust, cdir, roster, spec, addresses)
     current = remember_plan(cdir, plan, session, make_current, subagent)
@@ -245,6 +265,9 @@ def check(
     except PlanfenceError as exc:
         click.echo(f"error: {exc}", err=True)
         raise click.exceptions.Exit(EXIT_UNDECIDED) from None
+    from ..workspace.checklog import log_check
+
+    log_check(cdir.root, roster, verdict, "cli")
     _warn_unguarded(Path.cwd())
     if json_out:
         echo_json(verdict.to_json())
@@ -252,6 +275,27 @@ def check(
         for line in verdict.text():
             click.echo(line)
     raise click.exceptions.Exit(verdict.exit_code)
+
+
+def _from_list(
+    path: Path | None, section: str | None, plan: str, spaces: Spaces, cwd: Path
+) -> FromList | None:
+    """The checked dependency list of `--from` (None without it); its problems are printed
+    one line each and exit 1, nothing recorded."""
+    if path is None:
+        if section is not None:
+            raise click.BadParameter("--section needs --from FILE")
+        return None
+    from ..core.escaping import escape
+    from ..workspace.agentsmd import ListProblems, declared_reads
+
+    try:
+        return declared_reads(path, plan, section, spaces, cwd)
+    except ListProblems as exc:
+        for line in exc.problems:
+            click.echo(f"error: {escape(line)}", err=True)
+        click.echo(f"error: nothing was recorded for {escape(plan)}", err=True)
+        raise click.exceptions.Exit(1) from None
 
 
 def _utf8(*texts: str) -> None:

@@ -27,6 +27,7 @@ EVENTS = (
     "put",
     "decision",  # the central store's record of a validated action (bench/central.py)
     "mcp_proxy",  # an MCP proxy's owner started (mcp/owner.py)
+    "check",  # a plan's check, appended by the hook or `workspace check` (workspace/checklog.py)
     "error",
     "subscriber_dropped",
     "disconnected",

@@ -32,7 +32,12 @@ _LOOSE_ITEM = re.compile(r"^\s*[-*+]\s+")
 
 
 class DependencyListError(ValueError):
-    """The list is missing or a line of it cannot be read; the message names the line."""
+    """The list is missing or lines of it cannot be read; `errors` holds one message per
+    unreadable line (each naming its line), the message joins them."""
+
+    def __init__(self, *errors: str) -> None:
+        super().__init__("; ".join(errors))
+        self.errors = errors
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,33 +52,45 @@ class Dependency:
     line: int
 
 
-def parse_dependencies(text: str) -> list[Dependency]:
-    """Every dependency of the first "Record dependencies" list in `text`.
+def list_starts(text: str) -> list[int]:
+    """The 0-based indexes of the lines that start a "Record dependencies" list."""
+    return [i for i, line in enumerate(text.splitlines()) if _START.match(line)]
 
-    Raises DependencyListError when there is no such list, it is empty, or one of its items
-    does not read as `PATH @ [sha256:|git:]HEX [(owner: NAME)]` with at least 7 hex digits.
+
+def parse_dependencies(text: str, start: int | None = None) -> list[Dependency]:
+    """Every dependency of the "Record dependencies" list starting at line index `start`
+    (default: the first list in `text`); line numbers count from 1 in `text`.
+
+    Raises DependencyListError when there is no such list, it is empty, or items of it do
+    not read as `PATH @ [sha256:|git:]HEX [(owner: NAME)]` with at least 7 hex digits (one
+    error per such line).
     """
     lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if _START.match(line)), None)
     if start is None:
+        start = next(iter(list_starts(text)), None)
+    if start is None or not 0 <= start < len(lines) or not _START.match(lines[start]):
         raise DependencyListError("no 'Record dependencies' list found")
     found: list[Dependency] = []
+    bad: list[str] = []
     for number, line in enumerate(lines[start + 1 :], start=start + 2):
         if not line.strip():
-            if found:
+            if found or bad:
                 break
             continue
         if _HEADING.match(line) or not _LOOSE_ITEM.match(line):
             break
         match = _ITEM.match(line)
         if match is None or len(match["hash"]) < MIN_PREFIX:
-            raise DependencyListError(
+            bad.append(
                 f"line {number}: expected '- PATH @ sha256:HEX (owner: NAME)' with at least "
                 f"{MIN_PREFIX} hex digits, got {line.strip()!r}"
             )
+            continue
         algo = {"sha256": "sha256", "git": "git", "blob": "git"}.get(match["algo"] or "", "any")
         owner = (match["owner"] or "").strip() or None
         found.append(Dependency(match["path"].strip(), algo, match["hash"].lower(), owner, number))
+    if bad:
+        raise DependencyListError(*bad)
     if not found:
         raise DependencyListError(f"the 'Record dependencies' list at line {start + 1} is empty")
     return found

@@ -142,6 +142,9 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
         rest = (end - time.monotonic()) / (STEPS + 1)
         if rest > 0 and _record_in_flight(call, cdir.root, plan, roster, identity, rest):
             verdict = check(rest)
+    from .checklog import log_check
+
+    log_check(cdir.root, roster, verdict, "hook", call)  # `workspace show` reads it back
     if verdict.exit_code != 0:
         from .config import bound_plan
 

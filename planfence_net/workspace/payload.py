@@ -146,7 +146,13 @@ def parse_payload(agent: str, data: bytes) -> ToolCall:
 # `planfence workspace SUBCOMMAND` calls that cannot run a command of the agent's choosing
 # (a subcommand -> the options that make it unsafe): `check` only reads; `trust` runs its
 # `--evidence`; `join --cluster DIR` would start the owners of any roster.
-EXEMPT = {"check": (), "trust": ("--evidence",), "join": ("--cluster",)}
+EXEMPT = {
+    "check": (),
+    "trust": ("--evidence",),
+    "join": ("--cluster",),
+    "plans": (),
+    "show": (),
+}
 
 
 def is_exempt(command: str, cwd: str) -> bool:

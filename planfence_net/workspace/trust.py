@@ -67,6 +67,9 @@ class TrustSpec:
     new: tuple[str, ...] = ()  # targets that must not exist yet (recorded as missing)
     replaces: str | None = None  # a stale plan the session moves from: covered too
     extra: dict[str, Any] = field(default_factory=dict)
+    # file key -> the hashes one of which its owner must observe (`--from`: the content that
+    # was compared with the list); another one means it changed since: nothing is written
+    expect: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def declaration(self) -> dict[str, list[str]]:
         """Every declared key with its roles (facts of each worktree involved included)."""
@@ -278,6 +281,16 @@ def _check_files(spec: TrustSpec, bodies: dict[str, Any]) -> None:
         raise ConfigError(
             f"--new file already exists: {', '.join(_shown(k) for k in present)}; "
             f"declare it with --target"
+        )
+    moved = [
+        _shown(k)
+        for k, hashes in spec.expect.items()
+        if not isinstance(bodies.get(k), dict) or bodies[k].get("hash") not in hashes
+    ]
+    if moved:
+        raise ConfigError(
+            f"changed since it was compared with its listed hash: {', '.join(moved)}; "
+            f"nothing was recorded"
         )
 
 

@@ -16,6 +16,7 @@ from planfence_net.workspace.machine import Verdict
 from planfence_net.workspace.paths import executable
 from planfence_net.workspace.payload import parse_payload
 from support.cluster import REPO
+from support.plans_docs import plans_examples
 from support.workspace import payload
 
 DOC = REPO / "docs" / "HOOKS.md"
@@ -27,7 +28,7 @@ _BLOCK = re.compile(r"<!-- example: (\S+) -->\n```\w*\n(.*?)```", re.S)
 
 def examples() -> dict[str, str]:
     """Each example's exact text, built by the code."""
-    out = {}
+    out = plans_examples(PROJECT)  # trust --from, the recovery policy, plans, show
     for name in ("claude-edit", "claude-bash", "codex-apply-patch"):
         out[f"payload-{name}"] = json.dumps(payload(name, PROJECT), indent=2) + "\n"
     theirs = {
