@@ -35,10 +35,13 @@ import stat
 import sys
 import time
 from pathlib import Path
-from typing import IO, Any
 
 from .anchor import Unanchored, find_folder
 from .paths import state_dir
+
+TYPE_CHECKING = False  # not `typing`'s: this module imports nothing it does not run
+if TYPE_CHECKING:
+    from typing import IO, Any
 
 VERSION = 1
 ALLOW, BLOCK = 0, 2
@@ -203,7 +206,7 @@ def _ask(
 
 def _receive(sock: socket.socket, deadline: float) -> bytes:
     """Everything the owner sends until it closes (TimeoutError past `deadline`)."""
-    chunks = []
+    chunks: list[bytes] = []
     size = 0
     while True:
         sock.settimeout(_left(deadline))
@@ -265,11 +268,11 @@ def _in_process(agent: str, argv: list[str], data: bytes | BaseException) -> int
     return main(agent, argv, stdin=io.BytesIO(data))
 
 
-class _Failing(io.RawIOBase):
+class _Failing(io.BytesIO):
     """A stdin whose read raises the error the real one raised."""
 
     def __init__(self, exc: BaseException) -> None:
         self.exc = exc
 
-    def read(self, size: int = -1) -> bytes:
+    def read(self, size: int | None = -1) -> bytes:
         raise self.exc
