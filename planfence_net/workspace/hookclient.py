@@ -159,7 +159,7 @@ def _ask(
     ):
         why = unsafe(each, kind, others)
         if why is not None:
-            what = SOCKET if each == path else f"{each}, which holds the hook socket,"
+            what = f"{SOCKET} {path}" if each == path else f"{each}, which holds the hook socket,"
             return _blocked(f"{what} {why}; the hook fails closed and the user must fix this")
     header = {
         "v": VERSION,

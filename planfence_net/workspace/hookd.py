@@ -175,7 +175,7 @@ async def _read(stream: SocketStream) -> tuple[dict[str, Any], bytes] | None:
                 header_end = buffer.find(b"\n", 0, MAX_HEADER)
                 if header_end < 0 and len(buffer) > MAX_HEADER:
                     return None
-            if len(buffer) > MAX_HEADER + MAX_PAYLOAD:
+            if len(buffer) > (header_end if header_end >= 0 else MAX_HEADER) + 1 + MAX_PAYLOAD:
                 return None
     except (anyio.EndOfStream, anyio.BrokenResourceError):
         pass
