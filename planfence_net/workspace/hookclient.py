@@ -20,7 +20,7 @@ as another user, a refused connection, no answer within `--timeout` (plus GRACE)
 or cut-off answer: each exits 2 with the reason. Never 1, never 0 without the owner's word.
 
 The wire (both ways one connection, one request): the request is one line of JSON (`v`,
-`agent`, `argv`, `cluster`, `exe`, `env`: the ENV_KEYS `decide` reads) and then the payload's
+`agent`, `argv`, `cluster`, `exe`, `env`: what `decide` reads, `environment`) and then the payload's
 bytes up to end-of-stream; the answer is one JSON object, `{"code", "stderr", "stdout"}` or
 `{"fallback": why}`.
 """
@@ -36,7 +36,7 @@ import sys
 import time
 from pathlib import Path
 
-from .anchor import Unanchored, find_folder
+from .anchor import ENV, Unanchored, find_folder
 from .paths import state_dir
 
 TYPE_CHECKING = False  # not `typing`'s: this module imports nothing it does not run
@@ -50,7 +50,6 @@ MAX_ANSWER = 1024 * 1024
 GRACE = 1.0  # seconds past --timeout the owner's own deadline may run over
 DEFAULT_TIMEOUT = 10.0  # hook.DEFAULT_TIMEOUT (equal: tests/workspace/test_hookd.py)
 OPTIONS = ("--cluster", "--plan", "--as", "--timeout", "--scope")  # hook._options
-ENV_KEYS = ("PLANFENCE_CLUSTER", "XDG_STATE_HOME", "HOME")  # what decide reads from os.environ
 SOCKET = "the workspace owner's hook socket"
 
 
@@ -68,8 +67,10 @@ def socket_path(cluster: Path) -> Path:
 
 
 def environment() -> dict[str, str | None]:
-    """The values of ENV_KEYS here: the owner answers only when its own are the same."""
-    return {k: os.environ.get(k) for k in ENV_KEYS}
+    """What `decide` reads from the environment, here: $PLANFENCE_CLUSTER and the state
+    directory ($XDG_STATE_HOME, else from $HOME). The owner answers only when its own are
+    the same (`tests/workspace/test_hookd.py` keeps this list complete)."""
+    return {ENV: os.environ.get(ENV), "state": str(state_dir())}
 
 
 def unsafe(path: Path, kind: int, others: int = 0o077) -> str | None:

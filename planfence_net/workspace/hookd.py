@@ -200,7 +200,7 @@ def _not_mine(header: dict[str, Any], cluster: Path) -> str | None:
     if header.get("exe") != sys.executable:
         return f"another installation ({header.get('exe')!r}, this owner runs {sys.executable})"
     if header.get("env") != environment():
-        return "another environment (PLANFENCE_CLUSTER, XDG_STATE_HOME or HOME differ)"
+        return "another environment ($PLANFENCE_CLUSTER or the state directory differ)"
     if not isinstance(header.get("cluster"), str) or os.path.realpath(
         header["cluster"]
     ) != os.path.realpath(cluster):

@@ -164,7 +164,7 @@ def test_where_the_fast_path_does_not_apply_the_hook_checks_in_process(tmp_path:
         data = json.dumps(edit).encode()
         for changes, why in (
             ({"exe": "/elsewhere/python"}, "another installation"),
-            ({"env": {**hookclient.environment(), "HOME": "/nowhere"}}, "another environment"),
+            ({"env": {**hookclient.environment(), "state": "/nowhere"}}, "another environment"),
             ({"cluster": str(tmp_path)}, "another cluster folder"),
             ({"v": 0}, "protocol version 0"),
         ):
@@ -209,3 +209,39 @@ def test_the_client_agrees_with_the_hook_on_options_and_the_default_timeout() ->
     assert hookclient.DEFAULT_TIMEOUT == hook.DEFAULT_TIMEOUT
     for option in hookclient.OPTIONS:
         hook._options([option, "1"])  # the hook knows every option the client passes on
+
+
+# What reads the process environment among the modules `hook.decide` can reach (everything
+# but the installer, `hook status` and Codex trust, which it never calls): each value is in
+# what the client sends (`hookclient.environment`), so no answer depends on the owner's own.
+ENVIRONMENT_READERS = {
+    # $PLANFENCE_CLUSTER; Path.cwd() only as the default of `start` (decide passes the cwd)
+    "workspace/anchor.py": ["os.environ", "Path.cwd"],
+    "workspace/paths.py": ["os.environ", "expanduser"],  # state_dir(): XDG_STATE_HOME, HOME
+}
+NOT_REACHED = {"install.py", "status.py", "codextrust.py", "codexapp.py", "hookclient.py"}
+
+
+def test_every_environment_read_decide_can_reach_is_sent_by_the_client() -> None:
+    package = Path(hook.__file__).resolve().parents[1]
+    found = {}
+    for layer in ("core", "protocol", "net", "cluster", "workspace"):
+        for path in sorted((package / layer).glob("*.py")):
+            if path.name in NOT_REACHED:
+                continue
+            text = path.read_text()
+            reads = [
+                w
+                for w in (
+                    "os.environ",
+                    "getenv",
+                    "expanduser",
+                    "Path.home",
+                    "os.getcwd",
+                    "Path.cwd",
+                )
+                if w in text
+            ]
+            if reads:
+                found[f"{layer}/{path.name}"] = reads
+    assert found == ENVIRONMENT_READERS
