@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -50,7 +50,7 @@ def trusted(repo: Path) -> None:
 
 def owner_pid(repo: Path) -> int:
     log = (repo / ".planfence" / "logs" / "ws.jsonl").read_text().splitlines()
-    return next(json.loads(x)["pid"] for x in log if '"event":"listening"' in x)
+    return next(int(json.loads(x)["pid"]) for x in log if '"event":"listening"' in x)
 
 
 def test_a_stopped_owner_blocks_within_the_deadline(tmp_path: Path) -> None:
@@ -133,9 +133,9 @@ def test_a_socket_or_folder_open_to_others_is_refused(tmp_path: Path) -> None:
 
 
 @contextmanager
-def impostor(sock: Path, answer: Callable[[socket.socket], None]) -> Iterator[None]:
+def impostor(sock: Path, sent: bytes) -> Iterator[None]:
     """The owner's socket moved aside and a listener of ours (0600, same user) in its place,
-    answering every connection with `answer` after reading the request."""
+    answering every connection with `sent` after reading the request, then closing."""
     aside = sock.with_suffix(".aside")
     sock.rename(aside)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -153,7 +153,7 @@ def impostor(sock: Path, answer: Callable[[socket.socket], None]) -> Iterator[No
             with conn:
                 while conn.recv(65536):
                     pass
-                answer(conn)
+                conn.sendall(sent)
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
@@ -185,7 +185,7 @@ def test_a_garbled_or_cut_off_answer_blocks(tmp_path: Path) -> None:
             (b'{"code": 0, "stderr": "", "stdout": "", "more": 1}', bad),
             (b'{"code": true, "stderr": "", "stdout": ""}', bad),
         ):
-            with impostor(sock, lambda conn, sent=sent: conn.sendall(sent)):
+            with impostor(sock, sent):
                 assert run_hook("claude", edit) == (2, reason), sent
         assert run_hook("claude", edit) == (0, "")
 
