@@ -82,11 +82,16 @@ async def serve(
 
 
 def _prepare(path: Path) -> str | None:
-    """Make `path`'s folder (0700, the user's); why it cannot serve there, or None."""
+    """Make `path`'s folder (0700, the user's); why it cannot serve there, or None (a state
+    directory others may write, a `hookd/` folder of another user or not a folder)."""
     if len(os.fsencode(path)) >= 108:
         return "the path is too long for a Unix socket"
     try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path.parent.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+        info = os.lstat(path.parent)
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid():
+            os.chmod(path.parent, 0o700)  # ours: only we enter (as `paths.record_served` does)
     except OSError as exc:
         return f"cannot create {path.parent}: {exc.strerror}"
     for each, others in ((path.parent.parent, 0o022), (path.parent, 0o077)):

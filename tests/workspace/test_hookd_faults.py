@@ -328,3 +328,35 @@ def test_a_socket_served_by_another_user_is_refused(tmp_path: Path) -> None:
             sock.unlink()
             aside.rename(sock)
         assert hook_calls(repo) == 0
+
+
+def test_the_owner_serves_no_socket_where_others_could_reach_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `hookd` that is a symlink to a folder elsewhere (or, as root, a folder of another
+    user): the owner logs why and serves on without a socket; the hook checks in-process.
+    (A state directory open to others is made 0700 by `workspace serve` itself.)"""
+    repo = make_repo(tmp_path / "repo", FILES)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    cases = [("link", "is not a folder")]
+    if os.geteuid() == 0:
+        cases.append(("theirs", f"belongs to another user (uid {NOBODY})"))
+    for case, reason in cases:
+        with tempfile.TemporaryDirectory(dir="/tmp") as short:  # AF_UNIX's 108 bytes
+            hookd = Path(short) / "planfence" / "hookd"
+            hookd.parent.mkdir()
+            if case == "link":
+                hookd.symlink_to(elsewhere)
+            else:
+                hookd.mkdir(mode=0o700)
+                os.chown(hookd, NOBODY, -1)
+            monkeypatch.setenv("XDG_STATE_HOME", short)
+            with served(repo):
+                trusted(repo)
+                assert run_hook("claude", payload("claude-edit", repo)) == (0, "")
+                log = (repo / ".planfence" / "logs" / "ws.jsonl").read_text()
+        events = [json.loads(x) for x in log.splitlines() if '"event":"hookd"' in x]
+        assert (events[-1]["serving"], events[-1]["reason"].endswith(reason)) == (False, True)
+        assert hook_calls(repo) == 0
+        assert list(elsewhere.iterdir()) == []
