@@ -17,7 +17,8 @@ answer exactly as the in-process hook would (another installation's `planfence`,
 value of an environment variable `decide` reads, another cluster folder, another protocol
 version) gets `{"fallback": why}`. Otherwise `decide` runs in a worker thread, one call at a
 time (it writes files named after the process id, as every hook process does), and its
-answer is sent back. Each call is logged as a `hook` event with its exit code.
+answer is sent back. Each call is logged as a `hook` event with its exit code and how long
+`decide` took (`ms`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import os
 import socket
 import stat
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -164,8 +166,10 @@ async def _answer_one(stream: SocketStream, cluster: Path, log: EventLog, lock: 
     from .hook import decide
 
     async with lock:
+        started = time.perf_counter()
         answer = await anyio.to_thread.run_sync(decide, header["agent"], header["argv"], data)
-    log.write("hook", client=header["agent"], code=answer.code)
+        took = time.perf_counter() - started
+    log.write("hook", client=header["agent"], code=answer.code, ms=round(took * 1000, 3))
     await _send(stream, {"code": answer.code, "stderr": answer.stderr, "stdout": answer.stdout})
 
 
