@@ -36,7 +36,7 @@ import sys
 import time
 from pathlib import Path
 
-from .anchor import ENV, Unanchored, find_folder
+from .anchor import ENV, find_folder
 from .paths import state_dir
 
 TYPE_CHECKING = False  # not `typing`'s: this module imports nothing it does not run
@@ -127,7 +127,7 @@ def _route(argv: list[str], data: bytes) -> tuple[Path, Path, float] | None:
         return None
     try:
         call = json.loads(data)
-    except ValueError:
+    except Exception:  # not JSON, or nested too deep (RecursionError): the hook's own words
         return None
     if not isinstance(call, dict) or call.get("hook_event_name") not in (
         "PreToolUse",
@@ -140,8 +140,8 @@ def _route(argv: list[str], data: bytes) -> tuple[Path, Path, float] | None:
     given = options.get("--cluster")
     try:
         cluster = find_folder(Path(given) if given else None, Path(cwd))
-    except (Unanchored, OSError, ValueError):
-        return None  # the in-process hook says why, in its own words
+    except Exception:  # Unanchored, OSError, a symlink loop...: the in-process hook says why
+        return None
     path = socket_path(cluster)
     if len(os.fsencode(path)) >= 108 or not os.path.lexists(path):
         return None  # the owner could not bind it / no owner serves this folder

@@ -156,6 +156,11 @@ def test_where_the_fast_path_does_not_apply_the_hook_checks_in_process(tmp_path:
             f"PlanFence blocked this call: the hook failed (ValueError: {hook.USAGE}); it fails closed\n".encode(),
         )
         assert hook_process(edit, "--bogus", "x") == usage
+        deep = b"[" * 100_000  # RecursionError in json: the in-process hook's own answer
+        fallback = hook_process(deep)
+        with in_process(repo):
+            assert fallback == hook_process(deep)
+        assert fallback[0] == 2 and fallback[2].startswith(b"PlanFence blocked this call")
         assert hook_calls(repo) == 0
         assert hook_process(edit) == (0, b"", b"")
         assert hook_calls(repo) == 1
