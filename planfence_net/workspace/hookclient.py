@@ -104,7 +104,7 @@ def run(agent: str, argv: list[str], stdin: IO[bytes] | None = None) -> int:
     if answer is None:
         return _in_process(agent, argv, data)
     code, err, out = answer
-    for text, stream in ((out, sys.stdout), (err, sys.stderr)):
+    for text, stream in ((out, sys.stdout), (err, sys.stderr)):  # exactly as hook.main prints
         if text:
             try:
                 stream.write(text.rstrip("\n") + "\n")
