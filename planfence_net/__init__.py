@@ -11,8 +11,7 @@ else is internal and may move between releases.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+TYPE_CHECKING = False  # not `typing`'s: the hook's fast path imports this package, not typing
 
 __version__ = "0.1.0"
 
@@ -75,6 +74,8 @@ __all__ = [  # each name's home is in _HOMES
 ]
 
 if TYPE_CHECKING:  # for type checkers and editors; at run time each name loads on first use
+    from typing import Any
+
     from .cluster.folder import ClusterDir
     from .core.errors import (
         ConfigError,
@@ -99,6 +100,8 @@ def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'planfence_net' has no attribute {name!r}")
+    import importlib
+
     value = getattr(importlib.import_module(f".{home}", __name__), name)
     globals()[name] = value  # the next lookup is an ordinary attribute
     return value

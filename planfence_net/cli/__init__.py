@@ -27,15 +27,17 @@ def main() -> None:
 
 def _hook(agent: str, args: list[str]) -> NoReturn:
     """Run the hook as the short-lived process it is: no cyclic garbage collection while it
-    imports, and no interpreter teardown once it has answered (~10 ms of the budget)."""
+    imports, and no interpreter teardown once it has answered (~10 ms of the budget). The
+    running workspace owner answers when it serves the call's folder (`hookclient`, standard
+    library only); otherwise the hook runs in this process (`hook.main`)."""
     import gc
     import os
 
     gc.disable()
     try:
-        from ..workspace.hook import main as hook_main
+        from ..workspace.hookclient import run
 
-        code = hook_main(agent, args)
+        code = run(agent, args)
     except BaseException as exc:  # a broken install must block, not let calls through
         sys.stderr.write(f"PlanFence blocked this call: the hook cannot start ({exc!r})\n")
         code = 2

@@ -76,6 +76,7 @@ def serve(
                     cdir.db(agent),
                     cdir.log(agent),
                     listen=bind,
+                    cluster=cdir.root,
                 )
             )
             host = bind[0] if bind else roster.agent(agent).host

@@ -4,7 +4,8 @@ session works under.
 `planfence workspace serve PATH` keeps its cluster folder in PATH/.planfence (roster, keys,
 store, logs; a .gitignore inside keeps it out of commits) and records it in the user's state
 directory, keyed by PATH's real path (`paths.record_served`). Commands find the folder from
-where the user put it, never by searching repository content: `--cluster`, then
+where the user put it, never by searching repository content (`anchor`, standard library
+only, so the hook's fast path runs the same rules): `--cluster`, then
 $PLANFENCE_CLUSTER, then the state directory's record of the working folder or a folder
 above it up to the git worktree root (never above it: a worktree nested in another checkout,
 like Claude Code's .claude/worktrees/NAME, is not served by its parent's folder), then the
@@ -26,53 +27,32 @@ from typing import Any
 
 from ..cluster.folder import ClusterDir
 from ..core.errors import ConfigError
+from .anchor import FOLDER, Unanchored, Unserved, find_folder, safe
 from .facts import file_key
-from .paths import joined, record_served, served_cluster, state_dir, unsafe, worktree_root
+from .paths import record_served, worktree_root
 
-FOLDER = ".planfence"
-ENV = "PLANFENCE_CLUSTER"
 SELECTION = "workspace.json"
 Spaces = dict[str, Path]  # workspace agent -> worktree
 _EXPLICIT = re.compile(r"^([A-Za-z0-9_.-]+):(.+)$")
 
 
 def find_cluster(explicit: Path | None = None, start: Path | None = None) -> ClusterDir:
-    """The cluster folder to use (see module docstring); raises NoCluster when none serves
-    the folder, ConfigError when the one found must not be trusted (`paths.unsafe`)."""
-    given = explicit or (Path(os.environ[ENV]) if os.environ.get(ENV) else None)
-    if given is not None:
-        if not (given / "cluster.toml").is_file():
-            raise ConfigError(f"no roster at {given / 'cluster.toml'}")
-        return ClusterDir(given)
-    here = (start or Path.cwd()).resolve()
-    root = worktree_root(here)
-    for folder in (here, *here.parents):  # the user's own records, never repository content
-        recorded = served_cluster(folder)
-        if recorded is not None and (recorded / "cluster.toml").is_file():
-            return ClusterDir(recorded)
-        if folder == root:
-            break
-    record = joined(root) if root is not None else None
-    if record is not None and (Path(record["cluster"]) / "cluster.toml").is_file():
-        joined_to = Path(record["cluster"])
-        return _safe(joined_to, worktree_root(joined_to))
-    if root is not None and (root / FOLDER / "cluster.toml").is_file():
-        return _safe(root / FOLDER, root)
-    raise NoCluster(
-        f"no workspace cluster serves {here}: `planfence workspace serve` records the "
-        f"folders it serves in {state_dir()}"
-        + (f", and no {FOLDER}/ at its worktree root {root}" if root is not None else "")
-        + "; run `planfence workspace serve PATH`, `planfence workspace join`, or pass "
-        "--cluster DIR",
-        root,
-    )
+    """The cluster folder to use (`anchor.find_folder`, see module docstring); raises
+    NoCluster when none serves the folder, ConfigError when the one found must not be
+    trusted (`paths.unsafe`)."""
+    try:
+        return ClusterDir(find_folder(explicit, start))
+    except Unserved as exc:
+        raise NoCluster(str(exc), exc.root) from None
+    except Unanchored as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _safe(folder: Path, root: Path | None) -> ClusterDir:
-    why = unsafe(folder, root)
-    if why is not None:
-        raise ConfigError(f"refusing the cluster folder {folder}: {why}")
-    return ClusterDir(folder)
+    try:
+        return ClusterDir(safe(folder, root))
+    except Unanchored as exc:
+        raise ConfigError(str(exc)) from None
 
 
 class NoCluster(ConfigError):

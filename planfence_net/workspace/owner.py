@@ -30,6 +30,7 @@ from ..owners.ops import owner_operations
 from ..owners.service import Call, Handler, Owner, Service
 from ..owners.store import Store
 from ..protocol.messages import BadRequest, pack
+from . import hookd
 from .config import workspaces
 from .facts import is_observed, split_key
 from .observe import Observer
@@ -122,7 +123,9 @@ def owner_runner(cdir: ClusterDir, agent: str) -> Callable[..., Coroutine[Any, A
     """How to serve `agent` of the cluster at `cdir`: `run_owner`, or for an agent whose roster
     entry names a worktree, `run_workspace_owner` bound to it (same arguments)."""
     root = workspaces(cdir).get(agent)
-    return run_owner if root is None else functools.partial(run_workspace_owner, root)
+    if root is None:
+        return run_owner
+    return functools.partial(run_workspace_owner, root, cluster=cdir.root)
 
 
 async def run_workspace_owner(
@@ -135,9 +138,12 @@ async def run_workspace_owner(
     listen: tuple[str, int] | None = None,
     limits: Limits = Limits(),
     accept_loss: bool = False,
+    cluster: Path | None = None,
     task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve the worktree at `root` as `identity` until a signal or cancellation.
+    """Serve the worktree at `root` as `identity` until a signal or cancellation; with
+    `cluster` (its cluster folder), also the hook's socket (`hookd`), listening before the
+    port is reported.
 
     Raises ConfigError when `root` is not a folder.
     """
@@ -157,7 +163,18 @@ async def run_workspace_owner(
             service=Workspace(observer).service(),
         )
         log.write("workspace", root=str(observer.root), git=observer.git is not None)
-        await daemon.serve(task_status=task_status)
+        if cluster is None:
+            await daemon.serve(task_status=task_status)
+            return
+        async with anyio.create_task_group() as tg:  # the hook's socket lives as long as we do
+
+            async def owner(*, task_status: TaskStatus[int]) -> None:
+                await daemon.serve(task_status=task_status)
+                tg.cancel_scope.cancel()
+
+            port = await tg.start(owner)
+            await tg.start(hookd.serve, cluster, log)
+            task_status.started(port)
     finally:
         if store is not None:
             await store.close()

@@ -22,7 +22,10 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False  # not `typing`'s: the hook's fast path imports this module (`hookclient`)
+if TYPE_CHECKING:
+    from typing import Any
 
 MARKER = "planfence.json"
 JOINED = "planfence-worktree.json"

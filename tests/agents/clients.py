@@ -83,7 +83,9 @@ def skip_without_clients() -> None:
 def base_env(server_url: str, home: Path) -> dict[str, str]:
     """What every client run gets: PATH, a fresh HOME, and the refusing proxy."""
     home.mkdir(parents=True, exist_ok=True)
+    state = os.environ.get("XDG_STATE_HOME")  # the session's, where `workspace serve` records
     return {
+        **({"XDG_STATE_HOME": state} if state else {}),  # (so the hook finds the owner's socket)
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(home),
         "LANG": "C.UTF-8",

@@ -128,3 +128,29 @@ def quiet(err: str) -> str:
     """`err` without the one-line warning `workspace trust|check` print when no agent hook is
     active for the worktree."""
     return "".join(line for line in err.splitlines(True) if not line.startswith(UNGUARDED))
+
+
+def hook_socket(repo: Path) -> Path:
+    """The hook socket of the workspace owner `workspace serve REPO` runs (see `hookd`)."""
+    from planfence_net.workspace.hookclient import socket_path
+
+    return socket_path(repo / ".planfence")
+
+
+@contextmanager
+def in_process(repo: Path) -> Iterator[None]:
+    """Within the block the hook checks in-process, as before its fast path: the workspace
+    owner's hook socket is moved aside (and back afterwards)."""
+    sock = hook_socket(repo)
+    aside = sock.with_suffix(".aside")
+    sock.rename(aside)
+    try:
+        yield
+    finally:
+        aside.rename(sock)
+
+
+def hook_calls(repo: Path) -> int:
+    """How many hook calls the workspace owner of `repo` answered (its log's `hook` events)."""
+    log = repo / ".planfence" / "logs" / "ws.jsonl"
+    return sum(1 for line in log.read_text().splitlines() if '"event":"hook"' in line)

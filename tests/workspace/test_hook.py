@@ -20,7 +20,16 @@ from planfence_net.workspace.hook import main as hook_main
 from planfence_net.workspace.paths import executable
 from planfence_net.workspace.payload import PayloadError, ToolCall, parse_payload
 from support.cluster import PLANFENCE
-from support.workspace import FIXTURES, make_repo, payload, run_cli, run_hook, served, write
+from support.workspace import (
+    FIXTURES,
+    in_process,
+    make_repo,
+    payload,
+    run_cli,
+    run_hook,
+    served,
+    write,
+)
 
 FILES = {"auth.ts": "export const timeout = 30;\n", "README.md": "# app\n"}
 NEVER = (
@@ -317,8 +326,9 @@ def test_a_raise_inside_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_the_hook_path_imports_nothing_heavy(tmp_path: Path) -> None:
+    """The in-process hook (no owner socket; the fast path's imports: test_hookd.py)."""
     repo = make_repo(tmp_path / "repo", FILES)
-    with served(repo):
+    with served(repo), in_process(repo):
         assert run_cli("workspace", "trust", "fix", "--read", "auth.ts", cwd=repo)[0] == 0
         proc = subprocess.run(
             [sys.executable, "-X", "importtime", str(PLANFENCE), "hook", "claude"],
