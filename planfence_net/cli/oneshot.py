@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, NoReturn, TextIO
 
 from ..core.timeouts import DEFAULT_TIMEOUT
 
@@ -159,7 +159,12 @@ def _plain_streams() -> bool:
 
     for stream in (sys.stdout, sys.stderr):
         encoding = getattr(stream, "encoding", None)
-        if stream is None or not encoding or codecs.lookup(encoding).name == "ascii":
+        if stream is None or not encoding:
+            return False
+        try:
+            if codecs.lookup(encoding).name == "ascii":
+                return False
+        except LookupError:
             return False
     return True
 
@@ -208,7 +213,7 @@ def decide_once(args: AuthorizeArgs) -> Decision:
 
     cdir = ClusterDir(Path(args.path))
     roster = cdir.roster()
-    identity = cdir.identity(args.as_agent or cdir.roster().agents[0].name)
+    identity = cdir.identity(args.as_agent or roster.agents[0].name)
     action = Action(args.name, args.roots, args.deps)
     return decide(roster, identity, action, _link_addresses(cdir), args.timeout)
 
@@ -298,9 +303,9 @@ def _in_time(outcome: Outcome, deadline: float) -> Outcome:
     return outcome
 
 
-def _write(stream: object, text: str) -> None:
-    stream.write(text)  # type: ignore[attr-defined]
-    stream.flush()  # type: ignore[attr-defined]
+def _write(stream: TextIO, text: str) -> None:
+    stream.write(text)
+    stream.flush()  # as click.echo does
 
 
 def _exit(code: int) -> NoReturn:

@@ -152,6 +152,26 @@ def test_anything_else_goes_to_click(args: list[str]) -> None:
     assert parse_authorize(args) is None
 
 
+def test_links_are_looked_up_wherever_the_cluster_has_them(
+    cluster_dir: ClusterHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without either links file every owner is at its roster address; with either, the
+    addresses are `link_addresses`' (the shortcut only skips importing it)."""
+    from planfence_net.cli.oneshot import _link_addresses
+    from planfence_net.cluster import processes
+
+    cdir = cluster_dir.cdir
+    assert _link_addresses(cdir) == processes.link_addresses(cdir) == {}
+    sentinel = {"reqs": ("127.0.0.1", 1)}
+    monkeypatch.setattr(processes, "link_addresses", lambda _: sentinel)
+    for path in (processes.static_links_path(cdir), processes.links_path(cdir)):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("")
+        assert _link_addresses(cdir) is sentinel
+        path.unlink()
+    assert _link_addresses(cdir) == {}
+
+
 # ---- a fresh process decides as the click command does ------------------------------------
 
 
