@@ -369,18 +369,20 @@ def _cli_times(cdir: ClusterDir, plans: list[Plan], settings: Settings, results:
         "planfence --help": [planfence, "--help"],
         f"planfence authorize (d={plan.d})": authorize,
     }
-    for name, argv in commands.items():
-        times, cpu = [], []
-        for _ in range(settings.cli_runs):
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    cpu: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(settings.cli_runs):  # interleaved: a change of load hits every command
+        for name, argv in commands.items():
             before = _children_cpu()
             started = time.perf_counter()
             proc = subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL)
-            times.append(time.perf_counter() - started)
-            cpu.append(_children_cpu() - before)
+            times[name].append(time.perf_counter() - started)
+            cpu[name].append(_children_cpu() - before)
             if proc.returncode != 0:
                 raise AssertionError(f"{name} exited {proc.returncode}: {proc.stderr[-300:]!r}")
-        results.cli[name] = Spread.of(times)
-        results.cli_cpu[name] = sorted(cpu)[len(cpu) // 2] * 1000
+    for name in commands:
+        results.cli[name] = Spread.of(times[name])
+        results.cli_cpu[name] = sorted(cpu[name])[len(cpu[name]) // 2] * 1000
 
 
 def _children_cpu() -> float:

@@ -20,6 +20,10 @@ def main() -> None:
     asks_help = "--help" in argv[2:]
     if len(argv) >= 2 and argv[0] == "hook" and argv[1] in ("claude", "codex") and not asks_help:
         _hook(argv[1], argv[2:])
+    if argv[:1] == ["authorize"]:  # one-shot: decided without click when the args are plain
+        from .oneshot import run_authorize
+
+        run_authorize(argv[1:])
     from .main import app
 
     app.main(prog_name="planfence")

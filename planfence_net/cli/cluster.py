@@ -23,6 +23,11 @@ if TYPE_CHECKING:  # imported where used: `planfence --help` loads no library
 cluster_app = Group("cluster", help="Create, start, inspect and stop a cluster.")
 
 
+def register(app: Group) -> None:
+    """Add the `cluster` command group to `app`."""
+    app.add_command(cluster_app)
+
+
 @cluster_app.command("init")
 @user_errors
 def cluster_init(

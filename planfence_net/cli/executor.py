@@ -18,7 +18,6 @@ from .support import (
     JsonOpt,
     cluster_dir,
     echo_json,
-    escaped_lines,
     identity_for,
     print_table,
     resolve_ids,
@@ -27,6 +26,7 @@ from .support import (
     user_errors,
     write_record,
 )
+from .text import escaped_lines
 
 if TYPE_CHECKING:  # each command imports what it uses: authorize never loads the bench lab
     from ..bench.scenario import Outcome

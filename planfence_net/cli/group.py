@@ -23,8 +23,6 @@ from typing import Any, TypeVar
 
 import click
 
-from .params import params_of
-
 EXIT_OK, EXIT_ERROR, EXIT_STALE, EXIT_BLOCKED, EXIT_USAGE = 0, 1, 2, 3, 64
 
 EXIT_CODES_HELP = (
@@ -50,6 +48,8 @@ class Group(click.Group):
     def command(self, name: str, **settings: Any) -> Callable[[F], F]:  # type: ignore[override]
         """Decorator: add a command called `name` running the function; the function stays
         callable as it is. `settings` go to click.Command (e.g. context_settings)."""
+
+        from .params import params_of  # not needed by `planfence --help`
 
         def add(fn: F) -> F:
             params, wants_context = params_of(fn)

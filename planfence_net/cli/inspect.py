@@ -43,13 +43,13 @@ AgentArg = Argument(..., help="Agent name (see `planfence cluster status`).")
 MAX_LINEAGE = 1000  # records a lineage walk fetches before it stops
 
 
-def register(app: Group, owner_app: Group) -> None:
-    """Add `keys`, `records`, `history`, `lineage` to `app` and `restart` to `owner_app`."""
+def register(app: Group) -> None:
+    """Add `keys`, `records`, `history` and `lineage` to `app` (`owner restart`, defined
+    here, is added by cli/records.py with the rest of `owner`)."""
     app.command("keys")(keys)
     app.command("records")(records)
     app.command("history")(history)
     app.command("lineage")(lineage)
-    owner_app.command("restart")(restart)
 
 
 def _store(cdir: ClusterDir, agent: str) -> StoreReader:

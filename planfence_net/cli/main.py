@@ -1,47 +1,110 @@
-"""The `planfence` command: a thin shell over the library (the composition root)."""
+"""The `planfence` command: the composition root, a click group that loads each command's
+module only when that command runs (or its help is asked for).
+
+`planfence --help` lists every command from `COMMANDS`, which holds each command's module and
+the first paragraph of its help, so it imports click and nothing of the commands (see
+tests/test_cli_imports.py; tests/cli/test_cli_usage.py checks the texts against the
+commands themselves). A command's module adds it, and the other commands it defines, with
+`register(app)`; every command imports the library it uses in its body.
+"""
 
 from __future__ import annotations
 
-import functools
-import json
-from pathlib import Path
-
 import click
 
-from . import bench as cli_bench
-from . import cluster as cli_cluster
-from . import compact as cli_compact
-from . import executor as cli_executor
-from . import hook as cli_hook
-from . import inspect as cli_inspect
-from . import mcp as cli_mcp
-from . import ping as cli_ping
-from . import shape as cli_shape
-from . import traces as cli_traces
-from . import workspace as cli_workspace
-from .group import EXIT_CODES_HELP, Group, PlanfenceGroup
-from .params import Argument, Option
-from .support import (
-    AsOpt,
-    DeadlineAlias,
-    DirArg,
-    JsonOpt,
-    TimeoutOpt,
-    cluster_dir,
-    echo_json,
-    identity_for,
-    print_table,
-    resolve_ids,
-    run_async,
-    timeout_of,
-    to_jsonable,
-    user_errors,
-    write_record,
-)
+from .group import EXIT_CODES_HELP, PlanfenceGroup
 
-# Every command imports the library it uses in its body: `planfence --help` and one-shot
-# commands start without the owner daemon, the bench harness or plotting (see
-# tests/test_cli_imports.py).
+# command -> (its module under planfence_net.cli, the first paragraph of its help), in the
+# order `planfence --help` lists them
+COMMANDS = {
+    "cluster": ("cluster", "Create, start, inspect and stop a cluster."),
+    "owner": ("records", "Run or restart an owner daemon."),
+    "put": ("records", "Write a record as the agent that owns KEY; prints its id and seq."),
+    "heads": ("records", "Current head of each KEY, asked from its owner."),
+    "get": (
+        "records",
+        "Fetch records by id (or unique prefixes of 8+ hex) from the owners; verify them.",
+    ),
+    "logs": (
+        "records",
+        "Print an owner's structured log (connections, handshakes, requests, puts, errors), "
+        "or with --shaper the output of the shaper in front of it.",
+    ),
+    "plan": (
+        "executor",
+        "Write a plan record, derived from the given parent records, as its owner.",
+    ),
+    "authorize": (
+        "executor",
+        "Validate a plan's declared dependencies against their owners, right now.",
+    ),
+    "demo": (
+        "executor",
+        "Run the stale-plan scenario on a new five-agent loopback cluster, then stop it.",
+    ),
+    "scenario": (
+        "executor",
+        "Run the stale-plan scenario against a running cluster and print the result table.",
+    ),
+    "shape": ("shape", "Run a trace shaper in the foreground until SIGTERM or SIGINT."),
+    "profiles": ("shape", "List the link profiles of traces/profiles.toml."),
+    "bench": (
+        "bench",
+        "Run EXPERIMENT against a live cluster it starts and stops; write rows, a Markdown "
+        "report next to the paper's numbers, and plots.",
+    ),
+    "traces": ("traces", "Get the Mahimahi LTE traces."),
+    "keys": (
+        "inspect",
+        "The keys AGENT's owner holds: head seq and id, and how many versions each has.",
+    ),
+    "records": (
+        "inspect",
+        "Every record AGENT's owner holds, oldest first: seq, key, kind, id, parents.",
+    ),
+    "history": (
+        "inspect",
+        "Every version of KEY, oldest first (the last is the head), from its owner's store.",
+    ),
+    "lineage": (
+        "inspect",
+        "The record ID and its ancestors, walking parents level by level from the owners.",
+    ),
+    "workspace": ("workspace", "Workspace owners, trusted states and drift checks."),
+    "hook": ("hook", "PreToolUse hooks for Codex and Claude Code."),
+    "mcp": ("mcp", "Check MCP write tools against what was read."),
+    "ping": (
+        "ping",
+        "Open one authenticated session to AGENT's owner and ping it; exit 0 if it answered.",
+    ),
+}
+
+
+class LazyGroup(PlanfenceGroup):
+    """The root group: commands come from `COMMANDS`, each module imported when one of its
+    commands is first looked up (click's "lazy loading" of subcommands); the command list
+    of its help is written from `COMMANDS` alone."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            # __import__, not importlib.import_module: `python -X importtime` sees it
+            module = __import__(f"{__package__}.{COMMANDS[cmd_name][0]}", fromlist=["register"])
+            module.register(self)
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Click's command list (each command's short help within the width), with the
+        short help made from `COMMANDS` instead of the loaded command."""
+        limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
+        rows = [
+            (name, click.Command(name, help=text).get_short_help_str(limit))
+            for name, (_, text) in COMMANDS.items()
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
 
 def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
@@ -52,7 +115,7 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
         ctx.exit()
 
 
-app = PlanfenceGroup(
+app = LazyGroup(
     "planfence",
     help="planfence-net: dependency-scoped plan validation for agent teams.",
     epilog=EXIT_CODES_HELP,
@@ -67,224 +130,3 @@ app = PlanfenceGroup(
         )
     ],
 )
-owner_app = Group("owner", help="Run or restart an owner daemon.")
-app.add_command(cli_cluster.cluster_app)
-app.add_command(owner_app)
-
-
-# ---- owner ---------------------------------------------------------------------------------
-
-
-@owner_app.command("serve")
-@user_errors
-def owner_serve(
-    path: Path = DirArg,
-    agent: str = Option(..., "--agent", help="Which agent to serve as."),
-    listen: str | None = Option(
-        None,
-        "--listen",
-        help="HOST:PORT to bind instead of the roster address (e.g. 0.0.0.0:7401 in a container).",
-    ),
-    limit: list[str] = Option(
-        [],
-        "--limit",
-        help="NAME=VALUE: change one resource limit, e.g. "
-        "max_connections=200 (repeat; docs/FAULTS.md).",
-    ),
-    accept_loss: bool = Option(
-        False,
-        "--accept-loss",
-        help="Start even though the store lost "
-        "acknowledged records; sign above the highest "
-        "seq ever acknowledged (docs/FAULTS.md).",
-    ),
-) -> None:
-    """Run one owner daemon in the foreground until SIGTERM or Ctrl-C."""
-
-    from ..cluster import processes as clusterlib
-    from ..core.errors import ConfigError
-    from ..core.roster import parse_address
-    from ..net.client import collapsing_task_group
-    from ..owners.limits import Limits
-    from ..workspace.owner import owner_runner
-
-    cdir = cluster_dir(path)
-    roster = cdir.roster()
-    identity = cdir.identity(agent)
-    roster.agent(agent)
-    bind = parse_address(listen) if listen else None
-    limits = Limits.parse(limit)
-    host, port = bind or (roster.agent(agent).host, roster.agent(agent).port)
-    remedy = "serve on another address with --listen HOST:PORT"
-    if port:
-        clusterlib.check_port(agent, host, port, remedy)
-
-    async def serve() -> None:
-        async with collapsing_task_group() as tg:  # a refused store: one line, no traceback
-            bound = await tg.start(
-                functools.partial(
-                    owner_runner(cdir, agent),
-                    roster,
-                    identity,
-                    cdir.db(agent),
-                    cdir.log(agent),
-                    listen=bind,
-                    limits=limits,
-                    accept_loss=accept_loss,
-                )
-            )
-            click.echo(f"owner {agent} listening on {host}:{bound}")
-
-    try:
-        run_async(serve)
-    except (OSError, BaseExceptionGroup) as exc:  # the port was taken after the check
-        if not clusterlib.address_in_use(exc):
-            raise
-        raise ConfigError(
-            f"port {port} of {agent} ({host}:{port}) is already in use; {remedy}"
-        ) from None
-
-
-# ---- records -------------------------------------------------------------------------------
-
-
-@app.command("put")
-@user_errors
-def put(
-    path: Path = DirArg,
-    key: str = Argument(..., help="Semantic key."),
-    body: str = Option(..., "--body", help="Record body as JSON."),
-    parent: list[str] = Option([], "--parent", help="Parent record id (repeat)."),
-    kind: str = Option("fact", "--kind", help="fact, plan, action, ..."),
-    json_out: bool = JsonOpt,
-    as_agent: str | None = Option(
-        None,
-        "--as",
-        help="Write as this agent (default: the key's owner; owners "
-        "refuse writes from anyone else).",
-    ),
-    timeout: float = TimeoutOpt,
-    deadline: float | None = DeadlineAlias,
-) -> None:
-    """Write a record as the agent that owns KEY; prints its id and seq."""
-    write_record(path, key, body, parent, kind, json_out, as_agent, timeout_of(timeout, deadline))
-
-
-@app.command("heads")
-@user_errors
-def heads(
-    path: Path = DirArg,
-    keys: list[str] = Argument(..., help="Keys."),
-    as_agent: str | None = AsOpt,
-    json_out: bool = JsonOpt,
-    timeout: float = TimeoutOpt,
-    deadline: float | None = DeadlineAlias,
-) -> None:
-    """Current head of each KEY, asked from its owner."""
-    from ..cluster.processes import link_addresses
-    from ..net.api import query_heads
-
-    cdir = cluster_dir(path)
-    rows = run_async(
-        query_heads,
-        cdir.roster(),
-        identity_for(cdir, as_agent),
-        keys,
-        link_addresses(cdir),
-        timeout_of(timeout, deadline),
-    )
-    if json_out:
-        echo_json(rows)
-        return
-    print_table(
-        ["key", "owner", "seq", "id"],
-        [[r["key"], r["owner"], r["seq"], r["id"].hex() if r["id"] else "-"] for r in rows],
-    )
-
-
-@app.command("get")
-@user_errors
-def get(
-    path: Path = DirArg,
-    ids: list[str] = Argument(..., help="Record ids (hex)."),
-    as_agent: str | None = AsOpt,
-    json_out: bool = JsonOpt,
-    timeout: float = TimeoutOpt,
-    deadline: float | None = DeadlineAlias,
-) -> None:
-    """Fetch records by id (or unique prefixes of 8+ hex) from the owners; verify them."""
-    from ..cluster.processes import link_addresses
-    from ..net.api import get_records
-
-    cdir = cluster_dir(path)
-    wanted = resolve_ids(cdir, ids)
-    records = run_async(
-        get_records,
-        cdir.roster(),
-        identity_for(cdir, as_agent),
-        wanted,
-        link_addresses(cdir),
-        timeout_of(timeout, deadline),
-    )
-    if json_out:
-        echo_json([r.to_json() for r in records])
-        return
-    for r in records:
-        click.echo(
-            f"{r.id.hex()} {r.key} seq {r.seq} {r.kind} by {r.owner} "
-            f"parents [{', '.join(p.hex()[:16] for p in r.parents)}] "
-            f"body {json.dumps(to_jsonable(r.body))}"
-        )
-
-
-@app.command("logs")
-@user_errors
-def logs(
-    path: Path = DirArg,
-    agent: str = Argument(..., help="Agent name."),
-    follow: bool = Option(False, "--follow", "-f", help="Keep printing new lines."),
-    event: str | None = Option(None, "--event", help="Only this event name."),
-    shaper: bool = Option(False, "--shaper", help="The output of the shaper in front of AGENT."),
-    json_out: bool = JsonOpt,
-) -> None:
-    """Print an owner's structured log (connections, handshakes, requests, puts, errors), or
-    with --shaper the output of the shaper in front of it."""
-    from ..cluster.processes import shaper_name
-    from ..core.errors import PlanfenceError
-    from ..owners.logs import EVENTS, format_event, read_events, read_lines
-
-    cdir = cluster_dir(path)
-    cdir.roster().agent(agent)
-    if event is not None and event not in EVENTS:
-        raise click.BadParameter(
-            f"unknown event {event!r}; owners log: {', '.join(EVENTS)}", param_hint="'--event'"
-        )
-    source = cdir.out(shaper_name(agent)) if shaper else cdir.log(agent)
-    try:
-        entries = (
-            ({"agent": agent, "line": line} for line in read_lines(source, follow))
-            if shaper
-            else read_events(source, event=event, follow=follow)
-        )
-        for entry in entries:
-            if json_out:
-                click.echo(json.dumps(entry))
-            else:
-                click.echo(entry["line"] if shaper else format_event(entry))
-    except FileNotFoundError:
-        what = "shaper output" if shaper else "log"
-        raise PlanfenceError(f"no {what} for {agent} yet at {source}") from None
-    except KeyboardInterrupt:
-        pass
-
-
-cli_executor.register(app)
-cli_shape.register(app)
-cli_bench.register(app)
-cli_traces.register(app)
-cli_inspect.register(app, owner_app)
-cli_workspace.register(app)
-cli_hook.register(app)
-cli_mcp.register(app)
-cli_ping.register(app)
-cli_compact.register(owner_app)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
-import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -18,6 +17,7 @@ import click
 from ..core.errors import PlanfenceError
 from ..core.timeouts import DEFAULT_TIMEOUT
 from .params import Argument, Option
+from .text import json_text
 
 if TYPE_CHECKING:  # imported where used: a command imports only what it needs
     from ..cluster.folder import ClusterDir
@@ -59,29 +59,8 @@ def user_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def escaped_lines(text: str) -> str:
-    """`text` with every line escaped as `planfence logs` does (core/escaping.py): keys,
-    reasons and details from owners cannot forge lines or terminal escapes."""
-    from ..core.escaping import escape
-
-    return "\n".join(escape(line) for line in text.split("\n"))
-
-
-def to_jsonable(value: Any) -> Any:
-    """`value` with bytes as lowercase hex and NaN or infinite floats as None (JSON null)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, bytes):
-        return value.hex()
-    if isinstance(value, dict):
-        return {k: to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [to_jsonable(v) for v in value]
-    return value
-
-
 def echo_json(value: Any) -> None:
-    click.echo(json.dumps(to_jsonable(value), indent=2, allow_nan=False))
+    click.echo(json_text(value))
 
 
 MIN_ID_PREFIX = 8

@@ -10,8 +10,10 @@ lost, deadline passed), HandshakeError, RemoteProtocolError, RequestError.
 
 from __future__ import annotations
 
+import _thread
 import socket
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ..core.errors import (
@@ -121,7 +123,9 @@ class SyncSessions:
     """Sessions from `identity` to the owners of `roster`, opened on first use.
 
     `addresses` overrides where an owner is reached (a shaper in front of it). A session that
-    failed is dropped; the next round to that owner opens a new one.
+    failed is dropped; the next round to that owner opens a new one. Requests to one owner
+    run one at a time (a thread a round gave up on finishes before the next request to its
+    owner starts), and `traffic()` counts every byte moved, dropped sessions included.
     """
 
     def __init__(
@@ -133,9 +137,22 @@ class SyncSessions:
         self.roster, self.identity = roster, identity
         self.addresses = addresses or {}
         self._sessions: dict[str, SyncSession] = {}
+        self._turns: dict[str, _thread.LockType] = {}  # owner -> held while a request runs
+        self._dropped = [0, 0]  # bytes sent and received by dropped sessions
 
     def request(self, owner: str, op: str, args: dict[str, Any], deadline: float) -> dict[str, Any]:
         """One request to `owner`; raises as SyncSession.request does."""
+        turn = self._turns.setdefault(owner, _thread.allocate_lock())
+        if not turn.acquire(timeout=_left(deadline)):
+            raise TransportError("deadline passed")
+        try:
+            return self._request(owner, op, args, deadline)
+        finally:
+            turn.release()
+
+    def _request(
+        self, owner: str, op: str, args: dict[str, Any], deadline: float
+    ) -> dict[str, Any]:
         session = self._sessions.get(owner)
         try:
             if session is None:
@@ -154,11 +171,16 @@ class SyncSessions:
             raise
 
     def round(
-        self, requests: dict[str, tuple[str, dict[str, Any]]], deadline: float
+        self,
+        requests: dict[str, tuple[str, dict[str, Any]]],
+        deadline: float,
+        *,
+        settled: Callable[[dict[str, Outcome]], bool] | None = None,
     ) -> dict[str, Outcome]:
         """Send each owner its request, all concurrently; return each owner's outcome once all
-        answered or the deadline passed (owners still pending are left out, and their
-        sessions dropped)."""
+        answered, or `settled(outcomes so far)` is true (called in this thread), or the
+        deadline passed. Owners still pending are left out; at the deadline their sessions
+        are dropped, when settled they are kept (the next request waits for the answer)."""
         outcomes: dict[str, Outcome] = {}
         if len(requests) == 1:  # the common case of one owner needs no thread
             [(owner, (op, args))] = requests.items()
@@ -183,25 +205,32 @@ class SyncSessions:
         for owner, (op, args) in requests.items():
             threading.Thread(target=ask, args=(owner, op, args), daemon=True).start()
         with done:
-            done.wait_for(
-                lambda: len(outcomes) == len(requests),
+            in_time = done.wait_for(
+                lambda: (
+                    len(outcomes) == len(requests)
+                    or (settled is not None and settled(dict(outcomes)))
+                ),
                 timeout=max(0.0, deadline - time.monotonic()),
             )
             finished = dict(outcomes)
-        for owner in requests.keys() - finished.keys():
-            self._drop(owner)  # its thread may still be using the socket: close it
+        if not in_time:
+            for owner in requests.keys() - finished.keys():
+                self._drop(owner)  # its thread may still be using the socket: close it
         return finished
 
     def traffic(self) -> tuple[int, int]:
+        sessions = list(self._sessions.values())
         return (
-            sum(s.bytes_sent for s in self._sessions.values()),
-            sum(s.bytes_received for s in self._sessions.values()),
+            self._dropped[0] + sum(s.bytes_sent for s in sessions),
+            self._dropped[1] + sum(s.bytes_received for s in sessions),
         )
 
     def _drop(self, owner: str) -> None:
         session = self._sessions.pop(owner, None)
         if session is not None:
             session.close()
+            self._dropped[0] += session.bytes_sent
+            self._dropped[1] += session.bytes_received
 
     def close(self) -> None:
         for owner in list(self._sessions):

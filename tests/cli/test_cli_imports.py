@@ -47,11 +47,41 @@ def test_help_loads_no_library() -> None:
     assert code == 0
     assert "planfence_net.cli.main" in modules  # the measurement sees our own imports
     assert loaded(modules, NEVER + ("anyio", "nacl", "msgpack", "planfence_net.net.client")) == []
+    # the command list comes from cli/main.py's table: no command module is imported
+    assert sorted(m for m in modules if m.startswith("planfence_net")) == [
+        "planfence_net",
+        "planfence_net.cli",
+        "planfence_net.cli.group",
+        "planfence_net.cli.main",
+    ]
 
 
-def test_authorize_loads_only_the_executor(cluster_dir: ClusterHandle) -> None:
-    """A real decision (blocked: no owner runs) goes through the gate, the session pool and
-    Noise, and nothing of the lab, the daemon, SQLite or pydantic."""
+def test_a_command_loads_only_its_own_module() -> None:
+    code, modules = imported("put", "--help")
+    assert code == 0
+    commands = {m for m in modules if m.startswith("planfence_net.cli.")}
+    assert "planfence_net.cli.records" in commands
+    assert commands.isdisjoint(
+        {"planfence_net.cli.executor", "planfence_net.cli.bench", "planfence_net.cli.traces"}
+    )
+
+
+ONE_SHOT_NEVER = (
+    "click",
+    "anyio",
+    "asyncio",
+    "uvloop",
+    "planfence_net.cli.main",
+    "planfence_net.executor",
+    "planfence_net.net",
+    "planfence_net.cluster.processes",  # no shapers or links.toml: nothing to look up
+)
+
+
+def test_authorize_decides_without_click_or_an_event_loop(cluster_dir: ClusterHandle) -> None:
+    """A real one-shot decision (blocked: no owner runs) goes through the gate, the blocking
+    sessions and Noise, and nothing of click, anyio, asyncio, the lab, the daemon, SQLite
+    or pydantic."""
     code, modules = imported(
         "authorize",
         str(cluster_dir.path),
@@ -63,5 +93,19 @@ def test_authorize_loads_only_the_executor(cluster_dir: ClusterHandle) -> None:
         "ops",
     )
     assert code == 3  # blocked: missing lineage, every owner is down
-    assert {"planfence_net.executor.runner", "planfence_net.protocol.noise"} <= modules
-    assert loaded(modules, NEVER + ("aiosqlite",)) == []
+    assert {
+        "planfence_net.cli.oneshot",
+        "planfence_net.core.drive",
+        "planfence_net.workspace.wire",
+        "planfence_net.protocol.noise",
+    } <= modules
+    assert loaded(modules, NEVER + ONE_SHOT_NEVER + ("aiosqlite",)) == []
+
+
+def test_authorize_that_click_must_parse_goes_to_click(cluster_dir: ClusterHandle) -> None:
+    """An id prefix (looked up in the stores) is not the one-shot path's to handle."""
+    code, modules = imported(
+        "authorize", str(cluster_dir.path), "--root", "abababab", "--dep", "req/order-1"
+    )
+    assert code == 1  # no record id starts with abababab (no store yet)
+    assert {"click", "planfence_net.cli.main", "planfence_net.cli.executor"} <= modules

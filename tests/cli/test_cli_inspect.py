@@ -181,7 +181,8 @@ def test_keys_with_newlines_and_terminal_escapes_are_printed_escaped(
 
 
 def test_an_error_an_owner_sent_is_printed_as_one_escaped_line() -> None:
-    from planfence_net.cli.support import escaped_lines, user_errors
+    from planfence_net.cli.support import user_errors
+    from planfence_net.cli.text import escaped_lines
     from planfence_net.core.errors import RequestError
 
     @user_errors

@@ -108,3 +108,29 @@ def test_hook_help_is_help_not_a_blocked_call() -> None:
         assert (proc.returncode, proc.stderr) == (0, "")
         assert proc.stdout.startswith(f"Usage: planfence hook {agent} [OPTIONS]\n")
         assert "Run the PreToolUse hook for " in proc.stdout
+
+
+def test_the_lazy_command_list_is_the_commands_own() -> None:
+    """`planfence --help` lists commands from `COMMANDS` without importing them: each entry
+    names the module that defines the command and the first paragraph of its help, and the
+    list holds every command the modules define, once, with the same short help at any
+    width."""
+    import click
+
+    from planfence_net.cli.group import Group
+    from planfence_net.cli.main import COMMANDS
+
+    ctx = click.Context(app)
+    for name, (module, text) in COMMANDS.items():
+        command = app.get_command(ctx, name)
+        assert command is not None and command.short_help is None and not command.hidden
+        if command.callback is not None:  # a group has none
+            assert command.callback.__module__ == f"planfence_net.cli.{module}", name
+        assert " ".join((command.help or "").split("\n\n")[0].split()) == text, name
+        for width in (20, 45, 74, 200):
+            listed = click.Command(name, help=text).get_short_help_str(width)
+            assert command.get_short_help_str(width) == listed, (name, width)
+    everything = Group("all", help="Every command the modules define.")
+    for module in dict.fromkeys(module for module, _ in COMMANDS.values()):
+        __import__(f"planfence_net.cli.{module}", fromlist=["register"]).register(everything)
+    assert sorted(everything.commands) == sorted(COMMANDS)

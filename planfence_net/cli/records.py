@@ -1,0 +1,246 @@
+"""`planfence owner serve|restart|compact`, `put`, `heads`, `get` and `logs`: records and the
+owners that hold them. `register(app)` adds them to the composition root's click group."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+import click
+
+from . import compact as cli_compact
+from . import inspect as cli_inspect
+from .group import Group
+from .params import Argument, Option
+from .support import (
+    AsOpt,
+    DeadlineAlias,
+    DirArg,
+    JsonOpt,
+    TimeoutOpt,
+    cluster_dir,
+    echo_json,
+    identity_for,
+    print_table,
+    resolve_ids,
+    run_async,
+    timeout_of,
+    user_errors,
+    write_record,
+)
+from .text import to_jsonable
+
+
+def register(app: Group) -> None:
+    """Add `owner` (serve, restart, compact), `put`, `heads`, `get` and `logs` to `app`."""
+    owner_app = Group("owner", help="Run or restart an owner daemon.")
+    owner_app.command("serve")(owner_serve)
+    owner_app.command("restart")(cli_inspect.restart)
+    cli_compact.register(owner_app)
+    app.add_command(owner_app)
+    app.command("put")(put)
+    app.command("heads")(heads)
+    app.command("get")(get)
+    app.command("logs")(logs)
+
+
+# ---- owner ---------------------------------------------------------------------------------
+
+
+@user_errors
+def owner_serve(
+    path: Path = DirArg,
+    agent: str = Option(..., "--agent", help="Which agent to serve as."),
+    listen: str | None = Option(
+        None,
+        "--listen",
+        help="HOST:PORT to bind instead of the roster address (e.g. 0.0.0.0:7401 in a container).",
+    ),
+    limit: list[str] = Option(
+        [],
+        "--limit",
+        help="NAME=VALUE: change one resource limit, e.g. "
+        "max_connections=200 (repeat; docs/FAULTS.md).",
+    ),
+    accept_loss: bool = Option(
+        False,
+        "--accept-loss",
+        help="Start even though the store lost "
+        "acknowledged records; sign above the highest "
+        "seq ever acknowledged (docs/FAULTS.md).",
+    ),
+) -> None:
+    """Run one owner daemon in the foreground until SIGTERM or Ctrl-C."""
+
+    from ..cluster import processes as clusterlib
+    from ..core.errors import ConfigError
+    from ..core.roster import parse_address
+    from ..net.client import collapsing_task_group
+    from ..owners.limits import Limits
+    from ..workspace.owner import owner_runner
+
+    cdir = cluster_dir(path)
+    roster = cdir.roster()
+    identity = cdir.identity(agent)
+    roster.agent(agent)
+    bind = parse_address(listen) if listen else None
+    limits = Limits.parse(limit)
+    host, port = bind or (roster.agent(agent).host, roster.agent(agent).port)
+    remedy = "serve on another address with --listen HOST:PORT"
+    if port:
+        clusterlib.check_port(agent, host, port, remedy)
+
+    async def serve() -> None:
+        async with collapsing_task_group() as tg:  # a refused store: one line, no traceback
+            bound = await tg.start(
+                functools.partial(
+                    owner_runner(cdir, agent),
+                    roster,
+                    identity,
+                    cdir.db(agent),
+                    cdir.log(agent),
+                    listen=bind,
+                    limits=limits,
+                    accept_loss=accept_loss,
+                )
+            )
+            click.echo(f"owner {agent} listening on {host}:{bound}")
+
+    try:
+        run_async(serve)
+    except (OSError, BaseExceptionGroup) as exc:  # the port was taken after the check
+        if not clusterlib.address_in_use(exc):
+            raise
+        raise ConfigError(
+            f"port {port} of {agent} ({host}:{port}) is already in use; {remedy}"
+        ) from None
+
+
+# ---- records -------------------------------------------------------------------------------
+
+
+@user_errors
+def put(
+    path: Path = DirArg,
+    key: str = Argument(..., help="Semantic key."),
+    body: str = Option(..., "--body", help="Record body as JSON."),
+    parent: list[str] = Option([], "--parent", help="Parent record id (repeat)."),
+    kind: str = Option("fact", "--kind", help="fact, plan, action, ..."),
+    json_out: bool = JsonOpt,
+    as_agent: str | None = Option(
+        None,
+        "--as",
+        help="Write as this agent (default: the key's owner; owners "
+        "refuse writes from anyone else).",
+    ),
+    timeout: float = TimeoutOpt,
+    deadline: float | None = DeadlineAlias,
+) -> None:
+    """Write a record as the agent that owns KEY; prints its id and seq."""
+    write_record(path, key, body, parent, kind, json_out, as_agent, timeout_of(timeout, deadline))
+
+
+@user_errors
+def heads(
+    path: Path = DirArg,
+    keys: list[str] = Argument(..., help="Keys."),
+    as_agent: str | None = AsOpt,
+    json_out: bool = JsonOpt,
+    timeout: float = TimeoutOpt,
+    deadline: float | None = DeadlineAlias,
+) -> None:
+    """Current head of each KEY, asked from its owner."""
+    from ..cluster.processes import link_addresses
+    from ..net.api import query_heads
+
+    cdir = cluster_dir(path)
+    rows = run_async(
+        query_heads,
+        cdir.roster(),
+        identity_for(cdir, as_agent),
+        keys,
+        link_addresses(cdir),
+        timeout_of(timeout, deadline),
+    )
+    if json_out:
+        echo_json(rows)
+        return
+    print_table(
+        ["key", "owner", "seq", "id"],
+        [[r["key"], r["owner"], r["seq"], r["id"].hex() if r["id"] else "-"] for r in rows],
+    )
+
+
+@user_errors
+def get(
+    path: Path = DirArg,
+    ids: list[str] = Argument(..., help="Record ids (hex)."),
+    as_agent: str | None = AsOpt,
+    json_out: bool = JsonOpt,
+    timeout: float = TimeoutOpt,
+    deadline: float | None = DeadlineAlias,
+) -> None:
+    """Fetch records by id (or unique prefixes of 8+ hex) from the owners; verify them."""
+    from ..cluster.processes import link_addresses
+    from ..net.api import get_records
+
+    cdir = cluster_dir(path)
+    wanted = resolve_ids(cdir, ids)
+    records = run_async(
+        get_records,
+        cdir.roster(),
+        identity_for(cdir, as_agent),
+        wanted,
+        link_addresses(cdir),
+        timeout_of(timeout, deadline),
+    )
+    if json_out:
+        echo_json([r.to_json() for r in records])
+        return
+    for r in records:
+        click.echo(
+            f"{r.id.hex()} {r.key} seq {r.seq} {r.kind} by {r.owner} "
+            f"parents [{', '.join(p.hex()[:16] for p in r.parents)}] "
+            f"body {json.dumps(to_jsonable(r.body))}"
+        )
+
+
+@user_errors
+def logs(
+    path: Path = DirArg,
+    agent: str = Argument(..., help="Agent name."),
+    follow: bool = Option(False, "--follow", "-f", help="Keep printing new lines."),
+    event: str | None = Option(None, "--event", help="Only this event name."),
+    shaper: bool = Option(False, "--shaper", help="The output of the shaper in front of AGENT."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Print an owner's structured log (connections, handshakes, requests, puts, errors), or
+    with --shaper the output of the shaper in front of it."""
+    from ..cluster.processes import shaper_name
+    from ..core.errors import PlanfenceError
+    from ..owners.logs import EVENTS, format_event, read_events, read_lines
+
+    cdir = cluster_dir(path)
+    cdir.roster().agent(agent)
+    if event is not None and event not in EVENTS:
+        raise click.BadParameter(
+            f"unknown event {event!r}; owners log: {', '.join(EVENTS)}", param_hint="'--event'"
+        )
+    source = cdir.out(shaper_name(agent)) if shaper else cdir.log(agent)
+    try:
+        entries = (
+            ({"agent": agent, "line": line} for line in read_lines(source, follow))
+            if shaper
+            else read_events(source, event=event, follow=follow)
+        )
+        for entry in entries:
+            if json_out:
+                click.echo(json.dumps(entry))
+            else:
+                click.echo(entry["line"] if shaper else format_event(entry))
+    except FileNotFoundError:
+        what = "shaper output" if shaper else "log"
+        raise PlanfenceError(f"no {what} for {agent} yet at {source}") from None
+    except KeyboardInterrupt:
+        pass

@@ -1,0 +1,35 @@
+"""What commands print, as text: escaped lines and JSON. No click, so that the one-shot
+`authorize` (cli/oneshot.py) prints exactly what its click command prints."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def escaped_lines(text: str) -> str:
+    """`text` with every line escaped as `planfence logs` does (core/escaping.py): keys,
+    reasons and details from owners cannot forge lines or terminal escapes."""
+    from ..core.escaping import escape
+
+    return "\n".join(escape(line) for line in text.split("\n"))
+
+
+def to_jsonable(value: Any) -> Any:
+    """`value` with bytes as lowercase hex and NaN or infinite floats as None (JSON null)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, dict):
+        return {k: to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    return value
+
+
+def json_text(value: Any) -> str:
+    """`value` as the indented JSON every `--json` prints (`to_jsonable` first)."""
+    import json
+
+    return json.dumps(to_jsonable(value), indent=2, allow_nan=False)
