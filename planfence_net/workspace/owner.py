@@ -33,6 +33,8 @@ from ..protocol.messages import BadRequest, pack
 from . import hookd
 from .config import workspaces
 from .facts import is_observed, split_key
+from .intentbook import IntentBook
+from .intents import is_intent
 from .observe import Observer
 
 
@@ -51,8 +53,11 @@ class Workspace:
     def service(self) -> Service:
         ordinary = owner_operations(observe=self.observe)
         put = ordinary.operations["put"]
+        git = self.observer.git
+        intents = IntentBook(self.observer.root, str(git.common_dir if git else self.observer.root))
         return ordinary.with_rows(
             dataclasses.replace(put, handle=functools.partial(self.put, put.handle)),
+            *intents.rows(),
             statistics=self.statistics,
         )
 
@@ -113,6 +118,8 @@ class Workspace:
             raise BadRequest(
                 "forbidden", f"{key!r} is observed from the worktree; nobody writes it"
             )
+        if parts is not None and parts[0] == call.owner.agent.name and is_intent(parts[1]):
+            raise BadRequest("forbidden", f"{key!r} is an intent; only `intend` writes it")
         return await ordinary(call, parsed)
 
     def statistics(self) -> dict[str, Any]:
