@@ -269,12 +269,15 @@ def session_end(call: ToolCall, explicit: Path | None, timeout: float) -> tuple[
             sessions.close()
         notes_path(cdir.root, call.session).unlink(missing_ok=True)
     except (PlanfenceError, OSError, ValueError) as exc:
-        return ALLOW, f"PlanFence could not end this session's intents ({exc}); their lease will"
+        return (
+            ALLOW,
+            f"PlanFence could not end this session's intents ({exc}); their lease ends them",
+        )
     failed = sorted(o for o in owners if not isinstance(outcomes.get(o), dict))
     if failed:
         return ALLOW, (
             f"PlanFence could not end this session's intents at {', '.join(failed)}; "
-            f"their lease will"
+            f"their lease ends them"
         )
     return ALLOW, ""
 

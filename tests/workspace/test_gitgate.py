@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from planfence_net.workspace.paths import executable
 from support.cluster import ClusterHandle
 from support.workspace import git, make_repo, quiet, run_cli, served, write
 
@@ -112,3 +113,20 @@ def test_another_worktrees_exclusive_intent_refuses_the_commit_and_failures_clos
     ), err
     assert err.endswith(f"it fails closed. {BYPASS}\n")
     assert commit(web, "--no-verify") == (0, "")  # the person's decision
+
+
+def test_a_gate_that_cannot_start_refuses_the_commit(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {"lib.py": "v = 1\n"})
+    assert run_cli("hook", "install", "git", "--project", repo)[0] == 0
+    hook = repo / ".git" / "hooks" / "pre-commit"
+    moved = str(tmp_path / "gone" / "planfence")  # the virtualenv moved away
+    hook.write_text(hook.read_text().replace(executable(), moved))
+    write(repo, {"lib.py": "v = 2\n"})
+    code, err = commit(repo)
+    assert code == 1 and f"{moved}: not found" in err, err  # git: any non-zero refuses
+    assert git(repo, "log", "--oneline").count("\n") == 1
+    code, out, _ = run_cli("hook", "status", "git", "--project", repo)
+    assert (code, out) == (
+        1,
+        f"git: not active: {moved} cannot start; planfence hook install git\n",
+    )

@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 
 from planfence_net.cluster.folder import ClusterDir
+from planfence_net.core.errors import RequestError
+from planfence_net.workspace.wire import SyncSessions
 from support.cluster import ClusterHandle
 from support.workspace import git, make_repo, payload, quiet, run_cli, run_hook_output
 
@@ -171,3 +173,46 @@ def test_exclusivity_is_refused_while_an_owner_cannot_be_asked(
 
 def _until(line: str) -> str:
     return line.split("(intent until ", 1)[1].split(")", 1)[0]
+
+
+def test_only_the_owner_writes_intents_and_their_paths_stay_in_the_worktree(
+    team: tuple[ClusterHandle, Path, Path],
+) -> None:
+    handle, api, _ = team
+    sessions = SyncSessions(handle.roster, handle.identity("api"))  # the owner's own identity
+    deadline = time.monotonic() + 10
+    key = "api:intent/000000000000/src/lib.py"
+    bad = [
+        ("put", {"key": key, "kind": "intent", "parents": [], "body": {"ended": True}}),
+        ("intend", {"plan": "p", "files": ["../x"], "exclusive": False, "lease": 60.0}),
+        ("intend", {"plan": "p", "files": ["/etc/passwd"], "exclusive": False, "lease": 60.0}),
+        ("intend", {"plan": "p", "files": ["src/lib.py"], "exclusive": False, "lease": 0.5}),
+        ("unintend", {}),
+    ]
+    try:
+        codes = []
+        for op, args in bad:
+            with pytest.raises(RequestError) as refused:
+                sessions.request("api", op, args, deadline)
+            codes.append(refused.value.code)
+    finally:
+        sessions.close()
+    assert codes == ["forbidden", "bad_request", "bad_request", "bad_request", "bad_request"]
+    assert not [e for e in handle.events("api", "put") if "intent/" in e["key"]]
+
+
+def test_a_session_end_that_cannot_reach_an_owner_never_blocks(
+    team: tuple[ClusterHandle, Path, Path],
+) -> None:
+    handle, api, _ = team
+    trust(handle, api, "parser", A, "--target", "src/lib.py")
+    handle.kill9("web")
+    end = {"session_id": A, "cwd": str(api), "hook_event_name": "SessionEnd", "reason": "other"}
+    assert hook(handle, end) == (
+        0,
+        "",
+        "PlanFence could not end this session's intents at web; their lease ends them\n",
+    )
+    # api's intents of the session did end
+    puts = [e for e in handle.events("api", "put") if "intent/" in e["key"]]
+    assert len(puts) == 2 and puts[1]["parents"] == [puts[0]["id"]]
