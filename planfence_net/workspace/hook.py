@@ -155,7 +155,7 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
 
         own = bound_plan(cdir, call.session or None) == plan  # keep it this session's
         return BLOCK, block_message(call, verdict, session_bound=own)
-    from .intentclient import first_write_intents
+    from .intentnotes import first_write_intents
 
     intents = first_write_intents(call, cdir, plan, roster, identity, verdict.plan_id, end)
     if intents[0] != ALLOW:

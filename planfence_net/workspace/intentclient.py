@@ -12,7 +12,7 @@ What that means depends on who asks (the rule, stated once):
   only granted when every owner answered and no other plan has a live intent on F.
 - A commit (`gitgate`): refused, with how to bypass it consciously (`git commit --no-verify`).
 
-`first_write_intents` is the hook's step before a plan's first write to a file; `session_end` ends
+`announce` is the hook's step before a plan's first write to a file; `session_end` ends
 a session's intents (SessionEnd). Which files a plan already announced is noted per session
 in the cluster folder (`run/intents-*.json`), so later writes of the same files cost nothing
 until the intent's lease runs out (the next write then renews it).
@@ -20,11 +20,8 @@ until the intent's lease runs out (the next write then renews it).
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import time
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -100,6 +97,8 @@ def publish(sessions: SyncSessions, owner: str, args: dict[str, Any], deadline: 
 def lease_of(cdir: ClusterDir) -> float:
     """The cluster's intent lease: `[intents] lease` in cluster.toml, else DEFAULT_LEASE.
     Raises ConfigError when it is malformed."""
+    import tomllib
+
     try:
         table = tomllib.loads(cdir.roster_path.read_text()).get("intents", {})
     except (OSError, tomllib.TOMLDecodeError) as exc:
@@ -113,46 +112,7 @@ def lease_of(cdir: ClusterDir) -> float:
         raise ConfigError(f"{cdir.roster_path}: [intents] lease: {exc}") from None
 
 
-def notes_path(cluster: Path, session: str | None) -> Path:
-    digest = hashlib.blake2b((session or "").encode(), digest_size=8).hexdigest()
-    return cluster / "run" / f"intents-{digest}.json"
-
-
-def load_notes(cluster: Path, session: str | None, slot: str) -> dict[str, float]:
-    """File key -> expiry of the intents the (plan, subagent) `slot` of `session` published."""
-    try:
-        data = json.loads(notes_path(cluster, session).read_text())
-    except (OSError, ValueError):
-        return {}
-    got = data.get(slot) if isinstance(data, dict) else None
-    if not isinstance(got, dict):
-        return {}
-    return {k: float(v) for k, v in got.items() if isinstance(v, int | float)}
-
-
-def save_notes(cluster: Path, session: str | None, slot: str, notes: dict[str, float]) -> None:
-    """Add `notes` (atomically; a failure only costs a query at the next write)."""
-    path = notes_path(cluster, session)
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        data = {}
-    data = data if isinstance(data, dict) else {}
-    data[slot] = {**load_notes(cluster, session, slot), **notes}
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(data))
-        tmp.replace(path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
-
-
-def slot(plan: str, subagent: str | None) -> str:
-    return f"{plan}\0{subagent or ''}"
-
-
-def first_write_intents(
+def announce(
     call: ToolCall,
     cdir: ClusterDir,
     plan: str,
@@ -160,28 +120,22 @@ def first_write_intents(
     identity: Identity,
     plan_id: bytes | None,
     deadline: float,
+    todo: list[tuple[str, str, str]],
 ) -> tuple[int, str, str]:
-    """The hook's intents step before a write the drift check allowed: (exit code, stderr,
-    stdout). Files the plan already announced (and whose lease runs) cost nothing. For the
-    others: every workspace owner is asked for live intents; another plan's exclusive
+    """The hook's intents step for the files `todo` ((owner, relative path, as shown)) the
+    plan has not announced yet, after the drift check allowed the write: (exit code, stderr,
+    stdout). Every workspace owner is asked for live intents; another plan's exclusive
     intent blocks (exit 2); other plans' intents, and owners that could not be asked, are
     told to the model on stdout (the agents' PreToolUse JSON, `additionalContext`), and the
-    plan's own intents are published."""
-    from .config import locate, workspaces
+    plan's own intents are published and noted."""
+    from .config import workspaces
     from .facts import file_key
+    from .intentnotes import save_notes, slot
     from .wire import SyncSessions
 
     spaces = workspaces(cdir)
     mine = slot(plan, call.agent_id)
-    noted = load_notes(cdir.root, call.session, mine)
     now = time.time()
-    todo: list[tuple[str, str, str]] = []  # (owner, rel, as shown)
-    for shown in call.files:
-        found = locate(spaces, Path(call.cwd) / shown)
-        if found is not None and noted.get(file_key(*found), 0.0) <= now:
-            todo.append((*found, shown))
-    if not todo:
-        return ALLOW, "", ""
     blocked = f"PlanFence blocked {call.describe()}{call.subagent()}"
     sessions = SyncSessions(roster, identity)
     try:
@@ -267,6 +221,8 @@ def session_end(call: ToolCall, explicit: Path | None, timeout: float) -> tuple[
             )
         finally:
             sessions.close()
+        from .intentnotes import notes_path
+
         notes_path(cdir.root, call.session).unlink(missing_ok=True)
     except (PlanfenceError, OSError, ValueError) as exc:
         return (
