@@ -1,11 +1,12 @@
 """The workspace owner: an owner daemon whose keys are the facts of one worktree.
 
 It is the ordinary owner daemon (same Noise sessions, roster, store, logs) serving a
-`Workspace` service: the ordinary operations with one addition. Before answering `heads`,
+`Workspace` service: the ordinary operations, the worktree's intents (`intend`, `intents`,
+`unintend`: intentbook.py), and one addition. Before answering `heads`,
 it observes the asked-for facts (re-stat the files, hash only what
 changed, read branch and HEAD) and writes a new record for every fact whose value differs
 from its head, so the answer is the worktree as it is now. Nobody else can write an observed
-fact; evidence and plan records are written with ordinary `put`s.
+fact, nor an intent; evidence and plan records are written with ordinary `put`s.
 """
 
 from __future__ import annotations
