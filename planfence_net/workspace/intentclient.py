@@ -202,7 +202,7 @@ def session_end(call: ToolCall, explicit: Path | None, timeout: float) -> tuple[
     """SessionEnd: end every live intent of the session at every workspace owner and forget
     its notes. Never blocks (exit 0); what failed is said on stderr, and the lease ends the
     intents left."""
-    from .config import find_cluster, workspaces
+    from .config import NoCluster, find_cluster, workspaces
     from .facts import plan_key
     from .wire import SyncSessions
 
@@ -210,6 +210,14 @@ def session_end(call: ToolCall, explicit: Path | None, timeout: float) -> tuple[
         return ALLOW, ""
     try:
         cdir = find_cluster(explicit, Path(call.cwd))
+    except NoCluster:
+        return ALLOW, ""  # no cluster serves the folder: no intents to end
+    except PlanfenceError as exc:
+        return (
+            ALLOW,
+            f"PlanFence could not end this session's intents ({exc}); their lease ends them",
+        )
+    try:
         roster = cdir.roster()
         me = roster.owner_of(plan_key("x")) or roster.agents[0].name
         owners = list(workspaces(cdir))

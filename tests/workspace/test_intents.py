@@ -216,3 +216,10 @@ def test_a_session_end_that_cannot_reach_an_owner_never_blocks(
     # api's intents of the session did end
     puts = [e for e in handle.events("api", "put") if "intent/" in e["key"]]
     assert len(puts) == 2 and puts[1]["parents"] == [puts[0]["id"]]
+
+
+def test_a_session_end_where_no_cluster_serves_says_nothing(tmp_path: Path) -> None:
+    folder = tmp_path / "elsewhere"
+    folder.mkdir()
+    end = {"session_id": A, "cwd": str(folder), "hook_event_name": "SessionEnd", "reason": "x"}
+    assert run_hook_output("claude", end, "--scope", "user") == (0, "", "")
