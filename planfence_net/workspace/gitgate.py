@@ -200,13 +200,20 @@ def _check(cwd: Path, cluster: Path | None) -> tuple[int, str]:
             f"PlanFence, but no workspace owner serves it (planfence workspace join {root}). "
             f"{BYPASS}"
         )
-    paths = staged(root)
     spaces = workspaces(cdir)
-    found = [f for p in paths if (f := locate(spaces, root / p)) is not None]
-    if not found:
+    here = next((n for n, p in spaces.items() if p.resolve() == root.resolve()), None)
+    if here is None:
+        if marker(root) is None:
+            return 0, ""
+        return 1, (
+            f"PlanFence refused the commit: {root} is a worktree of a repository that uses "
+            f"PlanFence, but the cluster {cdir.root} does not serve it (planfence workspace "
+            f"join {root}). {BYPASS}"
+        )
+    found = [locate(spaces, root / p) for p in staged(root)]
+    rels = sorted({f[1] for f in found if f is not None and f[0] == here})
+    if not rels:
         return 0, ""
-    here = found[0][0]
-    rels = sorted({rel for agent, rel in found if agent == here})
     roster = cdir.roster()
     me = roster.owner_of(plan_key("x")) or roster.agents[0].name
     addresses = link_addresses(cdir)

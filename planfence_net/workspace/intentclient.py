@@ -346,6 +346,9 @@ def after_trust(
                 expires = publish(sessions, owner, args, deadline)
             except RequestError as exc:
                 raise ConfigError(f"trusted {plan}, but its intents were refused: {exc}") from None
+            except PlanfenceError as exc:  # the hook's first write publishes them again
+                lines.append(f"could not publish intents at {owner} ({exc})")
+                continue
             until = time.strftime("%H:%M:%S UTC", time.gmtime(expires))
             lines.append(
                 f"intent{'s' if len(rels) > 1 else ''} published"
