@@ -106,8 +106,11 @@ def git(
 
 def _install_git(project: Path, cluster: Path | None, json_out: bool) -> None:
     from ..workspace import gitgate
+    from ..workspace.install import project_root
+    from ..workspace.paths import mark
 
     path, chained = gitgate.install(project, cluster)
+    mark(project_root(project), cluster.resolve() if cluster is not None else None)
     if json_out:
         echo_json({"agent": "git", "path": str(path), "chained": str(chained) if chained else None})
         return

@@ -17,7 +17,8 @@ refuses (exit 1, the reason on stderr) a commit that stages:
 It fails closed: an owner that cannot be asked, a plan that cannot be checked, or a worktree
 of a repository that uses PlanFence that no owner serves refuses the commit with the reason.
 `git commit --no-verify` skips every pre-commit hook: a person's conscious decision, and the
-message says so. A repository that does not use PlanFence is let through.
+message says so. A repository that does not use PlanFence is let through (`hook install git`
+marks the repository as one that does, as the agents' project installs do).
 """
 
 from __future__ import annotations

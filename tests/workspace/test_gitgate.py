@@ -46,9 +46,19 @@ def test_install_keeps_chains_and_restores_an_existing_hook(tmp_path: Path) -> N
     assert (hooks / "pre-commit.planfence-chained").read_text() == theirs
     code, out, _ = run_cli("hook", "status", "git", "--project", repo)
     assert code == 0 and out.startswith(f"git: active: {hooks / 'pre-commit'} runs ")
-    # A repository that does not use PlanFence is let through, and their hook still runs.
+    # Installing marked the repository as one that uses PlanFence: nothing serves it yet, so
+    # the commit is refused (their hook does not run); served, it goes through, then theirs.
     write(repo, {"lib.py": "v = 2\n"})
-    assert commit(repo) == (0, "")
+    code, err = commit(repo)
+    assert (code, err) == (
+        1,
+        f"PlanFence refused the commit: {repo} is a worktree of a repository that uses "
+        f"PlanFence, but no workspace owner serves it (planfence workspace join {repo}). "
+        f"{BYPASS}\n",
+    )
+    assert not ran.exists()
+    with served(repo):
+        assert commit(repo) == (0, "")
     assert ran.read_text() == "ran\n"
     assert run_cli("hook", "uninstall", "git", "--project", repo)[:2] == (
         0,
@@ -113,6 +123,16 @@ def test_another_worktrees_exclusive_intent_refuses_the_commit_and_failures_clos
     ), err
     assert err.endswith(f"it fails closed. {BYPASS}\n")
     assert commit(web, "--no-verify") == (0, "")  # the person's decision
+    # A worktree the team's cluster does not serve: refused, with the step that joins it.
+    extra = web.parent / "extra"
+    git(api, "worktree", "add", "-q", "-b", "extra", str(extra))
+    write(extra, {"notes.txt": "z\n"})
+    assert commit(extra) == (
+        1,
+        f"PlanFence refused the commit: {extra} is a worktree of a repository that uses "
+        f"PlanFence, but the cluster {handle.path} does not serve it (planfence workspace join "
+        f"{extra}). {BYPASS}\n",
+    )
 
 
 def test_a_gate_that_cannot_start_refuses_the_commit(tmp_path: Path) -> None:
