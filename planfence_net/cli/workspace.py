@@ -165,6 +165,8 @@ def trust(
     """
     from ..cluster.processes import link_addresses
     from ..workspace.config import find_cluster, remember_plan, workspaces
+    from ..workspace.intentclient import after_trust, before_trust, lease_of
+    from ..workspace.intents import check_lease
     from ..workspace.trust import (
         Evidence,
         TrustSpec,
@@ -192,9 +194,6 @@ def trust(
     agent, where = _evidence_place(spaces, cwd, reads + targets + created)
     require_files(plan, reads + targets + created)  # before any evidence runs
     addresses = link_addresses(cdir)
-    from ..workspace.intentclient import after_trust, before_trust, lease_of
-    from ..workspace.intents import check_lease
-
     try:
         span = check_lease(lease) if lease is not None else lease_of(cdir)
     except ValueError as exc:
