@@ -5,6 +5,8 @@ the hook is a fresh `planfence hook claude` process fed the sessions' payloads."
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +17,7 @@ import pytest
 from planfence_net.cluster.folder import ClusterDir
 from planfence_net.core.errors import RequestError
 from planfence_net.workspace.wire import SyncSessions
-from support.cluster import ClusterHandle
+from support.cluster import ClusterHandle, wait_exit
 from support.workspace import git, make_repo, payload, quiet, run_cli, run_hook_output
 
 A, B = "aaaaaaaa-1111-4111-8111-111111111111", "bbbbbbbb-2222-4222-8222-222222222222"
@@ -151,7 +153,7 @@ def test_exclusivity_is_refused_while_an_owner_cannot_be_asked(
     team: tuple[ClusterHandle, Path, Path],
 ) -> None:
     handle, api, web = team
-    handle.kill9("web")
+    stop_owner(handle, "web")
     code, out, err = run_cli(
         "workspace", "trust", "parser", "--cluster", handle.path, "--session", A,
         "--exclusive", "src/lib.py", cwd=api,
@@ -165,10 +167,18 @@ def test_exclusivity_is_refused_while_an_owner_cannot_be_asked(
     # A plain write goes on, and the model is told what could not be seen.
     trust(handle, api, "parser", A, "--target", "src/lib.py")
     code, out, err = hook(handle, write_call(api, A))
-    assert (code, err) == (0, "")
+    assert (code, err) == (0, ""), err
     assert context(out).startswith(
         f"PlanFence: could not ask web for intents on {api}/src/lib.py (cannot connect to web "
     )
+
+
+def stop_owner(handle: ClusterHandle, name: str) -> None:
+    """SIGTERM the owner of `name` and wait until it exited: a clean stop, so a hook socket
+    it served is gone (a killed one's stays behind, and the hook then blocks on it)."""
+    pid = handle.owner_pid(name)
+    os.kill(pid, signal.SIGTERM)
+    assert wait_exit(pid) and not handle.alive(name)
 
 
 def _until(line: str) -> str:
