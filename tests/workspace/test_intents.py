@@ -140,12 +140,12 @@ def test_an_exclusive_target_blocks_other_plans_until_the_session_ends(
 
 def test_an_exclusive_intent_ends_with_its_lease(team: tuple[ClusterHandle, Path, Path]) -> None:
     handle, api, web = team
-    before = time.time()
-    trust(handle, api, "parser", A, "--exclusive", "src/lib.py", "--lease", "2")
+    trust(handle, api, "parser", A, "--exclusive", "src/lib.py", "--lease", "5")
+    published = time.time()  # the intent expires at most 5 s from now
     trust(handle, web, "lexer", B, "--target", "src/lib.py")
     assert hook(handle, write_call(web, B))[0] == 2
     # The lease is the only event there is to wait for: until a moment after it ran out.
-    time.sleep(max(0.0, before + 2.2 - time.time()))
+    time.sleep(max(0.0, published + 5.05 - time.time()))
     assert hook(handle, write_call(web, B)) == (0, "", "")
 
 
