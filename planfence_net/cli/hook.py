@@ -15,7 +15,9 @@ from .group import Group
 from .params import Argument, Option
 from .support import JsonOpt, echo_json, user_errors
 
-hook_app = Group("hook", help="PreToolUse hooks for Codex and Claude Code.")
+hook_app = Group(
+    "hook", help="PreToolUse hooks for Codex and Claude Code, and the git commit gate."
+)
 AgentArg = Argument(..., help="claude or codex (install, uninstall, status: or git).")
 ProjectOpt = Option(
     Path("."),
