@@ -7,6 +7,7 @@ lean hook module first. The commands here serve `install`, `uninstall`, `status`
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -14,8 +15,10 @@ from .group import Group
 from .params import Argument, Option
 from .support import JsonOpt, echo_json, user_errors
 
-hook_app = Group("hook", help="PreToolUse hooks for Codex and Claude Code.")
-AgentArg = Argument(..., help="claude or codex.")
+hook_app = Group(
+    "hook", help="PreToolUse hooks for Codex and Claude Code, and the git commit gate."
+)
+AgentArg = Argument(..., help="claude or codex (install, uninstall, status: or git).")
 ProjectOpt = Option(
     Path("."),
     "--project",
@@ -87,6 +90,37 @@ def codex(ctx: click.Context) -> None:
     raise click.exceptions.Exit(main("codex", list(ctx.args)))
 
 
+@hook_app.command("git")
+def git(
+    cluster: Path | None = Option(
+        None, "--cluster", help="Cluster folder (default: found from the worktree)."
+    ),
+) -> None:
+    """The commit gate git's pre-commit hook runs (`hook install git`): exit 1 refuses the
+    commit, with the reason on stderr."""
+    from ..workspace.gitgate import check
+
+    code, reason = check(Path.cwd(), cluster)
+    if reason:
+        click.echo(reason, err=True)
+    raise click.exceptions.Exit(code)
+
+
+def _install_git(project: Path, cluster: Path | None, json_out: bool) -> None:
+    from ..workspace import gitgate
+    from ..workspace.install import project_root
+    from ..workspace.paths import mark
+
+    path, chained = gitgate.install(project, cluster)
+    mark(project_root(project), cluster.resolve() if cluster is not None else None)
+    if json_out:
+        echo_json({"agent": "git", "path": str(path), "chained": str(chained) if chained else None})
+        return
+    click.echo(f"installed the PlanFence pre-commit hook in {path}")
+    if chained is not None:
+        click.echo(f"it runs the hook that was there ({chained}) after its own check")
+
+
 @hook_app.command("install")
 @user_errors
 def install(
@@ -133,6 +167,11 @@ def install(
     from ..workspace import install as installer
     from ..workspace.paths import mark
 
+    if agent == "git":
+        if user or shared or trust or mcp_writes or timeout is not None or fmt != "json":
+            raise ConfigError("hook install git takes --project, --cluster and --json only")
+        _install_git(project, cluster, json_out)
+        return
     _agent(agent)
     if shared and (agent != "claude" or user):
         raise ConfigError("--shared is for a Claude Code project install")
@@ -204,6 +243,20 @@ def uninstall(
     """Remove only our hook from the agent's config."""
     from ..workspace import install as installer
 
+    if agent == "git":
+        from ..workspace import gitgate
+
+        where, had = gitgate.uninstall(project)
+        if json_out:
+            echo_json({"agent": "git", "path": str(where), "removed": had})
+            return
+        click.echo(
+            f"removed the PlanFence pre-commit hook from {where}"
+            if had
+            else f"no PlanFence pre-commit hook in {where}"
+        )
+        return
+
     path, found = installer.uninstall(_agent(agent), project, fmt=fmt, user=user, shared=shared)
     if json_out:
         echo_json({"agent": agent, "path": str(path), "removed": found})
@@ -216,7 +269,7 @@ def uninstall(
 @hook_app.command("status")
 @user_errors
 def status(
-    agent: str | None = Argument(None, help="claude or codex (default: both)."),
+    agent: str | None = Argument(None, help="claude, codex or git (default: claude and codex)."),
     project: Path = ProjectOpt,
     codex_exe: Path | None = CodexOpt,
     json_out: bool = JsonOpt,
@@ -228,11 +281,16 @@ def status(
     from ..workspace.status import claude_status, codex_status
 
     root = project_root(project)
-    agents = [_agent(agent)] if agent else ["claude", "codex"]
-    found = [
-        claude_status(root) if a == "claude" else codex_status(root, find_codex(codex_exe))
-        for a in agents
-    ]
+    if agent == "git":
+        from ..workspace.gitgate import status as git_status
+
+        found: list[Any] = [git_status(root)]
+    else:
+        agents = [_agent(agent)] if agent else ["claude", "codex"]
+        found = [
+            claude_status(root) if a == "claude" else codex_status(root, find_codex(codex_exe))
+            for a in agents
+        ]
     if json_out:
         echo_json({"project": str(root), "agents": [s.to_json() for s in found]})
     else:

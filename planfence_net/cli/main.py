@@ -71,7 +71,7 @@ COMMANDS = {
         "The record ID and its ancestors, walking parents level by level from the owners.",
     ),
     "workspace": ("workspace", "Workspace owners, trusted states and drift checks."),
-    "hook": ("hook", "PreToolUse hooks for Codex and Claude Code."),
+    "hook": ("hook", "PreToolUse hooks for Codex and Claude Code, and the git commit gate."),
     "mcp": ("mcp", "Check MCP write tools against what was read."),
     "ping": (
         "ping",

@@ -97,6 +97,19 @@ def trust(
     new: list[str] = Option(
         [], "--new", help="A file the plan will create: a target that must not exist yet."
     ),
+    exclusive: list[str] = Option(
+        [],
+        "--exclusive",
+        help="A target the plan holds exclusively: other plans' writes to it are blocked "
+        "until this plan's session ends or its lease runs out.",
+    ),
+    lease: float | None = Option(
+        None,
+        "--lease",
+        metavar="SECONDS",
+        help="How long the plan's intents last (default: [intents] lease of cluster.toml, "
+        "else 1800).",
+    ),
     evidence: list[str] = Option(
         [],
         "--evidence",
@@ -152,6 +165,8 @@ def trust(
     """
     from ..cluster.processes import link_addresses
     from ..workspace.config import find_cluster, remember_plan, workspaces
+    from ..workspace.intentclient import after_trust, before_trust, lease_of
+    from ..workspace.intents import check_lease
     from ..workspace.trust import (
         Evidence,
         TrustSpec,
@@ -172,12 +187,18 @@ def trust(
     listed = _from_list(from_file, section, plan, spaces, cwd)  # checked before anything runs
     read = [*(listed.names() if listed is not None else ()), *read]
     _utf8(plan, *evidence, *([session] if session else []))
-    reads, targets, created = keys(read), keys(target), keys(new)
+    held = keys(exclusive)
+    reads, targets, created = keys(read), list(dict.fromkeys(keys(target) + held)), keys(new)
     inputs = keys(evidence_input) if evidence_input else reads + targets + created
     locks = auto_lockfiles(spaces, reads + targets + inputs) if lockfiles == "auto" else []
     agent, where = _evidence_place(spaces, cwd, reads + targets + created)
     require_files(plan, reads + targets + created)  # before any evidence runs
     addresses = link_addresses(cdir)
+    try:
+        span = check_lease(lease) if lease is not None else lease_of(cdir)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--lease'") from None
+    seen = before_trust(cdir, roster, plan, targets + created, held, addresses)
     replaces = None if narrow else stale_binding(cdir, roster, plan, session, addresses, subagent)
     ran = tuple(
         Evidence(cmd, agent, run_evidence(cmd, where), tuple(inputs + locks)) for cmd in evidence
@@ -201,9 +222,23 @@ def trust(
     )
     result = run_async(wait_trust, cdir, roster, spec, addresses)
     current = remember_plan(cdir, plan, session, make_current, subagent)
+    intents = after_trust(
+        cdir,
+        roster,
+        plan,
+        result["id"],
+        targets + created,
+        held,
+        session=session,
+        subagent=subagent,
+        lease=span,
+        got=seen,
+        addresses=addresses,
+    )
     _warn_unguarded(cwd)
     if json_out:
-        echo_json({**result, "evidence": [{"command": e.command, "exit": e.exit} for e in ran]})
+        ran_json = [{"command": e.command, "exit": e.exit} for e in ran]
+        echo_json({**result, "evidence": ran_json, "intents": intents})
         return
     click.echo(
         f"trusted {plan} (trust {result['trust']}): {len(reads)} read, "
@@ -212,6 +247,8 @@ def trust(
     )
     for e in ran:
         click.echo(f"evidence `{e.command}` exited {e.exit}")
+    for line in intents:
+        click.echo(line)
     if current != plan:
         click.echo(
             f"the current plan stays {current} (sessions without a plan of their own are "

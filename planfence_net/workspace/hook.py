@@ -100,6 +100,11 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
         return BLOCK, f"PlanFence blocked this call: unreadable hook input ({exc})"
     if call.event == "SessionStart":
         return _session_start(call, options)
+    if call.event == "SessionEnd":  # never blocks: ends the session's intents
+        from .intentclient import session_end
+
+        explicit = Path(options["--cluster"]) if "--cluster" in options else None
+        return session_end(call, explicit, float(options.get("--timeout", DEFAULT_TIMEOUT)))
     refused = _person_only(call)
     if refused:
         return BLOCK, refused
@@ -150,11 +155,16 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
 
         own = bound_plan(cdir, call.session or None) == plan  # keep it this session's
         return BLOCK, block_message(call, verdict, session_bound=own)
+    from .intentnotes import first_write_intents
+
+    intents = first_write_intents(call, cdir, plan, roster, identity, verdict.plan_id, end)
+    if intents[0] != ALLOW:
+        return Answer(*intents)
     if call.files and call.tool_use_id:
         from . import inflight
 
         inflight.add(cdir.root, plan, call.tool_use_id, call.cwd, call.files, _owner(call))
-    return ALLOW, ""
+    return Answer(*intents)  # allowed; other plans' intents on these files, on stdout
 
 
 def _owner(call: ToolCall) -> str:

@@ -11,7 +11,8 @@ ROOT is the git worktree root of `--project` (found from any subfolder; the fold
 outside git). Each file holds {"hooks": {EVENT: [group]}} (config.toml: [[hooks.EVENT]] with
 [[hooks.EVENT.hooks]] tables); PreToolUse checks the plan before a call, PostToolUse records
 the agent's own edit of a declared target (see `advance`), Claude Code's SessionStart joins a
-worktree the agent made (see `join`).
+worktree the agent made (see `join`) and its SessionEnd ends the session's intents (see
+`intentclient`); those two never block, so they carry no `onFailure`.
 
 A group is {"matcher": REGEX, "hooks": [handler]}. Claude Code handlers carry
 `"onFailure": "block"` (a hook that cannot start, times out or crashes blocks the call) and
@@ -42,6 +43,7 @@ from .paths import executable, worktree_root
 
 EVENTS = ("PreToolUse", "PostToolUse")  # check before a call; record the agent's own edit
 SESSION = "SessionStart"  # Claude Code: join a worktree the agent created
+END = "SessionEnd"  # Claude Code: end the session's intents (never blocks: no onFailure)
 MATCHERS = {
     "claude": {
         "PreToolUse": "Write|Edit|MultiEdit|NotebookEdit|Bash|PowerShell",
@@ -162,14 +164,14 @@ def our_group(
     agent: str, ours: dict[str, Any], event: str = "PreToolUse", mcp_writes: str | None = None
 ) -> dict[str, Any]:
     """Our group for `event`: the matcher (with `mcp_writes` added) and handler `ours`."""
-    if event == SESSION:
+    if event in (SESSION, END):  # these never block anything: a failure must not either
         return {"hooks": [{k: v for k, v in ours.items() if k != "onFailure"}]}
     matcher = MATCHERS[agent][event] + (f"|{mcp_writes}" if mcp_writes else "")
     return {"matcher": matcher, "hooks": [ours]}
 
 
 def events(agent: str) -> tuple[str, ...]:
-    return (*EVENTS, SESSION) if agent == "claude" else EVENTS
+    return (*EVENTS, SESSION, END) if agent == "claude" else EVENTS
 
 
 def merged(
@@ -192,7 +194,7 @@ def removed(config: dict[str, Any]) -> dict[str, Any]:
     hooks = out.get("hooks")
     if not isinstance(hooks, dict):
         return out
-    for event in (*EVENTS, SESSION):
+    for event in (*EVENTS, SESSION, END):
         groups = hooks.get(event)
         if not isinstance(groups, list):
             continue

@@ -1,11 +1,12 @@
 """The workspace owner: an owner daemon whose keys are the facts of one worktree.
 
 It is the ordinary owner daemon (same Noise sessions, roster, store, logs) serving a
-`Workspace` service: the ordinary operations with one addition. Before answering `heads`,
+`Workspace` service: the ordinary operations, the worktree's intents (`intend`, `intents`,
+`unintend`: intentbook.py), and one addition. Before answering `heads`,
 it observes the asked-for facts (re-stat the files, hash only what
 changed, read branch and HEAD) and writes a new record for every fact whose value differs
 from its head, so the answer is the worktree as it is now. Nobody else can write an observed
-fact; evidence and plan records are written with ordinary `put`s.
+fact, nor an intent; evidence and plan records are written with ordinary `put`s.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from ..protocol.messages import BadRequest, pack
 from . import hookd
 from .config import workspaces
 from .facts import is_observed, split_key
+from .intentbook import IntentBook
+from .intents import is_intent
 from .observe import Observer
 
 
@@ -51,8 +54,11 @@ class Workspace:
     def service(self) -> Service:
         ordinary = owner_operations(observe=self.observe)
         put = ordinary.operations["put"]
+        git = self.observer.git
+        intents = IntentBook(self.observer.root, str(git.common_dir if git else self.observer.root))
         return ordinary.with_rows(
             dataclasses.replace(put, handle=functools.partial(self.put, put.handle)),
+            *intents.rows(),
             statistics=self.statistics,
         )
 
@@ -113,6 +119,8 @@ class Workspace:
             raise BadRequest(
                 "forbidden", f"{key!r} is observed from the worktree; nobody writes it"
             )
+        if parts is not None and parts[0] == call.owner.agent.name and is_intent(parts[1]):
+            raise BadRequest("forbidden", f"{key!r} is an intent; only `intend` writes it")
         return await ordinary(call, parsed)
 
     def statistics(self) -> dict[str, Any]:

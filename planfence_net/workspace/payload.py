@@ -9,7 +9,8 @@ name the files). Tools that change nothing (READ_ONLY) pass unchecked; any other
 know (an MCP tool `mcp__SERVER__TOOL`, Codex's `shell`, ...) is `unknown`: the cluster's
 policy blocks it, checks it like a shell command, or lets it through. A PostToolUse payload (the same
 fields, after the call ran) of a file-changing tool asks the hook to record the agent's own
-edit. A SessionStart payload (Claude Code) carries no tool: the hook may join the worktree.
+edit. A SessionStart payload (Claude Code) carries no tool: the hook may join the worktree;
+nor does a SessionEnd payload: the hook ends the session's intents.
 Anything malformed raises PayloadError: the hook blocks.
 """
 
@@ -43,7 +44,8 @@ READ_ONLY = frozenset(
         "ListMcpResourcesTool", "ReadMcpResourceTool", "view_image", "update_plan",
     )
 )  # fmt: skip
-EVENTS = ("PreToolUse", "PostToolUse", "SessionStart")
+EVENTS = ("PreToolUse", "PostToolUse", "SessionStart", "SessionEnd")
+SESSION_EVENTS = ("SessionStart", "SessionEnd")  # no tool: the session begins or ends
 _PATCH_HEADER = re.compile(
     r"^\*\*\* (?:Add File|Update File|Delete File|Move to): (.+?)\s*$", re.MULTILINE
 )
@@ -106,7 +108,7 @@ def parse_payload(agent: str, data: bytes) -> ToolCall:
         f: v if isinstance(v := value.get(f), str) and v else None
         for f in ("agent_id", "agent_type", "tool_use_id")
     }
-    if event == "SessionStart":
+    if event in SESSION_EVENTS:
         if not isinstance(cwd, str) or not cwd:
             raise PayloadError("cwd is missing")
         return ToolCall(agent, event, str(session), cwd, "", (), None, False, **ids)

@@ -5,6 +5,7 @@ served           `planfence workspace serve PATH` as a real process on 127.0.0.1
                  (SIGTERM, then SIGKILL) when the block ends, also when a test fails
 run_cli          a `planfence` command in-process (CliRunner): exit code, stdout, stderr
 run_hook         `planfence hook AGENT` as a fresh process fed a payload on stdin
+run_hook_output  the same, also returning stdout (the JSON an agent reads on exit 0)
 payload          a recorded payload of tests/fixtures/hooks with $PROJECT filled in
 quiet            stderr without the warning that no agent hook is active (no hook is
                  installed in most workspace tests)
@@ -119,6 +120,21 @@ def run_hook(
     )
     assert proc.stdout == b"", proc.stdout
     return proc.returncode, proc.stderr.decode()
+
+
+def run_hook_output(
+    agent: str, data: bytes | dict[str, Any], *args: str, env: dict[str, str] | None = None
+) -> tuple[int, str, str]:
+    """`planfence hook AGENT ARGS` as a fresh process; returns (exit code, stdout, stderr)."""
+    stdin = data if isinstance(data, bytes) else json.dumps(data).encode()
+    proc = subprocess.run(
+        [str(PLANFENCE), "hook", agent, *args],
+        input=stdin,
+        capture_output=True,
+        timeout=30,
+        env=env,
+    )
+    return proc.returncode, proc.stdout.decode(), proc.stderr.decode()
 
 
 UNGUARDED = "warning: no agent hook is active for "

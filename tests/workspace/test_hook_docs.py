@@ -8,10 +8,12 @@ import json
 import re
 from pathlib import Path
 
-from planfence_net.workspace import install
+from planfence_net.workspace import gitgate, install
 from planfence_net.workspace.classify import TrustedState, classify, summary
 from planfence_net.workspace.codexapp import LABELS, codex_hash
 from planfence_net.workspace.hook import block_message, join_message
+from planfence_net.workspace.intentclient import context_output
+from planfence_net.workspace.intents import Intent, held_message, notice
 from planfence_net.workspace.machine import Verdict
 from planfence_net.workspace.paths import executable
 from planfence_net.workspace.payload import parse_payload
@@ -83,7 +85,37 @@ def examples() -> dict[str, str]:
         block_message(sub, sample_verdict()).replace(executable(), "planfence").splitlines()[0]
         + "\n"
     )
+    lib = "/home/dev/app/src/lib.py"
+    other = sample_intent(exclusive=False)
+    out["intent-notice"] = json.dumps(
+        json.loads(context_output(notice(lib, [other], {}))), indent=2
+    )
+    out["intent-notice"] += "\n"
+    held = sample_intent(exclusive=True)
+    blocked = f"PlanFence blocked Edit of {lib}"
+    out["intent-held"] = held_message(blocked, lib, [held]) + "\n"
+    out["git-pre-commit"] = gitgate.script().replace(executable(), "/home/dev/.venv/bin/planfence")
+    out["commit-refused"] = (
+        gitgate.refusal(gitgate.stale_lines("auth-fix", "auth.ts", sample_verdict())) + "\n"
+    )
     return out
+
+
+def sample_intent(exclusive: bool) -> Intent:
+    """A Codex session's plan in another worktree of the repository, intending src/lib.py."""
+    return Intent(
+        "wt",
+        "wt:intent/5c1e0f2a9b3d/src/lib.py",
+        "lexer",
+        "src/lib.py",
+        "0199a7c4-5e2b-7f31-8d6a-3c9e1b2f4a58",
+        "codex",
+        None,
+        "/home/dev/wt",
+        "/home/dev/app/.git",
+        exclusive,
+        1796142600.0,  # 16:30:00 UTC
+    )
 
 
 def sample_verdict() -> Verdict:

@@ -78,6 +78,7 @@ def claude_ours(*extra: str) -> dict[str, Any]:
         "PreToolUse": {"matcher": CLAUDE_PRE, "hooks": [handler]},
         "PostToolUse": {"matcher": CLAUDE_POST, "hooks": [handler]},
         "SessionStart": {"hooks": [session]},
+        "SessionEnd": {"hooks": [session]},
     }
 
 
@@ -106,6 +107,7 @@ def test_claude_installs_at_the_repository_root_failing_closed(tmp_path: Path, h
             "PreToolUse": [*THEIRS_CLAUDE["hooks"]["PreToolUse"], ours["PreToolUse"]],
             "PostToolUse": [*THEIRS_CLAUDE["hooks"]["PostToolUse"], ours["PostToolUse"]],
             "SessionStart": [ours["SessionStart"]],
+            "SessionEnd": [ours["SessionEnd"]],
         },
     }
     assert not (repo / "src" / ".claude").exists()

@@ -1,0 +1,235 @@
+"""Intents across a team: two sessions in two worktrees of one repository plan the same file.
+The owners run as real processes on 127.0.0.1 (`cluster init --workspace`, `cluster up`);
+the hook is a fresh `planfence hook claude` process fed the sessions' payloads."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from planfence_net.cluster.folder import ClusterDir
+from planfence_net.core.errors import RequestError
+from planfence_net.workspace.wire import SyncSessions
+from support.cluster import ClusterHandle, wait_exit
+from support.workspace import git, make_repo, payload, quiet, run_cli, run_hook_output
+
+A, B = "aaaaaaaa-1111-4111-8111-111111111111", "bbbbbbbb-2222-4222-8222-222222222222"
+
+
+@pytest.fixture
+def team(tmp_path: Path) -> Iterator[tuple[ClusterHandle, Path, Path]]:
+    """Worktrees `api` (main) and `web` (branch web) of one repository, each served."""
+    api = make_repo(tmp_path / "api", {"src/lib.py": "v = 1\n", "src/other.py": "w = 1\n"})
+    web = tmp_path / "web"
+    git(api, "worktree", "add", "-q", "-b", "web", str(web))
+    path = tmp_path / "cluster"
+    code, out, err = run_cli(
+        "cluster", "init", path, "--agents", "1", "--base-port", "0",
+        "--workspace", f"api={api}", "--workspace", f"web={web}",
+    )  # fmt: skip
+    assert code == 0, out + err
+    handle = ClusterHandle(path, ClusterDir(path), ClusterDir(path).roster())
+    try:
+        assert handle.up() == "started 3 owner(s): planner, api, web; 3 running\n"
+        yield handle, api, web
+    finally:
+        handle.stop()
+
+
+def trust(handle: ClusterHandle, cwd: Path, plan: str, session: str, *args: Any) -> list[str]:
+    code, out, err = run_cli(
+        "workspace", "trust", plan, "--cluster", handle.path, "--session", session,
+        "--lockfiles", "none", *args, cwd=cwd,
+    )  # fmt: skip
+    assert (code, quiet(err)) == (0, ""), out + err
+    return out.splitlines()
+
+
+def write_call(root: Path, session: str, rel: str = "src/lib.py") -> dict[str, Any]:
+    call = payload("claude-write", root, file_path=str(root / rel))
+    call["session_id"] = session
+    return call
+
+
+def hook(handle: ClusterHandle, data: dict[str, Any]) -> tuple[int, str, str]:
+    return run_hook_output("claude", data, "--cluster", str(handle.path))
+
+
+def context(stdout: str) -> str:
+    """The text the agent adds to the model's context (PreToolUse JSON on exit 0)."""
+    value = json.loads(stdout)
+    assert value["hookSpecificOutput"]["hookEventName"] == "PreToolUse"
+    assert set(value["hookSpecificOutput"]) == {"hookEventName", "additionalContext"}
+    text: str = value["hookSpecificOutput"]["additionalContext"]
+    return text
+
+
+def test_the_second_session_sees_the_first_ones_intent_before_its_first_write(
+    team: tuple[ClusterHandle, Path, Path],
+) -> None:
+    handle, api, web = team
+    trust(handle, api, "parser", A, "--read", "src/other.py", "--target", "src/lib.py")
+    assert hook(handle, write_call(api, A)) == (0, "", "")  # nobody else intends it
+    # (A's hook named its intent with the agent: claude)
+
+    lines = trust(handle, web, "lexer", B, "--target", "src/lib.py")
+    assert lines[1] == (
+        f"plan 'parser' (claude session aaaaaaaa) in {api} also intends to change web:src/lib.py "
+        f"(intent until {_until(lines[1])}). Coordinate: your edits and theirs meet at merge "
+        f"time."
+    )
+    assert lines[2].startswith("intent published: web:src/lib.py until ")
+    # Before B's first write the hook asks every owner and shows the model A's intent; the
+    # next write of the same file asks nobody.
+    code, out, err = hook(handle, write_call(web, B))
+    assert (code, err) == (0, "")
+    text = context(out)
+    assert text.startswith(
+        f"PlanFence: plan 'parser' (claude session aaaaaaaa) in {api} also intends to change "
+        f"{web}/src/lib.py (intent until "
+    ), text
+    asked = len(handle.events("api", "request"))
+    assert hook(handle, write_call(web, B)) == (0, "", "")
+    assert len(handle.events("api", "request")) == asked  # announced: no request at all
+
+
+def test_an_exclusive_target_blocks_other_plans_until_the_session_ends(
+    team: tuple[ClusterHandle, Path, Path],
+) -> None:
+    handle, api, web = team
+    lines = trust(handle, api, "parser", A, "--exclusive", "src/lib.py")
+    assert lines[1].startswith("intent published (exclusive): api:src/lib.py until ")
+    lines = trust(handle, web, "lexer", B, "--target", "src/lib.py")
+    assert lines[1].startswith(
+        f"web:src/lib.py is held exclusively by plan 'parser' (session aaaaaaaa) in {api} until "
+    ), lines
+    assert not [line for line in lines if line.startswith("intent")]  # nothing published
+    code, out, err = hook(handle, write_call(web, B))
+    assert (code, out) == (2, "")
+    assert err.startswith(
+        f"PlanFence blocked Write of {web}/src/lib.py: {web}/src/lib.py is held exclusively by "
+        f"plan 'parser' (session aaaaaaaa) in {api} until "
+    ), err
+    # B cannot take exclusivity either, and says why, writing nothing.
+    code, out, err = run_cli(
+        "workspace", "trust", "lexer", "--cluster", handle.path, "--session", B,
+        "--exclusive", "src/lib.py", cwd=web,
+    )  # fmt: skip
+    assert code == 1 and quiet(err).startswith(
+        f"error: --exclusive web:src/lib.py: plan 'parser' (session aaaaaaaa) in {api} already "
+        f"intends it exclusively (until "
+    ), err
+    # A's own writes go on; A's session ends (Claude Code's SessionEnd): B may write.
+    assert hook(handle, write_call(api, A)) == (0, "", "")
+    end = {"session_id": A, "cwd": str(api), "hook_event_name": "SessionEnd", "reason": "other"}
+    assert hook(handle, end) == (0, "", "")
+    assert hook(handle, write_call(web, B)) == (0, "", "")
+    puts = [e for e in handle.events("api", "put") if "intent/" in e["key"]]
+    # published at trust (exclusive, citing the plan), named with its agent by A's first write,
+    # ended at SessionEnd: one key, each record citing the one before it
+    assert len({e["key"] for e in puts}) == 1 and [e["kind"] for e in puts] == ["intent"] * 3
+    assert [e["parents"][:1] for e in puts[1:]] == [[puts[0]["id"]], [puts[1]["id"]]]
+
+
+def test_an_exclusive_intent_ends_with_its_lease(team: tuple[ClusterHandle, Path, Path]) -> None:
+    handle, api, web = team
+    trust(handle, api, "parser", A, "--exclusive", "src/lib.py", "--lease", "5")
+    published = time.time()  # the intent expires at most 5 s from now
+    trust(handle, web, "lexer", B, "--target", "src/lib.py")
+    assert hook(handle, write_call(web, B))[0] == 2
+    # The lease is the only event there is to wait for: until a moment after it ran out.
+    time.sleep(max(0.0, published + 5.05 - time.time()))
+    assert hook(handle, write_call(web, B)) == (0, "", "")
+
+
+def test_exclusivity_is_refused_while_an_owner_cannot_be_asked(
+    team: tuple[ClusterHandle, Path, Path],
+) -> None:
+    handle, api, web = team
+    stop_owner(handle, "web")
+    code, out, err = run_cli(
+        "workspace", "trust", "parser", "--cluster", handle.path, "--session", A,
+        "--exclusive", "src/lib.py", cwd=api,
+    )  # fmt: skip
+    assert code == 1
+    assert quiet(err).startswith(
+        "error: --exclusive api:src/lib.py: cannot grant exclusivity while an owner of the team "
+        "cannot be asked for its intents (web: cannot connect to web at 127.0.0.1:"
+    ), err
+    assert not [e for e in handle.events("planner", "put")]  # nothing was written
+    # A plain write goes on, and the model is told what could not be seen.
+    trust(handle, api, "parser", A, "--target", "src/lib.py")
+    code, out, err = hook(handle, write_call(api, A))
+    assert (code, err) == (0, ""), err
+    assert context(out).startswith(
+        f"PlanFence: could not ask web for intents on {api}/src/lib.py (cannot connect to web "
+    )
+
+
+def stop_owner(handle: ClusterHandle, name: str) -> None:
+    """SIGTERM the owner of `name` and wait until it exited: a clean stop, so a hook socket
+    it served is gone (a killed one's stays behind, and the hook then blocks on it)."""
+    pid = handle.owner_pid(name)
+    os.kill(pid, signal.SIGTERM)
+    assert wait_exit(pid) and not handle.alive(name)
+
+
+def _until(line: str) -> str:
+    return line.split("(intent until ", 1)[1].split(")", 1)[0]
+
+
+def test_only_the_owner_writes_intents_and_their_paths_stay_in_the_worktree(
+    team: tuple[ClusterHandle, Path, Path],
+) -> None:
+    handle, api, _ = team
+    sessions = SyncSessions(handle.roster, handle.identity("api"))  # the owner's own identity
+    deadline = time.monotonic() + 10
+    key = "api:intent/000000000000/src/lib.py"
+    bad = [
+        ("put", {"key": key, "kind": "intent", "parents": [], "body": {"ended": True}}),
+        ("intend", {"plan": "p", "files": ["../x"], "exclusive": False, "lease": 60.0}),
+        ("intend", {"plan": "p", "files": ["/etc/passwd"], "exclusive": False, "lease": 60.0}),
+        ("intend", {"plan": "p", "files": ["src/lib.py"], "exclusive": False, "lease": 0.5}),
+        ("unintend", {}),
+    ]
+    try:
+        codes = []
+        for op, args in bad:
+            with pytest.raises(RequestError) as refused:
+                sessions.request("api", op, args, deadline)
+            codes.append(refused.value.code)
+    finally:
+        sessions.close()
+    assert codes == ["forbidden", "bad_request", "bad_request", "bad_request", "bad_request"]
+    assert not [e for e in handle.events("api", "put") if "intent/" in e["key"]]
+
+
+def test_a_session_end_that_cannot_reach_an_owner_never_blocks(
+    team: tuple[ClusterHandle, Path, Path],
+) -> None:
+    handle, api, _ = team
+    trust(handle, api, "parser", A, "--target", "src/lib.py")
+    handle.kill9("web")
+    end = {"session_id": A, "cwd": str(api), "hook_event_name": "SessionEnd", "reason": "other"}
+    assert hook(handle, end) == (
+        0,
+        "",
+        "PlanFence could not end this session's intents at web; their lease ends them\n",
+    )
+    # api's intents of the session did end
+    puts = [e for e in handle.events("api", "put") if "intent/" in e["key"]]
+    assert len(puts) == 2 and puts[1]["parents"] == [puts[0]["id"]]
+
+
+def test_a_session_end_where_no_cluster_serves_says_nothing(tmp_path: Path) -> None:
+    folder = tmp_path / "elsewhere"
+    folder.mkdir()
+    end = {"session_id": A, "cwd": str(folder), "hook_event_name": "SessionEnd", "reason": "x"}
+    assert run_hook_output("claude", end, "--scope", "user") == (0, "", "")
