@@ -195,8 +195,9 @@ def _ask(
     except ConnectionRefusedError:
         return _blocked(
             f"{SOCKET} {path} refused the connection: the workspace owner that served it is not "
-            f"running. The user must start it again (`planfence workspace serve` or "
-            f"`planfence cluster up`); the hook fails closed"
+            f"running. Another running owner of the cluster takes the socket over within a "
+            f"second; if none runs, the user must start the owners again (`planfence "
+            f"workspace serve` or `planfence cluster up`); the hook fails closed"
         )
     except OSError as exc:
         return _blocked(f"{SOCKET} {path} failed ({exc.strerror or exc}); it fails closed")

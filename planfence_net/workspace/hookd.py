@@ -43,6 +43,8 @@ from .hookclient import MAX_PAYLOAD, VERSION, environment, socket_path, unsafe
 
 READ_TIMEOUT = 30.0  # seconds for a client to send its request
 MAX_HEADER = 64 * 1024
+TAKEOVER_POLL = 0.5  # seconds between a standing-by owner's tries at the socket's lock
+STANDBY = "another owner of this cluster serves it; standing by to take over"
 
 
 async def serve(
@@ -53,8 +55,9 @@ async def serve(
 ) -> None:
     """Serve the hook socket of the cluster folder `cluster` until cancelled. Reports the
     socket's path once it listens, or None (and logs why) when this owner does not serve
-    it: another owner of the cluster does, or it cannot (the hook then runs in-process).
-    Never raises OSError: the owner serves on without it."""
+    it: it cannot (the hook then runs in-process), or another owner of the cluster does (this
+    one then stands by and takes the socket over once that owner's lock is released, e.g.
+    when it died). Never raises OSError: the owner serves on without it."""
     reported = False
 
     def report(value: Path | None) -> None:
@@ -70,8 +73,15 @@ async def serve(
         if why is None:
             lock = os.open(path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
             if not _try_lock(lock):
-                why = "another owner of this cluster serves it"
-                return
+                # Another owner of the cluster serves it. Stand by: when it dies (even by
+                # SIGKILL, which leaves its socket behind) its lock is released and this
+                # owner takes the socket over, so the hook does not stay blocked until a
+                # person restarts that one owner.
+                log.write("hookd", socket=str(path), serving=False, reason=STANDBY)
+                report(None)
+                # The lock is released in another process: no event here to wait on.
+                while not _try_lock(lock):  # noqa: ASYNC110
+                    await anyio.sleep(TAKEOVER_POLL)
             await _listen(cluster, path, log, report)
     except OSError as exc:
         why = f"{type(exc).__name__}: {exc}"

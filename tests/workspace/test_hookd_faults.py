@@ -84,8 +84,9 @@ def test_a_killed_owner_blocks_and_says_so(tmp_path: Path) -> None:
         assert run_hook("claude", payload("claude-edit", repo)) == (
             2,
             f"{SOCKET} {hook_socket(repo)} refused the connection: the workspace owner that "
-            f"served it is not running. The user must start it again (`planfence workspace "
-            f"serve` or `planfence cluster up`); the hook fails closed\n",
+            f"served it is not running. Another running owner of the cluster takes the socket "
+            f"over within a second; if none runs, the user must start the owners again "
+            f"(`planfence workspace serve` or `planfence cluster up`); the hook fails closed\n",
         )
 
 
