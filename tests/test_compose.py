@@ -203,6 +203,33 @@ def test_compose_cluster_folder_layout(tmp_path: Path) -> None:
     assert roster.agent("reqs").address == "127.0.0.1:7412"
 
 
+@pytest.mark.parametrize(
+    "options",
+    [["--agents", "3"], ["--base-port", "9000"], ["--base-port", "0"], ["--workspace", "w=."]],
+)
+def test_init_compose_refuses_a_cluster_the_compose_file_does_not_run(
+    tmp_path: Path, options: list[str]
+) -> None:
+    result = runner.invoke(app, ["cluster", "init", str(tmp_path / "c"), "--compose", *options])
+    assert (result.exit_code, result.stdout) == (1, "")
+    assert result.stderr == (
+        "error: --compose makes the cluster docker-compose.yml runs (5 agents, ports "
+        "7411-7416); leave out --agents, --base-port and --workspace\n"
+    )
+    assert not (tmp_path / "c").exists()
+
+
+def test_init_compose_says_what_the_compose_file_reads(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["cluster", "init", str(tmp_path / "c"), "--compose"])
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == (
+        f"docker-compose.yml: PLANFENCE_CLUSTER={tmp_path / 'c'} "
+        f"PLANFENCE_UID={os.getuid()} PLANFENCE_GID={os.getgid()}"
+    )
+    plain = runner.invoke(app, ["cluster", "init", str(tmp_path / "d"), "--base-port", "0"])
+    assert plain.exit_code == 0 and "docker-compose.yml" not in plain.stdout
+
+
 def test_ping_answers_through_the_roster_and_an_explicit_address(live_cluster) -> None:  # type: ignore[no-untyped-def]
     port = live_cluster.port("reqs")
     result = runner.invoke(app, ["ping", str(live_cluster.path), "reqs"])
