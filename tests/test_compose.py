@@ -18,6 +18,7 @@ import re
 import shlex
 import socket
 import subprocess
+import sys
 import time
 import tomllib
 from collections.abc import Iterator
@@ -335,6 +336,20 @@ def test_a_key_the_container_user_cannot_read_is_one_clear_error(tmp_path: Path)
     )
     key.chmod(0o600)
     assert load_as(None, "reqs", key) == "ok"
+
+
+def test_the_central_store_without_its_key_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    clusterlib.init_cluster(tmp_path / "c", compose=True)
+    key = tmp_path / "c" / "keys" / "central.key"
+    key.unlink()
+    store = subprocess.run(
+        [sys.executable, "-m", "planfence_net.bench.central", str(tmp_path / "c")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (store.returncode, store.stdout) == (1, "")
+    assert store.stderr == f"error: no key file for agent 'central' at {key}\n"
 
 
 # -- the stack, on a real container engine ------------------------------------------------------
