@@ -494,10 +494,11 @@ def test_the_compose_stack_runs_the_scenario_and_down_removes_it(
         # what the containers wrote belongs to the stack's user
         written = [*(path / "data").iterdir(), *(path / "logs").iterdir()]
         assert len(written) >= 12 and {p.stat().st_uid for p in written} == {uid}
-        # down: every container gone; the network too with docker (podman-compose leaves it)
+        # down: every container gone; the network too (podman-compose 1.0.3 leaves it)
         down = run([*command, "down"], env=env, timeout=ENGINE_TIMEOUT)
         assert down.returncode == 0, down.stdout[-2000:] + down.stderr[-2000:]
         assert engine.project_containers(project) == []
         assert not any(port_in_use(p) for p in range(7411, 7417))
         networks = engine.project_networks(project)
-        assert networks == ([f"{project}_default"] if engine.name == "podman" else [])
+        left = [f"{project}_default"] if engine.name == "podman" else []
+        assert networks in ([], left)
