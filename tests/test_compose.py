@@ -4,9 +4,11 @@ The file is validated against the Compose JSON schema shipped in `tests/data/com
 `tests/data/README.md`); each service's command and health check is parsed by the real CLI
 (every option must exist, every required argument be present). What the stack relies on
 (`ping`, `scenario --wait` and its verdict, the folder `cluster init --compose` writes, a key
-a container cannot read) is tested here without containers. The slow test at the end runs
-the stack when a container engine is present (Podman with podman-compose, or Docker with a
-running daemon) and removes its containers, also when it fails.
+a container cannot read) is tested here without containers. The `compose` test at the end
+builds the image and runs the stack when a container engine is present (Podman with
+podman-compose, or Docker with a running daemon; tests/support/compose_engine.py), checks
+its verdict, the owners' logs, health, the host's CLI and `down`, and removes its containers
+and network also when it fails; without an engine it skips with one line.
 """
 
 from __future__ import annotations
