@@ -4,22 +4,23 @@ The file is validated against the Compose JSON schema shipped in `tests/data/com
 `tests/data/README.md`); each service's command and health check is parsed by the real CLI
 (every option must exist, every required argument be present). What the stack relies on
 (`ping`, `scenario --wait` and its verdict, the folder `cluster init --compose` writes, a key
-a container cannot read) is tested here without containers. The slow test at the end runs
-the stack when a container engine is present (Podman with podman-compose, or Docker with a
-running daemon) and removes its containers, also when it fails.
+a container cannot read) is tested here without containers. The `compose` test at the end
+builds the image and runs the stack when a container engine is present (Podman with
+podman-compose, or Docker with a running daemon; tests/support/compose_engine.py), checks
+its verdict, the owners' logs, health, the host's CLI and `down`, and removes its containers
+and network also when it fails; without an engine it skips with one line.
 """
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import json
 import os
 import re
 import shlex
-import shutil
 import socket
 import subprocess
+import sys
 import time
 import tomllib
 from collections.abc import Iterator
@@ -38,6 +39,15 @@ from planfence_net.bench.scenario import Outcome
 from planfence_net.cli.main import app
 from planfence_net.cluster import processes as clusterlib
 from planfence_net.core.identity import load_identity
+from support.compose_engine import (
+    ENGINE_TIMEOUT,
+    Engine,
+    build_image,
+    compose_project,
+    find_engine,
+    run,
+    stack_env,
+)
 
 ROOT = Path(__file__).resolve().parents[1]  # the project
 SCHEMA = ROOT / "tests" / "data" / "compose" / "compose-spec.json"
@@ -196,6 +206,33 @@ def test_compose_cluster_folder_layout(tmp_path: Path) -> None:
     assert roster.agent("reqs").address == "127.0.0.1:7412"
 
 
+@pytest.mark.parametrize(
+    "options",
+    [["--agents", "3"], ["--base-port", "9000"], ["--base-port", "0"], ["--workspace", "w=."]],
+)
+def test_init_compose_refuses_a_cluster_the_compose_file_does_not_run(
+    tmp_path: Path, options: list[str]
+) -> None:
+    result = runner.invoke(app, ["cluster", "init", str(tmp_path / "c"), "--compose", *options])
+    assert (result.exit_code, result.stdout) == (1, "")
+    assert result.stderr == (
+        "error: --compose makes the cluster docker-compose.yml runs (5 agents, ports "
+        "7411-7416); leave out --agents, --base-port and --workspace\n"
+    )
+    assert not (tmp_path / "c").exists()
+
+
+def test_init_compose_says_what_the_compose_file_reads(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["cluster", "init", str(tmp_path / "c"), "--compose"])
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == (
+        f"docker-compose.yml: PLANFENCE_CLUSTER={tmp_path / 'c'} "
+        f"PLANFENCE_UID={os.getuid()} PLANFENCE_GID={os.getgid()}"
+    )
+    plain = runner.invoke(app, ["cluster", "init", str(tmp_path / "d"), "--base-port", "0"])
+    assert plain.exit_code == 0 and "docker-compose.yml" not in plain.stdout
+
+
 def test_ping_answers_through_the_roster_and_an_explicit_address(live_cluster) -> None:  # type: ignore[no-untyped-def]
     port = live_cluster.port("reqs")
     result = runner.invoke(app, ["ping", str(live_cluster.path), "reqs"])
@@ -303,33 +340,46 @@ def test_a_key_the_container_user_cannot_read_is_one_clear_error(tmp_path: Path)
     assert load_as(None, "reqs", key) == "ok"
 
 
-# -- the stack, on a real container engine ------------------------------------------------------
-
-
-def container_engine() -> tuple[str, list[str]] | None:
-    """(engine, compose command) when one can run the stack here: Podman with podman-compose,
-    or Docker with a running daemon; None otherwise."""
-    if shutil.which("podman") and shutil.which("podman-compose"):
-        return "podman", ["podman-compose"]
-    if shutil.which("docker"):
-        probe = subprocess.run(["docker", "info"], capture_output=True, timeout=30)
-        if probe.returncode == 0:
-            return "docker", ["docker", "compose"]
-    return None
-
-
-def run(
-    args: list[str], env: dict[str, str] | None = None, timeout: float = 240
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        args,
+def test_the_central_store_without_its_key_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    clusterlib.init_cluster(tmp_path / "c", compose=True)
+    key = tmp_path / "c" / "keys" / "central.key"
+    key.unlink()
+    store = subprocess.run(
+        [sys.executable, "-m", "planfence_net.bench.central", str(tmp_path / "c")],
         capture_output=True,
         text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
+        timeout=60,
     )
+    assert (store.returncode, store.stdout) == (1, "")
+    assert store.stderr == f"error: no key file for agent 'central' at {key}\n"
+
+
+# -- the stack, on a real container engine ------------------------------------------------------
+
+STACK_UID = 4321  # as root: the stack runs as a user the image does not know, as yours would
+OWNERS = AGENTS[:-1]
+SCENARIO_LINE = (
+    "stale-plan scenario: 5 owners and a central store through shapers, "
+    "3 workflow families per policy"
+)
+
+
+@pytest.fixture
+def stack_engine() -> Iterator[Engine]:
+    """A container engine with planfence-net:latest built from this checkout, held for this
+    test alone (fixed ports, one image tag); skips with one line when no engine runs here."""
+    engine = find_engine()
+    if engine is None:
+        pytest.skip(
+            "no container engine (podman with podman-compose, or docker with a running daemon)"
+        )
+    with open("/tmp/planfence-compose-test.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one compose stack at a time on this machine
+        busy = [p for p in range(7411, 7417) if port_in_use(p)]
+        assert busy == [], f"ports {busy} on 127.0.0.1 are in use (another compose stack?)"
+        problem = build_image(engine)
+        assert problem == "", problem
+        yield engine
 
 
 def port_in_use(port: int) -> bool:
@@ -337,131 +387,120 @@ def port_in_use(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-@pytest.fixture
-def compose_stack(tmp_path: Path) -> Iterator[tuple[str, list[str], dict[str, str], Path]]:
-    """(engine, compose command with project and file, environment, cluster folder) for a
-    fresh compose cluster; every container, and the network, is removed in teardown."""
-    with contextlib.ExitStack() as stack:
-        yield from _compose_stack(tmp_path, stack)
+def summary_rows(output: str) -> dict[str, list[str]]:
+    """The scenario's table: policy -> its cells."""
+    policies = ("freshness", "central", "sync", "allkeys", "planfence")
+    rows = [line.split() for line in output.splitlines()]
+    return {row[0]: row[1:] for row in rows if row and row[0] in policies and len(row) == 7}
 
 
-def _compose_stack(
-    tmp_path: Path, stack: contextlib.ExitStack
-) -> Iterator[tuple[str, list[str], dict[str, str], Path]]:
-    found = container_engine()
-    if found is None:
-        pytest.skip(
-            "no container engine (podman with podman-compose, or docker with a running daemon)"
-        )
-    engine, compose_cmd = found
-    if (
-        run(
-            [
-                engine,
-                "image",
-                "exists" if engine == "podman" else "inspect",
-                "planfence-net:latest",
-            ],
-            timeout=60,
-        ).returncode
-        != 0
-    ):
-        pytest.skip(
-            f"no planfence-net:latest image: build it once with `{engine} build "
-            "--network=host -t planfence-net:latest .`"
-        )
-    # One compose stack at a time on this machine (fixed ports, one image tag): wait for it.
-    lock = stack.enter_context(open("/tmp/planfence-compose-test.lock", "w"))
-    fcntl.flock(lock, fcntl.LOCK_EX)
-    busy = [p for p in range(7411, 7416) if port_in_use(p)]
-    if busy:
-        pytest.skip(f"ports {busy} on 127.0.0.1 are in use (another compose stack?)")
-    # Rebuild on the cached dependency stage: the image runs this checkout, offline. The
-    # stage is cached only for this pyproject.toml; a changed one needs the network once.
-    deps = run([engine, "build", "--network=none", "--target", "deps", "."])
-    if deps.returncode != 0:
-        pytest.skip(
-            f"the image's dependency stage is not built for this pyproject.toml: "
-            f"build it once with `{engine} build --network=host -t planfence-net:latest .`"
-        )
-    built = run([engine, "build", "--network=none", "-t", "planfence-net:latest", "."])
-    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
-    project = f"planfence-test-{os.getpid()}"
-    path = tmp_path / "cluster"
-    clusterlib.init_cluster(path, compose=True)
-    env = {
-        **os.environ,
-        "PLANFENCE_CLUSTER": str(path),
-        "PLANFENCE_UID": str(os.getuid()),
-        "PLANFENCE_GID": str(os.getgid()),
+def check_health(engine: Engine, container: str) -> bool:
+    """The container's health check, as the Compose file judges it: healthy unless
+    `retries` probes `interval` apart all fail (a probe through a shaped link can meet a
+    trace outage). Podman without systemd runs health checks only when asked."""
+    if engine.name == "docker":
+        state = engine.run("inspect", "--format", "{{.State.Health.Status}}", container)
+        return state.stdout.strip() == "healthy"
+    health = compose()["x-health"]
+    for _ in range(health["retries"]):
+        if engine.run("healthcheck", "run", container).returncode == 0:
+            return True
+        time.sleep(float(health["interval"].removesuffix("s")))
+    return False
+
+
+# Who came to each owner in the scenario, and how: (peer, "shaper" or "direct") of every
+# handshake, and what the executor (`ops`) asked. The executor plays the owners' own writes
+# too, directly (a write on one's own daemon is local, not coordination), and the sync
+# baseline's subscriptions between owners; everything the executor asks goes through the
+# owner's shaper, as does the wait's ping (each owner pings itself through its link) and
+# every write to the central store.
+VISITS: dict[str, tuple[set[tuple[str, str]], set[str]]] = {
+    "planner": ({("planner", "direct"), ("planner", "shaper")}, set()),
+    "reqs": (
+        {("inventory", "direct"), ("ops", "shaper"), ("reqs", "direct"), ("reqs", "shaper")},
+        {"ack", "get", "heads", "subscribe"},
+    ),
+    "inventory": (
+        {("inventory", "direct"), ("inventory", "shaper"), ("ops", "shaper"), ("reqs", "direct")},
+        {"ack", "heads", "subscribe"},
+    ),
+    "ops": ({("ops", "direct"), ("ops", "shaper")}, {"ping", "put"}),
+    "audit": ({("audit", "shaper")}, set()),
+    "central": (
+        {(a, "shaper") for a in ["central", "inventory", "ops", "planner", "reqs"]},
+        {"put", "stats", "validate"},
+    ),
+}
+
+
+def visits(
+    engine: Engine, project: str, path: Path, agent: str
+) -> tuple[set[tuple[str, str]], set[str]]:
+    """What `agent`'s log says about its visitors, as VISITS states it."""
+    shaper = engine.address(engine.container(project, f"shaper-{agent}"))
+    lines = (path / "logs" / f"{agent}.jsonl").read_text().splitlines()
+    events = [json.loads(line) for line in lines]
+    came = {
+        (e["peer"], "shaper" if e["remote"].rpartition(":")[0] == shaper else "direct")
+        for e in events
+        if e["event"] == "handshake"
     }
-    command = [*compose_cmd, "-p", project, "-f", str(ROOT / "docker-compose.yml")]
-    try:
-        yield engine, command, env, path
-    finally:
-        run([*command, "down"], env=env, timeout=120)
-        listed = run(
-            [engine, "ps", "-a", "-q", "--filter", f"label=com.docker.compose.project={project}"],
-            timeout=60,
-        )
-        leftovers = listed.stdout.split()
-        if leftovers:
-            run([engine, "rm", "-f", *leftovers], timeout=120)
-        run(
-            [
-                engine,
-                "network",
-                "rm",
-                "-f" if engine == "podman" else "--force",
-                f"{project}_default",
-            ],
-            timeout=60,
-        )
+    asked = {e["op"] for e in events if e["event"] == "request" and e["peer"] == "ops"}
+    return came, asked
 
 
 @pytest.mark.compose
-@pytest.mark.timeout(600)
-def test_the_compose_stack_runs_the_scenario_and_the_executor_exits_0(compose_stack) -> None:  # type: ignore[no-untyped-def]
-    engine, command, env, path = compose_stack
-    # Output to a file, not a pipe: podman-compose returns while the `podman start -a` it
-    # spawned for the owners still hold its output open (until `down` stops them).
-    log = path.parent / "compose-up.log"
-    with log.open("w") as out:
-        code = subprocess.run(
-            [*command, "up", "--no-build", "--exit-code-from", "executor"],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            cwd=ROOT,
-            timeout=400,
-        ).returncode
-    output = log.read_text(errors="replace")
-    assert code == 0, output[-4000:]
-    assert "stale-plan scenario: 5 owners through shapers, 3 workflow families per policy" in output
-    names = run([engine, "ps", "--format", "{{.Names}}"], timeout=60).stdout.split()
-    for service in [f"{kind}-{a}" for kind in ("owner", "shaper") for a in AGENTS]:
-        container = next(n for n in names if service in n and command[2] in n)
-        if engine == "podman":  # without systemd Podman runs health checks only when asked
-            # A service is unhealthy only after `retries` failed probes `interval` apart, as
-            # the Compose file says: a probe through a shaped link can meet a trace outage
-            # (three probes back to back failed once in a full-suite run under load).
-            health = compose()["x-health"]
-            for _ in range(health["retries"]):
-                checked = run(["podman", "healthcheck", "run", container], timeout=60)
-                if checked.returncode == 0:
-                    break
-                time.sleep(float(health["interval"].removesuffix("s")))
-            assert checked.returncode == 0, (container, checked.stdout, checked.stderr)
-        else:
-            state = run(
-                ["docker", "inspect", "--format", "{{.State.Health.Status}}", container], timeout=60
-            )
-            assert state.stdout.strip() == "healthy", container
-    # the host's planfence uses the published ports of the folder's own roster
-    result = runner.invoke(app, ["heads", str(path), "req/reservation-42/planfence", "--json"])
-    assert result.exit_code == 0, result.stderr
-    assert json.loads(result.stdout)[0]["owner"] == "reqs"
-    # what the containers wrote belongs to us
-    written = [*(path / "data").iterdir(), *(path / "logs").iterdir()]
-    assert len(written) >= 10 and {p.stat().st_uid for p in written} == {os.getuid()}
+@pytest.mark.timeout(900)
+def test_the_compose_stack_runs_the_scenario_and_down_removes_it(
+    stack_engine: Engine, tmp_path: Path
+) -> None:
+    engine, project = stack_engine, f"planfence-test-{os.getpid()}"
+    path = tmp_path / "cluster"
+    clusterlib.init_cluster(path, compose=True)
+    uid = gid = STACK_UID if os.getuid() == 0 else None
+    if uid is not None:  # root: the folder is someone else's, as on a user's machine
+        for item in [path, *path.rglob("*")]:
+            os.chown(item, uid, uid, follow_symlinks=False)
+    uid, gid = (uid, gid) if uid is not None else (os.getuid(), os.getgid())
+    env = stack_env(path, uid, gid)
+    log = tmp_path / "compose.log"  # a file, not a pipe: `podman start -a` children hold it
+    with compose_project(engine, project, env, log) as command:
+        with log.open("w") as out:
+            code = subprocess.run(
+                [*command, "up", "--no-build", "--exit-code-from", "executor"],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                cwd=ROOT,
+                timeout=420,
+            ).returncode
+        output = log.read_text(errors="replace")
+        # the executor's verdict: the race happened, only freshness fell for it
+        assert code == 0, output[-4000:]
+        assert SCENARIO_LINE in output
+        rows = summary_rows(output)
+        assert {p: r[:4] for p, r in rows.items()} == {
+            "freshness": ["3", "3", "0", "0"],
+            **{p: ["3", "0", "3", "0"] for p in ("central", "sync", "allkeys", "planfence")},
+        }
+        # the owners' logs: the executor (`ops`) reached every owner through its shaper
+        assert {a: visits(engine, project, path, a) for a in AGENTS} == VISITS
+        for service in [f"{kind}-{a}" for kind in ("owner", "shaper") for a in AGENTS]:
+            assert check_health(engine, engine.container(project, service)), service
+        # the host's planfence uses the published ports of the folder's own roster
+        result = runner.invoke(app, ["heads", str(path), "req/reservation-42/planfence", "--json"])
+        assert result.exit_code == 0, result.stderr
+        assert json.loads(result.stdout)[0]["owner"] == "reqs"
+        # what the containers wrote belongs to the stack's user
+        written = [*(path / "data").iterdir(), *(path / "logs").iterdir()]
+        assert len(written) >= 12 and {p.stat().st_uid for p in written} == {uid}
+        # down: every container gone; the network too (podman-compose 1.0.3 leaves it)
+        down = run([*command, "down"], env=env, timeout=ENGINE_TIMEOUT)
+        assert down.returncode == 0, down.stdout[-2000:] + down.stderr[-2000:]
+        assert engine.project_containers(project) == []
+        assert not any(port_in_use(p) for p in range(7411, 7417))
+        networks = engine.project_networks(project)
+        left = [f"{project}_default"] if engine.name == "podman" else []
+        assert networks in ([], left)

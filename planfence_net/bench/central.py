@@ -26,6 +26,7 @@ The central agent is a roster member (for the Noise handshake) that owns no keys
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ import anyio
 
 from ..cluster.folder import ClusterDir
 from ..core.errors import PlanfenceError, RecordError
+from ..core.escaping import escape
 from ..core.records import record_from_wire, verify, wire_from_bytes
 from ..core.roster import parse_address
 from ..owners.daemon import OwnerDaemon
@@ -163,8 +165,13 @@ def _address(text: str) -> tuple[str, int]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Serve until signalled; a planfence error (a missing or unreadable key, a bad roster,
+    a taken port) is one line on stderr and exit status 1, as the `planfence` commands do."""
     args = parser().parse_args(argv)
-    anyio.run(run_central, ClusterDir(args.dir), args.agent, args.listen, backend="asyncio")
+    try:
+        anyio.run(run_central, ClusterDir(args.dir), args.agent, args.listen, backend="asyncio")
+    except PlanfenceError as exc:
+        sys.exit(f"error: {escape(str(exc))}")
 
 
 if __name__ == "__main__":

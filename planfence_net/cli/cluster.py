@@ -7,6 +7,7 @@ answer, e.g. stopped with SIGSTOP, is not alive).
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -81,6 +82,11 @@ def cluster_init(
     print_table(
         ["agent", "address", "owns"], [[a.name, a.address, " ".join(a.owns)] for a in roster.agents]
     )
+    if compose:  # docker-compose.yml reads the folder and the services' user from these
+        click.echo(
+            f"docker-compose.yml: PLANFENCE_CLUSTER={path.resolve()} "
+            f"PLANFENCE_UID={os.getuid()} PLANFENCE_GID={os.getgid()}"
+        )
 
 
 @cluster_app.command("up")

@@ -219,11 +219,10 @@ def scenario(
             "baseline writes to (`planfence demo` starts one)"
         }
     )
+    owners = plural(len([a for a in roster.agents if a.name != "central"]), "owner")
+    store = "" if skipped else " and a central store"  # the store owns no key: not an owner
     report_outcomes(
-        outcomes,
-        json_out,
-        plural(len(roster.agents), "owner") + (" through shapers" if links else ""),
-        skipped,
+        outcomes, json_out, owners + store + (" through shapers" if links else ""), skipped
     )
     problems = verdict(outcomes)
     if problems:

@@ -30,6 +30,12 @@ from ..core.errors import ConfigError, PlanfenceError
 from ..core.identity import generate_key_file
 from ..core.roster import Roster, parse_address, roster_from_dict
 from ..defaults import data_dir
+from .compose import (
+    COMPOSE_CENTRAL,
+    COMPOSE_HOST_BASE_PORT,
+    check_compose_layout,
+    write_compose_view,
+)
 from .folder import ClusterDir as ClusterDir  # where it lives: lean, for the hook
 
 DEFAULT_AGENTS = data_dir("owners") / "agents.toml"
@@ -124,12 +130,6 @@ def check_port(name: str, host: str, port: int, remedy: str) -> None:
     )
 
 
-# docker-compose.yml: every owner listens on 7401 in its container, its shaper on 7402, and
-# the owners' ports are published on the host's 127.0.0.1 from 7411 on.
-COMPOSE_OWNER_PORT, COMPOSE_SHAPER_PORT, COMPOSE_HOST_BASE_PORT = 7401, 7402, 7411
-COMPOSE_CENTRAL = "central"  # docker-compose.yml also runs the bench's central store
-
-
 def init_cluster(
     root: Path,
     *,
@@ -156,6 +156,8 @@ def init_cluster(
     """
     if agents < 1 and not workspaces:
         raise ConfigError("a cluster needs at least one agent")
+    if compose:
+        check_compose_layout(agents, base_port, workspaces)
     cdir = ClusterDir(root)
     if cdir.roster_path.exists():
         raise ConfigError(f"{cdir.roster_path} already exists; remove the folder or use another")
@@ -211,7 +213,7 @@ def init_cluster(
     roster = roster_from_dict(data)
     cdir.roster_path.write_text(tomli_w.dumps(data))
     if compose:
-        _write_compose_view(cdir, data)
+        write_compose_view(cdir.root, data)
     return roster
 
 
@@ -228,26 +230,6 @@ def write_gitignore(root: Path) -> None:
         lines = ["# planfence: private keys, stores, logs and pids never belong in git"]
     lines += [line for line in GITIGNORE if line not in lines]
     path.write_text("\n".join(lines) + "\n")
-
-
-def _write_compose_view(cdir: ClusterDir, data: dict[str, Any]) -> None:
-    """The roster and links as the containers of docker-compose.yml see them."""
-    folder = cdir.root / "compose"
-    folder.mkdir(exist_ok=True)
-    agents = [row["name"] for row in data["agents"]]
-    inside = {
-        **data,
-        "agents": [
-            {**row, "address": f"owner-{row['name']}:{COMPOSE_OWNER_PORT}"}
-            for row in data["agents"]
-        ],
-    }
-    (folder / "cluster.toml").write_text(tomli_w.dumps(inside))
-    (folder / "links.toml").write_text(
-        tomli_w.dumps(
-            {"links": {agent: f"shaper-{agent}:{COMPOSE_SHAPER_PORT}" for agent in agents}}
-        )
-    )
 
 
 def read_pid(cdir: ClusterDir, name: str) -> int | None:
