@@ -28,6 +28,7 @@ import json
 import os
 import shlex
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -136,7 +137,7 @@ def _record(
     from .facts import evidence_key
     from .hook import DEFAULT_TIMEOUT, STEPS, cache_path
     from .reads import is_test_command
-    from .session import Change, resolve_reads, wait_record
+    from .session import Change, wait_record
 
     keys = resolve_reads(workspaces(cdir), call.cwd, operands)
     plan = session_plan(call)
@@ -160,6 +161,51 @@ def _record(
         evidence=evidence,
     )
     return 0, ""
+
+
+def record_writes(
+    root: Path, plan: str, roster: Roster, keys: list[str], step: float, landed: bool
+) -> bool:
+    """The agent's own writes of `keys` join the session's plan as targets (`landed`: their
+    PostToolUse ran, so the replan count starts over). Returns whether the plan was written."""
+    from ..cluster.folder import ClusterDir
+    from .check import load_records
+    from .hook import cache_path
+    from .session import Change, wait_record
+
+    return wait_record(
+        roster,
+        ClusterDir(root).identity,
+        plan,
+        Change(files=dict.fromkeys(keys, "target"), landed=landed),
+        step_timeout=step,
+        lineage=load_records(cache_path(root, plan), roster),
+    )
+
+
+def resolve_reads(spaces: Mapping[str, Path], cwd: str, operands: list[str]) -> list[str]:
+    """The file keys of `operands` (as a reading command names them, relative to `cwd`; a
+    leading `:` is relative to the worktree root, as `git show REV:PATH` names it) that are
+    existing regular files whose real path is inside a served worktree."""
+    from .config import locate, outside
+    from .facts import file_key
+
+    here = os.path.realpath(cwd)
+    roots = [r for r in spaces.values() if Path(here).is_relative_to(os.path.realpath(r))]
+    keys: list[str] = []
+    for operand in operands:
+        if operand.startswith(":"):
+            if not roots:
+                continue
+            path = os.path.join(max(roots, key=lambda r: len(Path(r).parts)), operand[1:])
+        else:
+            path = os.path.join(cwd, operand)
+        if not os.path.isfile(path) or outside(dict(spaces), cwd, (path,)):
+            continue
+        where = locate(dict(spaces), Path(path))
+        if where is not None and file_key(*where) not in keys:
+            keys.append(file_key(*where))
+    return keys
 
 
 def block_message(call: ToolCall, verdict: Verdict) -> str:

@@ -400,23 +400,13 @@ def _advance(
     """Record the agent's own writes of `keys`: a trusted plan moves its declared targets
     (`advance`); a session's automatic plan takes every written file as a target
     (`session`). Returns whether the plan record was written."""
-    if not auto:
-        from .advance import wait_advance
+    if auto:
+        from .autohook import record_writes
 
-        return bool(wait_advance(roster, identity, plan, keys, step_timeout=step))
-    from ..cluster.folder import ClusterDir
-    from .check import load_records
-    from .session import Change, wait_record
+        return record_writes(root, plan, roster, keys, step, landed)
+    from .advance import wait_advance
 
-    cdir = ClusterDir(root)
-    return wait_record(
-        roster,
-        cdir.identity,
-        plan,
-        Change(files=dict.fromkeys(keys, "target"), landed=landed),
-        step_timeout=step,
-        lineage=load_records(cache_path(root, plan), roster),
-    )
+    return bool(wait_advance(roster, identity, plan, keys, step_timeout=step))
 
 
 def _record_edit(

@@ -33,7 +33,6 @@ import hashlib
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ..core.answers import HeadsQuery, Malformed, check_answer, verified_records, verifier
@@ -383,32 +382,3 @@ def heads(
 
 def _until(step_timeout: float) -> float:
     return time.monotonic() + step_timeout
-
-
-def resolve_reads(spaces: Mapping[str, Path], cwd: str, operands: list[str]) -> list[str]:
-    """The file keys of `operands` (as a reading command names them, relative to `cwd`; a
-    leading `:` is relative to the worktree root, as `git show REV:PATH` names it) that are
-    existing regular files whose real path is inside a served worktree."""
-    import os
-
-    from .config import locate, outside
-
-    keys: list[str] = []
-    for operand in operands:
-        if operand.startswith(":"):
-            found = locate(dict(spaces), Path(cwd))
-            if found is None:
-                continue
-            path = str(Path(spaces[found[0]]) / operand[1:])
-        else:
-            path = os.path.join(cwd, operand)
-        if not os.path.isfile(path) or outside(dict(spaces), cwd, (path,)):
-            continue
-        where = locate(dict(spaces), Path(path))
-        if where is not None:
-            from .facts import file_key
-
-            key = file_key(*where)
-            if key not in keys:
-                keys.append(key)
-    return keys

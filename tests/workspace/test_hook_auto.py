@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from planfence_net.workspace.autohook import resolve_reads
 from planfence_net.workspace.paths import executable
 from planfence_net.workspace.payload import parse_payload
 from planfence_net.workspace.session import auto_plan
@@ -324,3 +325,16 @@ def test_session_start_starts_the_plan_and_tells_the_model(tmp_path: Path) -> No
         assert check(repo)["class"] == "none"  # branch, HEAD and repository recorded
         git(repo, "commit", "-q", "--allow-empty", "-m", "moved on")
         assert check(repo)["class"] == "critical"
+
+
+def test_read_operands_become_keys_of_existing_files_inside_the_worktree(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {"lib.py": "x\n", "src/a.py": "a\n"})
+    (tmp_path / "secret").write_text("outside\n")
+    (repo / "link").symlink_to(tmp_path / "secret")  # leads out of the worktree
+    spaces = {"ws": repo}
+    operands = ["lib.py", "missing.py", "link", "../secret", ":src/a.py", "src", "lib.py"]
+    assert resolve_reads(spaces, str(repo), operands) == ["ws:file/lib.py", "ws:file/src/a.py"]
+    assert resolve_reads(spaces, str(repo / "src"), ["a.py", ":lib.py"]) == [
+        "ws:file/src/a.py",
+        "ws:file/lib.py",
+    ]
