@@ -258,11 +258,19 @@ def session_start(call: ToolCall, cdir: ClusterDir, timeout: float) -> Answer:
     """SessionStart in a served worktree: start the session's plan unless it has an explicit
     one, and tell the model (Claude Code reads `hookSpecificOutput.additionalContext`)."""
     from .config import select_plan
-    from .hook import ALLOW, STEPS, Answer
+    from .hook import STEPS
 
     why = ""
     if select_plan(cdir, call.session or None, call.agent_id) is None and call.session:
         why = start_plan(call, cdir, session_plan(call), cdir.roster(), timeout / STEPS)
+    return session_start_answer(why)
+
+
+def session_start_answer(why: str) -> Answer:
+    """SessionStart's answer: the context for the model on stdout, and on stderr why the
+    session's plan could not be started (`why`, or nothing)."""
+    from .hook import ALLOW, Answer
+
     context = {"hookEventName": "SessionStart", "additionalContext": CONTEXT}
     note = f"PlanFence could not start this session's plan: {why}" if why else ""
     return Answer(ALLOW, note, json.dumps({"hookSpecificOutput": context}))
