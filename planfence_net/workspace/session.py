@@ -266,7 +266,7 @@ def wait_record(
                 more = [k for k in inputs if k not in current]
                 if more:
                     current.update(heads(sessions, roster, more, step_timeout))
-                parents = [current[k].id for k in inputs if current.get(k) is not None]
+                parents = [r.id for k in inputs if (r := current.get(k)) is not None]
                 eowner = roster.owner_of(ekey)
                 if eowner is None:
                     raise ConfigError(f"no agent owns {ekey!r}")
