@@ -132,7 +132,6 @@ def after(call: ToolCall, options: dict[str, str]) -> tuple[int, str]:
 def _record(
     call: ToolCall, cdir: ClusterDir, operands: list[str], shell: bool, options: dict[str, str]
 ) -> tuple[int, str]:
-    from .check import load_records
     from .config import hook_policy, workspaces
     from .facts import evidence_key
     from .hook import DEFAULT_TIMEOUT, STEPS, cache_path
@@ -157,7 +156,7 @@ def _record(
         plan,
         Change(files=dict.fromkeys(keys, "read"), agents=here, extra=_who(call)),
         step_timeout=float(options.get("--timeout", DEFAULT_TIMEOUT)) / STEPS,
-        lineage=load_records(cache_path(cdir.root, plan), roster),
+        cache=cache_path(cdir.root, plan),
         evidence=evidence,
     )
     return 0, ""
@@ -169,7 +168,6 @@ def record_writes(
     """The agent's own writes of `keys` join the session's plan as targets (`landed`: their
     PostToolUse ran, so the replan count starts over). Returns whether the plan was written."""
     from ..cluster.folder import ClusterDir
-    from .check import load_records
     from .hook import cache_path
     from .session import Change, wait_record
 
@@ -179,7 +177,7 @@ def record_writes(
         plan,
         Change(files=dict.fromkeys(keys, "target"), landed=landed),
         step_timeout=step,
-        lineage=load_records(cache_path(root, plan), roster),
+        cache=cache_path(root, plan),
     )
 
 

@@ -33,18 +33,20 @@ import hashlib
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..core.answers import HeadsQuery, Malformed, check_answer, verified_records, verifier
 from ..core.errors import ConfigError, PlanfenceError, RequestError
 from ..core.identity import Identity
-from ..core.records import Record
+from ..core.records import ID_LEN, Record
 from ..core.roster import Roster
+from .cache import load_records, save_records
 from .facts import BRANCH, HEAD, OBSERVED, REPO, STATUS, fact_key, file_of, plan_key, split_key
-from .machine import NO_PLAN
 from .wire import SyncSessions
 
 PREFIX = "auto-"
+NO_PLAN = b"\0" * ID_LEN  # an id no record has: the owner answers with the head inline
 MAX_PARENTS = 256  # a put carries at most 256 parents (PROTOCOL.md): reads past that are dropped
 RETRY_STEPS = 4  # a contended write may use the hook's whole budget, not one step
 FACT_ROLES = {REPO: "repo", BRANCH: "branch", HEAD: "head", STATUS: "status"}
@@ -215,14 +217,15 @@ def wait_record(
     change: Change,
     *,
     step_timeout: float,
-    lineage: dict[bytes, Record] | None = None,
+    cache: Path | None = None,
     evidence: tuple[str, dict[str, Any]] | None = None,
 ) -> bool:
     """Write `change` into `plan` (created when it has no record yet), each step (one request)
     within `step_timeout` seconds; returns whether the plan record was written (False: it
     already said that). `evidence` is (evidence key, body without inputs): its record is
     written first, with the plan's read and target files as inputs and their current records
-    as parents. `lineage` (records at hand, e.g. the hook's cache) saves fetches. Raises
+    as parents. `cache` (the hook's, `cache.load_records`) saves fetches: the plan's lineage
+    is read from it, and written to it when it had to be fetched. Raises
     PlanfenceError when an owner fails or refuses, ValueError for a plan that cannot take
     the change.
 
@@ -234,7 +237,7 @@ def wait_record(
     if owner is None:
         raise ConfigError(f"no agent owns {pkey!r}")
     sessions = SyncSessions(roster, identity_of(owner))
-    known: dict[bytes, Record] = dict(lineage or {})
+    known: dict[bytes, Record] = load_records(cache, roster) if cache is not None else {}
     give_up = time.monotonic() + RETRY_STEPS * step_timeout
     try:
         while True:
@@ -242,8 +245,10 @@ def wait_record(
             record = current.pop(pkey)
             if record is None and change.rebase:
                 raise ConfigError(f"no plan {plan!r}")
-            if record is not None:
-                _fetch_parents(sessions, roster, record, known, step_timeout)
+            if record is not None and _fetch_parents(sessions, roster, record, known, step_timeout):
+                if cache is not None:
+                    lineage = [known[rid] for rid in record.parents if rid in known]
+                    save_records(cache, [record, *lineage])
             declared = record.body.get("declaration", {}) if record is not None else {}
             rebase_keys = [k for k in declared if change.rebase and split_key(k) and _fact(k)]
             agents = {*change.agents, *filter(None, map(_agent, change.files))}
@@ -336,17 +341,19 @@ def _fetch_parents(
     record: Record,
     known: dict[bytes, Record],
     step_timeout: float,
-) -> None:
-    """Put the plan's parents in `known`, asking the owners of its declared keys."""
+) -> bool:
+    """Put the plan's parents in `known`, asking the owners of its declared keys; returns
+    whether any had to be fetched."""
     missing = [rid for rid in record.parents if rid not in known]
     if not missing:
-        return
+        return False
     declared = record.body.get("declaration", {}) if isinstance(record.body, dict) else {}
     holders = {roster.owner_of(k) for k in declared} - {None}
     verify = verifier(roster)
     for holder in sorted(str(h) for h in holders):
         answer = sessions.request(holder, "get", {"ids": missing}, _until(step_timeout))
         known.update((r.id, r) for r in verified_records(answer.get("records"), verify, bad="drop"))
+    return True
 
 
 def heads(
