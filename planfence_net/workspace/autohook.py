@@ -56,6 +56,40 @@ def session_plan(call: ToolCall) -> str:
     return auto_plan(call.session, call.agent_id)
 
 
+def marker(root: Path, plan: str) -> Path:
+    """The file that says a session works under its automatic plan `plan` (CLUSTER/run/)."""
+    return root / "run" / f"{plan}.session"
+
+
+def working_plan(cdir: ClusterDir, call: ToolCall, selected: str | None) -> str | None:
+    """The session's automatic plan when the call is to be checked against it, else None
+    (the `selected` plan, `config.select_plan`'s, is). A plan trusted for this session (or
+    subagent) takes precedence; the folder's shared current plan does only for a session
+    that has not started its own: trusting a shared plan never moves a session off its
+    automatic plan (nor, `trust.stale_binding`, does trusting one for the session while
+    the automatic plan is stale, unless it covers it)."""
+    from .config import bound_plan
+
+    if not call.session:
+        return None
+    own = (bound_plan(cdir, call.session, call.agent_id) if call.agent_id else None) or (
+        bound_plan(cdir, call.session)
+    )
+    if own is not None:
+        return None
+    plan = session_plan(call)
+    if selected is None or marker(cdir.root, plan).exists():
+        return plan
+    return None
+
+
+def note_working(root: Path, plan: str) -> None:
+    """Remember that a session works under its automatic plan `plan` (see `working_plan`)."""
+    path = marker(root, plan)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
+
+
 def agents_here(cdir: ClusterDir, cwd: str) -> tuple[str, ...]:
     """The workspace agent serving `cwd` (the innermost worktree holding it), else every
     workspace agent of the cluster."""
@@ -85,6 +119,7 @@ def start_plan(call: ToolCall, cdir: ClusterDir, plan: str, roster: Roster, step
     from .session import Change, wait_record
 
     try:
+        note_working(cdir.root, plan)
         wait_record(
             roster,
             cdir.identity,
@@ -92,7 +127,7 @@ def start_plan(call: ToolCall, cdir: ClusterDir, plan: str, roster: Roster, step
             Change(agents=agents_here(cdir, call.cwd), extra=_who(call)),
             step_timeout=step,
         )
-    except (PlanfenceError, ValueError) as exc:
+    except (PlanfenceError, ValueError, OSError) as exc:
         return str(exc)
     return ""
 
@@ -116,7 +151,8 @@ def after(call: ToolCall, options: dict[str, str]) -> tuple[int, str]:
         cdir = find_cluster(
             Path(options["--cluster"]) if "--cluster" in options else None, Path(call.cwd)
         )
-        if select_plan(cdir, call.session or None, call.agent_id) is not None:
+        selected = select_plan(cdir, call.session or None, call.agent_id)
+        if working_plan(cdir, call, selected) is None:
             return 0, ""  # an explicitly trusted plan takes precedence
         return _record(call, cdir, operands, shell, options)
     except NoCluster:
@@ -149,6 +185,7 @@ def _record(
             evidence = (key, {"command": ran, "exit": call.exit, "time": round(time.time(), 3)})
     if not keys and evidence is None:
         return 0, ""
+    note_working(cdir.root, plan)
     roster = cdir.roster()
     wait_record(
         roster,
@@ -259,8 +296,9 @@ def session_start(call: ToolCall, cdir: ClusterDir, timeout: float) -> Answer:
     from .hook import STEPS
 
     why = ""
-    if select_plan(cdir, call.session or None, call.agent_id) is None and call.session:
-        why = start_plan(call, cdir, session_plan(call), cdir.roster(), timeout / STEPS)
+    plan = working_plan(cdir, call, select_plan(cdir, call.session or None, call.agent_id))
+    if plan is not None:
+        why = start_plan(call, cdir, plan, cdir.roster(), timeout / STEPS)
     return session_start_answer(why)
 
 

@@ -125,12 +125,15 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
     blocked = f"PlanFence blocked {call.describe()}{call.subagent()}"
     try:
         cdir, plan, roster, identity, step = _context(call, options)
-        auto = plan is None and _auto(options) and bool(call.session)
-        if auto:
-            from .autohook import session_plan
+        auto = False
+        if _auto(options):
+            from .autohook import working_plan
 
-            plan = session_plan(call)
-            identity = cdir.identity(options.get("--as") or roster.owner_of(plan_key(plan)) or "")
+            session_plan = working_plan(cdir, call, plan)
+            if session_plan is not None:
+                plan, auto = session_plan, True
+                me = options.get("--as") or roster.owner_of(plan_key(plan)) or ""
+                identity = cdir.identity(me)
         by_policy = _policy(call, cdir, blocked)
     except NoCluster as exc:
         return _unserved(call, options, exc, blocked)

@@ -338,3 +338,58 @@ def test_read_operands_become_keys_of_existing_files_inside_the_worktree(tmp_pat
         "ws:file/src/a.py",
         "ws:file/lib.py",
     ]
+
+
+def test_a_trust_never_moves_a_session_off_its_stale_plan(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", FILES)
+    with served(repo):
+        assert read(repo, "lib.py") == (0, "")
+        write(repo, {"lib.py": "changed\n"})
+        assert write_call(repo, "main.py")[0] == 2
+        # A plan trusted for every session (the folder's first: its current plan) is shared
+        # with sessions without one of their own; this session has its own.
+        code, out, err = run_cli("workspace", "trust", "shared", "--read", "main.py", cwd=repo)
+        assert code == 0, out + err
+        code, reason = write_call(repo, "main.py")
+        assert code == 2 and f"plan '{PLAN}'" in reason
+        other = {
+            **claude(
+                "PreToolUse", "Write", {"file_path": str(repo / "main.py"), "content": ""}, repo, 1
+            ),
+            "session_id": "another",
+        }
+        code, reason = run_hook("claude", other, *AUTO)
+        assert (code, reason) == (0, "")  # a session that never started one uses the shared plan
+        # Trusting a plan for this session while its own is stale is a re-trust of it.
+        code, out, err = run_cli(
+            "workspace", "trust", "mine", "--read", "main.py", "--session", SESSION, cwd=repo
+        )
+        assert (code, out) == (1, "")
+        assert err.startswith(
+            f"error: trusting mine for session {SESSION} would replace the stale plan {PLAN} "
+            "and would declare less than its trusted state: "
+        ), err
+        assert "ws:lib.py (read)" in err, err
+
+
+def test_the_clusters_hook_table_names_the_test_commands(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", FILES)
+    with served(repo):
+        roster = repo / ".planfence" / "cluster.toml"
+        roster.write_text(roster.read_text() + '\n[hook]\ntests = ["make check*"]\n')
+        assert read(repo, "lib.py") == (0, "")
+        assert bash(repo, "pytest -q", "PostToolUse", n=3) == (0, "")  # not a test command here
+        assert bash(repo, "make check", "PostToolUse", n=4) == (0, "")
+        write(repo, {"lib.py": "changed\n"})
+        lines = write_call(repo, "main.py")[1].splitlines()
+        assert [x for x in lines if x.startswith("- Previous")] == [
+            "- Previous test result is now stale: `make check` ran against lib.py"
+        ]
+        roster.write_text(roster.read_text().replace('["make check*"]', '"make check"'))
+        code, reason = bash(repo, "make check", "PostToolUse", n=5)
+        assert (code, reason) == (
+            2,
+            f"PlanFence could not record Bash `make check` in this session's plan ({roster}: "
+            "[hook] tests must be a list of strings); a later change to them will not block "
+            "your writes.\n",
+        )
