@@ -352,6 +352,7 @@ def test_explicit_keeps_trusted_plans_only(tmp_path: Path, home: Path) -> None:
             "PreToolUse": [{"matcher": CLAUDE_PRE, "hooks": [handler]}],
             "PostToolUse": [{"matcher": "Write|Edit|MultiEdit|NotebookEdit", "hooks": [handler]}],
             "SessionStart": [{"hooks": [{k: v for k, v in handler.items() if k != "onFailure"}]}],
+            "SessionEnd": [{"hooks": [{k: v for k, v in handler.items() if k != "onFailure"}]}],
         }
     }
     # Installing in automatic mode over it replaces ours, PostToolUseFailure included.
