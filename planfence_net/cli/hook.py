@@ -160,6 +160,12 @@ def install(
         "project's CLAUDE.md (claude) or AGENTS.md (codex), once; the rest stays as it is.",
     ),
     json_out: bool = JsonOpt,
+    explicit: bool = Option(
+        False,
+        "--explicit",
+        help="Only explicitly trusted plans: a session without one is blocked (default: "
+        "automatic mode, where a session's own plan is made from what it reads and writes).",
+    ),
 ) -> None:
     """Merge our PreToolUse and PostToolUse hooks (Claude Code: and SessionStart) into the
     agent's config; other hooks stay."""
@@ -186,6 +192,7 @@ def install(
         shared=shared,
         mcp_writes=mcp_writes,
         timeout=timeout,
+        explicit=explicit,
     )
     root = installer.project_root(project)
     if not user:

@@ -28,9 +28,10 @@ EXIT_DRIFT, EXIT_UNDECIDED = 2, 3
 
 def register(app: Group) -> None:
     """Add `planfence workspace ...` to `app`."""
-    from . import plans
+    from . import plans, refresh
 
     plans.register(workspace_app)
+    refresh.register(workspace_app)
     app.add_command(workspace_app)
 
 

@@ -10,20 +10,19 @@ seconds after it starts; only verified answers count.
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from pathlib import Path
 from typing import TypeVar
 
-from ..core.answers import HeadsQuery, Verify, verified_records, verifier
+from ..core.answers import HeadsQuery, Verify, verifier
 from ..core.drive import FetchRound, HeadsRound, drive_sync, failure_reason
-from ..core.errors import ConfigError, PlanfenceError, TransportError
+from ..core.errors import ConfigError, TransportError
 from ..core.gate import Action, Decision, Gate, GatePolicy, Replan
 from ..core.identity import Identity
 from ..core.records import Record
 from ..core.roster import Roster
 from ..core.timeouts import DEFAULT_TIMEOUT
-from ..protocol.messages import pack, unpack
+from .cache import load_records, save_records
 from .facts import plan_key
 from .machine import UNDECIDED, AskPlan, CheckMachine, RunGate, Verdict
 from .wire import Outcome, SyncSessions
@@ -182,23 +181,3 @@ def _in_time(outcome: Answer, deadline: float) -> Answer | None:
     if isinstance(outcome, TransportError) and time.monotonic() >= deadline:
         return None
     return outcome
-
-
-def load_records(path: Path, roster: Roster) -> dict[bytes, Record]:
-    """The records cached at `path` that parse and verify against `roster` ({} when none)."""
-    try:
-        wires = unpack(path.read_bytes())
-    except (OSError, PlanfenceError):
-        return {}
-    return {r.id: r for r in verified_records(wires, verifier(roster), bad="drop")}
-
-
-def save_records(path: Path, records: list[Record]) -> None:
-    """Cache `records` at `path` (atomically; a failure to write only costs speed)."""
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_bytes(pack([r.to_wire() for r in {r.id: r for r in records}.values()]))
-        tmp.replace(path)
-    except OSError:
-        tmp.unlink(missing_ok=True)

@@ -30,6 +30,7 @@ from ..core.errors import ConfigError
 from .anchor import FOLDER, Unanchored, Unserved, find_folder, safe
 from .facts import file_key
 from .paths import record_served, worktree_root
+from .reads import DEFAULT_TEST_COMMANDS
 
 SELECTION = "workspace.json"
 Spaces = dict[str, Path]  # workspace agent -> worktree
@@ -243,11 +244,14 @@ class HookPolicy:
     against the whole tool name of a tool the hook does not know (let through unchecked,
     or checked like a shell command against every declared key); `outside` are glob
     patterns (fnmatch) of real paths outside every served worktree that file tools may
-    change. Anything else unknown is blocked."""
+    change; `tests` are shell globs of the commands whose runs a session's automatic plan
+    records as evidence (default `reads.DEFAULT_TEST_COMMANDS`). Anything else unknown is
+    blocked."""
 
     allow: tuple[str, ...] = ()
     check: tuple[str, ...] = ()
     outside: tuple[str, ...] = ()
+    tests: tuple[str, ...] = DEFAULT_TEST_COMMANDS  # shell globs of test commands (evidence)
 
     def tool(self, name: str) -> str:
         """ "allow", "check" or "block" for the unknown tool `name`."""
@@ -272,11 +276,13 @@ def hook_policy(cdir: ClusterDir) -> HookPolicy:
     if not isinstance(table, dict):
         raise ConfigError(f"{cdir.roster_path}: [hook] must be a table")
     values: dict[str, tuple[str, ...]] = {}
-    for field in ("allow", "check", "outside"):
+    for field in ("allow", "check", "outside", "tests"):
+        if field == "tests" and field not in table:
+            continue
         items = table.get(field, [])
         if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
             raise ConfigError(f"{cdir.roster_path}: [hook] {field} must be a list of strings")
-        if field != "outside":
+        if field in ("allow", "check"):
             for item in items:
                 try:
                     re.compile(item)

@@ -72,6 +72,19 @@ def person_flag(command: str) -> str | None:
     return None
 
 
+# `planfence workspace refresh` re-bases a plan on the current branch and HEAD: a person's
+# decision after a switch, never the agent's (the hook blocks every shell command naming it).
+_PERSON_COMMAND = re.compile(r"\bworkspace\s+refresh\b")
+
+
+def person_command(command: str) -> str | None:
+    """`workspace refresh` when the shell command `command` names it (quotes and
+    backslashes ignored, as in `person_flag`), else None."""
+    if _PERSON_COMMAND.search(command.translate(_SHELL_QUOTING)):
+        return "workspace refresh"
+    return None
+
+
 def plan_key(plan: str) -> str:
     """The key of a trusted-state plan record."""
     return f"plan/{plan}"

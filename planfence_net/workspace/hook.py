@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from .payload import PayloadError, ToolCall, parse_payload
+from .payload import AFTER, PayloadError, ToolCall, parse_payload
 
 if TYPE_CHECKING:
     from ..cluster.folder import ClusterDir
@@ -36,7 +36,7 @@ DEFAULT_TIMEOUT = 10.0
 STEPS = 4  # rounds of one check: the plan, its lineage, the heads, a drift's second look
 USAGE = (
     "usage: planfence hook claude|codex [--cluster DIR] [--plan NAME] [--as AGENT] "
-    "[--timeout SECONDS] [--scope user|project]"
+    "[--timeout SECONDS] [--scope user|project] [--mode auto|explicit]"
 )
 
 
@@ -108,16 +108,32 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
     refused = _person_only(call)
     if refused:
         return BLOCK, refused
+    if call.event in AFTER and not call.files:
+        if not _auto(options):
+            return ALLOW, ""  # reads and test runs make a session's own plan only
+        from .autohook import after
+
+        return after(call, options)
     if not call.gated:
         return ALLOW, ""
     from ..core.errors import PlanfenceError
     from .check import run_check
     from .config import NoCluster
+    from .facts import plan_key
     from .inflight import others as others_in_flight
 
     blocked = f"PlanFence blocked {call.describe()}{call.subagent()}"
     try:
         cdir, plan, roster, identity, step = _context(call, options)
+        auto = False
+        if _auto(options):
+            from .autohook import working_plan
+
+            session_plan = working_plan(cdir, call, plan)
+            if session_plan is not None:
+                plan, auto = session_plan, True
+                me = options.get("--as") or roster.owner_of(plan_key(plan)) or ""
+                identity = cdir.identity(me)
         by_policy = _policy(call, cdir, blocked)
     except NoCluster as exc:
         return _unserved(call, options, exc, blocked)
@@ -132,7 +148,7 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
             f"your plan relies on first: {trust_command(call, 'PLAN')} --read FILE --target FILE"
         )
     if call.event == "PostToolUse":
-        return _record_edit(call, cdir.root, plan, roster, identity, step)
+        return _record_edit(call, cdir.root, plan, roster, identity, step, auto)
 
     def check(step: float) -> Verdict:
         cache = cache_path(cdir.root, plan)
@@ -140,12 +156,19 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
 
     end = time.monotonic() + step * STEPS  # the whole answer fits in --timeout
     verdict = check(step)
+    if auto and verdict.reason == "no_plan":  # the session's first gated call: start its plan
+        from .autohook import start_plan
+
+        started = start_plan(call, cdir, plan, roster, step)
+        if started:
+            return BLOCK, f"{blocked}: could not start this session's plan {plan!r}: {started}"
+        verdict = check(step)
     if verdict.exit_code == 2 and others_in_flight(cdir.root, plan, call.tool_use_id):
         # The plan's own calls in flight: record their targets and look again, within what is
         # left of the deadline (one step to record, the rest to check); anything else still
         # blocks.
         rest = (end - time.monotonic()) / (STEPS + 1)
-        if rest > 0 and _record_in_flight(call, cdir.root, plan, roster, identity, rest):
+        if rest > 0 and _record_in_flight(call, cdir.root, plan, roster, identity, rest, auto):
             verdict = check(rest)
     from .checklog import log_check
 
@@ -153,6 +176,10 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
     if verdict.exit_code != 0:
         from .config import bound_plan
 
+        if auto:
+            from .autohook import block_message as session_block_message
+
+            return BLOCK, session_block_message(call, verdict)
         own = bound_plan(cdir, call.session or None) == plan  # keep it this session's
         return BLOCK, block_message(call, verdict, session_bound=own)
     from .intentnotes import first_write_intents
@@ -215,10 +242,17 @@ def _no_chores(reason: str) -> str:
 
 def _person_only(call: ToolCall) -> str:
     """The reason to block a shell command carrying a flag only a person may pass, or ""."""
-    from .facts import person_flag
+    from .facts import person_command, person_flag
 
     if call.event != "PreToolUse" or call.command is None or call.tool == "apply_patch":
         return ""
+    refresh = person_command(call.command)
+    if refresh is not None:
+        return (
+            f"PlanFence blocked {call.describe()}{call.subagent()}: `planfence {refresh}` "
+            f"re-bases a plan on a new branch or HEAD and is the user's decision, never the "
+            f"agent's. Do not try another way; ask the user."
+        )
     flag = person_flag(call.command)
     if flag is None:
         return ""
@@ -288,16 +322,24 @@ def join_message(call: ToolCall, root: Path) -> str:
     )
 
 
-def _session_start(call: ToolCall, options: dict[str, str]) -> tuple[int, str]:
+def _session_start(call: ToolCall, options: dict[str, str]) -> tuple[int, str] | Answer:
     """Claude Code's SessionStart: join the session's worktree to its repository's cluster
     when the repository uses PlanFence and nothing serves the worktree yet (a worktree the
-    agent created). Never blocks; a failure is reported and the first gated call blocks."""
+    agent created); in automatic mode, in a served worktree, start the session's plan and tell
+    the model what PlanFence does (`autohook.session_start`). Never blocks; a failure is
+    reported and the first gated call blocks."""
     from ..core.errors import PlanfenceError
     from .config import NoCluster, find_cluster
     from .paths import marker
 
     try:
-        find_cluster(Path(options["--cluster"]) if "--cluster" in options else None, Path(call.cwd))
+        cdir = find_cluster(
+            Path(options["--cluster"]) if "--cluster" in options else None, Path(call.cwd)
+        )
+        if _auto(options):
+            from .autohook import session_start
+
+            return session_start(call, cdir, float(options.get("--timeout", DEFAULT_TIMEOUT)))
         return ALLOW, ""
     except NoCluster as exc:
         if exc.root is None or marker(exc.root) is None:
@@ -325,32 +367,64 @@ def _file_keys(root: Path, cwd: str, files: list[str] | tuple[str, ...]) -> list
 
 
 def _record_in_flight(
-    call: ToolCall, root: Path, plan: str, roster: Roster, identity: Identity, step: float
+    call: ToolCall,
+    root: Path,
+    plan: str,
+    roster: Roster,
+    identity: Identity,
+    step: float,
+    auto: bool = False,
 ) -> bool:
     """Record the targets of the plan's other calls in flight (see `inflight`); returns
     whether there were any (and they were recorded)."""
     from ..core.errors import PlanfenceError
     from . import inflight
-    from .advance import wait_advance
 
     pending = inflight.others(root, plan, call.tool_use_id)
     keys = [k for cwd, files in pending for k in _file_keys(root, cwd, files)]
     if not keys:
         return False
     try:
-        return bool(wait_advance(roster, identity, plan, keys, step_timeout=step))
+        return _advance(root, plan, roster, identity, keys, step, auto)
     except (PlanfenceError, ValueError):
         return False
 
 
+def _advance(
+    root: Path,
+    plan: str,
+    roster: Roster,
+    identity: Identity,
+    keys: list[str],
+    step: float,
+    auto: bool,
+    landed: bool = False,
+) -> bool:
+    """Record the agent's own writes of `keys`: a trusted plan moves its declared targets
+    (`advance`); a session's automatic plan takes every written file as a target
+    (`session`). Returns whether the plan record was written."""
+    if auto:
+        from .autohook import record_writes
+
+        return record_writes(root, plan, roster, keys, step, landed)
+    from .advance import wait_advance
+
+    return bool(wait_advance(roster, identity, plan, keys, step_timeout=step))
+
+
 def _record_edit(
-    call: ToolCall, root: Path, plan: str, roster: Roster, identity: Identity, step: float
+    call: ToolCall,
+    root: Path,
+    plan: str,
+    roster: Roster,
+    identity: Identity,
+    step: float,
+    auto: bool = False,
 ) -> tuple[int, str]:
     """PostToolUse: move the plan's trusted versions of the touched targets to what the
     agent just wrote (see `advance`). Exit 2 only shows the reason: the call already ran."""
     from ..core.errors import PlanfenceError
     from . import inflight
-    from .advance import wait_advance
 
     note = inflight.mine(root, plan, call.tool_use_id, _owner(call)) if call.tool_use_id else None
     if note is None:
@@ -362,7 +436,7 @@ def _record_edit(
     cwd, files = note
     keys = _file_keys(root, cwd, [f for f in files if f in call.files])
     try:
-        wait_advance(roster, identity, plan, keys, step_timeout=step)
+        _advance(root, plan, roster, identity, keys, step, auto, landed=True)
     except (PlanfenceError, ValueError) as exc:
         return BLOCK, (
             f"PlanFence could not record {call.describe()}{call.subagent()} in plan {plan!r} "
@@ -430,7 +504,16 @@ def block_message(call: ToolCall, verdict: Verdict, session_bound: bool = False)
 
 def _options(argv: list[str]) -> dict[str, str]:
     """--name VALUE pairs; raises ValueError (the guard blocks) for anything else."""
-    known = ("--cluster", "--plan", "--as", "--timeout", "--scope")
+    known = ("--cluster", "--plan", "--as", "--timeout", "--scope", "--mode")
     if len(argv) % 2 or any(argv[i] not in known for i in range(0, len(argv), 2)):
         raise ValueError(USAGE)
-    return dict(zip(argv[::2], argv[1::2], strict=False))
+    options = dict(zip(argv[::2], argv[1::2], strict=False))
+    if options.get("--mode", "explicit") not in ("auto", "explicit"):
+        raise ValueError(USAGE)
+    return options
+
+
+def _auto(options: dict[str, str]) -> bool:
+    """Automatic mode (`--mode auto`): a session without a trusted plan works under its own
+    plan, made from its reads and writes (`session`); else it is blocked."""
+    return options.get("--mode") == "auto" and "--plan" not in options

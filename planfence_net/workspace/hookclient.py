@@ -49,7 +49,7 @@ MAX_PAYLOAD = 16 * 1024 * 1024  # larger payloads go in-process (and the owner r
 MAX_ANSWER = 1024 * 1024
 GRACE = 1.0  # seconds past --timeout the owner's own deadline may run over
 DEFAULT_TIMEOUT = 10.0  # hook.DEFAULT_TIMEOUT (equal: tests/workspace/test_hookd.py)
-OPTIONS = ("--cluster", "--plan", "--as", "--timeout", "--scope")  # hook._options
+OPTIONS = ("--cluster", "--plan", "--as", "--timeout", "--scope", "--mode")  # hook._options
 SOCKET = "the workspace owner's hook socket"
 
 
@@ -132,6 +132,7 @@ def _route(argv: list[str], data: bytes) -> tuple[Path, Path, float] | None:
     if not isinstance(call, dict) or call.get("hook_event_name") not in (
         "PreToolUse",
         "PostToolUse",
+        "PostToolUseFailure",
     ):
         return None
     cwd = call.get("cwd")

@@ -12,7 +12,10 @@ outside git). Each file holds {"hooks": {EVENT: [group]}} (config.toml: [[hooks.
 [[hooks.EVENT.hooks]] tables); PreToolUse checks the plan before a call, PostToolUse records
 the agent's own edit of a declared target (see `advance`), Claude Code's SessionStart joins a
 worktree the agent made (see `join`) and its SessionEnd ends the session's intents (see
-`intentclient`); those two never block, so they carry no `onFailure`.
+`intentclient`); those two never block, so they carry no `onFailure`. In automatic mode (the
+default; `--explicit` keeps the trusted plans only) the command carries `--mode auto` and
+PostToolUse also sees reads and shell commands, from which a session's own plan is made (see
+`autohook`).
 
 A group is {"matcher": REGEX, "hooks": [handler]}. Claude Code handlers carry
 `"onFailure": "block"` (a hook that cannot start, times out or crashes blocks the call) and
@@ -51,6 +54,17 @@ MATCHERS = {
     },
     "codex": {"PreToolUse": "Bash|apply_patch|Edit|Write", "PostToolUse": "apply_patch|Edit|Write"},
 }
+# Automatic mode (the default; `--explicit` keeps MATCHERS): PostToolUse also sees the calls
+# that read (a session's plan is made from them) and shell commands (reads, test runs);
+# Claude Code reports a shell command that exited non-zero as PostToolUseFailure.
+AUTO_MATCHERS = {
+    "claude": {
+        "PostToolUse": "Write|Edit|MultiEdit|NotebookEdit|Read|NotebookRead|Bash|PowerShell",
+        "PostToolUseFailure": "Bash|PowerShell",
+    },
+    "codex": {"PostToolUse": "apply_patch|Edit|Write|Bash"},
+}
+FAILURE = "PostToolUseFailure"
 TIMEOUT = 30  # seconds: the agent's own limit; the hook's deadline is shorter
 # The hook's own deadline (`--timeout`) covers its checks, not the interpreter's start and
 # its imports on a loaded machine: past the handler's TIMEOUT the agent runs the call, so
@@ -92,11 +106,15 @@ def config_path(
 
 
 def hook_args(
-    agent: str, cluster: Path | None = None, user: bool = False, timeout: float | None = None
+    agent: str,
+    cluster: Path | None = None,
+    user: bool = False,
+    timeout: float | None = None,
+    explicit: bool = False,
 ) -> list[str]:
-    """The arguments after `planfence`: `hook AGENT [--cluster DIR] [--scope user]
-    [--timeout SECONDS]`."""
-    words = ["hook", agent]
+    """The arguments after `planfence`: `hook AGENT [--mode auto] [--cluster DIR] [--scope
+    user] [--timeout SECONDS]` (`--mode auto` unless `explicit`)."""
+    words = ["hook", agent] + ([] if explicit else ["--mode", "auto"])
     if cluster is not None:
         words += ["--cluster", str(cluster.resolve())]
     if user:
@@ -119,10 +137,14 @@ def check_timeout(timeout: float | None) -> None:
 
 
 def hook_command(
-    agent: str, cluster: Path | None = None, user: bool = False, timeout: float | None = None
+    agent: str,
+    cluster: Path | None = None,
+    user: bool = False,
+    timeout: float | None = None,
+    explicit: bool = False,
 ) -> str:
     """The command line a shell runs: this installation's `planfence`, by absolute path."""
-    return shlex.join([executable(), *hook_args(agent, cluster, user, timeout)])
+    return shlex.join([executable(), *hook_args(agent, cluster, user, timeout, explicit)])
 
 
 def handler(
@@ -134,13 +156,14 @@ def handler(
     shared: bool = False,
     command: str | None = None,
     timeout: float | None = None,
+    explicit: bool = False,
 ) -> dict[str, Any]:
     """Our handler for `agent` (see module doc). `command` replaces the shell command line
     (tests, docs); Claude Code's exec form then names it as the executable."""
     if agent == "codex":
-        text = command or hook_command(agent, cluster, user, timeout)
+        text = command or hook_command(agent, cluster, user, timeout, explicit)
         return {"type": "command", "command": text, "timeout": TIMEOUT}
-    args = hook_args(agent, cluster, user, timeout)
+    args = hook_args(agent, cluster, user, timeout, explicit)
     if shared and command is None:
         exe = Path(executable())
         inside = root is not None and exe.is_absolute() and exe.is_relative_to(root)
@@ -161,30 +184,42 @@ def handler(
 
 
 def our_group(
-    agent: str, ours: dict[str, Any], event: str = "PreToolUse", mcp_writes: str | None = None
+    agent: str,
+    ours: dict[str, Any],
+    event: str = "PreToolUse",
+    mcp_writes: str | None = None,
+    explicit: bool = False,
 ) -> dict[str, Any]:
-    """Our group for `event`: the matcher (with `mcp_writes` added) and handler `ours`."""
+    """Our group for `event`: the matcher (with `mcp_writes` added; automatic mode's unless
+    `explicit`) and handler `ours`."""
     if event in (SESSION, END):  # these never block anything: a failure must not either
         return {"hooks": [{k: v for k, v in ours.items() if k != "onFailure"}]}
-    matcher = MATCHERS[agent][event] + (f"|{mcp_writes}" if mcp_writes else "")
+    table = {**MATCHERS[agent], **({} if explicit else AUTO_MATCHERS[agent])}
+    matcher = table[event] + (f"|{mcp_writes}" if mcp_writes and event != FAILURE else "")
     return {"matcher": matcher, "hooks": [ours]}
 
 
-def events(agent: str) -> tuple[str, ...]:
-    return (*EVENTS, SESSION, END) if agent == "claude" else EVENTS
+def events(agent: str, explicit: bool = False) -> tuple[str, ...]:
+    if agent != "claude":
+        return EVENTS
+    return (*EVENTS, SESSION, END) if explicit else (*EVENTS, FAILURE, SESSION, END)
 
 
 def merged(
-    config: dict[str, Any], agent: str, ours: dict[str, Any], mcp_writes: str | None = None
+    config: dict[str, Any],
+    agent: str,
+    ours: dict[str, Any],
+    mcp_writes: str | None = None,
+    explicit: bool = False,
 ) -> dict[str, Any]:
     """`config` with our group (once) appended to each of our events' lists; everything else
     untouched. Raises ConfigError for hooks of an unexpected shape."""
     out = removed(config)
     hooks = out.setdefault("hooks", {})
-    for event in events(agent):
+    for event in events(agent, explicit):
         if not isinstance(hooks, dict) or not isinstance(hooks.setdefault(event, []), list):
             raise ConfigError(f"'hooks' / 'hooks.{event}' has an unexpected shape; not touching it")
-        hooks[event].append(our_group(agent, ours, event, mcp_writes))
+        hooks[event].append(our_group(agent, ours, event, mcp_writes, explicit))
     return out
 
 
@@ -194,7 +229,7 @@ def removed(config: dict[str, Any]) -> dict[str, Any]:
     hooks = out.get("hooks")
     if not isinstance(hooks, dict):
         return out
-    for event in (*EVENTS, SESSION, END):
+    for event in (*EVENTS, FAILURE, SESSION, END):
         groups = hooks.get(event)
         if not isinstance(groups, list):
             continue
@@ -261,6 +296,7 @@ def install(
     shared: bool = False,
     mcp_writes: str | None = None,
     timeout: float | None = None,
+    explicit: bool = False,
 ) -> tuple[Path, list[Path]]:
     """Merge our hooks into `agent`'s config (see module doc); returns the file written and
     the files ours was moved out of (Codex: the other form of the same layer). Raises
@@ -275,9 +311,11 @@ def install(
             raise ConfigError(msg) from None
     path = config_path(agent, root, fmt, user=user, shared=shared)
     moved = _other_forms(agent, root, fmt, user, shared)
-    ours = handler(agent, root, cluster=cluster, user=user, shared=shared, timeout=timeout)
+    ours = handler(
+        agent, root, cluster=cluster, user=user, shared=shared, timeout=timeout, explicit=explicit
+    )
     before = load(path)
-    config = merged(before, agent, ours, mcp_writes)
+    config = merged(before, agent, ours, mcp_writes, explicit)
     path.parent.mkdir(parents=True, exist_ok=True)
     _write(path, _toml_text(path, before, config) if fmt == "toml" else dump(path, config))
     for other in moved:

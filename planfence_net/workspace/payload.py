@@ -44,8 +44,11 @@ READ_ONLY = frozenset(
         "ListMcpResourcesTool", "ReadMcpResourceTool", "view_image", "update_plan",
     )
 )  # fmt: skip
-EVENTS = ("PreToolUse", "PostToolUse", "SessionStart", "SessionEnd")
+EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "SessionStart", "SessionEnd")
 SESSION_EVENTS = ("SessionStart", "SessionEnd")  # no tool: the session begins or ends
+AFTER = ("PostToolUse", "PostToolUseFailure")  # Claude Code: a call that failed (exit != 0)
+READ_TOOLS = {"Read": "file_path", "NotebookRead": "notebook_path"}
+_EXIT_CODE = re.compile(r"\bExit code (\d+)\b")
 _PATCH_HEADER = re.compile(
     r"^\*\*\* (?:Add File|Update File|Delete File|Move to): (.+?)\s*$", re.MULTILINE
 )
@@ -72,6 +75,8 @@ class ToolCall:
     agent_type: str | None = None
     tool_use_id: str | None = None
     unknown: bool = False  # a tool the hook does not know: the cluster's policy decides
+    reads: tuple[str, ...] = ()  # the file a reading tool read (Read, NotebookRead)
+    exit: int | None = None  # after a shell command: its exit code, when the agent says
 
     def subagent(self) -> str:
         """` (subagent ID, TYPE)` for a subagent's call, else ""."""
@@ -140,9 +145,35 @@ def parse_payload(agent: str, data: bytes) -> ToolCall:
     gated = tool not in READ_ONLY
     if tool in SHELLS and command is not None and is_exempt(command, cwd):
         gated = False  # how the agent re-reads its plan and re-trusts after a block
+    if tool in SHELLS and command is not None and event == "PreToolUse":
+        from .reads import is_read_only
+
+        gated = gated and not is_read_only(command)  # `cat lib.py` changes nothing
+    read = tool_input.get(READ_TOOLS.get(tool, ""))
+    reads = (read,) if isinstance(read, str) and read else ()
+    exit = None
     if event == "PostToolUse":
         gated, unknown = bool(files), False  # only edits with named files are recorded
-    return ToolCall(agent, event, session, cwd, tool, files, command, gated, **ids, unknown=unknown)
+        exit = 0 if agent == "claude" and tool in SHELLS else None  # Codex does not say
+    elif event == "PostToolUseFailure":
+        files, gated, unknown = (), False, False  # the call failed: nothing to record
+        error = value.get("error")
+        found = _EXIT_CODE.search(error) if isinstance(error, str) else None
+        exit = int(found.group(1)) if found else None
+    return ToolCall(
+        agent,
+        event,
+        session,
+        cwd,
+        tool,
+        files,
+        command,
+        gated,
+        **ids,
+        unknown=unknown,
+        reads=reads,
+        exit=exit,
+    )
 
 
 # `planfence workspace SUBCOMMAND` calls that cannot run a command of the agent's choosing

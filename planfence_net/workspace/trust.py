@@ -239,6 +239,12 @@ def stale_binding(
     from .config import bound_plan
 
     bound = (bound_plan(cdir, session, agent) if agent else None) or bound_plan(cdir, session)
+    if bound is None and session:  # the session's automatic plan, once it has one
+        from .autohook import marker
+        from .session import auto_plan
+
+        started = auto_plan(session, agent)
+        bound = started if marker(cdir.root, started).exists() else None
     if bound is None or bound == plan:
         return None
     owner = roster.owner_of(plan_key(bound)) or roster.agents[0].name

@@ -260,7 +260,8 @@ def requests(repo: Path, count: int) -> list[tuple[str, list[str]]]:
             ("--plan",),
             "PlanFence blocked this call: the hook failed (ValueError: usage: "
             "planfence hook claude|codex [--cluster DIR] [--plan NAME] [--as "
-            "AGENT] [--timeout SECONDS] [--scope user|project]); it fails closed",
+            "AGENT] [--timeout SECONDS] [--scope user|project] [--mode auto|explicit]); "
+            "it fails closed",
         ),
     ],
 )

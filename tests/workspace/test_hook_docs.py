@@ -8,8 +8,8 @@ import json
 import re
 from pathlib import Path
 
-from planfence_net.workspace import gitgate, install
-from planfence_net.workspace.classify import TrustedState, classify, summary
+from planfence_net.workspace import autohook, gitgate, install
+from planfence_net.workspace.classify import DriftReport, TrustedState, classify, summary
 from planfence_net.workspace.codexapp import LABELS, codex_hash
 from planfence_net.workspace.hook import block_message, join_message
 from planfence_net.workspace.intentclient import context_output
@@ -53,7 +53,7 @@ def examples() -> dict[str, str]:
     )
     shared = install.handler("claude", PROJECT, shared=True)
     out["claude-shared"] = json.dumps(shared, indent=2) + "\n"
-    ours = install.handler("codex", command="planfence hook codex")
+    ours = install.handler("codex", command="planfence hook codex --mode auto")
     out["codex-hooks-json"] = install.dump(Path("hooks.json"), install.merged({}, "codex", ours))
     out["codex-config-toml"] = "".join(
         install.toml_block(event, install.our_group("codex", ours, event))
@@ -67,7 +67,7 @@ def examples() -> dict[str, str]:
                 *(
                     (
                         f'hooks.state."/home/dev/app/.codex/hooks.json:{label}:0:0"',
-                        f'trusted_hash = "{codex_hash(label, install.MATCHERS["codex"][event], "planfence hook codex", 30)}"',
+                        f'trusted_hash = "{codex_hash(label, install.our_group("codex", ours, event)["matcher"], ours["command"], 30)}"',
                     )
                     for event, label in LABELS.items()
                 ),
@@ -98,6 +98,12 @@ def examples() -> dict[str, str]:
     out["commit-refused"] = (
         gitgate.refusal(gitgate.stale_lines("auth-fix", "auth.ts", sample_verdict())) + "\n"
     )
+    write = parse_payload("claude", json.dumps(payload("claude-write", PROJECT)).encode())
+    for name, verdict in (("blocked-auto", auto_verdict()), ("blocked-auto-branch", branch())):
+        text = autohook.block_message(write, verdict).replace(executable(), "planfence")
+        out[name] = text + "\n"
+    start = autohook.session_start_answer("")
+    out["session-start"] = json.dumps(json.loads(start.stdout), indent=2) + "\n"
     return out
 
 
@@ -116,6 +122,45 @@ def sample_intent(exclusive: bool) -> Intent:
         exclusive,
         1796142600.0,  # 16:30:00 UTC
     )
+
+
+AUTO = "auto-131f059605068eca"  # session.auto_plan of the recorded payloads' session
+
+
+def verdict_of(plan: str, report: DriftReport) -> Verdict:
+    return Verdict(
+        plan,
+        report.level,
+        tuple(summary(report)),
+        report.reread,
+        report.changed_again,
+        1,
+        None,
+        "",
+        None,
+    )
+
+
+def auto_verdict() -> Verdict:
+    """A session read lib.py and ran pytest; another agent changed lib.py."""
+    roles = {
+        "ws:branch": ("branch",),
+        "ws:file/lib.py": ("read", "input"),
+        "ws:evidence/4be1": ("evidence",),
+    }
+    evidence = {"ws:evidence/4be1": {"command": "pytest", "exit": 0, "inputs": ["ws:file/lib.py"]}}
+    drift = {"ws:file/lib.py": ({"hash": "git:1"}, {"hash": "git:2"})}
+    return verdict_of(AUTO, classify(TrustedState(AUTO, 1, roles, evidence), drift))
+
+
+def branch() -> Verdict:
+    """The same session, after the branch was switched under it."""
+    roles = {"ws:branch": ("branch",), "ws:head": ("head",), "ws:file/lib.py": ("read",)}
+    drift = {
+        "ws:branch": ({"branch": "feature/auth"}, {"branch": "main"}),
+        "ws:head": ({"head": "a17c92f5e0"}, {"head": "d09b34a71c"}),
+    }
+    return verdict_of(AUTO, classify(TrustedState(AUTO, 1, roles, {}), drift))
 
 
 def sample_verdict() -> Verdict:

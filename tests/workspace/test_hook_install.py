@@ -47,7 +47,9 @@ command = "python3 .codex/hooks/guard.py"
 timeout = 10
 """
 CLAUDE_PRE = "Write|Edit|MultiEdit|NotebookEdit|Bash|PowerShell"
-CLAUDE_POST = "Write|Edit|MultiEdit|NotebookEdit"
+CLAUDE_POST = "Write|Edit|MultiEdit|NotebookEdit|Read|NotebookRead|Bash|PowerShell"
+CODEX_POST = "apply_patch|Edit|Write|Bash"
+AUTO = ("--mode", "auto")
 
 
 @pytest.fixture
@@ -65,7 +67,7 @@ def claude_handler(*extra: str) -> dict[str, Any]:
     return {
         "type": "command",
         "command": str(PLANFENCE),
-        "args": ["hook", "claude", *extra],
+        "args": ["hook", "claude", *AUTO, *extra],
         "timeout": 30,
         "onFailure": "block",
     }
@@ -77,6 +79,7 @@ def claude_ours(*extra: str) -> dict[str, Any]:
     return {
         "PreToolUse": {"matcher": CLAUDE_PRE, "hooks": [handler]},
         "PostToolUse": {"matcher": CLAUDE_POST, "hooks": [handler]},
+        "PostToolUseFailure": {"matcher": "Bash|PowerShell", "hooks": [handler]},
         "SessionStart": {"hooks": [session]},
         "SessionEnd": {"hooks": [session]},
     }
@@ -106,6 +109,7 @@ def test_claude_installs_at_the_repository_root_failing_closed(tmp_path: Path, h
         "hooks": {
             "PreToolUse": [*THEIRS_CLAUDE["hooks"]["PreToolUse"], ours["PreToolUse"]],
             "PostToolUse": [*THEIRS_CLAUDE["hooks"]["PostToolUse"], ours["PostToolUse"]],
+            "PostToolUseFailure": [ours["PostToolUseFailure"]],
             "SessionStart": [ours["SessionStart"]],
             "SessionEnd": [ours["SessionEnd"]],
         },
@@ -131,7 +135,7 @@ def test_claude_shared_names_no_path_of_this_machine(tmp_path: Path, home: Path)
     assert pre["hooks"] == [
         {
             "type": "command",
-            "command": "planfence hook claude",
+            "command": "planfence hook claude --mode auto",
             "timeout": 30,
             "onFailure": "block",
         }
@@ -151,7 +155,7 @@ def test_user_scope_and_mcp_writes(tmp_path: Path, home: Path) -> None:
     assert run_cli("hook", "install", "codex", *args)[0] == 0
     hooks = json.loads((home / ".codex" / "hooks.json").read_text())["hooks"]
     assert hooks["PostToolUse"] == [
-        codex_group("apply_patch|Edit|Write|mcp__fs__write_.*", hook_command("codex", user=True))
+        codex_group(CODEX_POST + "|mcp__fs__write_.*", hook_command("codex", user=True))
     ]
     code, out, err = run_cli("hook", "install", "claude", "--user", "--mcp-writes", "mcp__(")
     assert (code, out) == (1, "")
@@ -164,7 +168,7 @@ def test_codex_hooks_json_from_nothing_and_back(tmp_path: Path, home: Path) -> N
     expected = {
         "hooks": {
             "PreToolUse": [codex_group("Bash|apply_patch|Edit|Write")],
-            "PostToolUse": [codex_group("apply_patch|Edit|Write")],
+            "PostToolUse": [codex_group(CODEX_POST)],
         }
     }
     assert code == 0 and json.loads(out) == {
@@ -194,12 +198,12 @@ def test_codex_config_toml_keeps_its_tables(tmp_path: Path, home: Path) -> None:
     written = tomllib.loads(config.read_text())
     command = hook_command("codex", tmp_path)
     pre = codex_group("Bash|apply_patch|Edit|Write", command)
-    post = codex_group("apply_patch|Edit|Write", command)
+    post = codex_group(CODEX_POST, command)
     assert written == {
         "model": "gpt-5-codex",
         "hooks": {"PreToolUse": [*theirs["hooks"]["PreToolUse"], pre], "PostToolUse": [post]},
     }
-    assert command.endswith(f" hook codex --cluster {tmp_path}")
+    assert command.endswith(f" hook codex --mode auto --cluster {tmp_path}")
     assert config.read_text() == (
         THEIRS_CODEX_TOML + toml_block("PreToolUse", pre) + toml_block("PostToolUse", post)
     )  # appended as text
@@ -305,7 +309,7 @@ def test_codex_trust_without_codex_is_computed_and_unverified(tmp_path: Path, ho
     source = repo / ".codex" / "hooks.json"
     command = hook_command("codex")
     pre = codex_hash("pre_tool_use", "Bash|apply_patch|Edit|Write", command, 30)
-    post = codex_hash("post_tool_use", "apply_patch|Edit|Write", command, 30)
+    post = codex_hash("post_tool_use", CODEX_POST, command, 30)
     text = (home / ".codex" / "config.toml").read_text()
     assert text.startswith('# mine\nmodel = "gpt-5.5"\n')  # appended: the comment stays
     assert tomllib.loads(text) == {
@@ -335,3 +339,31 @@ def test_workspace_commands_warn_when_no_hook_is_active(tmp_path: Path, home: Pa
         code, out, err = run_cli("workspace", "trust", "p", "--read", "a.txt", cwd=repo)
         assert (code, err) == (0, ""), out
         assert run_cli("workspace", "check", "p", cwd=repo)[:3:2] == (0, "")
+
+
+def test_explicit_keeps_trusted_plans_only(tmp_path: Path, home: Path) -> None:
+    """`--explicit`: no `--mode auto`, PostToolUse only for edits, no PostToolUseFailure."""
+    repo = make_repo(tmp_path / "repo", {"a.txt": "x\n"})
+    assert run_cli("hook", "install", "claude", "--project", repo, "--explicit")[0] == 0
+    written = json.loads((repo / ".claude" / "settings.local.json").read_text())
+    handler = {**claude_handler(), "args": ["hook", "claude"]}
+    assert written == {
+        "hooks": {
+            "PreToolUse": [{"matcher": CLAUDE_PRE, "hooks": [handler]}],
+            "PostToolUse": [{"matcher": "Write|Edit|MultiEdit|NotebookEdit", "hooks": [handler]}],
+            "SessionStart": [{"hooks": [{k: v for k, v in handler.items() if k != "onFailure"}]}],
+            "SessionEnd": [{"hooks": [{k: v for k, v in handler.items() if k != "onFailure"}]}],
+        }
+    }
+    # Installing in automatic mode over it replaces ours, PostToolUseFailure included.
+    assert run_cli("hook", "install", "claude", "--project", repo)[0] == 0
+    written = json.loads((repo / ".claude" / "settings.local.json").read_text())
+    assert written["hooks"]["PostToolUseFailure"] == [claude_ours()["PostToolUseFailure"]]
+    assert run_cli("hook", "uninstall", "claude", "--project", repo)[0] == 0
+    assert json.loads((repo / ".claude" / "settings.local.json").read_text()) == {}
+    code, _, _ = run_cli("hook", "install", "codex", "--project", repo, "--explicit")
+    hooks = json.loads((repo / ".codex" / "hooks.json").read_text())["hooks"]
+    assert code == 0 and hooks["PostToolUse"] == [
+        codex_group("apply_patch|Edit|Write", hook_command("codex", explicit=True))
+    ]
+    assert hooks["PreToolUse"][0]["hooks"][0]["command"] == f"{PLANFENCE} hook codex"

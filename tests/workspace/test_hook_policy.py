@@ -153,7 +153,7 @@ def test_hook_install_keeps_the_hooks_deadline_below_the_handlers(tmp_path: Path
     )
     assert code == 0, out + err
     hooks = (repo / ".codex" / "hooks.json").read_text()
-    assert f'"command": "{PLANFENCE} hook codex --timeout 15",' in hooks
+    assert f'"command": "{PLANFENCE} hook codex --mode auto --timeout 15",' in hooks
 
 
 def test_a_session_bound_plan_is_retrusted_for_the_same_session(tmp_path: Path) -> None:

@@ -213,7 +213,8 @@ def imported_from(text: str) -> set[str]:
 def test_the_client_agrees_with_the_hook_on_options_and_the_default_timeout() -> None:
     assert hookclient.DEFAULT_TIMEOUT == hook.DEFAULT_TIMEOUT
     for option in hookclient.OPTIONS:
-        hook._options([option, "1"])  # the hook knows every option the client passes on
+        value = "auto" if option == "--mode" else "1"
+        hook._options([option, value])  # the hook knows every option the client passes on
 
 
 # What reads the process environment among the modules `hook.decide` can reach (everything

@@ -13,7 +13,7 @@ from planfence_net.workspace.depslist import (
     git_blob_id,
     parse_dependencies,
 )
-from planfence_net.workspace.reads import is_test_command, read_operands
+from planfence_net.workspace.reads import is_read_only, is_test_command, read_operands
 
 
 @pytest.mark.parametrize(
@@ -139,3 +139,29 @@ def test_no_command_line_makes_the_heuristic_raise(command: str) -> None:
     operands = read_operands(command)
     assert all(isinstance(word, str) and word for word in operands)
     assert len(operands) == len(set(operands))
+
+
+@pytest.mark.parametrize(
+    ("command", "read_only"),
+    [
+        ("cat lib.py", True),
+        ("sed -n '1,80p' lib.py", True),
+        ("rg -n foo src | head -n 5", True),
+        ("git show HEAD:lib.py", True),
+        ("cat a.py && grep -c def b.py", True),
+        ("cat a > b", False),  # a redirection writes
+        ("cat a & rm b", False),  # a background job
+        ("FOO=1 cat a", False),  # an assignment (LD_PRELOAD=...)
+        ("./cat a", False),  # a program by path
+        ("sed -i s/a/b/ f", False),
+        ("sed -n '1w out' f", False),  # sed's w command writes
+        ("sort -o out in", False),  # not a known reader
+        ("cat $(echo a)", False),
+        ("rg --pre ./x foo", False),  # runs a command on each file
+        ("git show --output=x HEAD", False),
+        ("pytest -q", False),
+        ("", False),
+    ],
+)
+def test_read_only_commands_are_recognised_conservatively(command: str, read_only: bool) -> None:
+    assert is_read_only(command) is read_only

@@ -1,0 +1,72 @@
+"""`planfence workspace refresh`: a person re-bases a session's plan on the current branch
+and HEAD (the hook blocks every agent's shell command that names it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..core.timeouts import DEFAULT_TIMEOUT
+from .group import Group
+from .params import Argument, Option
+
+ClusterOpt = Option(
+    None,
+    "--cluster",
+    help="Cluster folder (default: $PLANFENCE_CLUSTER, then the nearest .planfence/ above here).",
+)
+
+
+def register(group: Group) -> None:
+    """Add `workspace refresh` to the `workspace` group."""
+    group.command("refresh")(refresh)
+
+
+def refresh(
+    plan: str | None = Argument(
+        None, help="The plan (as a block message names it); default: the session's (--session)."
+    ),
+    session: str | None = Option(None, "--session", help="The agent session whose plan it is."),
+    subagent: str | None = Option(None, "--agent", help="The subagent of --session."),
+    yes: bool = Option(False, "--yes", help="Re-base without asking (you confirm by passing it)."),
+    timeout: float = Option(
+        DEFAULT_TIMEOUT, "--timeout", min=0.01, metavar="SECONDS", help="For the whole command."
+    ),
+    cluster: Path | None = ClusterOpt,
+) -> None:
+    """Re-base PLAN on the repository, branch, HEAD and git status as they are now, after a
+    switch you confirm; its replan count starts over. Files it read or wrote that differ
+    still block until re-read. A person's decision: the hook never lets an agent run it."""
+    from ..core.errors import ConfigError, PlanfenceError
+    from ..workspace.check import run_check
+    from ..workspace.config import find_cluster, select_plan
+    from ..workspace.facts import plan_key
+    from ..workspace.session import Change, auto_plan, wait_record
+
+    try:
+        cdir = find_cluster(cluster)
+        if plan is None:
+            if session is None:
+                raise ConfigError("name the plan (as the block message does), or give --session")
+            plan = select_plan(cdir, session, subagent) or auto_plan(session, subagent)
+        roster = cdir.roster()
+        me = roster.owner_of(plan_key(plan)) or roster.agents[0].name
+        verdict = run_check(roster, cdir.identity(me), plan, timeout=timeout / 2)
+        if verdict.reason == "no_plan":
+            raise ConfigError(f"no plan {plan!r}")
+        for line in verdict.text():
+            click.echo(line)
+        if not yes and not click.confirm(
+            f"Re-base plan {plan!r} on the current branch and HEAD?", default=False
+        ):
+            click.echo("not refreshed")
+            raise click.exceptions.Exit(1)
+        wait_record(roster, cdir.identity, plan, Change(rebase=True), step_timeout=timeout / 8)
+    except PlanfenceError as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise click.exceptions.Exit(1) from None
+    except ValueError as exc:
+        click.echo(f"error: plan {plan!r} cannot be re-based: {exc}", err=True)
+        raise click.exceptions.Exit(1) from None
+    click.echo(f"refreshed {plan}: re-based on the current branch and HEAD (replan count 1)")
