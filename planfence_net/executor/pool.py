@@ -103,6 +103,24 @@ class SessionPool:
             self._retire(owner)
             raise
 
+    def writable(self, owner: str) -> bool:
+        """True when `owner` has a live session whose socket takes a request at once."""
+        session = self.live(owner)
+        return session is not None and session.stream.writable
+
+    def send_now(self, owner: str, op: str, args: dict[str, Any]) -> Reply | None:
+        """Put one request to `owner` on the wire at once when its session is live and its
+        socket takes it without waiting; None otherwise (use `send_request`). Raises
+        TransportError (the session is retired)."""
+        session = self.live(owner)
+        if session is None or not session.stream.writable:
+            return None
+        try:
+            return session.send_request_now(op, args)
+        except TransportError:
+            self._retire(owner)
+            raise
+
     def _retire(self, owner: str) -> None:
         session = self._sessions.pop(owner, None)
         if session is not None:
@@ -112,10 +130,11 @@ class SessionPool:
 
     def traffic(self) -> tuple[int, int]:
         """(bytes sent, bytes received) over all sessions, encrypted and framed."""
-        sent = self._closed_sent + sum(s.stream.traffic.bytes_sent for s in self._sessions.values())
-        received = self._closed_received + sum(
-            s.stream.traffic.bytes_received for s in self._sessions.values()
-        )
+        sent, received = self._closed_sent, self._closed_received
+        for session in self._sessions.values():
+            traffic = session.stream.traffic
+            sent += traffic.bytes_sent
+            received += traffic.bytes_received
         return sent, received
 
     async def aclose(self) -> None:

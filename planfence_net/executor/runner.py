@@ -9,16 +9,18 @@ coordination). Nothing here decides anything.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import anyio
 
 from ..core.answers import HeadsQuery, verifier
 from ..core.drive import FetchRound, HeadsRound, drive
-from ..core.errors import PlanfenceError
+from ..core.errors import PlanfenceError, TransportError
 from ..core.gate import Action, Decision, Gate, GatePolicy, Replan
 from ..core.lineage import WalkCache
 from ..core.records import Record
@@ -86,7 +88,7 @@ class GateRunner:
             policy=policy,
             walks=self.walks,
         )
-        deadline = anyio.current_time() + self.timeout
+        deadline = asyncio.get_running_loop().time() + self.timeout  # anyio's clock
         planning = 0.0
         roots = action.roots
 
@@ -135,10 +137,21 @@ class GateRunner:
     ) -> HeadsRound:
         """Send every owner its heads query for `action`, all before waiting for any, and
         take the answers until `deadline` (anyio's clock; default `timeout` from now). In
-        the steady state (sessions open) this starts no task."""
+        the steady state (sessions open, sockets taking what is written) this starts no task
+        and enters no cancel scope: one timer gives up the answers still owed at the
+        deadline."""
         heads = HeadsRound(queries)
+        requests = heads.requests()
+        replies = self._send_now(heads, requests)
+        if replies is not None:
+            timer = asyncio.get_running_loop().call_at(self.until(deadline), _give_up, replies)
+            try:
+                for owner, reply in replies.items():
+                    heads.answered(owner, await reply.outcome())
+            finally:
+                timer.cancel()
+            return heads
         with anyio.CancelScope(deadline=self.until(deadline)):
-            requests = heads.requests()
             unreachable = await self.pool.connect_missing(requests)
             replies: dict[str, Reply] = {}
             for owner, args in requests.items():
@@ -156,6 +169,33 @@ class GateRunner:
                     heads.answered(owner, exc)
         return heads
 
+    def _send_now(
+        self, heads: HeadsRound, requests: dict[str, dict[str, Any]]
+    ) -> dict[str, Reply] | None:
+        """Put every owner's heads request on the wire at once when every session is live
+        and its socket takes it without waiting; None, having sent nothing, otherwise. An
+        owner whose session fails here is answered with the failure."""
+        if not all(self.pool.writable(owner) for owner in requests):
+            return None
+        replies: dict[str, Reply] = {}
+        for owner, args in requests.items():
+            try:
+                reply = self.pool.send_now(owner, "heads", args)
+            except PlanfenceError as exc:
+                heads.answered(owner, exc)
+                continue
+            if reply is None:  # an earlier write failed this session too (one peer)
+                heads.answered(owner, TransportError(f"session to {owner} failed"))
+            else:
+                replies[owner] = reply
+        return replies
+
     def until(self, deadline: float | None) -> float:
         """`deadline`, or `timeout` from now when it is None (a step run on its own)."""
-        return anyio.current_time() + self.timeout if deadline is None else deadline
+        return asyncio.get_running_loop().time() + self.timeout if deadline is None else deadline
+
+
+def _give_up(replies: dict[str, Reply]) -> None:
+    """The deadline passed: the answers still owed count as not given in time."""
+    for reply in replies.values():
+        reply.give_up()

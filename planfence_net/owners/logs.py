@@ -77,7 +77,7 @@ class EventLog:
 
     def _line(self, event: str, fields: dict[str, Any]) -> bytes:
         entry = {"ts": round(time.time(), 6), "agent": self.agent, "event": event, **fields}
-        return (json.dumps(entry, default=_jsonable, separators=(",", ":")) + "\n").encode()
+        return (_ENCODER.encode(entry) + "\n").encode()
 
     def flush(self) -> None:
         """Write every held line (one write(2))."""
@@ -117,6 +117,10 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, (set, tuple)):
         return list(value)
     return str(value)
+
+
+# one encoder for every line: json.dumps with options builds a new one per call
+_ENCODER = json.JSONEncoder(default=_jsonable, separators=(",", ":"))
 
 
 def read_lines(path: Path, follow: bool = False, poll: float = 0.25) -> Iterator[str]:

@@ -120,6 +120,11 @@ class MessageAssembler:
     def add(self, chunk: bytes) -> bytes | PlanfenceError | None:
         """Add one chunk plaintext; returns the whole message after its last chunk (or the
         screen's error after its first), else None."""
+        if chunk[:1] == b"\x00" and not self._parts and not self._dropping:
+            # a whole message in one chunk: the common case, without a copy through a view
+            if len(chunk) - 1 > self.max_message:
+                raise RemoteProtocolError(f"message exceeds the limit of {self.max_message} bytes")
+            return chunk[1:]
         if not chunk or chunk[0] not in (MORE, LAST):
             raise RemoteProtocolError("chunk without a valid continuation flag")
         self._size += len(chunk) - 1

@@ -145,10 +145,19 @@ def parse_heads(args: dict[str, Any]) -> tuple[list[str], dict[str, bytes]]:
     keys = _key_list(args) if "keys" in args or not expect else list(expect)
     if len(keys) > MAX_KEYS:
         raise BadRequest(*KEYS_TOO_MANY)
-    for key, rid in expect.items():
-        _check_key(key)
-        _check_id(rid, f"expect[{key!r}]")
+    if not _plain_expect(expect):  # the loop names the first bad entry
+        for key, rid in expect.items():
+            _check_key(key)
+            _check_id(rid, f"expect[{key!r}]")
     return keys, expect
+
+
+def _plain_expect(expect: dict[Any, Any]) -> bool:
+    """True when every entry of `expect` is a key of 1 to MAX_KEY_LEN chars and an id: the
+    checks of `_check_key` and `_check_id`, for all entries at once."""
+    return all(type(key) is str and 0 < len(key) <= MAX_KEY_LEN for key in expect) and all(
+        type(rid) is bytes and len(rid) == ID_LEN for rid in expect.values()
+    )
 
 
 def parse_heads_short(args: dict[str, Any]) -> bool:
