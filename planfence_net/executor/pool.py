@@ -103,18 +103,9 @@ class SessionPool:
             self._retire(owner)
             raise
 
-    def writable(self, owner: str) -> bool:
-        """True when `owner` has a live session whose socket takes a request at once."""
-        session = self.live(owner)
-        return session is not None and session.stream.writable
-
-    def send_now(self, owner: str, op: str, args: dict[str, Any]) -> Reply | None:
-        """Put one request to `owner` on the wire at once when its session is live and its
-        socket takes it without waiting; None otherwise (use `send_request`). Raises
-        TransportError (the session is retired)."""
-        session = self.live(owner)
-        if session is None or not session.stream.writable:
-            return None
+    def send_on(self, session: Session, owner: str, op: str, args: dict[str, Any]) -> Reply:
+        """Put one request on `session` (`live(owner)`, its socket `writable`) at once,
+        without waiting. Raises TransportError (the session is retired)."""
         try:
             return session.send_request_now(op, args)
         except TransportError:

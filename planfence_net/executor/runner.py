@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ import anyio
 
 from ..core.answers import HeadsQuery, verifier
 from ..core.drive import FetchRound, HeadsRound, drive
-from ..core.errors import PlanfenceError, TransportError
+from ..core.errors import PlanfenceError
 from ..core.gate import Action, Decision, Gate, GatePolicy, Replan
 from ..core.lineage import WalkCache
 from ..core.records import Record
@@ -77,8 +78,8 @@ class GateRunner:
 
         Without a `replan` hook a drift blocks with `stale_plan` (the caller replans).
         """
-        if replan is None:
-            policy = dataclasses.replace(policy, replan=False)
+        if replan is None and policy.replan:
+            policy = _without_replan(policy)
         gate = Gate(
             action,
             owner_of=self.roster.owner_of,
@@ -175,24 +176,27 @@ class GateRunner:
         """Put every owner's heads request on the wire at once when every session is live
         and its socket takes it without waiting; None, having sent nothing, otherwise. An
         owner whose session fails here is answered with the failure."""
-        if not all(self.pool.writable(owner) for owner in requests):
+        sessions = [self.pool.live(owner) for owner in requests]
+        if not all(s is not None and s.stream.writable for s in sessions):
             return None
         replies: dict[str, Reply] = {}
-        for owner, args in requests.items():
+        for (owner, args), session in zip(requests.items(), sessions, strict=True):
+            assert session is not None
             try:
-                reply = self.pool.send_now(owner, "heads", args)
+                replies[owner] = self.pool.send_on(session, owner, "heads", args)
             except PlanfenceError as exc:
                 heads.answered(owner, exc)
-                continue
-            if reply is None:  # an earlier write failed this session too (one peer)
-                heads.answered(owner, TransportError(f"session to {owner} failed"))
-            else:
-                replies[owner] = reply
         return replies
 
     def until(self, deadline: float | None) -> float:
         """`deadline`, or `timeout` from now when it is None (a step run on its own)."""
         return asyncio.get_running_loop().time() + self.timeout if deadline is None else deadline
+
+
+@functools.lru_cache(maxsize=16)
+def _without_replan(policy: GatePolicy) -> GatePolicy:
+    """`policy` with replan=False (a decision without a replan hook), made once per policy."""
+    return dataclasses.replace(policy, replan=False)
 
 
 def _give_up(replies: dict[str, Reply]) -> None:

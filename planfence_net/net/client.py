@@ -100,6 +100,7 @@ class Session:
         self._waiters: dict[int, asyncio.Future[Outcome | None]] = {}
         self._subscriptions: dict[int, MemoryObjectSendStream[dict[str, Any]]] = {}
         self._failure: PlanfenceError | None = None
+        self._loop = asyncio.get_running_loop()  # the stream's: a session lives in one loop
         stream.set_receiver(self._on_event, self._fail)
 
     @property
@@ -137,7 +138,7 @@ class Session:
         if self._failure is not None:
             raise self._failure
         req_id = self.stream.write_request(op, args or {}, subscribe=subscribe)
-        future = self._waiters[req_id] = asyncio.get_running_loop().create_future()
+        future = self._waiters[req_id] = self._loop.create_future()
         return Reply(req_id, future, self._abandon)
 
     async def subscribe(

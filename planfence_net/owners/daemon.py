@@ -235,13 +235,12 @@ class OwnerDaemon(Pushes):
         if not connection.stream.writable:
             self._begin()
             tg.start_soon(self._drain, connection, len(reply))
-        self.log.write_soon(
-            "request",
-            peer=connection.peer.name,
-            op=request.op,
-            keys=keys_of(request)[:64],
-            outcome="ok",
-            latency_ms=round((time.perf_counter() - started) * 1000, 3),
+        self.log.write_request_soon(
+            connection.peer.name,
+            request.op,
+            keys_of(request)[:64],
+            "ok",
+            round((time.perf_counter() - started) * 1000, 3),
         )
         return True
 

@@ -6,8 +6,12 @@ service under test and talks to it through an ordinary client session.
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -126,3 +130,47 @@ def test_the_owner_table_has_one_row_per_op_of_the_protocol() -> None:
     )
     assert set(service.operations) == set(OPS) and service.schema == REQUESTS
     assert {op for op in OPS if service.inline(op)} == {"ping", "heads", "stats", "ack"}
+
+
+async def test_an_answer_without_waiting_belongs_to_its_handler(
+    cluster_dir: ClusterHandle,
+) -> None:
+    """The owner answers an unchanged `heads` in the socket's callback through the handler's
+    `answers_now`; a row whose handler is replaced loses it, so the replacement answers
+    every request, unchanged heads included."""
+    heads = owner_operations().operations["heads"]
+    assert heads.now is not None
+
+    async def marked(call: Call, parsed: Any) -> dict[str, Any]:
+        return {**await heads.handle(call, parsed), "marked": True}
+
+    row = dataclasses.replace(heads, handle=marked)
+    assert row.now is None
+    with anyio.fail_after(DEADLINE):
+        async with serving(cluster_dir, owner_operations().with_rows(row)):
+            identity = cluster_dir.identity(OWNER)
+            async with open_session(cluster_dir.roster, identity, OWNER) as s:
+                put = await s.request("put", {"key": "req/x", "parents": [], "body": 1})
+                asked = {"expect": {"req/x": put["id"]}, "short": True}
+                for _ in range(3):
+                    assert await s.request("heads", asked) == {
+                        "heads": [["req/x", put["seq"]]],
+                        "records": [],
+                        "marked": True,
+                    }
+
+
+def test_a_request_line_written_field_by_field_is_the_generic_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(time, "time", lambda: 1764612345.1234567)
+    log = EventLog(tmp_path / "owner.log", 'r"eqs\u00e9')
+    fields = {"peer": "pl\nan", "op": "heads", "keys": ["a/\u00e9", 'b"x'], "outcome": "ok"}
+    for latency in (0.123, 12.0, 0.0):
+        log.write_soon("request", **fields, latency_ms=latency)
+        log.write_request_soon(*fields.values(), latency)  # type: ignore[arg-type]
+    log.close()
+    lines = (tmp_path / "owner.log").read_text().splitlines()
+    assert len(lines) == 6
+    assert lines[0::2] == lines[1::2]
+    assert json.loads(lines[1])["keys"] == ["a/\u00e9", 'b"x']
