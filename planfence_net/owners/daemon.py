@@ -32,6 +32,7 @@ from ..protocol.requestread import Schema, decode_request, screen_request
 from .door import Door
 from .limits import Limits
 from .logs import EventLog
+from .now import AnswersNow
 from .ops import keys_of, owner_operations
 from .pushes import Pushes
 from .replies import ByteBudget
@@ -93,6 +94,7 @@ class OwnerDaemon(Pushes):
         self._idle: anyio.Event | None = None  # made by _wait_idle: not one per request
         self._synced_changed = anyio.Event()  # an ack arrived or a session left
         self.put_if_lock = anyio.Lock()
+        self.now = AnswersNow(self, self.schema, self.service)
         self.init_pushes()
         store.on_commit.append(self.push_heads)
 
@@ -180,7 +182,7 @@ class OwnerDaemon(Pushes):
         limiter = anyio.Semaphore(self.limits.requests_per_session)
         async with anyio.create_task_group() as tg:
             tg.start_soon(self.send_pushes, connection, receive)
-            connection.stream.set_answer_now(functools.partial(self._answer_now, connection, tg))
+            connection.stream.set_answer_now(functools.partial(self.now.answer, connection, tg))
             try:
                 data = first.pop()
                 while data is not None:
@@ -206,46 +208,9 @@ class OwnerDaemon(Pushes):
                 connection.stream.set_answer_now(None)
                 send.close()
 
-    def _answer_now(self, connection: Connection, tg: TaskGroup, data: bytes) -> bool:
-        """Answer a request in the socket's callback when its row can answer without
-        waiting (`Operation.now`) and the socket takes the reply at once; False leaves it
-        to the session's loop, which reads it again. The same reply, log line and counts
-        as `_answer`; a reply that fills the socket's buffer waits for the peer in a task,
-        under the same deadline."""
-        if not connection.stream.writable:
-            return False
-        started = time.perf_counter()
-        request = _decode(data, self.schema)
-        if not isinstance(request, Request):
-            return False
-        operation = self.service.operations.get(request.op)
-        if operation is None or operation.now is None:
-            return False
-        try:
-            result = operation.now(
-                Call(self, connection, request.req_id), operation.parse(request.args)
-            )
-        except Exception:  # a typed error, or a bug: `_answer` answers it as it does
-            return False
-        if result is None:
-            return False
-        reply = encode_response(request.req_id, True, result)
-        connection.stream.write_message(reply)
-        self.requests_served += 1
-        if not connection.stream.writable:
-            self._begin()
-            tg.start_soon(self._drain, connection, len(reply))
-        self.log.write_request_soon(
-            connection.peer.name,
-            request.op,
-            keys_of(request)[:64],
-            "ok",
-            round((time.perf_counter() - started) * 1000, 3),
-        )
-        return True
-
-    async def _drain(self, connection: Connection, size: int) -> None:
-        """Wait for the peer to read a reply `_answer_now` sent, as `_send_reply` does."""
+    async def drain(self, connection: Connection, size: int) -> None:
+        """Wait for the peer to read a reply of `size` bytes sent in the socket's callback
+        (now.py), as `_send_reply` does; its request counts as in flight until then."""
         try:
             with anyio.fail_after(self.limits.send_deadline):
                 await connection.stream.wait_writable()

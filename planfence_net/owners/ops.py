@@ -86,7 +86,7 @@ def owner_operations(*, owned: Owned = agent_owns, observe: Observe = observe_no
         owned(call.owner, keys)
         return heads_unchanged(call.owner, keys, expect, short=short)
 
-    @answers_now(heads_now)
+    @answers_now(heads_now, repeatable=True)
     async def heads(call: Call, parsed: tuple[list[str], dict[str, bytes], bool]) -> dict[str, Any]:
         keys, expect, short = parsed
         keys = list(dict.fromkeys(keys))  # a key asked twice is answered once

@@ -115,13 +115,22 @@ class Operation:
         """The handler's answer without waiting (`answers_now`), if it has one."""
         return getattr(self.handle, "answer_now", None)
 
+    @property
+    def repeatable(self) -> bool:
+        """Whether the handler's answer without waiting may be given again (`answers_now`)."""
+        return bool(getattr(self.handle, "answer_now_repeatable", False))
 
-def answers_now(now: AnswerNow) -> Callable[[Handler], Handler]:
+
+def answers_now(now: AnswerNow, *, repeatable: bool = False) -> Callable[[Handler], Handler]:
     """Decorate a handler with `now`: the same answer without awaiting anything, or None
-    when only the handler can give it (module docstring)."""
+    when only the handler can give it (module docstring). `repeatable`: that answer depends
+    on the request's args and the store's committed records alone (not the session, its
+    peer or the time), so the daemon may give it again to the same args while nothing is
+    committed (owners/now.py)."""
 
     def mark(handle: Handler) -> Handler:
         handle.answer_now = now  # type: ignore[attr-defined]
+        handle.answer_now_repeatable = repeatable  # type: ignore[attr-defined]
         return handle
 
     return mark
