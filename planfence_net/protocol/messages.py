@@ -13,6 +13,7 @@ Reading a request off the wire (each op's argument schema, the careful one-pass 
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,8 +63,16 @@ class RawValue:
     data: bytes
 
 
+_PACKERS = threading.local()  # one Packer per thread: packb builds a new one per call
+
+
 def pack(value: Any) -> bytes:
-    packed: bytes = msgpack.packb(value, use_bin_type=True)
+    """`value` as msgpack (`msgpack.packb(value, use_bin_type=True)`)."""
+    try:
+        packer = _PACKERS.packer
+    except AttributeError:
+        packer = _PACKERS.packer = msgpack.Packer(use_bin_type=True)
+    packed: bytes = packer.pack(value)  # resets itself, also when it raises
     return packed
 
 
