@@ -103,11 +103,23 @@ class SessionPool:
             self._retire(owner)
             raise
 
-    def send_on(self, session: Session, owner: str, op: str, args: dict[str, Any]) -> Reply:
-        """Put one request on `session` (`live(owner)`, its socket `writable`) at once,
-        without waiting. Raises TransportError (the session is retired)."""
+    def prepare_on(
+        self, session: Session, owner: str, op: str, args: dict[str, Any]
+    ) -> tuple[Reply, bytes]:
+        """One request on `session` (`live(owner)`, its socket `writable`), encrypted: the
+        reply and the bytes for `write_on`, which must come before anything else is sent
+        on it. Raises TransportError (the session is retired)."""
         try:
-            return session.send_request_now(op, args)
+            return session.prepare_request(op, args)
+        except TransportError:
+            self._retire(owner)
+            raise
+
+    def write_on(self, session: Session, owner: str, data: bytes) -> None:
+        """Hand `prepare_on`'s bytes to the socket, without waiting. Raises TransportError
+        (the session is retired)."""
+        try:
+            session.stream.write_prepared(data)
         except TransportError:
             self._retire(owner)
             raise

@@ -27,7 +27,7 @@ from ..core.lineage import WalkCache
 from ..core.records import Record
 from ..core.roster import Roster
 from ..core.timeouts import DEFAULT_TIMEOUT
-from ..net.client import Reply
+from ..net.client import Reply, Session
 from .pool import SessionPool
 from .replica import Replica
 
@@ -179,14 +179,29 @@ class GateRunner:
         sessions = [self.pool.live(owner) for owner in requests]
         if not all(s is not None and s.stream.writable for s in sessions):
             return None
-        replies: dict[str, Reply] = {}
+        # every request is encrypted before the first write: a write wakes its owner,
+        # which may take this core until it has answered
+        prepared: list[tuple[str, Session, Reply, bytes]] = []
         for (owner, args), session in zip(requests.items(), sessions, strict=True):
             assert session is not None
             try:
-                replies[owner] = self.pool.send_on(session, owner, "heads", args)
+                prepared.append(
+                    (owner, session, *self.pool.prepare_on(session, owner, "heads", args))
+                )
             except PlanfenceError as exc:
                 heads.answered(owner, exc)
-        return replies
+        replies: dict[str, Reply] = {}
+        for owner, session, reply, data in prepared:
+            try:
+                self.pool.write_on(session, owner, data)
+            except PlanfenceError as exc:
+                reply.give_up()
+                heads.answered(owner, exc)
+                continue
+            replies[owner] = reply
+        # the answer of the owner asked last is awaited first: the owners woken in turn
+        # usually answer in turn, and the earlier answers are then in when the task wakes
+        return dict(reversed(replies.items()))
 
     def until(self, deadline: float | None) -> float:
         """`deadline`, or `timeout` from now when it is None (a step run on its own)."""

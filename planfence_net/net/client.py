@@ -135,11 +135,20 @@ class Session:
     ) -> Reply:
         """`send_request` without waiting even when the socket's send buffer is full (check
         `stream.writable` first): for a caller that awaits the answer next anyway."""
+        reply, data = self.prepare_request(op, args, subscribe=subscribe)
+        self.stream.write_prepared(data)
+        return reply
+
+    def prepare_request(
+        self, op: str, args: dict[str, Any] | None = None, *, subscribe: bool = False
+    ) -> tuple[Reply, bytes]:
+        """`send_request_now` in two steps: the reply to wait for and the bytes to hand to
+        `stream.write_prepared` before anything else is sent on this session."""
         if self._failure is not None:
             raise self._failure
-        req_id = self.stream.write_request(op, args or {}, subscribe=subscribe)
+        req_id, data = self.stream.prepare_request(op, args or {}, subscribe=subscribe)
         future = self._waiters[req_id] = self._loop.create_future()
-        return Reply(req_id, future, self._abandon)
+        return Reply(req_id, future, self._abandon), data
 
     async def subscribe(
         self,

@@ -275,6 +275,22 @@ class NoiseStream:
         self.traffic.messages_sent += 1
         return req_id
 
+    def prepare_request(
+        self, op: str, args: dict[str, Any], *, subscribe: bool = False
+    ) -> tuple[int, bytes]:
+        """`write_request` in two steps: the request's id and its encrypted bytes, which
+        must go to `write_prepared` before anything else is sent on this stream (they hold
+        the next nonce). Lets a caller encrypt requests to several owners before the first
+        write wakes one of them. Raises TransportError."""
+        if self._wire.error is not None:
+            raise self._wire.error
+        return self._session.send_request(op, args, subscribe=subscribe)
+
+    def write_prepared(self, data: bytes) -> None:
+        """Hand a `prepare_request`'s bytes to the socket. Raises TransportError."""
+        self._wire.write(data)
+        self.traffic.messages_sent += 1
+
     def abandon(self, req_id: int) -> int:
         """Give up on the answer to `req_id` (it is dropped if it comes); returns how many
         given-up requests are still unanswered."""
