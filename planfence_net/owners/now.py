@@ -54,13 +54,15 @@ class AnswersNow:
         self._repeats: dict[bytes, tuple[bytes, str, list[str]]] = {}
         self._repeats_at = -1  # Store.commits when the kept answers were given
         self.repeated = 0
+        # a service no row of which answers without waiting never decodes a request here
+        self._any = any(op.now is not None for op in service.operations.values())
 
     def answer(self, connection: Connection, tg: TaskGroup, data: bytes) -> bool:
         """Answer `data` now and return True, or return False to leave it to the session's
         loop (which reads it again): when the socket would make the reply wait, or the
         request is not one a row answers without waiting."""
         daemon = self._daemon
-        if not connection.stream.writable:
+        if not self._any or not connection.stream.writable:
             return False
         started = time.perf_counter()
         split = split_req_id(data)

@@ -77,22 +77,22 @@ def owner_operations(*, owned: Owned = agent_owns, observe: Observe = observe_no
     def heads_now(
         call: Call, parsed: tuple[list[str], dict[str, bytes], bool]
     ) -> dict[str, Any] | None:
-        """`heads` without waiting: when nothing is to be observed, no key changed (no
-        record to read) and the reply is small (no reply budget to wait for)."""
-        if observe is not observe_nothing:
-            return None
+        """`heads` without waiting (nothing to observe): when no key changed (no record to
+        read) and the reply is small (no reply budget to wait for)."""
         keys, expect, short = parsed
         keys = list(dict.fromkeys(keys))
         owned(call.owner, keys)
         return heads_unchanged(call.owner, keys, expect, short=short)
 
-    @answers_now(heads_now, repeatable=True)
     async def heads(call: Call, parsed: tuple[list[str], dict[str, bytes], bool]) -> dict[str, Any]:
         keys, expect, short = parsed
         keys = list(dict.fromkeys(keys))  # a key asked twice is answered once
         owned(call.owner, keys)
         await observe(call.owner, keys)
         return await heads_answer(call.owner, keys, expect, short=short)
+
+    if observe is observe_nothing:  # an owner that observes answers heads after it, awaited
+        heads = answers_now(heads_now, repeatable=True)(heads)
 
     async def put(
         call: Call, parsed: tuple[str, str, list[bytes], Any, bytes | None]

@@ -140,7 +140,13 @@ async def test_an_answer_without_waiting_belongs_to_its_handler(
     `answers_now`; a row whose handler is replaced loses it, so the replacement answers
     every request, unchanged heads included."""
     heads = owner_operations().operations["heads"]
-    assert heads.now is not None
+    assert heads.now is not None and heads.repeatable
+
+    async def observe(owner: Any, keys: list[str]) -> None:
+        return None
+
+    observing = owner_operations(observe=observe).operations["heads"]
+    assert observing.now is None and not observing.repeatable  # heads waits for observe
 
     async def marked(call: Call, parsed: Any) -> dict[str, Any]:
         return {**await heads.handle(call, parsed), "marked": True}
