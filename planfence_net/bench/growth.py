@@ -240,7 +240,9 @@ async def _time_plans(
 def executors_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row]:
     """C concurrent executors, each with its own sessions, deciding one d=8 plan over 2
     owners as fast as they can (spread over up to 4 worker processes); then as many etcd
-    gRPC clients (one channel each, same processes) sending the same d=8 Txn."""
+    gRPC clients (one channel each, same processes) sending the same d=8 Txn. Beside the
+    rates, the CPU each side spends per decision or Txn: its clients' (`client_cpu_us`,
+    `etcd_client_cpu_us`) and its servers' (`owner_cpu_us`, `etcd_cpu_us`)."""
     binary = _etcd_wanted(sizes, progress)
     rows = []
     with (
@@ -267,6 +269,8 @@ def executors_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[R
                 "p50_us": pf["p50_us"],
                 "p99_us": pf["p99_us"],
                 "owner_cpu": pf["server_cpu"],
+                "client_cpu_us": pf["client_cpu_us"],
+                "owner_cpu_us": pf["server_cpu_us"],
             }
             if etcd_port is not None:
                 etcd_pid = _pid_listening(etcd_port)
@@ -276,6 +280,8 @@ def executors_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[R
                     "etcd_txns_per_s": e["per_s"],
                     "etcd_p99_us": e["p99_us"],
                     "etcd_cpu": e["server_cpu"],
+                    "etcd_client_cpu_us": e["client_cpu_us"],
+                    "etcd_cpu_us": e["server_cpu_us"],
                 }
             rows.append(row)
     return rows
@@ -350,4 +356,12 @@ def _concurrent(
     spread = Spread.of(latencies)
     done = sum(out["done"] for out in outs)
     window = max(out["elapsed"] for out in outs)
-    return {"per_s": done / window, "p50_us": spread.p50, "p99_us": spread.p99, "server_cpu": cpu}
+    return {
+        "per_s": done / window,
+        "p50_us": spread.p50,
+        "p99_us": spread.p99,
+        "server_cpu": cpu,
+        # CPU per call, which a busy machine inflates less than it cuts throughput
+        "client_cpu_us": sum(out["cpu"] for out in outs) / done * 1e6,
+        "server_cpu_us": cpu * elapsed / done * 1e6,
+    }

@@ -6,7 +6,8 @@ Txns) as fast as they can.
 Reads one JSON line (the spec: `clients`, `seconds`, and `cluster`, `plan`, `keys`, `records` for
 planfence or `port`, `revisions` for etcd), opens every client and warms it with one
 decision, prints `ready`, waits for a `go` line, runs for `seconds`, and prints one JSON line:
-`done` (decisions or Txns that succeeded), `elapsed` and a sample of `latencies` (seconds).
+`done` (decisions or Txns that succeeded), `elapsed`, the process's `cpu` seconds (all its
+threads) meanwhile and a sample of `latencies` (seconds).
 Every planfence client is an executor of its own: its own sessions to the owners.
 """
 
@@ -87,6 +88,7 @@ async def _race(calls: list[Callable[[], Awaitable[bool]]], seconds: float) -> N
     await anyio.to_thread.run_sync(sys.stdin.readline)
     latencies: list[float] = []
     done = 0
+    cpu = time.process_time()  # every thread of this process (gRPC's too)
     started = time.perf_counter()
     stop_at = started + seconds
 
@@ -106,7 +108,9 @@ async def _race(calls: list[Callable[[], Awaitable[bool]]], seconds: float) -> N
         for call in calls:
             tg.start_soon(loop, call)
     elapsed = time.perf_counter() - started
-    print(json.dumps({"done": done, "elapsed": elapsed, "latencies": latencies}), flush=True)
+    cpu = time.process_time() - cpu
+    out = {"done": done, "elapsed": elapsed, "cpu": cpu, "latencies": latencies}
+    print(json.dumps(out), flush=True)
 
 
 def main() -> None:

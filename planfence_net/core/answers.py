@@ -32,19 +32,52 @@ class Malformed(Exception):
     """An owner's answer broke step 3; the message says how."""
 
 
+@dataclass(frozen=True, slots=True)
+class Unchanged:
+    """An owner's whole answer when every key of its query is still at the frontier's
+    version: `rows` as it sends them ([key, seq], short), `heads` as `check_answer` reads
+    them."""
+
+    rows: list[list[Any]]
+    heads: dict[str, tuple[bytes | None, int]]
+
+
+def unchanged_answer(query: HeadsQuery, frontier: dict[str, Record]) -> Unchanged | None:
+    """The `Unchanged` answer to `query`, or None when one of its keys is not expected at
+    the frontier's version (there is then no such answer to compare with)."""
+    used = [frontier.get(key) for key in query.keys]
+    if len(query.expect) != len(query.keys) or any(
+        record is None or query.expect.get(record.key) != record.id for record in used
+    ):
+        return None
+    rows = [[record.key, record.seq] for record in used if record is not None]
+    return Unchanged(rows, {row[0]: (query.expect[row[0]], row[1]) for row in rows})
+
+
 def check_answer(
     owner: str,
     query: HeadsQuery,
     result: object,
     frontier: dict[str, Record],
     verify: Callable[[Record], None],
+    unchanged: Unchanged | None = None,
 ) -> tuple[dict[str, tuple[bytes | None, int]], dict[str, Record]]:
     """Step 3 for one owner: return its heads and its verified changed records.
 
-    Raises Malformed naming the first thing wrong with the answer.
+    `unchanged` (from `unchanged_answer` for the same query and frontier) lets an answer
+    that is exactly it be accepted in one comparison: it is what the checks below accept
+    and return for an owner whose every key is unchanged. Raises Malformed naming the first
+    thing wrong with the answer.
     """
     if not isinstance(result, dict) or not isinstance(result.get("heads"), list):
         raise Malformed("answer is not a map with a 'heads' list")
+    if (
+        unchanged is not None
+        and result["heads"] == unchanged.rows
+        and result.get("records", []) == []
+        and all(type(row[1]) is int for row in result["heads"])  # == takes True for 1
+    ):
+        return dict(unchanged.heads), {}
     heads = _check_heads(query, result["heads"], frontier)
     raw_records = result.get("records", [])
     if not isinstance(raw_records, list):

@@ -22,7 +22,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .answers import HeadsQuery, Malformed, check_answer
+from .answers import HeadsQuery, Malformed, Unchanged, check_answer, unchanged_answer
 from .errors import ConfigError, LocalProtocolError, RecordError
 from .lineage import MISSING_LINEAGE, Blocked, Missing, WalkCache, walk
 from .records import ID_LEN, Record
@@ -36,6 +36,7 @@ TIMEOUT = "timeout"
 CHANGED_AGAIN = "changed_again"
 STALE_PLAN = "stale_plan"
 HEADS_FAILURES = frozenset({OWNER_UNAVAILABLE, TIMEOUT, MALFORMED_RESPONSE})
+MEMO_ENTRIES = 8  # derived queries kept per cached frontier (one per owner_of and policy)
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +222,7 @@ class Gate:
         self._pending: frozenset[bytes] = frozenset()
         self._frontier: dict[str, Record] = {}
         self._queries: dict[str, HeadsQuery] = {}
+        self._unchanged: dict[str, Unchanged | None] = {}
         self._reported: set[str] = set()
         self._failures: dict[str, tuple[str, str]] = {}
         self._heads: dict[str, tuple[bytes | None, int]] = {}
@@ -282,7 +284,9 @@ class Gate:
             return
         self._reported.add(owner)
         try:
-            heads, inline = check_answer(owner, query, result, self._frontier, self._verify)
+            heads, inline = check_answer(
+                owner, query, result, self._frontier, self._verify, self._unchanged.get(owner)
+            )
         except Malformed as exc:
             self._failures[owner] = (MALFORMED_RESPONSE, f"owner {owner!r}: {exc}")
             return
@@ -358,9 +362,35 @@ class Gate:
             self._round_trips += 1
             return FetchRecords(result.ids)
         self._frontier = result.versions
-        return self._query()
+        return self._query(result.memo)
 
-    def _query(self) -> Event:
+    def _query(self, memo: dict[Any, Any]) -> Event:
+        # The queries depend on the frontier, owner_of and the policy's extra keys alone: a
+        # frontier from the walk cache keeps them (and each owner's all-unchanged answer)
+        # in its memo, so a warm gate builds them once per lineage.
+        memo_key = ("heads", self._owner_of, self.policy.query_keys)
+        known = memo.get(memo_key)
+        if known is None:
+            built = self._build_queries()
+            if isinstance(built, Decision):
+                return built
+            known = (built, {o: unchanged_answer(q, self._frontier) for o, q in built.items()})
+            if len(memo) < MEMO_ENTRIES:
+                memo[memo_key] = known
+        self._queries, self._unchanged = known
+        if not self._queries:
+            return self._finish(AUTHORIZED, None, "no declared dependencies to validate")
+        self._reported, self._failures = set(), {}
+        self._heads, self._inline = {}, {}
+        self._state = _State.QUERYING
+        self._round_trips += 1
+        return QueryHeads(
+            {owner: HeadsQuery(q.keys, dict(q.expect)) for owner, q in self._queries.items()}
+        )
+
+    def _build_queries(self) -> dict[str, HeadsQuery] | Decision:
+        """Each owner's query for the frontier's keys (and the policy's extra keys), or the
+        block for a key no one (or two) owns."""
         keys = dict.fromkeys((*self.action.deps, *(self.policy.query_keys or ())))
         by_owner: dict[str, list[str]] = {}
         for key in keys:
@@ -371,21 +401,12 @@ class Gate:
             if owner is None:
                 return self._block(UNKNOWN_OWNER, f"no roster agent owns key {key!r}")
             by_owner.setdefault(owner, []).append(key)
-        if not by_owner:
-            return self._finish(AUTHORIZED, None, "no declared dependencies to validate")
-        self._queries = {
+        return {
             owner: HeadsQuery(
                 tuple(owned), {k: self._frontier[k].id for k in owned if k in self._frontier}
             )
             for owner, owned in by_owner.items()
         }
-        self._reported, self._failures = set(), {}
-        self._heads, self._inline = {}, {}
-        self._state = _State.QUERYING
-        self._round_trips += 1
-        return QueryHeads(
-            {owner: HeadsQuery(q.keys, dict(q.expect)) for owner, q in self._queries.items()}
-        )
 
     def _decide(self) -> Event:
         for owner in (*self._queries, *self._failures):

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from .errors import LocalProtocolError
 from .records import Record
@@ -30,11 +31,15 @@ class Frontier:
     """Every declared key was reached exactly once: `versions` maps it to that record.
 
     `visited` is the number of records the walk looked at; `depth` the deepest level reached.
+    `memo` is room for what a caller derives from `versions` alone (the gate's heads
+    queries): a frontier answered from a `WalkCache` shares it with the cached one, so it is
+    derived once per lineage. It takes no part in comparisons.
     """
 
     versions: dict[str, Record]
     visited: int
     depth: int
+    memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,4 +188,4 @@ class WalkCache:
             if len(self._walks) >= self.size:
                 del self._walks[next(iter(self._walks))]
             self._walks[key] = found = result
-        return Frontier(dict(found.versions), found.visited, found.depth)
+        return Frontier(dict(found.versions), found.visited, found.depth, found.memo)

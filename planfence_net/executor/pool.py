@@ -103,6 +103,27 @@ class SessionPool:
             self._retire(owner)
             raise
 
+    def prepare_on(
+        self, session: Session, owner: str, op: str, args: dict[str, Any]
+    ) -> tuple[Reply, bytes]:
+        """One request on `session` (`live(owner)`, its socket `writable`), encrypted: the
+        reply and the bytes for `write_on`, which must come before anything else is sent
+        on it. Raises TransportError (the session is retired)."""
+        try:
+            return session.prepare_request(op, args)
+        except TransportError:
+            self._retire(owner)
+            raise
+
+    def write_on(self, session: Session, owner: str, data: bytes) -> None:
+        """Hand `prepare_on`'s bytes to the socket, without waiting. Raises TransportError
+        (the session is retired)."""
+        try:
+            session.stream.write_prepared(data)
+        except TransportError:
+            self._retire(owner)
+            raise
+
     def _retire(self, owner: str) -> None:
         session = self._sessions.pop(owner, None)
         if session is not None:
@@ -112,10 +133,11 @@ class SessionPool:
 
     def traffic(self) -> tuple[int, int]:
         """(bytes sent, bytes received) over all sessions, encrypted and framed."""
-        sent = self._closed_sent + sum(s.stream.traffic.bytes_sent for s in self._sessions.values())
-        received = self._closed_received + sum(
-            s.stream.traffic.bytes_received for s in self._sessions.values()
-        )
+        sent, received = self._closed_sent, self._closed_received
+        for session in self._sessions.values():
+            traffic = session.stream.traffic
+            sent += traffic.bytes_sent
+            received += traffic.bytes_received
         return sent, received
 
     async def aclose(self) -> None:

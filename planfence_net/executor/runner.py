@@ -9,10 +9,13 @@ coordination). Nothing here decides anything.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import functools
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import anyio
 
@@ -24,7 +27,7 @@ from ..core.lineage import WalkCache
 from ..core.records import Record
 from ..core.roster import Roster
 from ..core.timeouts import DEFAULT_TIMEOUT
-from ..net.client import Reply
+from ..net.client import Reply, Session
 from .pool import SessionPool
 from .replica import Replica
 
@@ -75,8 +78,8 @@ class GateRunner:
 
         Without a `replan` hook a drift blocks with `stale_plan` (the caller replans).
         """
-        if replan is None:
-            policy = dataclasses.replace(policy, replan=False)
+        if replan is None and policy.replan:
+            policy = _without_replan(policy)
         gate = Gate(
             action,
             owner_of=self.roster.owner_of,
@@ -86,7 +89,7 @@ class GateRunner:
             policy=policy,
             walks=self.walks,
         )
-        deadline = anyio.current_time() + self.timeout
+        deadline = asyncio.get_running_loop().time() + self.timeout  # anyio's clock
         planning = 0.0
         roots = action.roots
 
@@ -135,10 +138,21 @@ class GateRunner:
     ) -> HeadsRound:
         """Send every owner its heads query for `action`, all before waiting for any, and
         take the answers until `deadline` (anyio's clock; default `timeout` from now). In
-        the steady state (sessions open) this starts no task."""
+        the steady state (sessions open, sockets taking what is written) this starts no task
+        and enters no cancel scope: one timer gives up the answers still owed at the
+        deadline."""
         heads = HeadsRound(queries)
+        requests = heads.requests()
+        replies = self._send_now(heads, requests)
+        if replies is not None:
+            timer = asyncio.get_running_loop().call_at(self.until(deadline), _give_up, replies)
+            try:
+                for owner, reply in replies.items():
+                    heads.answered(owner, await reply.outcome())
+            finally:
+                timer.cancel()
+            return heads
         with anyio.CancelScope(deadline=self.until(deadline)):
-            requests = heads.requests()
             unreachable = await self.pool.connect_missing(requests)
             replies: dict[str, Reply] = {}
             for owner, args in requests.items():
@@ -156,6 +170,51 @@ class GateRunner:
                     heads.answered(owner, exc)
         return heads
 
+    def _send_now(
+        self, heads: HeadsRound, requests: dict[str, dict[str, Any]]
+    ) -> dict[str, Reply] | None:
+        """Put every owner's heads request on the wire at once when every session is live
+        and its socket takes it without waiting; None, having sent nothing, otherwise. An
+        owner whose session fails here is answered with the failure."""
+        sessions = [self.pool.live(owner) for owner in requests]
+        if not all(s is not None and s.stream.writable for s in sessions):
+            return None
+        # every request is encrypted before the first write: a write wakes its owner,
+        # which may take this core until it has answered
+        prepared: list[tuple[str, Session, Reply, bytes]] = []
+        for (owner, args), session in zip(requests.items(), sessions, strict=True):
+            assert session is not None
+            try:
+                prepared.append(
+                    (owner, session, *self.pool.prepare_on(session, owner, "heads", args))
+                )
+            except PlanfenceError as exc:
+                heads.answered(owner, exc)
+        replies: dict[str, Reply] = {}
+        for owner, session, reply, data in prepared:
+            try:
+                self.pool.write_on(session, owner, data)
+            except PlanfenceError as exc:
+                reply.give_up()
+                heads.answered(owner, exc)
+                continue
+            replies[owner] = reply
+        # the answer of the owner asked last is awaited first: the owners woken in turn
+        # usually answer in turn, and the earlier answers are then in when the task wakes
+        return dict(reversed(replies.items()))
+
     def until(self, deadline: float | None) -> float:
         """`deadline`, or `timeout` from now when it is None (a step run on its own)."""
-        return anyio.current_time() + self.timeout if deadline is None else deadline
+        return asyncio.get_running_loop().time() + self.timeout if deadline is None else deadline
+
+
+@functools.lru_cache(maxsize=16)
+def _without_replan(policy: GatePolicy) -> GatePolicy:
+    """`policy` with replan=False (a decision without a replan hook), made once per policy."""
+    return dataclasses.replace(policy, replan=False)
+
+
+def _give_up(replies: dict[str, Reply]) -> None:
+    """The deadline passed: the answers still owed count as not given in time."""
+    for reply in replies.values():
+        reply.give_up()

@@ -44,7 +44,10 @@ class Reply:
     __slots__ = ("req_id", "_future", "_abandon")
 
     def __init__(
-        self, req_id: int, future: asyncio.Future[Outcome], abandon: Callable[[int], None]
+        self,
+        req_id: int,
+        future: asyncio.Future[Outcome | None],
+        abandon: Callable[[int], None],
     ) -> None:
         self.req_id = req_id
         self._future = future
@@ -54,14 +57,31 @@ class Reply:
         """The result. Raises RequestError for a typed error from the owner, TransportError
         when the session is lost, RemoteProtocolError for a malformed response. A waiter
         cancelled here gives the request up: its answer, if it comes, is dropped."""
-        try:
-            outcome = await asyncio.shield(self._future)
-        except asyncio.CancelledError:
-            self._abandon(self.req_id)
-            raise
+        outcome = await self.outcome()
+        if outcome is None:
+            raise TransportError("the request was given up before its answer came")
         if isinstance(outcome, PlanfenceError):
             raise outcome
         return outcome
+
+    async def outcome(self) -> Outcome | None:
+        """The result or the error `wait` would raise, without raising it; None when the
+        request was given up (`give_up`) before its answer came. A waiter cancelled here
+        gives the request up."""
+        try:
+            # the future is the waiter's own: cancelling this await cancels it, and an
+            # answer that comes later finds it done and is dropped
+            return await self._future
+        except asyncio.CancelledError:
+            self._abandon(self.req_id)
+            raise
+
+    def give_up(self) -> None:
+        """Stop waiting for the answer (a deadline passed): its waiter gets None, and the
+        answer, if it comes, is dropped."""
+        if not self._future.done():
+            self._abandon(self.req_id)
+            self._future.set_result(None)
 
 
 class Session:
@@ -77,9 +97,10 @@ class Session:
         self.agent = agent
         # outcomes are results, never future exceptions: an answer that arrives after its
         # waiter gave up (a deadline) is then dropped silently
-        self._waiters: dict[int, asyncio.Future[Outcome]] = {}
+        self._waiters: dict[int, asyncio.Future[Outcome | None]] = {}
         self._subscriptions: dict[int, MemoryObjectSendStream[dict[str, Any]]] = {}
         self._failure: PlanfenceError | None = None
+        self._loop = asyncio.get_running_loop()  # the stream's: a session lives in one loop
         stream.set_receiver(self._on_event, self._fail)
 
     @property
@@ -101,16 +122,33 @@ class Session:
     ) -> Reply:
         """Put one request on the wire and return at once (unless the socket's send buffer
         is full); `await reply.wait()` later. Many replies may be in flight."""
-        if self._failure is not None:
-            raise self._failure
-        req_id = self.stream.write_request(op, args or {}, subscribe=subscribe)
-        future = self._waiters[req_id] = asyncio.get_running_loop().create_future()
+        reply = self.send_request_now(op, args, subscribe=subscribe)
         try:
             await self.stream.wait_writable()
         except BaseException:
-            self._abandon(req_id)
+            self._abandon(reply.req_id)
             raise
-        return Reply(req_id, future, self._abandon)
+        return reply
+
+    def send_request_now(
+        self, op: str, args: dict[str, Any] | None = None, *, subscribe: bool = False
+    ) -> Reply:
+        """`send_request` without waiting even when the socket's send buffer is full (check
+        `stream.writable` first): for a caller that awaits the answer next anyway."""
+        reply, data = self.prepare_request(op, args, subscribe=subscribe)
+        self.stream.write_prepared(data)
+        return reply
+
+    def prepare_request(
+        self, op: str, args: dict[str, Any] | None = None, *, subscribe: bool = False
+    ) -> tuple[Reply, bytes]:
+        """`send_request_now` in two steps: the reply to wait for and the bytes to hand to
+        `stream.write_prepared` before anything else is sent on this session."""
+        if self._failure is not None:
+            raise self._failure
+        req_id, data = self.stream.prepare_request(op, args or {}, subscribe=subscribe)
+        future = self._waiters[req_id] = self._loop.create_future()
+        return Reply(req_id, future, self._abandon), data
 
     async def subscribe(
         self,

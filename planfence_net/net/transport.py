@@ -45,6 +45,7 @@ Received = Message | Refused | Response | Push  # what a reader is handed
 _RECEIVED = (Message, Refused, Response, Push)
 EventHandler = Callable[[Received], None]
 AcceptPeer = Callable[[bytes], bool]
+AnswerNow = Callable[[bytes], bool]  # True: the message was answered in the callback
 
 
 class NoiseStream:
@@ -68,6 +69,7 @@ class NoiseStream:
         self._queued = 0
         self._paused = False
         self._on_event: EventHandler | None = None
+        self._answer_now: AnswerNow | None = None
         self._closed: asyncio.Future[PlanfenceError] = self._loop.create_future()
         self.max_message = session.max_message
 
@@ -98,7 +100,12 @@ class NoiseStream:
             self.traffic.messages_received += 1
             if self._on_event is not None:
                 self._deliver(event)
-            else:
+            elif (
+                self._answer_now is None
+                or self._received
+                or not isinstance(event, Message)
+                or not self._answer_now(event.data)
+            ):
                 self._queue(event)
         elif isinstance(event, LargeChunk):
             if self._slots is not None:
@@ -141,6 +148,14 @@ class NoiseStream:
                 self._deliver(event)
             except PlanfenceError as exc:
                 self._wire.fail(exc)
+
+    def set_answer_now(self, answer_now: AnswerNow | None) -> None:
+        """Offer each whole message to `answer_now` in the socket's callback, before it is
+        queued for `receive`, while no earlier message waits there (so messages it declines
+        keep their order): True means it answered the message and it is not queued. The
+        owner answers requests that need no waiting this way, without waking its session's
+        task. A PlanfenceError from it ends the session with that error."""
+        self._answer_now = answer_now
 
     async def receive_message(self) -> bytes:
         """Receive one whole application message.
@@ -259,6 +274,22 @@ class NoiseStream:
         self._wire.write(data)
         self.traffic.messages_sent += 1
         return req_id
+
+    def prepare_request(
+        self, op: str, args: dict[str, Any], *, subscribe: bool = False
+    ) -> tuple[int, bytes]:
+        """`write_request` in two steps: the request's id and its encrypted bytes, which
+        must go to `write_prepared` before anything else is sent on this stream (they hold
+        the next nonce). Lets a caller encrypt requests to several owners before the first
+        write wakes one of them. Raises TransportError."""
+        if self._wire.error is not None:
+            raise self._wire.error
+        return self._session.send_request(op, args, subscribe=subscribe)
+
+    def write_prepared(self, data: bytes) -> None:
+        """Hand a `prepare_request`'s bytes to the socket. Raises TransportError."""
+        self._wire.write(data)
+        self.traffic.messages_sent += 1
 
     def abandon(self, req_id: int) -> int:
         """Give up on the answer to `req_id` (it is dropped if it comes); returns how many

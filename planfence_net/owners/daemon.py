@@ -10,6 +10,7 @@ replies and the budgets they hold, and shutdown once idle. What it serves is a `
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import signal
@@ -31,6 +32,7 @@ from ..protocol.requestread import Schema, decode_request, screen_request
 from .door import Door
 from .limits import Limits
 from .logs import EventLog
+from .now import AnswersNow
 from .ops import keys_of, owner_operations
 from .pushes import Pushes
 from .replies import ByteBudget
@@ -92,6 +94,7 @@ class OwnerDaemon(Pushes):
         self._idle: anyio.Event | None = None  # made by _wait_idle: not one per request
         self._synced_changed = anyio.Event()  # an ack arrived or a session left
         self.put_if_lock = anyio.Lock()
+        self.now = AnswersNow(self, self.schema, self.service)
         self.init_pushes()
         store.on_commit.append(self.push_heads)
 
@@ -179,6 +182,7 @@ class OwnerDaemon(Pushes):
         limiter = anyio.Semaphore(self.limits.requests_per_session)
         async with anyio.create_task_group() as tg:
             tg.start_soon(self.send_pushes, connection, receive)
+            connection.stream.set_answer_now(functools.partial(self.now.answer, connection, tg))
             try:
                 data = first.pop()
                 while data is not None:
@@ -201,7 +205,21 @@ class OwnerDaemon(Pushes):
                         "error", peer=connection.peer.name, reason=f"session closed: {exc}"
                     )
             finally:
+                connection.stream.set_answer_now(None)
                 send.close()
+
+    async def drain(self, connection: Connection, size: int) -> None:
+        """Wait for the peer to read a reply of `size` bytes sent in the socket's callback
+        (now.py), as `_send_reply` does; its request counts as in flight until then."""
+        try:
+            with anyio.fail_after(self.limits.send_deadline):
+                await connection.stream.wait_writable()
+        except TimeoutError:
+            self._unread(connection, size)
+        finally:
+            self.in_flight -= 1
+            if self.in_flight == 0 and self._idle is not None:
+                self._idle.set()
 
     def _begin(self) -> None:
         self.in_flight += 1
@@ -283,18 +301,22 @@ class OwnerDaemon(Pushes):
                 with anyio.fail_after(self.limits.send_deadline):
                     await connection.stream.wait_writable()
         except TimeoutError:
-            self.unread_replies += 1
-            self.log.write(
-                "error",
-                peer=connection.peer.name,
-                reason=f"session closed: a reply of {len(reply)} bytes unread "
-                f"for {self.limits.send_deadline:g} s",
-            )
-            connection.scope.cancel()
+            self._unread(connection, len(reply))
             return " (peer not reading)"
         except PlanfenceError:
             return " (peer gone)"
         return ""
+
+    def _unread(self, connection: Connection, size: int) -> None:
+        """Close a session whose peer left a reply of `size` bytes unread too long."""
+        self.unread_replies += 1
+        self.log.write(
+            "error",
+            peer=connection.peer.name,
+            reason=f"session closed: a reply of {size} bytes unread "
+            f"for {self.limits.send_deadline:g} s",
+        )
+        connection.scope.cancel()
 
     async def reserve_reply(self, size: int) -> None:
         """Wait until the reply budget has room for a reply of `size` bytes, counted twice:

@@ -36,8 +36,16 @@ from ..protocol.messages import (
 )
 from ..protocol.requestread import REQUESTS
 from . import syncgroups
-from .replies import ENVELOPE, ID_ENTRY, check_readable, fit_records, rows_size, unique
-from .service import Call, Operation, Owner, Service
+from .replies import (
+    ENVELOPE,
+    ID_ENTRY,
+    SMALL_REPLY,
+    check_readable,
+    fit_records,
+    rows_size,
+    unique,
+)
+from .service import Call, Operation, Owner, Service, answers_now
 from .syncgroups import Subscription
 
 Owned = Callable[[Owner, list[str]], None]  # raises BadRequest("not_owner") for a key not served
@@ -66,12 +74,25 @@ def no_args(args: dict[str, Any]) -> None:
 def owner_operations(*, owned: Owned = agent_owns, observe: Observe = observe_nothing) -> Service:
     """The service of an ordinary owner: one row per operation of the protocol."""
 
+    def heads_now(
+        call: Call, parsed: tuple[list[str], dict[str, bytes], bool]
+    ) -> dict[str, Any] | None:
+        """`heads` without waiting (nothing to observe): when no key changed (no record to
+        read) and the reply is small (no reply budget to wait for)."""
+        keys, expect, short = parsed
+        keys = list(dict.fromkeys(keys))
+        owned(call.owner, keys)
+        return heads_unchanged(call.owner, keys, expect, short=short)
+
     async def heads(call: Call, parsed: tuple[list[str], dict[str, bytes], bool]) -> dict[str, Any]:
         keys, expect, short = parsed
         keys = list(dict.fromkeys(keys))  # a key asked twice is answered once
         owned(call.owner, keys)
         await observe(call.owner, keys)
         return await heads_answer(call.owner, keys, expect, short=short)
+
+    if observe is observe_nothing:  # an owner that observes answers heads after it, awaited
+        heads = answers_now(heads_now, repeatable=True)(heads)
 
     async def put(
         call: Call, parsed: tuple[str, str, list[bytes], Any, bytes | None]
@@ -152,6 +173,30 @@ def head_rows(owner: Owner, keys: list[str]) -> list[list[Any]]:
         head = owner.store.heads.get(key)
         rows.append([key, head.id, head.seq] if head else [key, None, 0])
     return rows
+
+
+def heads_unchanged(
+    owner: Owner, keys: list[str], expect: dict[str, bytes], *, short: bool = False
+) -> dict[str, Any] | None:
+    """What `heads_answer` answers when every key of `expect` is still at its expected id
+    and the reply is under SMALL_REPLY (it then takes nothing from the reply budget); None
+    otherwise."""
+    # rows_size's bound without encoding the keys (a character is at most 4 bytes)
+    if 2 * (5 + 49 * len(keys) + 4 * sum(map(len, keys))) >= SMALL_REPLY:
+        return None
+    heads = owner.store.heads
+    rows: list[list[Any]] = []
+    for key in keys:
+        head = heads.get(key)
+        if head is None:
+            rows.append([key, None, 0])
+        elif key not in expect:
+            rows.append([key, head.id, head.seq])
+        elif expect[key] != head.id:
+            return None  # changed: its record goes inline, read from the store
+        else:
+            rows.append([key, head.seq] if short else [key, head.id, head.seq])
+    return {"heads": rows, "records": []}
 
 
 async def heads_answer(

@@ -8,8 +8,12 @@ and hands each decoded request to `Service.serve`. Each operation is one row:
 
 `args` is its argument schema (protocol/requestread.py: every argument capped before it is
 decoded), `parse` turns the decoded args into checked values or raises BadRequest, and
-`handle(call, parsed)` returns the result map or raises BadRequest (a typed error). The
-owner's own table is `ops.owner_operations()`; the workspace owner and the central store
+`handle(call, parsed)` returns the result map or raises BadRequest (a typed error).
+A handler made with `answers_now(now)` also has `now(call, parsed)`, which gives the same
+answer without awaiting anything, or None when it would have to wait (then the handler
+answers): the daemon answers such requests in the socket's callback, without waking the
+session's task. `now` belongs to the handler, so a row whose handler is replaced (wrapped,
+slowed down) loses it with the handler. The owner's own table is `ops.owner_operations()`; the workspace owner and the central store
 are services built from it, with rows of their own.
 
 A handler reaches the daemon through `Call.owner` (the `Owner` protocol below: its state and
@@ -91,6 +95,8 @@ class Call:
 
 
 Handler = Callable[[Call, Any], Awaitable[dict[str, Any]]]
+# The same answer as the row's handler, given without waiting; None: only `handle` can.
+AnswerNow = Callable[[Call, Any], dict[str, Any] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +109,31 @@ class Operation:
     parse: Callable[[dict[str, Any]], Any]
     handle: Handler
     inline: bool = False
+
+    @property
+    def now(self) -> AnswerNow | None:
+        """The handler's answer without waiting (`answers_now`), if it has one."""
+        return getattr(self.handle, "answer_now", None)
+
+    @property
+    def repeatable(self) -> bool:
+        """Whether the handler's answer without waiting may be given again (`answers_now`)."""
+        return bool(getattr(self.handle, "answer_now_repeatable", False))
+
+
+def answers_now(now: AnswerNow, *, repeatable: bool = False) -> Callable[[Handler], Handler]:
+    """Decorate a handler with `now`: the same answer without awaiting anything, or None
+    when only the handler can give it (module docstring). `repeatable`: that answer depends
+    on the request's args and the store's committed records alone (not the session, its
+    peer or the time), so the daemon may give it again to the same args while nothing is
+    committed (owners/now.py)."""
+
+    def mark(handle: Handler) -> Handler:
+        handle.answer_now = now  # type: ignore[attr-defined]
+        handle.answer_now_repeatable = repeatable  # type: ignore[attr-defined]
+        return handle
+
+    return mark
 
 
 class Service:

@@ -51,17 +51,21 @@ class FrameDecoder:
 
     def next_frame(self) -> bytes | None:
         """The next complete frame, or None when more bytes are needed."""
-        if len(self._buffer) < 2:
+        buffer = self._buffer
+        if len(buffer) < 2:
             return None
-        length = int.from_bytes(self._buffer[:2], "big")
+        length = buffer[0] << 8 | buffer[1]
         if length > self.max_frame:
             raise RemoteProtocolError(
                 f"frame of {length} bytes exceeds the limit of {self.max_frame}"
             )
-        if len(self._buffer) < 2 + length:
+        if len(buffer) < 2 + length:
             return None
-        frame = bytes(self._buffer[2 : 2 + length])
-        del self._buffer[: 2 + length]
+        frame = bytes(buffer[2 : 2 + length])
+        if len(buffer) == 2 + length:
+            buffer.clear()  # the usual case: one whole frame was buffered
+        else:
+            del buffer[: 2 + length]
         return frame
 
     @property
@@ -120,6 +124,11 @@ class MessageAssembler:
     def add(self, chunk: bytes) -> bytes | PlanfenceError | None:
         """Add one chunk plaintext; returns the whole message after its last chunk (or the
         screen's error after its first), else None."""
+        if chunk[:1] == b"\x00" and not self._parts and not self._dropping:
+            # a whole message in one chunk: the common case, without a copy through a view
+            if len(chunk) - 1 > self.max_message:
+                raise RemoteProtocolError(f"message exceeds the limit of {self.max_message} bytes")
+            return chunk[1:]
         if not chunk or chunk[0] not in (MORE, LAST):
             raise RemoteProtocolError("chunk without a valid continuation flag")
         self._size += len(chunk) - 1

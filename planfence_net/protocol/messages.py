@@ -13,6 +13,7 @@ Reading a request off the wire (each op's argument schema, the careful one-pass 
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,8 +63,16 @@ class RawValue:
     data: bytes
 
 
+_PACKERS = threading.local()  # one Packer per thread: packb builds a new one per call
+
+
 def pack(value: Any) -> bytes:
-    packed: bytes = msgpack.packb(value, use_bin_type=True)
+    """`value` as msgpack (`msgpack.packb(value, use_bin_type=True)`)."""
+    try:
+        packer = _PACKERS.packer
+    except AttributeError:
+        packer = _PACKERS.packer = msgpack.Packer(use_bin_type=True)
+    packed: bytes = packer.pack(value)  # resets itself, also when it raises
     return packed
 
 
@@ -145,10 +154,19 @@ def parse_heads(args: dict[str, Any]) -> tuple[list[str], dict[str, bytes]]:
     keys = _key_list(args) if "keys" in args or not expect else list(expect)
     if len(keys) > MAX_KEYS:
         raise BadRequest(*KEYS_TOO_MANY)
-    for key, rid in expect.items():
-        _check_key(key)
-        _check_id(rid, f"expect[{key!r}]")
+    if not _plain_expect(expect):  # the loop names the first bad entry
+        for key, rid in expect.items():
+            _check_key(key)
+            _check_id(rid, f"expect[{key!r}]")
     return keys, expect
+
+
+def _plain_expect(expect: dict[Any, Any]) -> bool:
+    """True when every entry of `expect` is a key of 1 to MAX_KEY_LEN chars and an id: the
+    checks of `_check_key` and `_check_id`, for all entries at once."""
+    return all(type(key) is str and 0 < len(key) <= MAX_KEY_LEN for key in expect) and all(
+        type(rid) is bytes and len(rid) == ID_LEN for rid in expect.values()
+    )
 
 
 def parse_heads_short(args: dict[str, Any]) -> bool:

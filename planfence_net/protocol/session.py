@@ -42,6 +42,7 @@ from ..core.errors import (
     RequestError,
 )
 from .framing import (
+    CHUNK_DATA,
     DEFAULT_MAX_MESSAGE,
     HANDSHAKE_FRAME_CAP,
     MAX_FRAME,
@@ -352,6 +353,9 @@ class Session:
         `max_message` (then nothing was encrypted: the session can go on)."""
         if self._state != _OPEN:
             raise LocalProtocolError("the handshake is not done: nothing can be sent yet")
+        if len(data) <= CHUNK_DATA and len(data) <= self.max_message:  # one chunk: LAST
+            frame = self._send_cipher.encrypt_with_ad(b"", b"\x00" + data)
+            return len(frame).to_bytes(2, "big") + frame
         encrypt = self._send_cipher.encrypt_with_ad
         return b"".join(
             encode_frame(encrypt(b"", chunk)) for chunk in iter_chunks(data, self.max_message)

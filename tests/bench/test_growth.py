@@ -66,7 +66,9 @@ def test_quick_run_measures_every_curve(tmp_path: Path) -> None:
     assert [r["executors"] for r in executors] == list(quick.executors)
     for row in executors:
         assert row["decisions_per_s"] > 0 and row["owner_cpu"] > 0
+        assert row["client_cpu_us"] > 0 and row["owner_cpu_us"] > 0
         assert ("etcd_txns_per_s" in row) == etcd_here
+        assert ("etcd_client_cpu_us" in row) == etcd_here
 
     machine = data["machine"]["rows"]
     assert [r["owners"] for r in machine] == list(quick.machine)

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from nacl.signing import SigningKey
 
-from planfence_net.core import records
+from planfence_net.core import answers, records
 from planfence_net.core.errors import ConfigError, LocalProtocolError
 from planfence_net.core.gate import (
     Action,
@@ -1103,3 +1103,74 @@ def test_authorizes_whenever_everything_matches(scenario: dict[str, Any]) -> Non
         assert d.authorized == fresh
         if not fresh:
             assert d.reason in {"changed_again", "ambiguous_frontier"}
+
+
+def test_an_answer_equal_to_the_unchanged_one_reads_as_the_row_checks_read_it() -> None:
+    """A warm gate compares an owner's answer with the one it expects when nothing changed
+    (`unchanged_answer`) in one step; what that accepts, the row by row checks accept and
+    read the same way, and anything merely equal under == (True for 1, 1.0) or carrying
+    records is read row by row and refused as before."""
+    world, fact, plan = simple()
+    assert fact.seq == 1
+    query = HeadsQuery(("req/x",), {"req/x": fact.id})
+    frontier = {"req/x": fact}
+    verify = answers.verifier(ROSTER)
+    unchanged = answers.unchanged_answer(query, frontier)
+    assert unchanged is not None and unchanged.rows == [["req/x", 1]]
+    answer = {"heads": [["req/x", 1]], "records": []}
+    read = ({"req/x": (fact.id, 1)}, {})
+    assert answers.check_answer("reqs", query, answer, frontier, verify, unchanged) == read
+    assert answers.check_answer("reqs", query, answer, frontier, verify) == read
+    assert answers.check_answer("reqs", query, {"heads": [["req/x", 1]]}, frontier, verify) == read
+    refused = {
+        "seq true": ({"heads": [["req/x", True]]}, "seq is not a non-negative integer"),
+        "seq 1.0": ({"heads": [["req/x", 1.0]]}, "seq is not a non-negative integer"),
+        "records not a list": ({"heads": [["req/x", 1]], "records": {}}, "is not a list"),
+        "a record for an unchanged key": (
+            {"heads": [["req/x", 1]], "records": [fact.to_wire()]},
+            "inline record for 'req/x' sent twice or for an unchanged key",
+        ),
+    }
+    for name, (bad, why) in refused.items():
+        with pytest.raises(answers.Malformed, match=why):
+            answers.check_answer("reqs", query, bad, frontier, verify, unchanged)
+            pytest.fail(name)
+
+
+def test_no_unchanged_answer_without_an_expected_id_for_every_key() -> None:
+    world, fact, plan = simple()
+    frontier = {"req/x": fact}
+    assert (
+        answers.unchanged_answer(HeadsQuery(("req/x", "req/y"), {"req/x": fact.id}), frontier)
+        is None
+    )
+    other = HeadsQuery(("req/x",), {"req/x": plan.id})  # expects another version
+    assert answers.unchanged_answer(other, frontier) is None
+
+
+def test_a_cached_frontier_keeps_its_queries_for_the_next_gate() -> None:
+    """The walk cache's frontier carries the heads queries a gate derived from it, so the
+    next gate on the same lineage asks exactly the same without splitting keys again."""
+    world, fact, plan = simple()
+    walks = WalkCache()
+    asked: list[str] = []
+
+    def owner_of(key: str) -> str | None:
+        asked.append(key)
+        return ROSTER.owner_of(key)
+
+    for _ in range(3):
+        gate = Gate(
+            Action("a", (plan.id,), ("req/x",)),
+            owner_of=owner_of,
+            verify=answers.verifier(ROSTER),
+            lookup=world.store.get,
+            clock=lambda: 0.0,
+            walks=walks,
+        )
+        event = gate.next_event()
+        assert isinstance(event, QueryHeads)
+        assert event.queries == {"reqs": HeadsQuery(("req/x",), {"req/x": fact.id})}
+        gate.heads_answered("reqs", {"heads": [["req/x", 1]]})
+        assert gate.next_event().outcome == "authorized"
+    assert asked == ["req/x"]

@@ -6,14 +6,19 @@ service under test and talks to it through an ordinary client session.
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
 from planfence_net.core.errors import RequestError
+from planfence_net.core.records import record_from_wire
 from planfence_net.net.client import open_session
 from planfence_net.owners.daemon import OwnerDaemon, signer
 from planfence_net.owners.logs import EventLog
@@ -126,3 +131,102 @@ def test_the_owner_table_has_one_row_per_op_of_the_protocol() -> None:
     )
     assert set(service.operations) == set(OPS) and service.schema == REQUESTS
     assert {op for op in OPS if service.inline(op)} == {"ping", "heads", "stats", "ack"}
+
+
+async def test_an_answer_without_waiting_belongs_to_its_handler(
+    cluster_dir: ClusterHandle,
+) -> None:
+    """The owner answers an unchanged `heads` in the socket's callback through the handler's
+    `answers_now`; a row whose handler is replaced loses it, so the replacement answers
+    every request, unchanged heads included."""
+    heads = owner_operations().operations["heads"]
+    assert heads.now is not None and heads.repeatable
+
+    async def observe(owner: Any, keys: list[str]) -> None:
+        return None
+
+    observing = owner_operations(observe=observe).operations["heads"]
+    assert observing.now is None and not observing.repeatable  # heads waits for observe
+
+    async def marked(call: Call, parsed: Any) -> dict[str, Any]:
+        return {**await heads.handle(call, parsed), "marked": True}
+
+    row = dataclasses.replace(heads, handle=marked)
+    assert row.now is None
+    with anyio.fail_after(DEADLINE):
+        async with serving(cluster_dir, owner_operations().with_rows(row)):
+            identity = cluster_dir.identity(OWNER)
+            async with open_session(cluster_dir.roster, identity, OWNER) as s:
+                put = await s.request("put", {"key": "req/x", "parents": [], "body": 1})
+                asked = {"expect": {"req/x": put["id"]}, "short": True}
+                for _ in range(3):
+                    assert await s.request("heads", asked) == {
+                        "heads": [["req/x", put["seq"]]],
+                        "records": [],
+                        "marked": True,
+                    }
+
+
+def test_a_request_line_written_field_by_field_is_the_generic_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(time, "time", lambda: 1764612345.1234567)
+    log = EventLog(tmp_path / "owner.log", 'r"eqs\u00e9')
+    fields = {"peer": "pl\nan", "op": "heads", "keys": ["a/\u00e9", 'b"x'], "outcome": "ok"}
+    for latency in (0.123, 12.0, 0.0):
+        log.write_soon("request", **fields, latency_ms=latency)
+        log.write_request_soon(*fields.values(), latency)  # type: ignore[arg-type]
+    log.close()
+    lines = (tmp_path / "owner.log").read_text().splitlines()
+    assert len(lines) == 6
+    assert lines[0::2] == lines[1::2]
+    assert json.loads(lines[1])["keys"] == ["a/\u00e9", 'b"x']
+
+
+async def test_a_repeated_heads_is_answered_again_until_a_commit(
+    cluster_dir: ClusterHandle,
+) -> None:
+    """The same heads (the same bytes after the req_id) is answered from the kept answer,
+    with the asker's req_id, until the store commits: then it is read again and names the
+    new head and its record."""
+    with anyio.fail_after(DEADLINE):
+        async with serving(cluster_dir, owner_operations()) as daemon:
+            identity = cluster_dir.identity(OWNER)
+            async with open_session(cluster_dir.roster, identity, OWNER) as s:
+                first = await s.request("put", {"key": "req/x", "parents": [], "body": 1})
+                asked = {"expect": {"req/x": first["id"]}, "short": True}
+                for _ in range(3):
+                    assert await s.request("heads", asked) == {
+                        "heads": [["req/x", first["seq"]]],
+                        "records": [],
+                    }
+                assert daemon.now.repeated == 2
+                second = await s.request("put", {"key": "req/x", "parents": [], "body": 2})
+                again = await s.request("heads", asked)
+                assert again["heads"] == [["req/x", second["id"], second["seq"]]]
+                assert [record_from_wire(r).id for r in again["records"]] == [second["id"]]
+                assert daemon.now.repeated == 2
+                unchanged = {"expect": {"req/x": second["id"]}, "short": True}
+                for _ in range(2):
+                    assert (await s.request("heads", unchanged))["heads"] == [
+                        ["req/x", second["seq"]]
+                    ]
+                assert daemon.now.repeated == 3
+    lines = (cluster_dir.path / "service.log").read_text().splitlines()
+    heads = [json.loads(line) for line in lines if '"op":"heads"' in line]
+    assert [(e["keys"], e["outcome"]) for e in heads] == [(["req/x"], "ok")] * 6
+
+
+def test_only_a_non_negative_req_id_is_split_off() -> None:
+    from planfence_net.owners.now import split_req_id
+    from planfence_net.protocol.messages import encode_request
+
+    for req_id in (0, 5, 127, 128, 300, 70000, 2**33):
+        data = encode_request(req_id, "heads", {"keys": ["req/x"]})
+        head, rest = split_req_id(data) or (b"", b"")
+        assert (
+            data == b"\x93" + head + rest
+            and rest == encode_request(0, "heads", {"keys": ["req/x"]})[2:]
+        )
+    assert split_req_id(encode_request(-1, "heads", {})) is None
+    assert split_req_id(b"\x92\x01") is None and split_req_id(b"") is None

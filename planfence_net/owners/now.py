@@ -1,0 +1,129 @@
+"""Requests an owner answers in the socket's callback, and the answers it may give again.
+
+A request whose row can answer without waiting (`service.answers_now`) is answered where
+its bytes arrived, without waking the session's task: decoded, served, encoded, encrypted
+and written in one step, with the same log line and counts as the session's loop. A row
+marked `repeatable` answers from the request's args and the store's committed records alone
+(not the session, its peer or the time), so its answer is kept by the request's bytes after
+the req_id and given again to the same bytes, with the asker's req_id, while the store
+commits nothing (`Store.commits` is counted before a commit changes any head). Executors
+ask the same heads again for every decision of a plan: a repeated heads is one lookup.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from ..protocol.messages import BadRequest, Request, pack
+from ..protocol.requestread import Schema, decode_request
+from .ops import keys_of
+from .service import Call, Connection, Service
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+
+    from .daemon import OwnerDaemon
+
+REPEAT_ENTRIES = 128  # answers kept (the set is emptied at every commit)
+REPEAT_MAX = 8 * 1024  # bytes of the largest request whose answer is kept
+# msgpack encodings of a non-negative integer: first byte -> bytes of the whole encoding
+_UINT = {0xCC: 2, 0xCD: 3, 0xCE: 5, 0xCF: 9}
+_ARRAY3, _TRUE = b"\x93", b"\xc3"
+
+
+def split_req_id(data: bytes) -> tuple[bytes, bytes] | None:
+    """(the req_id's bytes, the rest) of a request [req_id, op, args] whose req_id is a
+    non-negative integer; None for anything else (the decoder judges it)."""
+    if len(data) < 2 or data[0] != 0x93:
+        return None
+    first = data[1]
+    size = 1 if first <= 0x7F else _UINT.get(first)
+    if size is None:
+        return None
+    return data[1 : 1 + size], data[1 + size :]
+
+
+class AnswersNow:
+    """`answer(connection, task_group, data)` for one daemon (module docstring)."""
+
+    def __init__(self, daemon: OwnerDaemon, schema: Schema, service: Service) -> None:
+        self._daemon = daemon
+        self._schema = schema
+        self._service = service
+        self._repeats: dict[bytes, tuple[bytes, str, list[str]]] = {}
+        self._repeats_at = -1  # Store.commits when the kept answers were given
+        self.repeated = 0
+        # a service no row of which answers without waiting never decodes a request here
+        self._any = any(op.now is not None for op in service.operations.values())
+
+    def answer(self, connection: Connection, tg: TaskGroup, data: bytes) -> bool:
+        """Answer `data` now and return True, or return False to leave it to the session's
+        loop (which reads it again): when the socket would make the reply wait, or the
+        request is not one a row answers without waiting."""
+        daemon = self._daemon
+        if not self._any or not connection.stream.writable:
+            return False
+        started = time.perf_counter()
+        split = split_req_id(data)
+        commits = daemon.store.commits
+        if commits != self._repeats_at:
+            self._repeats.clear()
+            self._repeats_at = commits
+        if split is not None and (kept := self._repeats.get(split[1])) is not None:
+            self.repeated += 1
+            body, op, keys = kept
+            return self._send(connection, tg, split[0], body, op, keys, started)
+        request = decode(data, self._schema)
+        if request is None:
+            return False
+        operation = self._service.operations.get(request.op)
+        if operation is None or operation.now is None:
+            return False
+        try:
+            result = operation.now(
+                Call(daemon, connection, request.req_id), operation.parse(request.args)
+            )
+        except Exception:  # a typed error, or a bug: the session's loop answers it
+            return False
+        if result is None:
+            return False
+        body, keys = pack(result), keys_of(request)[:64]
+        if split is None:
+            split = (pack(request.req_id), b"")
+        elif operation.repeatable and len(data) <= REPEAT_MAX:
+            if len(self._repeats) < REPEAT_ENTRIES:
+                self._repeats[split[1]] = (body, request.op, keys)
+        return self._send(connection, tg, split[0], body, request.op, keys, started)
+
+    def _send(
+        self,
+        connection: Connection,
+        tg: TaskGroup,
+        req_id: bytes,
+        body: bytes,
+        op: str,
+        keys: list[str],
+        started: float,
+    ) -> bool:
+        """Write the response [req_id, true, body] (each part already encoded)."""
+        daemon = self._daemon
+        reply = b"".join((_ARRAY3, req_id, _TRUE, body))
+        connection.stream.write_message(reply)
+        daemon.requests_served += 1
+        if not connection.stream.writable:
+            daemon.in_flight += 1
+            tg.start_soon(daemon.drain, connection, len(reply))
+        daemon.log.write_request_soon(
+            connection.peer.name, op, keys, "ok", round((time.perf_counter() - started) * 1000, 3)
+        )
+        return True
+
+
+def decode(data: bytes, schema: Schema) -> Request | None:
+    """The request in `data` when it reads without error (the session's loop answers the
+    others, with their error)."""
+    try:
+        return decode_request(data, schema)
+    except BadRequest:
+        return None
