@@ -50,8 +50,9 @@ def unchanged_answer(query: HeadsQuery, frontier: dict[str, Record]) -> Unchange
         record is None or query.expect.get(record.key) != record.id for record in used
     ):
         return None
-    rows = [[record.key, record.seq] for record in used if record is not None]
-    return Unchanged(rows, {row[0]: (query.expect[row[0]], row[1]) for row in rows})
+    present = [record for record in used if record is not None]
+    rows: list[list[Any]] = [[record.key, record.seq] for record in present]
+    return Unchanged(rows, {r.key: (query.expect[r.key], r.seq) for r in present})
 
 
 def check_answer(

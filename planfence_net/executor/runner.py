@@ -154,16 +154,16 @@ class GateRunner:
             return heads
         with anyio.CancelScope(deadline=self.until(deadline)):
             unreachable = await self.pool.connect_missing(requests)
-            replies: dict[str, Reply] = {}
+            sent: dict[str, Reply] = {}
             for owner, args in requests.items():
                 if owner in unreachable:
                     heads.answered(owner, unreachable[owner])
                     continue
                 try:
-                    replies[owner] = await self.pool.send_request(owner, "heads", args)
+                    sent[owner] = await self.pool.send_request(owner, "heads", args)
                 except PlanfenceError as exc:
                     heads.answered(owner, exc)
-            for owner, reply in replies.items():
+            for owner, reply in sent.items():
                 try:
                     heads.answered(owner, await reply.wait())
                 except PlanfenceError as exc:

@@ -45,7 +45,7 @@ from .replies import (
     rows_size,
     unique,
 )
-from .service import Call, Operation, Owner, Service, answers_now
+from .service import Call, Handler, Operation, Owner, Service, answers_now
 from .syncgroups import Subscription
 
 Owned = Callable[[Owner, list[str]], None]  # raises BadRequest("not_owner") for a key not served
@@ -84,15 +84,18 @@ def owner_operations(*, owned: Owned = agent_owns, observe: Observe = observe_no
         owned(call.owner, keys)
         return heads_unchanged(call.owner, keys, expect, short=short)
 
-    async def heads(call: Call, parsed: tuple[list[str], dict[str, bytes], bool]) -> dict[str, Any]:
+    async def observed_heads(
+        call: Call, parsed: tuple[list[str], dict[str, bytes], bool]
+    ) -> dict[str, Any]:
         keys, expect, short = parsed
         keys = list(dict.fromkeys(keys))  # a key asked twice is answered once
         owned(call.owner, keys)
         await observe(call.owner, keys)
         return await heads_answer(call.owner, keys, expect, short=short)
 
+    heads: Handler = observed_heads
     if observe is observe_nothing:  # an owner that observes answers heads after it, awaited
-        heads = answers_now(heads_now, repeatable=True)(heads)
+        heads = answers_now(heads_now, repeatable=True)(observed_heads)
 
     async def put(
         call: Call, parsed: tuple[str, str, list[bytes], Any, bytes | None]
