@@ -63,16 +63,9 @@ def main(
     except BaseException as exc:
         data = exc
     result = decide(agent, argv, data)
-    for text, stream in (
-        (result.stdout, stdout or sys.stdout),
-        (result.stderr, stderr or sys.stderr),
-    ):
-        if text:
-            try:
-                stream.write(text.rstrip("\n") + "\n")
-                stream.flush()
-            except Exception:
-                pass
+    from .hookclient import write_answer
+
+    write_answer(result.stderr, result.stdout, stderr, stdout)
     return result.code
 
 
@@ -147,9 +140,9 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
     if plan is None:
         return BLOCK, no_plan_message(call, cdir.root, blocked)
     if call.event == "PostToolUse":
-        from .hookrecord import record_edit
+        from .hookrecord import PlanWrites
 
-        return record_edit(call, cdir.root, plan, roster, identity, step, auto)
+        return PlanWrites(cdir.root, plan, roster, identity, step, auto).edit(call)
 
     def check(step: float) -> Verdict:
         cache = cache_path(cdir.root, plan)
@@ -169,9 +162,10 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
         # left of the deadline (one step to record, the rest to check); anything else still
         # blocks.
         rest = (end - time.monotonic()) / (STEPS + 1)
-        from .hookrecord import record_in_flight
+        from .hookrecord import PlanWrites
 
-        if rest > 0 and record_in_flight(call, cdir.root, plan, roster, identity, rest, auto):
+        writes = PlanWrites(cdir.root, plan, roster, identity, rest, auto)
+        if rest > 0 and writes.in_flight(call):
             verdict = check(rest)
     from .checklog import log_check
 
