@@ -26,11 +26,9 @@ from ..core.timeouts import DEFAULT_TIMEOUT
 
 if TYPE_CHECKING:
     from ..cluster.folder import ClusterDir
-    from ..core.drive import FetchRound, HeadsRound, Outcome
     from ..core.gate import Action, Decision
     from ..core.identity import Identity
     from ..core.roster import Roster
-    from ..workspace.wire import Outcome as Answer
 
 VALUED = ("--root", "--dep", "--as", "--name", "--timeout", "--deadline")
 REPEATED = ("--root", "--dep")
@@ -237,70 +235,38 @@ def decide(
     timeout: float,
 ) -> Decision:
     """`GateRunner.wait_decision(action)` of a fresh runner (no replan hook, a memory-only
-    replica), on blocking sessions, within `timeout` seconds."""
-    from ..core.answers import HeadsQuery, verifier
-    from ..core.drive import FetchRound, HeadsRound, drive_sync
-    from ..core.gate import Gate, GatePolicy, Replan
+    replica), on blocking sessions, within `timeout` seconds (`workspace.blocking`)."""
+    from ..core.answers import verifier
+    from ..core.gate import GatePolicy, Replan
     from ..core.lineage import WalkCache
     from ..core.records import Record
+    from ..workspace.blocking import drive_gate
     from ..workspace.wire import SyncSessions
 
     sessions = SyncSessions(roster, identity, addresses)
-    verify = verifier(roster)
     records: dict[bytes, Record] = {}
-    gate = Gate(
-        action,
-        owner_of=roster.owner_of,
-        verify=verify,
-        lookup=records.get,
-        clock=time.perf_counter,
-        policy=GatePolicy(replan=False),
-        walks=WalkCache(),
-    )
-    deadline = time.monotonic() + timeout
-
-    def fetch(ids: tuple[bytes, ...]) -> FetchRound:
-        fetch = FetchRound(ids, roster.names, verify)
-
-        def settled(outcomes: dict[str, Answer]) -> bool:
-            for owner, outcome in outcomes.items():
-                fetch.answered(owner, outcome)  # an owner's answer counts once
-            return fetch.settled
-
-        while requests := fetch.requests():
-            asked = {owner: ("get", args) for owner, args in requests.items()}
-            outcomes = sessions.round(asked, deadline, settled=settled)
-            for owner in requests:
-                fetch.answered(owner, outcomes.get(owner))
-        records.update((r.id, r) for r in fetch.records)
-        return fetch
-
-    def query(queries: dict[str, HeadsQuery]) -> HeadsRound:
-        heads = HeadsRound(queries)
-        requests = heads.requests()
-        asked = {owner: ("heads", args) for owner, args in requests.items()}
-        outcomes = sessions.round(asked, deadline)
-        for owner in requests:
-            heads.answered(owner, _in_time(outcomes.get(owner), deadline))
-        return heads
 
     def replan(event: Replan) -> tuple[bytes, ...]:
         return action.roots  # never asked: the policy blocks a drift instead
 
     try:
-        return drive_sync(gate, fetch, query, replan, traffic=sessions.traffic)
+        decision, _ = drive_gate(
+            action,
+            roster,
+            sessions,
+            records,
+            verifier(roster),
+            time.monotonic() + timeout,
+            holders=roster.names,
+            replan=replan,
+            policy=GatePolicy(replan=False),
+            walks=WalkCache(),
+            settle_early=True,
+            count_traffic=True,
+        )
+        return decision
     finally:
         sessions.close()
-
-
-def _in_time(outcome: Outcome, deadline: float) -> Outcome:
-    """`outcome`, or None (no answer in time) for a connection that failed at the deadline,
-    as the runner's cancelled request is."""
-    from ..core.errors import TransportError
-
-    if isinstance(outcome, TransportError) and time.monotonic() >= deadline:
-        return None
-    return outcome
 
 
 def _write(stream: TextIO, text: str) -> None:

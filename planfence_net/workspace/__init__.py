@@ -6,9 +6,12 @@ records, drift classes for plans trusted against them, and the agents' PreToolUs
     owner      the workspace owner: an owner daemon that observes before it answers
     classify   the drift classifier (pure): none, informational, relevant, critical
     check      the check machine (sans-IO) and the thin loop that runs it against owners
+    blocking   the gate driven over blocking sessions (the check, one-shot `authorize`)
     trust      writing evidence and the trusted-state plan record
     config     where a workspace's cluster folder, roster and plan selection live
     hook       the `planfence hook claude|codex` entry point (lean imports, fails closed)
+    hooktext   the texts the model reads from the hook (why blocked, the command to run)
+    hookrecord the hook's records of the agent's own writes (PostToolUse, calls in flight)
     inflight   the plan's own calls between PreToolUse and PostToolUse (parallel calls)
     paths      worktree roots, git dirs, the repository marker, the installed executable
     join       `workspace join`: another worktree's owner in the team's cluster

@@ -9,7 +9,7 @@ works under its own plan (`session.auto_plan`), made from what its agent actuall
     PostToolUse of a read         Read/NotebookRead, or a shell command that reads files
                                   (`reads.read_operands`, a heuristic): existing files inside
                                   a served worktree join the plan as `read`
-    PostToolUse of a write        the written files join as `target` (`hook._advance`)
+    PostToolUse of a write        the written files join as `target` (`hookrecord.PlanWrites.advance`)
     PostToolUse(Failure) of a     a configured test command (`[hook] tests` in the cluster's
     test command                  cluster.toml, else `reads.DEFAULT_TEST_COMMANDS`) records
                                   evidence with its exit code (Claude Code says it; Codex does
@@ -246,7 +246,7 @@ def resolve_reads(spaces: Mapping[str, Path], cwd: str, operands: list[str]) -> 
 def block_message(call: ToolCall, verdict: Verdict) -> str:
     """The reason the model reads when its session's plan drifted: the drift, then what to do
     (re-read and retry; a branch/HEAD change is the user's to re-base; changed again: stop)."""
-    from .hook import block_message as trusted_message
+    from .hooktext import block_message as trusted_message
     from .machine import UNDECIDED
     from .paths import executable
 

@@ -1,10 +1,10 @@
 """The thin I/O loop of the workspace check: runs `CheckMachine`, and the gate inside it,
 against live owners over blocking sessions (`wire`), so a fresh process decides quickly.
 
-The gate is driven by `core.drive`, the loop the executor's gate runner uses, with blocking
-I/O: each event becomes at most one request per owner (more only for records an owner
-omitted), all owners concurrently, and the whole check ends by one deadline, `timeout`
-seconds after it starts; only verified answers count.
+The gate is driven by `blocking.drive_gate` (`core.drive`, the loop the executor's gate
+runner uses, with blocking I/O): each event becomes at most one request per owner (more only
+for records an owner omitted), all owners concurrently, and the whole check ends by one
+deadline, `timeout` seconds after it starts; only verified answers count.
 """
 
 from __future__ import annotations
@@ -12,22 +12,20 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
-from typing import TypeVar
 
-from ..core.answers import HeadsQuery, Verify, verifier
-from ..core.drive import FetchRound, HeadsRound, drive_sync, failure_reason
-from ..core.errors import ConfigError, TransportError
-from ..core.gate import Action, Decision, Gate, GatePolicy, Replan
+from ..core.answers import Verify, verifier
+from ..core.drive import failure_reason
+from ..core.errors import ConfigError
+from ..core.gate import Action, Decision, GatePolicy, Replan
 from ..core.identity import Identity
 from ..core.records import Record
 from ..core.roster import Roster
 from ..core.timeouts import DEFAULT_TIMEOUT
+from .blocking import drive_gate, in_time
 from .cache import load_records, save_records
 from .facts import plan_key
 from .machine import UNDECIDED, AskPlan, CheckMachine, RunGate, Verdict
-from .wire import Outcome, SyncSessions
-
-Answer = TypeVar("Answer", bound=Outcome | None)
+from .wire import SyncSessions
 
 
 def run_check(
@@ -102,7 +100,7 @@ def _drive(
                 if machine.record is not None:
                     records[machine.record.id] = machine.record
             else:
-                machine.plan_failed(failure_reason(_in_time(outcome, deadline)))
+                machine.plan_failed(failure_reason(in_time(outcome, deadline)))
         elif isinstance(event, RunGate):
             decision, changed, why = _run_gate(event, roster, sessions, records, verify, deadline)
             machine.gate_finished(decision, changed)
@@ -119,47 +117,29 @@ def _run_gate(
     verify: Verify,
     deadline: float,
 ) -> tuple[Decision, list[Record], str]:
-    """Drive the gate to its decision (`core.drive`, with blocking I/O); a drift's replan
-    returns the same roots (the check reports, it does not replan). Returns the decision, the
-    changed records seen, and the last typed error an owner answered a heads query with (e.g.
-    its worktree is gone)."""
+    """Drive the gate to its decision (`blocking.drive_gate`); a drift's replan returns the
+    same roots (the check reports, it does not replan). Returns the decision, the changed
+    records seen, and the last typed error an owner answered a heads query with (e.g. its
+    worktree is gone)."""
     action = event.action
-    gate = Gate(
-        action,
-        owner_of=roster.owner_of,
-        verify=verify,
-        lookup=records.get,
-        clock=time.perf_counter,
-        policy=GatePolicy(query_keys=event.also or None),
-    )
     changed: list[Record] = []
-    why = ""
-
-    def fetch(ids: tuple[bytes, ...]) -> FetchRound:
-        fetch = FetchRound(ids, _holders(roster, action), verify)
-        while requests := fetch.requests():
-            outcomes = sessions.round({o: ("get", args) for o, args in requests.items()}, deadline)
-            for owner in requests:
-                fetch.answered(owner, outcomes.get(owner))
-        records.update((r.id, r) for r in fetch.records)
-        return fetch
-
-    def query(queries: dict[str, HeadsQuery]) -> HeadsRound:
-        nonlocal why
-        heads = HeadsRound(queries)
-        requests = heads.requests()
-        outcomes = sessions.round({o: ("heads", args) for o, args in requests.items()}, deadline)
-        for owner in requests:
-            heads.answered(owner, _in_time(outcomes.get(owner), deadline))
-        for error in heads.refusals.values():
-            why = str(error)
-        return heads
 
     def replan(step: Replan) -> tuple[bytes, ...]:
         changed.extend(step.changed)
         return action.roots
 
-    return drive_sync(gate, fetch, query, replan), changed, why
+    decision, why = drive_gate(
+        action,
+        roster,
+        sessions,
+        records,
+        verify,
+        deadline,
+        holders=_holders(roster, action),
+        replan=replan,
+        policy=GatePolicy(query_keys=event.also or None),
+    )
+    return decision, changed, why
 
 
 def _holders(roster: Roster, action: Action) -> list[str]:
@@ -174,10 +154,3 @@ def _holders(roster: Roster, action: Action) -> list[str]:
         if owner is not None:
             owners[owner] = None
     return list(owners)
-
-
-def _in_time(outcome: Answer, deadline: float) -> Answer | None:
-    """`outcome`, or None (no answer in time) for a connection that failed at the deadline."""
-    if isinstance(outcome, TransportError) and time.monotonic() >= deadline:
-        return None
-    return outcome

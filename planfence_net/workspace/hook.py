@@ -63,16 +63,9 @@ def main(
     except BaseException as exc:
         data = exc
     result = decide(agent, argv, data)
-    for text, stream in (
-        (result.stdout, stdout or sys.stdout),
-        (result.stderr, stderr or sys.stderr),
-    ):
-        if text:
-            try:
-                stream.write(text.rstrip("\n") + "\n")
-                stream.flush()
-            except Exception:
-                pass
+    from .hookclient import write_answer
+
+    write_answer(result.stderr, result.stdout, stderr, stdout)
     return result.code
 
 
@@ -105,7 +98,9 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
 
         explicit = Path(options["--cluster"]) if "--cluster" in options else None
         return session_end(call, explicit, float(options.get("--timeout", DEFAULT_TIMEOUT)))
-    refused = _person_only(call)
+    from .hooktext import person_only
+
+    refused = person_only(call)
     if refused:
         return BLOCK, refused
     if call.event in AFTER and not call.files:
@@ -120,6 +115,7 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
     from .check import run_check
     from .config import NoCluster
     from .facts import plan_key
+    from .hooktext import no_chores, no_plan_message
     from .inflight import others as others_in_flight
 
     blocked = f"PlanFence blocked {call.describe()}{call.subagent()}"
@@ -138,17 +134,15 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
     except NoCluster as exc:
         return _unserved(call, options, exc, blocked)
     except (PlanfenceError, ValueError, OSError) as exc:
-        return BLOCK, f"{blocked}: {_no_chores(str(exc))}"
+        return BLOCK, f"{blocked}: {no_chores(str(exc))}"
     if by_policy is not None:
         return by_policy
     if plan is None:
-        return BLOCK, (
-            f"{blocked}: no trusted plan for this "
-            f"{'subagent' if call.agent_id else 'session'} in {cdir.root}. Record the state "
-            f"your plan relies on first: {trust_command(call, 'PLAN')} --read FILE --target FILE"
-        )
+        return BLOCK, no_plan_message(call, cdir.root, blocked)
     if call.event == "PostToolUse":
-        return _record_edit(call, cdir.root, plan, roster, identity, step, auto)
+        from .hookrecord import PlanWrites
+
+        return PlanWrites(cdir.root, plan, roster, identity, step, auto).edit(call)
 
     def check(step: float) -> Verdict:
         cache = cache_path(cdir.root, plan)
@@ -168,7 +162,10 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
         # left of the deadline (one step to record, the rest to check); anything else still
         # blocks.
         rest = (end - time.monotonic()) / (STEPS + 1)
-        if rest > 0 and _record_in_flight(call, cdir.root, plan, roster, identity, rest, auto):
+        from .hookrecord import PlanWrites
+
+        writes = PlanWrites(cdir.root, plan, roster, identity, rest, auto)
+        if rest > 0 and writes.in_flight(call):
             verdict = check(rest)
     from .checklog import log_check
 
@@ -180,6 +177,8 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
             from .autohook import block_message as session_block_message
 
             return BLOCK, session_block_message(call, verdict)
+        from .hooktext import block_message
+
         own = bound_plan(cdir, call.session or None) == plan  # keep it this session's
         return BLOCK, block_message(call, verdict, session_bound=own)
     from .intentnotes import first_write_intents
@@ -189,14 +188,10 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
         return Answer(*intents)
     if call.files and call.tool_use_id:
         from . import inflight
+        from .hookrecord import owner
 
-        inflight.add(cdir.root, plan, call.tool_use_id, call.cwd, call.files, _owner(call))
+        inflight.add(cdir.root, plan, call.tool_use_id, call.cwd, call.files, owner(call))
     return Answer(*intents)  # allowed; other plans' intents on these files, on stdout
-
-
-def _owner(call: ToolCall) -> str:
-    """Whose call this is: the session, and the subagent within it."""
-    return f"{call.session}/{call.agent_id or ''}"
 
 
 def _policy(call: ToolCall, cdir: ClusterDir, blocked: str) -> tuple[int, str] | None:
@@ -231,35 +226,6 @@ def _policy(call: ToolCall, cdir: ClusterDir, blocked: str) -> tuple[int, str] |
             f"outside)."
         )
     return None
-
-
-def _no_chores(reason: str) -> str:
-    """A reason without a command for the model to run on a file the hook did not create
-    (a key file's `; run: chmod 600 KEY`): fixing the user's files is the user's decision."""
-    head, sep, _ = reason.partition("; run:")
-    return head + "; the user must fix this" if sep else reason
-
-
-def _person_only(call: ToolCall) -> str:
-    """The reason to block a shell command carrying a flag only a person may pass, or ""."""
-    from .facts import person_command, person_flag
-
-    if call.event != "PreToolUse" or call.command is None or call.tool == "apply_patch":
-        return ""
-    refresh = person_command(call.command)
-    if refresh is not None:
-        return (
-            f"PlanFence blocked {call.describe()}{call.subagent()}: `planfence {refresh}` "
-            f"re-bases a plan on a new branch or HEAD and is the user's decision, never the "
-            f"agent's. Do not try another way; ask the user."
-        )
-    flag = person_flag(call.command)
-    if flag is None:
-        return ""
-    return (
-        f"PlanFence blocked {call.describe()}{call.subagent()}: {flag} lowers the plan's fence and is the "
-        f"user's decision, never the agent's. Do not try another way; ask the user."
-    )
 
 
 def _context(
@@ -301,25 +267,12 @@ def _unserved(
 
     root = getattr(exc, "root", None)
     if root is not None and marker(root) is not None:
+        from .hooktext import join_message
+
         return BLOCK, join_message(call, root)
     if options.get("--scope") == "user":
         return ALLOW, ""
     return BLOCK, f"{blocked}: {exc}"
-
-
-def join_message(call: ToolCall, root: Path) -> str:
-    """Why a call in an unserved worktree of a PlanFence repository is blocked, and the
-    command (runnable in the agent's shell) that joins it."""
-    import shlex
-
-    from .paths import executable
-
-    return (
-        f"PlanFence blocked {call.describe()}{call.subagent()}: {root} is a worktree of a "
-        f"repository that uses PlanFence, but no workspace owner serves it; join it to the "
-        f"team's cluster first: {shlex.quote(executable())} workspace join "
-        f"{shlex.quote(str(root))}"
-    )
 
 
 def _session_start(call: ToolCall, options: dict[str, str]) -> tuple[int, str] | Answer:
@@ -356,150 +309,11 @@ def _session_start(call: ToolCall, options: dict[str, str]) -> tuple[int, str] |
     return ALLOW, f"PlanFence: {result.text()}"
 
 
-def _file_keys(root: Path, cwd: str, files: list[str] | tuple[str, ...]) -> list[str]:
-    """The file keys of `files` (relative to `cwd`) inside the cluster's worktrees."""
-    from ..cluster.folder import ClusterDir
-    from .config import locate, workspaces
-    from .facts import file_key
-
-    spaces = workspaces(ClusterDir(root))
-    return [file_key(*found) for f in files if (found := locate(spaces, Path(cwd) / f)) is not None]
-
-
-def _record_in_flight(
-    call: ToolCall,
-    root: Path,
-    plan: str,
-    roster: Roster,
-    identity: Identity,
-    step: float,
-    auto: bool = False,
-) -> bool:
-    """Record the targets of the plan's other calls in flight (see `inflight`); returns
-    whether there were any (and they were recorded)."""
-    from ..core.errors import PlanfenceError
-    from . import inflight
-
-    pending = inflight.others(root, plan, call.tool_use_id)
-    keys = [k for cwd, files in pending for k in _file_keys(root, cwd, files)]
-    if not keys:
-        return False
-    try:
-        return _advance(root, plan, roster, identity, keys, step, auto)
-    except (PlanfenceError, ValueError):
-        return False
-
-
-def _advance(
-    root: Path,
-    plan: str,
-    roster: Roster,
-    identity: Identity,
-    keys: list[str],
-    step: float,
-    auto: bool,
-    landed: bool = False,
-) -> bool:
-    """Record the agent's own writes of `keys`: a trusted plan moves its declared targets
-    (`advance`); a session's automatic plan takes every written file as a target
-    (`session`). Returns whether the plan record was written."""
-    if auto:
-        from .autohook import record_writes
-
-        return record_writes(root, plan, roster, keys, step, landed)
-    from .advance import wait_advance
-
-    return bool(wait_advance(roster, identity, plan, keys, step_timeout=step))
-
-
-def _record_edit(
-    call: ToolCall,
-    root: Path,
-    plan: str,
-    roster: Roster,
-    identity: Identity,
-    step: float,
-    auto: bool = False,
-) -> tuple[int, str]:
-    """PostToolUse: move the plan's trusted versions of the touched targets to what the
-    agent just wrote (see `advance`). Exit 2 only shows the reason: the call already ran."""
-    from ..core.errors import PlanfenceError
-    from . import inflight
-
-    note = inflight.mine(root, plan, call.tool_use_id, _owner(call)) if call.tool_use_id else None
-    if note is None:
-        return BLOCK, (
-            f"PlanFence did not record {call.describe()}{call.subagent()} in plan {plan!r}: "
-            f"no PreToolUse of this session let this call ({call.tool_use_id or 'no tool_use_id'}) "
-            f"through; the next call will see these files as changed."
-        )
-    cwd, files = note
-    keys = _file_keys(root, cwd, [f for f in files if f in call.files])
-    try:
-        _advance(root, plan, roster, identity, keys, step, auto, landed=True)
-    except (PlanfenceError, ValueError) as exc:
-        return BLOCK, (
-            f"PlanFence could not record {call.describe()}{call.subagent()} in plan {plan!r} "
-            f"({exc}); the next call will see these files as changed."
-        )
-    if call.tool_use_id:  # always set here: a Post without one was refused above
-        inflight.remove(root, plan, call.tool_use_id)
-    return ALLOW, ""
-
-
-def trust_command(call: ToolCall, plan: str, session_bound: bool = False) -> str:
-    """The `workspace trust` command the model can run in its own shell: this installation's
-    `planfence` by absolute path, bound to the call's subagent, or to its session when the
-    plan is the session's own (`session_bound`: re-trusting it without `--session` would
-    share it with every session)."""
-    import shlex
-
-    from .paths import executable
-
-    words = [executable(), "workspace", "trust", plan]
-    if call.agent_id:
-        words += ["--session", call.session, "--agent", call.agent_id]
-    elif session_bound and call.session:
-        words += ["--session", call.session]
-    return shlex.join(words)
-
-
 def cache_path(cluster: Path, plan: str) -> Path:
     """Where the hook keeps a plan's records between calls (CLUSTER/run/)."""
     import hashlib
 
     return cluster / "run" / f"hook-{hashlib.blake2b(plan.encode(), digest_size=8).hexdigest()}"
-
-
-def block_message(call: ToolCall, verdict: Verdict, session_bound: bool = False) -> str:
-    """The reason the model reads: what changed, what to re-read, what to do next (with a
-    command it can run as written; `session_bound`: the plan is the session's own)."""
-    plan = verdict.plan
-    blocked = f"PlanFence blocked {call.describe()}{call.subagent()}"
-    if verdict.level == "undecided":
-        return (
-            f"{blocked}: cannot validate plan {plan!r}: "
-            f"{verdict.detail}. The call is blocked because the plan cannot be checked "
-            f"(it fails closed); report this to the user if it persists."
-        )
-    lines = [
-        f"{blocked}: plan {plan!r} is stale ({verdict.level} drift).",
-        *verdict.lines,
-    ]
-    if verdict.changed_again:
-        lines.append(
-            "It changed again after the plan was already re-made once. Stop: do not "
-            "replan again; report the drift above to the user."
-        )
-    else:
-        reread = ", ".join(verdict.reread)
-        lines.append(
-            (f"Re-read {reread}, then" if reread else "Re-check the workspace, then")
-            + f" replan once and record the new state with "
-            f"`{trust_command(call, plan, session_bound)} "
-            f"...`. If it changes again, stop and report."
-        )
-    return "\n".join(lines)
 
 
 def _options(argv: list[str]) -> dict[str, str]:

@@ -104,14 +104,22 @@ def run(agent: str, argv: list[str], stdin: IO[bytes] | None = None) -> int:
     if answer is None:
         return _in_process(agent, argv, data)
     code, err, out = answer
-    for text, stream in ((out, sys.stdout), (err, sys.stderr)):  # exactly as hook.main prints
+    write_answer(err, out)  # exactly as hook.main prints
+    return code
+
+
+def write_answer(
+    err: str, out: str, stderr: IO[str] | None = None, stdout: IO[str] | None = None
+) -> None:
+    """Print a hook answer's text, stdout first, each ending in one newline; a stream that
+    cannot be written is passed over (the exit code still speaks). Shared with `hook.main`."""
+    for text, stream in ((out, stdout or sys.stdout), (err, stderr or sys.stderr)):
         if text:
             try:
                 stream.write(text.rstrip("\n") + "\n")
                 stream.flush()
             except Exception:
                 pass
-    return code
 
 
 def _route(argv: list[str], data: bytes) -> tuple[Path, Path, float] | None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from planfence_net.workspace import autohook, gitgate, install
 from planfence_net.workspace.classify import DriftReport, TrustedState, classify, summary
 from planfence_net.workspace.codexapp import LABELS, codex_hash
-from planfence_net.workspace.hook import block_message, join_message
+from planfence_net.workspace.hooktext import block_message, join_message
 from planfence_net.workspace.intentclient import context_output
 from planfence_net.workspace.intents import Intent, held_message, notice
 from planfence_net.workspace.machine import Verdict
