@@ -11,10 +11,9 @@ ROOT is the git worktree root of `--project` (found from any subfolder; the fold
 outside git). Each file holds {"hooks": {EVENT: [group]}} (config.toml: [[hooks.EVENT]] with
 [[hooks.EVENT.hooks]] tables); PreToolUse checks the plan before a call, PostToolUse records
 the agent's own edit of a declared target (see `advance`), SessionStart joins a worktree the
-agent made (see `join`) and, in automatic mode, starts the session's plan and tells the model
-(both agents read `hookSpecificOutput.additionalContext`), and SessionEnd ends the session's
-intents (see `intentclient`); those two never block, so they carry no `onFailure` (Codex has
-none anyway) and no matcher. Codex gives a SessionEnd handler at most END_TIMEOUT seconds. In automatic mode (the
+agent made (see `join`) and in automatic mode starts the session's plan and tells the model,
+and SessionEnd ends the session's intents (see `intentclient`): both agents, no matcher, no
+`onFailure` (they never block; Codex's SessionEnd gets END_TIMEOUT s). In automatic mode (the
 default; `--explicit` keeps the trusted plans only) the command carries `--mode auto` and
 PostToolUse also sees reads and shell commands, from which a session's own plan is made (see
 `autohook`).
@@ -206,10 +205,10 @@ def our_group(
 
 
 def events(agent: str, explicit: bool = False) -> tuple[str, ...]:
-    """Our events for `agent`, in the order they are written."""
-    if agent != "claude":
+    """Our events for `agent`, in the order they are written (Codex: no PostToolUseFailure)."""
+    if agent != "claude" or explicit:
         return (*EVENTS, SESSION, END)
-    return (*EVENTS, SESSION, END) if explicit else (*EVENTS, FAILURE, SESSION, END)
+    return (*EVENTS, FAILURE, SESSION, END)
 
 
 def merged(
