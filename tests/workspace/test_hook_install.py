@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -406,3 +407,49 @@ def test_codex_hash_normalizes_timeouts_as_codex_does() -> None:
     assert codex_hash("pre_tool_use", "Bash", "c", 30) == literal(
         "pre_tool_use", 30, ',"matcher":"Bash"'
     )
+
+
+FAKE_CODEX = """#!{python}
+import json, sys
+hooks = json.loads({hooks!r})
+for line in sys.stdin:
+    message = json.loads(line)
+    result = {{}} if message["method"] == "initialize" else {{"data": [{{"hooks": hooks}}]}}
+    print(json.dumps({{"id": message["id"], "result": result}}), flush=True)
+"""
+
+
+def test_codex_status_needs_our_session_hooks_trusted_too(tmp_path: Path, home: Path) -> None:
+    """A Codex that lists our SessionEnd untrusted skips it: the session's intents would
+    outlive it, so `hook status` says untrusted (a stand-in `codex app-server` answers)."""
+    repo = make_repo(tmp_path / "repo", {"a.txt": "x\n"})
+    assert run_cli("hook", "install", "codex", "--project", repo)[0] == 0
+    source = repo / ".codex" / "hooks.json"
+    listed = [
+        {
+            "key": f"{source}:{label}:0:0",
+            "eventName": event,
+            "command": hook_command("codex"),
+            "enabled": True,
+            "trustStatus": "untrusted" if label == "session_end" else "trusted",
+        }
+        for event, label in (
+            ("preToolUse", "pre_tool_use"),
+            ("postToolUse", "post_tool_use"),
+            ("sessionStart", "session_start"),
+            ("sessionEnd", "session_end"),
+        )
+    ]
+    fake = tmp_path / "codex"
+    fake.write_text(FAKE_CODEX.format(python=sys.executable, hooks=json.dumps(listed)))
+    fake.chmod(0o755)
+    code, out, err = run_cli("hook", "status", "codex", "--project", repo, "--codex", fake)
+    assert (code, err) == (1, "")
+    assert out == (
+        f"codex: untrusted: Codex skips {source}:session_end:0:0: untrusted\n"
+        f"  to activate: planfence hook install codex --project {repo} --trust\n"
+    )
+    listed[3]["trustStatus"] = "trusted"
+    fake.write_text(FAKE_CODEX.format(python=sys.executable, hooks=json.dumps(listed)))
+    code, out, _ = run_cli("hook", "status", "codex", "--project", repo, "--codex", fake)
+    assert (code, out) == (0, "codex: active: Codex lists our hooks enabled and trusted\n")
