@@ -24,7 +24,13 @@ from typing import Any
 from ..core.errors import ConfigError
 
 TIMEOUT = 30.0
-LABELS = {"PreToolUse": "pre_tool_use", "PostToolUse": "post_tool_use"}
+LABELS = {
+    "PreToolUse": "pre_tool_use",
+    "PostToolUse": "post_tool_use",
+    "SessionStart": "session_start",
+    "SessionEnd": "session_end",
+}
+END_SECONDS = (1, 3)  # a SessionEnd handler's timeout: its default and its most
 
 
 def find_codex(given: Path | None) -> Path | None:
@@ -96,13 +102,13 @@ def hooks_list(codex: Path, root: Path, timeout: float = TIMEOUT) -> dict[str, A
 
 def codex_hash(label: str, matcher: str | None, command: str, timeout: int | None) -> str:
     """ "sha256:" + the hex SHA-256 of the compact, key-sorted JSON of the handler alone in
-    its group, normalized as Codex does (a missing timeout is 600 s, at least 1)."""
-    handler = {
-        "type": "command",
-        "command": command,
-        "async": False,
-        "timeout": max(600 if timeout is None else timeout, 1),
-    }
+    its group, normalized as Codex does (a missing timeout is 600 s, at least 1; SessionEnd's,
+    `session_end`, is 1 s when missing and at most 3: Codex 0.171.0's `hooks/list`)."""
+    if label == LABELS["SessionEnd"]:
+        seconds = min(max(END_SECONDS[0] if timeout is None else timeout, 1), END_SECONDS[1])
+    else:
+        seconds = max(600 if timeout is None else timeout, 1)
+    handler = {"type": "command", "command": command, "async": False, "timeout": seconds}
     identity: dict[str, Any] = {"event_name": label, "hooks": [handler]}
     if matcher is not None:
         identity["matcher"] = matcher

@@ -50,7 +50,7 @@ def handler_hashes(root: Path, codex: Path | None) -> list[tuple[str, str]]:
             for h in listed
             if is_ours({"command": h.get("command", "")})
         ]
-    found = ours_by_event(codex_files(root))
+    found = ours_by_event(codex_files(root), tuple(LABELS))
     return [
         (
             f"{file}:{LABELS[event]}:{g}:{h}",

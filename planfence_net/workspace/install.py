@@ -10,9 +10,10 @@ leaving every other hook as it was.
 ROOT is the git worktree root of `--project` (found from any subfolder; the folder itself
 outside git). Each file holds {"hooks": {EVENT: [group]}} (config.toml: [[hooks.EVENT]] with
 [[hooks.EVENT.hooks]] tables); PreToolUse checks the plan before a call, PostToolUse records
-the agent's own edit of a declared target (see `advance`), Claude Code's SessionStart joins a
-worktree the agent made (see `join`) and its SessionEnd ends the session's intents (see
-`intentclient`); those two never block, so they carry no `onFailure`. In automatic mode (the
+the agent's own edit of a declared target (see `advance`), SessionStart joins a worktree the
+agent made (see `join`) and in automatic mode starts the session's plan and tells the model,
+and SessionEnd ends the session's intents (see `intentclient`): both agents, no matcher, no
+`onFailure` (they never block; Codex's SessionEnd gets END_TIMEOUT s). In automatic mode (the
 default; `--explicit` keeps the trusted plans only) the command carries `--mode auto` and
 PostToolUse also sees reads and shell commands, from which a session's own plan is made (see
 `autohook`).
@@ -45,8 +46,9 @@ from ..core.errors import ConfigError
 from .paths import executable, worktree_root
 
 EVENTS = ("PreToolUse", "PostToolUse")  # check before a call; record the agent's own edit
-SESSION = "SessionStart"  # Claude Code: join a worktree the agent created
-END = "SessionEnd"  # Claude Code: end the session's intents (never blocks: no onFailure)
+SESSION = "SessionStart"  # join a worktree the agent created; automatic mode: start the plan
+END = "SessionEnd"  # end the session's intents (never blocks: no onFailure)
+END_TIMEOUT = 3  # Codex 0.171.0 clamps a SessionEnd handler's timeout to 1..3 s (default 1)
 MATCHERS = {
     "claude": {
         "PreToolUse": "Write|Edit|MultiEdit|NotebookEdit|Bash|PowerShell",
@@ -73,7 +75,7 @@ HEADROOM = 10
 _MARK = "# PlanFence {event} hook (planfence hook install|uninstall codex --format toml)"
 _OUR_TOML = re.compile(
     r"\n?# PlanFence (\w+) hook \(planfence hook install\|uninstall codex "
-    r"--format toml\)\n\[\[hooks\.\1\]\]\nmatcher = [^\n]*\n\n"
+    r"--format toml\)\n\[\[hooks\.\1\]\]\n(?:matcher = [^\n]*\n)?\n"
     r"\[\[hooks\.\1\.hooks\]\]\ntype = \"command\"\ncommand = [^\n]*\n"
     r"timeout = \d+\n"
 )
@@ -193,16 +195,20 @@ def our_group(
     """Our group for `event`: the matcher (with `mcp_writes` added; automatic mode's unless
     `explicit`) and handler `ours`."""
     if event in (SESSION, END):  # these never block anything: a failure must not either
-        return {"hooks": [{k: v for k, v in ours.items() if k != "onFailure"}]}
+        handler = {k: v for k, v in ours.items() if k != "onFailure"}
+        if agent == "codex" and event == END:
+            handler["timeout"] = END_TIMEOUT  # what Codex allows it (hooks/list warns else)
+        return {"hooks": [handler]}
     table = {**MATCHERS[agent], **({} if explicit else AUTO_MATCHERS[agent])}
     matcher = table[event] + (f"|{mcp_writes}" if mcp_writes and event != FAILURE else "")
     return {"matcher": matcher, "hooks": [ours]}
 
 
 def events(agent: str, explicit: bool = False) -> tuple[str, ...]:
-    if agent != "claude":
-        return EVENTS
-    return (*EVENTS, SESSION, END) if explicit else (*EVENTS, FAILURE, SESSION, END)
+    """Our events for `agent`, in the order they are written (Codex: no PostToolUseFailure)."""
+    if agent != "claude" or explicit:
+        return (*EVENTS, SESSION, END)
+    return (*EVENTS, FAILURE, SESSION, END)
 
 
 def merged(
@@ -367,9 +373,10 @@ def uninstall(
 def toml_block(event: str, group: dict[str, Any]) -> str:
     """Our group as `[[hooks.EVENT]]` and `[[hooks.EVENT.hooks]]` tables."""
     handler = group["hooks"][0]
+    matcher = f"matcher = {json.dumps(group['matcher'])}\n" if "matcher" in group else ""
     return (
         f"\n{_MARK.format(event=event)}\n[[hooks.{event}]]\n"
-        f"matcher = {json.dumps(group['matcher'])}\n\n[[hooks.{event}.hooks]]\n"
+        f"{matcher}\n[[hooks.{event}.hooks]]\n"
         f'type = "command"\ncommand = {json.dumps(handler["command"])}\n'
         f"timeout = {handler['timeout']}\n"
     )
@@ -385,7 +392,7 @@ def _toml_text(path: Path, before: dict[str, Any], after: dict[str, Any]) -> str
         text = ""
     text = text.rstrip("\n") + "\n" if text.strip() else ""
     others = removed(after).get("hooks", {})
-    for event in EVENTS:  # Codex only: it has no SessionStart of ours
+    for event in events("codex"):  # only Codex has a config.toml form
         for group in after.get("hooks", {}).get(event, []):
             if group not in others.get(event, []):
                 text += toml_block(event, group)

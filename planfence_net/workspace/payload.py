@@ -9,8 +9,9 @@ name the files). Tools that change nothing (READ_ONLY) pass unchecked; any other
 know (an MCP tool `mcp__SERVER__TOOL`, Codex's `shell`, ...) is `unknown`: the cluster's
 policy blocks it, checks it like a shell command, or lets it through. A PostToolUse payload (the same
 fields, after the call ran) of a file-changing tool asks the hook to record the agent's own
-edit. A SessionStart payload (Claude Code) carries no tool: the hook may join the worktree;
-nor does a SessionEnd payload: the hook ends the session's intents.
+edit. A SessionStart payload (both agents; Codex adds `model`, `permission_mode` and
+`source`) carries no tool: the hook may join the worktree and start the session's plan; nor
+does a SessionEnd payload (Codex: `reason`, no `model`): the hook ends the session's intents.
 Anything malformed raises PayloadError: the hook blocks.
 """
 

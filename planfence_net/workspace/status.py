@@ -9,7 +9,9 @@ must exit 0).
 
 Codex runs a project's hooks only once the project is trusted and each handler is trusted
 by its hash. When a `codex` is at hand (on PATH, or given) it is asked (`hooks/list`);
-otherwise the config files are read, and the answer says trust could not be verified.
+otherwise the config files are read, and the answer says trust could not be verified. Ours
+is active when our PreToolUse and PostToolUse are listed and every handler of ours Codex
+lists (SessionStart and SessionEnd too) is enabled and trusted.
 """
 
 from __future__ import annotations
@@ -59,15 +61,17 @@ def claude_files(root: Path) -> list[Path]:
     ]
 
 
-def ours_by_event(files: list[Path]) -> dict[str, list[tuple[Path, int, int, dict[str, Any], str]]]:
+def ours_by_event(
+    files: list[Path], events: tuple[str, ...] = EVENTS
+) -> dict[str, list[tuple[Path, int, int, dict[str, Any], str]]]:
     """event -> [(file, group index, handler index, handler, matcher)] of our handlers."""
-    found: dict[str, list[tuple[Path, int, int, dict[str, Any], str]]] = {e: [] for e in EVENTS}
+    found: dict[str, list[tuple[Path, int, int, dict[str, Any], str]]] = {e: [] for e in events}
     for path in files:
         try:
             hooks = load(path).get("hooks", {})
         except ConfigError:
             continue
-        for event in EVENTS:
+        for event in events:
             groups = hooks.get(event, []) if isinstance(hooks, dict) else []
             for g, group in enumerate(groups if isinstance(groups, list) else []):
                 handlers = group.get("hooks", []) if isinstance(group, dict) else []
@@ -196,7 +200,7 @@ def codex_status(root: Path, codex: Path | None) -> AgentStatus:
                 where,
             )
         return AgentStatus("codex", MISSING, "Codex does not list our hooks", install, where)
-    bad = [h for hs in by_event.values() for h in hs if not _runs(h)]
+    bad = [h for h in ours if not _runs(h)]  # SessionStart and SessionEnd too
     if bad:
         states = ", ".join(f"{h['key']}: {h.get('trustStatus')}" for h in bad)
         state = UNTRUSTED if all(h.get("enabled") for h in bad) else "disabled"

@@ -373,11 +373,11 @@ def trust_codex_hooks(
     assert (after.returncode, found["state"]) == (0, "active"), after.stdout
     hooks = codex_hooks_list(codex, codex_env(server.url, home, codex_home), ws.path)["hooks"]
     source = ws.path / ".codex" / "hooks.json"
+    labels = ("pre_tool_use", "post_tool_use", "session_start", "session_end")
     assert [(h["key"], h["trustStatus"]) for h in hooks] == [
-        (f"{source}:pre_tool_use:0:0", "trusted"),
-        (f"{source}:post_tool_use:0:0", "trusted"),
+        (f"{source}:{label}:0:0", "trusted") for label in labels
     ]
-    for hook, label in zip(hooks, ("pre_tool_use", "post_tool_use"), strict=True):
+    for hook, label in zip(hooks, labels, strict=True):
         assert hook["currentHash"] == codex_hook_hash(
             label, hook["matcher"], hook["command"], hook["timeoutSec"]
         )

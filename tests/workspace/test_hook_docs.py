@@ -57,8 +57,9 @@ def examples() -> dict[str, str]:
     out["codex-hooks-json"] = install.dump(Path("hooks.json"), install.merged({}, "codex", ours))
     out["codex-config-toml"] = "".join(
         install.toml_block(event, install.our_group("codex", ours, event))
-        for event in install.EVENTS
+        for event in install.events("codex")
     ).lstrip("\n")
+    codex_groups = {e: install.our_group("codex", ours, e) for e in install.events("codex")}
     out["codex-trust"] = (
         "".join(
             f"[{table}]\n{line}\n\n"
@@ -67,7 +68,7 @@ def examples() -> dict[str, str]:
                 *(
                     (
                         f'hooks.state."/home/dev/app/.codex/hooks.json:{label}:0:0"',
-                        f'trusted_hash = "{codex_hash(label, install.our_group("codex", ours, event)["matcher"], ours["command"], 30)}"',
+                        f'trusted_hash = "{codex_hash(label, codex_groups[event].get("matcher"), ours["command"], codex_groups[event]["hooks"][0]["timeout"])}"',
                     )
                     for event, label in LABELS.items()
                 ),

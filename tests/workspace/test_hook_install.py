@@ -4,7 +4,9 @@ files parse and have the documented shape, and `status` says what is active."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import sys
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -85,10 +87,21 @@ def claude_ours(*extra: str) -> dict[str, Any]:
     }
 
 
-def codex_group(matcher: str, command: str | None = None) -> dict[str, Any]:
+def codex_group(
+    matcher: str | None, command: str | None = None, timeout: int = 30
+) -> dict[str, Any]:
+    handler = {"type": "command", "command": command or hook_command("codex"), "timeout": timeout}
+    return {"hooks": [handler]} if matcher is None else {"matcher": matcher, "hooks": [handler]}
+
+
+def codex_ours(command: str | None = None, post: str = CODEX_POST) -> dict[str, Any]:
+    """Our four Codex groups: SessionStart and SessionEnd have no matcher, and SessionEnd the
+    3 s Codex allows it."""
     return {
-        "matcher": matcher,
-        "hooks": [{"type": "command", "command": command or hook_command("codex"), "timeout": 30}],
+        "PreToolUse": codex_group("Bash|apply_patch|Edit|Write", command),
+        "PostToolUse": codex_group(post, command),
+        "SessionStart": codex_group(None, command),
+        "SessionEnd": codex_group(None, command, timeout=3),
     }
 
 
@@ -165,12 +178,7 @@ def test_user_scope_and_mcp_writes(tmp_path: Path, home: Path) -> None:
 def test_codex_hooks_json_from_nothing_and_back(tmp_path: Path, home: Path) -> None:
     code, out, _ = run_cli("hook", "install", "codex", "--project", tmp_path, "--json")
     path = tmp_path / ".codex" / "hooks.json"
-    expected = {
-        "hooks": {
-            "PreToolUse": [codex_group("Bash|apply_patch|Edit|Write")],
-            "PostToolUse": [codex_group(CODEX_POST)],
-        }
-    }
+    expected = {"hooks": {event: [group] for event, group in codex_ours().items()}}
     assert code == 0 and json.loads(out) == {
         "agent": "codex",
         "path": str(path),
@@ -184,6 +192,7 @@ def test_codex_hooks_json_from_nothing_and_back(tmp_path: Path, home: Path) -> N
         "Codex runs project hooks only after two trust decisions of yours:",
         f"  1. trust the project {tmp_path} (Codex asks on first start, or `codex exec --trust`);",
     ]
+    assert json.loads(path.read_text()) == expected  # installing twice: one copy
     assert run_cli("hook", "uninstall", "codex", "--project", tmp_path)[0] == 0
     assert json.loads(path.read_text()) == {}
 
@@ -197,16 +206,19 @@ def test_codex_config_toml_keeps_its_tables(tmp_path: Path, home: Path) -> None:
     assert run_cli("hook", "install", "codex", *args)[0] == 0
     written = tomllib.loads(config.read_text())
     command = hook_command("codex", tmp_path)
-    pre = codex_group("Bash|apply_patch|Edit|Write", command)
-    post = codex_group(CODEX_POST, command)
+    ours = codex_ours(command)
     assert written == {
         "model": "gpt-5-codex",
-        "hooks": {"PreToolUse": [*theirs["hooks"]["PreToolUse"], pre], "PostToolUse": [post]},
+        "hooks": {
+            "PreToolUse": [*theirs["hooks"]["PreToolUse"], ours["PreToolUse"]],
+            **{event: [group] for event, group in ours.items() if event != "PreToolUse"},
+        },
     }
     assert command.endswith(f" hook codex --mode auto --cluster {tmp_path}")
-    assert config.read_text() == (
-        THEIRS_CODEX_TOML + toml_block("PreToolUse", pre) + toml_block("PostToolUse", post)
-    )  # appended as text
+    appended = THEIRS_CODEX_TOML + "".join(toml_block(e, g) for e, g in ours.items())
+    assert config.read_text() == appended  # appended as text
+    assert run_cli("hook", "install", "codex", *args)[0] == 0
+    assert config.read_text() == appended  # installing twice: one copy, same text
     # A second form in the same layer: refused while theirs is in config.toml.
     code, out, err = run_cli("hook", "install", "codex", "--project", tmp_path)
     assert (code, out) == (1, "")
@@ -225,7 +237,9 @@ def test_codex_moves_ours_to_the_form_asked_for(tmp_path: Path, home: Path) -> N
     toml = tmp_path / ".codex" / "config.toml"
     assert code == 0 and f"moved ours out of {toml} (Codex would run both forms)" in out
     assert toml.read_text() == ""
-    assert len(json.loads((tmp_path / ".codex" / "hooks.json").read_text())["hooks"]) == 2
+    assert json.loads((tmp_path / ".codex" / "hooks.json").read_text()) == {
+        "hooks": {event: [group] for event, group in codex_ours().items()}
+    }
 
 
 @pytest.mark.parametrize(
@@ -310,6 +324,8 @@ def test_codex_trust_without_codex_is_computed_and_unverified(tmp_path: Path, ho
     command = hook_command("codex")
     pre = codex_hash("pre_tool_use", "Bash|apply_patch|Edit|Write", command, 30)
     post = codex_hash("post_tool_use", CODEX_POST, command, 30)
+    start = codex_hash("session_start", None, command, 30)
+    end = codex_hash("session_end", None, command, 3)
     text = (home / ".codex" / "config.toml").read_text()
     assert text.startswith('# mine\nmodel = "gpt-5.5"\n')  # appended: the comment stays
     assert tomllib.loads(text) == {
@@ -319,6 +335,8 @@ def test_codex_trust_without_codex_is_computed_and_unverified(tmp_path: Path, ho
             "state": {
                 f"{source}:pre_tool_use:0:0": {"trusted_hash": pre},
                 f"{source}:post_tool_use:0:0": {"trusted_hash": post},
+                f"{source}:session_start:0:0": {"trusted_hash": start},
+                f"{source}:session_end:0:0": {"trusted_hash": end},
             }
         },
     }
@@ -363,7 +381,75 @@ def test_explicit_keeps_trusted_plans_only(tmp_path: Path, home: Path) -> None:
     assert json.loads((repo / ".claude" / "settings.local.json").read_text()) == {}
     code, _, _ = run_cli("hook", "install", "codex", "--project", repo, "--explicit")
     hooks = json.loads((repo / ".codex" / "hooks.json").read_text())["hooks"]
-    assert code == 0 and hooks["PostToolUse"] == [
-        codex_group("apply_patch|Edit|Write", hook_command("codex", explicit=True))
-    ]
+    explicit = hook_command("codex", explicit=True)
+    assert code == 0 and hooks == {  # SessionStart joins, SessionEnd ends intents: kept
+        event: [group]
+        for event, group in codex_ours(explicit, post="apply_patch|Edit|Write").items()
+    }
     assert hooks["PreToolUse"][0]["hooks"][0]["command"] == f"{PLANFENCE} hook codex"
+
+
+def test_codex_hash_normalizes_timeouts_as_codex_does() -> None:
+    """What Codex 0.171.0's `hooks/list` reports (tests/agents/test_codex_session.py checks
+    ours against it): a SessionEnd handler's timeout is 1 s when missing and at most 3 s;
+    another event's is 600 s when missing."""
+
+    def literal(label: str, seconds: int, matcher: str = "") -> str:
+        text = (
+            f'{{"event_name":"{label}","hooks":[{{"async":false,"command":"c",'
+            f'"timeout":{seconds},"type":"command"}}]{matcher}}}'
+        )
+        return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+    end = [codex_hash("session_end", None, "c", t) for t in (None, 0, 1, 2, 3, 30)]
+    assert end == [literal("session_end", s) for s in (1, 1, 1, 2, 3, 3)]
+    assert codex_hash("session_start", None, "c", None) == literal("session_start", 600)
+    assert codex_hash("pre_tool_use", "Bash", "c", 30) == literal(
+        "pre_tool_use", 30, ',"matcher":"Bash"'
+    )
+
+
+FAKE_CODEX = """#!{python}
+import json, sys
+hooks = json.loads({hooks!r})
+for line in sys.stdin:
+    message = json.loads(line)
+    result = {{}} if message["method"] == "initialize" else {{"data": [{{"hooks": hooks}}]}}
+    print(json.dumps({{"id": message["id"], "result": result}}), flush=True)
+"""
+
+
+def test_codex_status_needs_our_session_hooks_trusted_too(tmp_path: Path, home: Path) -> None:
+    """A Codex that lists our SessionEnd untrusted skips it: the session's intents would
+    outlive it, so `hook status` says untrusted (a stand-in `codex app-server` answers)."""
+    repo = make_repo(tmp_path / "repo", {"a.txt": "x\n"})
+    assert run_cli("hook", "install", "codex", "--project", repo)[0] == 0
+    source = repo / ".codex" / "hooks.json"
+    listed = [
+        {
+            "key": f"{source}:{label}:0:0",
+            "eventName": event,
+            "command": hook_command("codex"),
+            "enabled": True,
+            "trustStatus": "untrusted" if label == "session_end" else "trusted",
+        }
+        for event, label in (
+            ("preToolUse", "pre_tool_use"),
+            ("postToolUse", "post_tool_use"),
+            ("sessionStart", "session_start"),
+            ("sessionEnd", "session_end"),
+        )
+    ]
+    fake = tmp_path / "codex"
+    fake.write_text(FAKE_CODEX.format(python=sys.executable, hooks=json.dumps(listed)))
+    fake.chmod(0o755)
+    code, out, err = run_cli("hook", "status", "codex", "--project", repo, "--codex", fake)
+    assert (code, err) == (1, "")
+    assert out == (
+        f"codex: untrusted: Codex skips {source}:session_end:0:0: untrusted\n"
+        f"  to activate: planfence hook install codex --project {repo} --trust\n"
+    )
+    listed[3]["trustStatus"] = "trusted"
+    fake.write_text(FAKE_CODEX.format(python=sys.executable, hooks=json.dumps(listed)))
+    code, out, _ = run_cli("hook", "status", "codex", "--project", repo, "--codex", fake)
+    assert (code, out) == (0, "codex: active: Codex lists our hooks enabled and trusted\n")
