@@ -9,6 +9,8 @@ run_hook_output  the same, also returning stdout (the JSON an agent reads on exi
 payload          a recorded payload of tests/fixtures/hooks with $PROJECT filled in
 quiet            stderr without the warning that no agent hook is active (no hook is
                  installed in most workspace tests)
+served_team      a cluster of a planner and the workspace owners `api` and `web`, up as
+                 real processes (`cluster init --workspace`, `cluster up`)
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from typing import Any
 from click.testing import CliRunner
 
 from planfence_net.cli.main import app
-from support.cluster import PLANFENCE, wait_exit
+from planfence_net.cluster.folder import ClusterDir
+from support.cluster import PLANFENCE, ClusterHandle, wait_exit
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hooks"
 _runner = CliRunner()
@@ -170,3 +173,35 @@ def hook_calls(repo: Path) -> int:
     """How many hook calls the workspace owner of `repo` answered (its log's `hook` events)."""
     log = repo / ".planfence" / "logs" / "ws.jsonl"
     return sum(1 for line in log.read_text().splitlines() if '"event":"hook"' in line)
+
+
+@contextmanager
+def served_team(
+    tmp: Path, api_files: dict[str, str], web_files: dict[str, str] | None = None
+) -> Iterator[tuple[ClusterHandle, Path, Path]]:
+    """A planner (plan/*) and the workspace owners `api` and `web` of the cluster TMP/cluster,
+    up as real processes on 127.0.0.1 and stopped when the block ends. `web` is a worktree
+    of api's repository (branch web) or, given `web_files`, a repository of its own."""
+    api = make_repo(tmp / "api", api_files)
+    web = tmp / "web"
+    if web_files is None:
+        git(api, "worktree", "add", "-q", "-b", "web", str(web))
+    else:
+        make_repo(web, web_files)
+    path = tmp / "cluster"
+    code, out, err = run_cli(
+        "cluster", "init", path, "--agents", "1", "--base-port", "0",
+        "--workspace", f"api={api}", "--workspace", f"web={web}",
+    )  # fmt: skip
+    assert code == 0, out + err
+    handle = ClusterHandle(path, ClusterDir(path), ClusterDir(path).roster())
+    assert [(a.name, a.owns) for a in handle.roster.agents] == [
+        ("planner", ("plan/*",)),
+        ("api", ("api:*",)),
+        ("web", ("web:*",)),
+    ]
+    try:
+        assert handle.up() == "started 3 owner(s): planner, api, web; 3 running\n"
+        yield handle, api, web
+    finally:
+        handle.stop()

@@ -14,11 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from planfence_net.cluster.folder import ClusterDir
 from planfence_net.workspace.hookclient import socket_path
 from planfence_net.workspace.hookd import STANDBY
 from support.cluster import ClusterHandle, wait_exit
-from support.workspace import git, make_repo, payload, run_cli, run_hook_output
+from support.workspace import payload, run_cli, run_hook_output, served_team
 
 WORKTREES = ("api", "web")
 
@@ -26,21 +25,8 @@ WORKTREES = ("api", "web")
 @pytest.fixture
 def team(tmp_path: Path) -> Iterator[tuple[ClusterHandle, dict[str, Path]]]:
     """Worktrees `api` (main) and `web` (branch web) of one repository, each served."""
-    api = make_repo(tmp_path / "api", {"src/lib.py": "v = 1\n"})
-    web = tmp_path / "web"
-    git(api, "worktree", "add", "-q", "-b", "web", str(web))
-    path = tmp_path / "cluster"
-    code, out, err = run_cli(
-        "cluster", "init", path, "--agents", "1", "--base-port", "0",
-        "--workspace", f"api={api}", "--workspace", f"web={web}",
-    )  # fmt: skip
-    assert code == 0, out + err
-    handle = ClusterHandle(path, ClusterDir(path), ClusterDir(path).roster())
-    try:
-        assert handle.up() == "started 3 owner(s): planner, api, web; 3 running\n"
+    with served_team(tmp_path, {"src/lib.py": "v = 1\n"}) as (handle, api, web):
         yield handle, {"api": api, "web": web}
-    finally:
-        handle.stop()
 
 
 def serving(handle: ClusterHandle, name: str) -> bool:

@@ -14,11 +14,10 @@ from typing import Any
 
 import pytest
 
-from planfence_net.cluster.folder import ClusterDir
 from planfence_net.core.errors import RequestError
 from planfence_net.workspace.wire import SyncSessions
 from support.cluster import ClusterHandle, wait_exit
-from support.workspace import git, make_repo, payload, quiet, run_cli, run_hook_output
+from support.workspace import payload, quiet, run_cli, run_hook_output, served_team
 
 A, B = "aaaaaaaa-1111-4111-8111-111111111111", "bbbbbbbb-2222-4222-8222-222222222222"
 
@@ -26,21 +25,8 @@ A, B = "aaaaaaaa-1111-4111-8111-111111111111", "bbbbbbbb-2222-4222-8222-22222222
 @pytest.fixture
 def team(tmp_path: Path) -> Iterator[tuple[ClusterHandle, Path, Path]]:
     """Worktrees `api` (main) and `web` (branch web) of one repository, each served."""
-    api = make_repo(tmp_path / "api", {"src/lib.py": "v = 1\n", "src/other.py": "w = 1\n"})
-    web = tmp_path / "web"
-    git(api, "worktree", "add", "-q", "-b", "web", str(web))
-    path = tmp_path / "cluster"
-    code, out, err = run_cli(
-        "cluster", "init", path, "--agents", "1", "--base-port", "0",
-        "--workspace", f"api={api}", "--workspace", f"web={web}",
-    )  # fmt: skip
-    assert code == 0, out + err
-    handle = ClusterHandle(path, ClusterDir(path), ClusterDir(path).roster())
-    try:
-        assert handle.up() == "started 3 owner(s): planner, api, web; 3 running\n"
-        yield handle, api, web
-    finally:
-        handle.stop()
+    with served_team(tmp_path, {"src/lib.py": "v = 1\n", "src/other.py": "w = 1\n"}) as team:
+        yield team
 
 
 def trust(handle: ClusterHandle, cwd: Path, plan: str, session: str, *args: Any) -> list[str]:

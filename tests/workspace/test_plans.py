@@ -11,9 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from planfence_net.cluster.folder import ClusterDir
 from support.cluster import ClusterHandle
-from support.workspace import make_repo, payload, quiet, run_cli, run_hook, served, write
+from support.workspace import (
+    make_repo,
+    payload,
+    quiet,
+    run_cli,
+    run_hook,
+    served,
+    served_team,
+    write,
+)
 
 SESSION = "9f2c6a1e-4b7d-4e0a-9c55-2f1d8e7b3a10"  # the recorded payloads' session
 FILES = {"auth.ts": "export const timeout = 30;\n", "lib.ts": "export {};\n", "README.md": "#\n"}
@@ -198,29 +206,8 @@ def test_plans_and_their_history_of_trusts_edits_and_checks(tmp_path: Path) -> N
 @pytest.fixture
 def team(tmp_path: Path) -> Iterator[tuple[ClusterHandle, Path]]:
     """A planner (plan/*) and the workspace owners `api` and `web`, as real processes."""
-    api = make_repo(tmp_path / "api", {"a.ts": "1\n"})
-    web = make_repo(tmp_path / "web", {"w.ts": "2\n"})
-    path = tmp_path / "cluster"
-    code, out, err = run_cli(
-        "cluster",
-        "init",
-        path,
-        "--agents",
-        "1",
-        "--base-port",
-        "0",
-        "--workspace",
-        f"api={api}",
-        "--workspace",
-        f"web={web}",
-    )
-    assert code == 0, out + err
-    handle = ClusterHandle(path, ClusterDir(path), ClusterDir(path).roster())
-    try:
-        assert handle.up() == "started 3 owner(s): planner, api, web; 3 running\n"
+    with served_team(tmp_path, {"a.ts": "1\n"}, {"w.ts": "2\n"}) as (handle, api, _):
         yield handle, api
-    finally:
-        handle.stop()
 
 
 def test_an_unreachable_owner_is_named_and_the_others_listed(

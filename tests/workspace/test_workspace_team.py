@@ -8,45 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from planfence_net.cluster.folder import ClusterDir
 from support.cluster import ClusterHandle
-from support.workspace import git, make_repo, payload, run_cli, run_hook, write
+from support.workspace import payload, run_cli, run_hook, served_team, write
 
 
 @pytest.fixture
 def team(tmp_path: Path) -> Iterator[tuple[ClusterHandle, Path, Path]]:
     """Worktrees `api` (main) and `web` (branch web) of one repository, each served."""
-    api = make_repo(
-        tmp_path / "api", {"src/auth.ts": "export const v = 1;\n", "web/page.tsx": "<Login />\n"}
-    )
-    web = tmp_path / "web"
-    git(api, "worktree", "add", "-q", "-b", "web", str(web))
-    path = tmp_path / "cluster"
-    code, out, err = run_cli(
-        "cluster",
-        "init",
-        path,
-        "--agents",
-        "1",
-        "--base-port",
-        "0",
-        "--workspace",
-        f"api={api}",
-        "--workspace",
-        f"web={web}",
-    )
-    assert code == 0, out + err
-    handle = ClusterHandle(path, ClusterDir(path), ClusterDir(path).roster())
-    assert [(a.name, a.owns) for a in handle.roster.agents] == [
-        ("planner", ("plan/*",)),
-        ("api", ("api:*",)),
-        ("web", ("web:*",)),
-    ]
-    try:
-        assert handle.up() == "started 3 owner(s): planner, api, web; 3 running\n"
-        yield handle, api, web
-    finally:
-        handle.stop()
+    files = {"src/auth.ts": "export const v = 1;\n", "web/page.tsx": "<Login />\n"}
+    with served_team(tmp_path, files) as team:
+        yield team
 
 
 def test_a_change_in_either_worktree_blocks_the_parents_write(
