@@ -242,7 +242,10 @@ def executors_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[R
     owners as fast as they can (spread over up to 4 worker processes); then as many etcd
     gRPC clients (one channel each, same processes) sending the same d=8 Txn. Beside the
     rates, the CPU each side spends per decision or Txn: its clients' (`client_cpu_us`,
-    `etcd_client_cpu_us`) and its servers' (`owner_cpu_us`, `etcd_cpu_us`)."""
+    `etcd_client_cpu_us`) and its servers' (`owner_cpu_us`, `etcd_cpu_us`); the cores each
+    side kept busy (`cores`, `etcd_cores`: clients and servers) and the share of the machine's
+    CPU time left idle meanwhile (`idle`, `etcd_idle`): with idle near 0 the rate is set by
+    the CPU per call and the cores a busy machine gives each side, not by waiting."""
     binary = _etcd_wanted(sizes, progress)
     rows = []
     with (
@@ -271,6 +274,8 @@ def executors_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[R
                 "owner_cpu": pf["server_cpu"],
                 "client_cpu_us": pf["client_cpu_us"],
                 "owner_cpu_us": pf["server_cpu_us"],
+                "cores": pf["cores"],
+                "idle": pf["idle"],
             }
             if etcd_port is not None:
                 etcd_pid = _pid_listening(etcd_port)
@@ -282,6 +287,8 @@ def executors_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[R
                     "etcd_cpu": e["server_cpu"],
                     "etcd_client_cpu_us": e["client_cpu_us"],
                     "etcd_cpu_us": e["server_cpu_us"],
+                    "etcd_cores": e["cores"],
+                    "etcd_idle": e["idle"],
                 }
             rows.append(row)
     return rows
@@ -337,6 +344,7 @@ def _concurrent(
                 raise RuntimeError(f"a {mode} worker failed to start")
         pids = [p for p in server_pids if p is not None]
         before, started = sum(cpu_seconds(p) for p in pids), time.perf_counter()
+        machine = machine_ticks()
         for worker in workers:
             assert worker.stdin is not None
             worker.stdin.write("go\n")
@@ -347,6 +355,7 @@ def _concurrent(
                 raise RuntimeError(f"a {mode} worker exited {worker.returncode}")
         elapsed = time.perf_counter() - started
         cpu = (sum(cpu_seconds(p) for p in pids) - before) / elapsed
+        busy, idle = (b - a for a, b in zip(machine, machine_ticks(), strict=True))
     finally:
         for worker in workers:
             if worker.poll() is None:
@@ -364,4 +373,14 @@ def _concurrent(
         # CPU per call, which a busy machine inflates less than it cuts throughput
         "client_cpu_us": sum(out["cpu"] for out in outs) / done * 1e6,
         "server_cpu_us": cpu * elapsed / done * 1e6,
+        "cores": cpu + sum(out["cpu"] for out in outs) / window,
+        "idle": idle / max(busy + idle, 1),
     }
+
+
+def machine_ticks() -> tuple[int, int]:
+    """(busy, idle) clock ticks of every CPU of the machine so far (Linux /proc/stat; idle
+    counts iowait too)."""
+    ticks = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = ticks[3] + ticks[4]
+    return sum(ticks[:8]) - idle, idle

@@ -67,7 +67,9 @@ def test_quick_run_measures_every_curve(tmp_path: Path) -> None:
     for row in executors:
         assert row["decisions_per_s"] > 0 and row["owner_cpu"] > 0
         assert row["client_cpu_us"] > 0 and row["owner_cpu_us"] > 0
+        assert row["cores"] > row["owner_cpu"] and 0 <= row["idle"] <= 1
         assert ("etcd_txns_per_s" in row) == etcd_here
+        assert ("etcd_cores" in row) == ("etcd_idle" in row) == etcd_here
         assert ("etcd_client_cpu_us" in row) == etcd_here
 
     machine = data["machine"]["rows"]
