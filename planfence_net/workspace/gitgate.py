@@ -258,12 +258,24 @@ def stale_lines(plan: str, shown: str, verdict: Verdict) -> list[str]:
     summary the agents' hook prints, and what to do."""
     if verdict.level == "undecided":
         return [f"{shown}: cannot validate plan {plan!r}: {verdict.detail}."]
+    from .session import PREFIX
+
     reread = ", ".join(verdict.reread)
+    if plan.startswith(PREFIX):  # a session's automatic plan: its re-read records the files
+        then = (
+            f"Re-read {reread} in the agent's session (with Read, or cat in the shell), then "
+            f"commit again."
+            if reread
+            else "Re-check the workspace in the agent's session, then commit again."
+        )
+    else:
+        then = (
+            f"Re-read {reread}, then" if reread else "Re-check the workspace, then"
+        ) + f" re-trust the plan (planfence workspace trust {plan} ...) and commit again."
     return [
         f"{shown} is a target of plan {plan!r}, which is stale ({verdict.level} drift).",
         *verdict.lines,
-        (f"Re-read {reread}, then" if reread else "Re-check the workspace, then")
-        + f" re-trust the plan (planfence workspace trust {plan} ...) and commit again.",
+        then,
     ]
 
 

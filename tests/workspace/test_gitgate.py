@@ -150,3 +150,32 @@ def test_a_gate_that_cannot_start_refuses_the_commit(tmp_path: Path) -> None:
         1,
         f"git: not active: {moved} cannot start; planfence hook install git\n",
     )
+
+
+def test_a_commit_of_an_automatic_plans_target_is_refused_until_the_re_read(
+    tmp_path: Path,
+) -> None:
+    from .test_hook_auto import PLAN, read, write_call
+
+    repo = make_repo(tmp_path / "repo", {"lib.py": "v = 1\n", "main.py": "import lib\n"})
+    with served(repo):
+        assert run_cli("hook", "install", "git", "--project", repo)[0] == 0
+        assert read(repo, "lib.py") == (0, "")  # the session's plan: lib.py read
+        assert write_call(repo, "main.py") == (0, "")
+        write(repo, {"main.py": "import lib\nlib.v\n"})
+        assert write_call(repo, "main.py", "PostToolUse") == (0, "")  # main.py: a target
+        write(repo, {"lib.py": "v = 2  # another process\n"})
+        code, err = commit(repo)
+        assert (code, err) == (
+            1,
+            "PlanFence refused the commit:\n"
+            f"main.py is a target of plan '{PLAN}', which is stale (relevant drift).\n"
+            "Workspace drift detected since the previous trusted state:\n"
+            "- 1 previously inspected file changed: lib.py\n"
+            "Re-read lib.py in the agent's session (with Read, or cat in the shell), then "
+            "commit again.\n" + BYPASS + "\n",
+        )
+        assert git(repo, "log", "--oneline").count("\n") == 1  # nothing committed
+        assert read(repo, "lib.py", 2) == (0, "")  # the re-read
+        assert commit(repo) == (0, "")
+        assert git(repo, "log", "--oneline").count("\n") == 2
