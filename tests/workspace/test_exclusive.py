@@ -111,48 +111,44 @@ def test_two_plans_that_published_in_the_same_instant_keep_one_holder(
 ROUNDS = 8
 
 
+def start_trust(handle: ClusterHandle, plan: str, cwd: Path) -> subprocess.Popen[str]:
+    """`planfence workspace trust PLAN --exclusive src/lib.py` as a process, in `cwd`."""
+    args = ["--cluster", str(handle.path), "--lockfiles", "none", "--exclusive", REL]
+    return subprocess.Popen(
+        [str(PLANFENCE), "workspace", "trust", plan, *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def test_two_trusts_racing_for_one_file_leave_exactly_one_holder_every_time(
     team: tuple[ClusterHandle, Path, Path],
 ) -> None:
     """`workspace trust --exclusive src/lib.py` from api and from web, as two processes
-    started together, ROUNDS times: each time exactly one succeeds and holds the file."""
+    started together, ROUNDS times: each time exactly one succeeds and holds the file; the
+    other is refused at its first look (the winner's intent was there) or at its second."""
     handle, api, web = team
-    winners = []
     for n in range(ROUNDS):
-        plans = {f"p{n}api": api, f"p{n}web": web}
-        procs = {
-            plan: subprocess.Popen(
-                [
-                    str(PLANFENCE),
-                    "workspace",
-                    "trust",
-                    plan,
-                    "--cluster",
-                    str(handle.path),
-                    "--lockfiles",
-                    "none",
-                    "--exclusive",
-                    REL,
-                ],
-                cwd=cwd,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )  # fmt: skip
-            for plan, cwd in plans.items()
+        procs = {f"p{n}api": start_trust(handle, f"p{n}api", api)}
+        procs[f"p{n}web"] = start_trust(handle, f"p{n}web", web)
+        outcomes = {
+            plan: (*proc.communicate(timeout=60), proc.returncode) for plan, proc in procs.items()
         }
-        codes = {plan: proc.wait(timeout=60) for plan, proc in procs.items()}
-        for proc in procs.values():
-            assert proc.stdout is not None and proc.stderr is not None
-            proc.stdout.close()
-            proc.stderr.close()
-        assert sorted(codes.values()) == [0, 1], codes
-        won = next(p for p, c in codes.items() if c == 0)
+        codes = {plan: code for plan, (_, _, code) in outcomes.items()}
+        assert sorted(codes.values()) == [0, 1], outcomes
+        won, lost = sorted(procs, key=lambda p: codes[p])
+        where = f"{lost[len(f'p{n}') :]}:{REL}"
+        assert outcomes[lost][1].startswith(
+            (
+                f"error: --exclusive {where}: plan '{won}' in ",
+                f"error: trusted {lost}, but --exclusive {where} was refused: plan '{won}' in ",
+            )
+        ), outcomes
         assert holders(handle) == [(won[len(f"p{n}") :], won, REL)]
-        winners.append(won)
-        end(handle, list(plans))  # the next round starts from no intents
+        end(handle, list(procs))  # the next round starts from no intents
         assert holders(handle) == []
-    assert len(winners) == ROUNDS
 
 
 def end(handle: ClusterHandle, plans: list[str]) -> None:
