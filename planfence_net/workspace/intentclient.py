@@ -9,7 +9,8 @@ What that means depends on who asks (the rule, stated once):
   goes ahead, and the model is told which owners could not be asked; nothing is noted, so the
   next write asks again.
 - A plan asking for exclusivity (`workspace trust --exclusive F`): refused. Exclusivity is
-  only granted when every owner answered and no other plan has a live intent on F.
+  only granted when every owner answered and no other plan has a live intent on F, before
+  its intent is written and again after (intentgrant.py: the second look).
 - A commit (`gitgate`): refused, with how to bypass it consciously (`git commit --no-verify`).
 
 `announce` is the hook's step before a plan's first write to a file; `session_end` ends
@@ -203,8 +204,9 @@ def context_output(text: str) -> str:
 
 
 def session_end(call: ToolCall, explicit: Path | None, timeout: float) -> tuple[int, str]:
-    """SessionEnd: end every live intent of the session at every workspace owner and forget
-    its notes. Never blocks (exit 0); what failed is said on stderr, and the lease ends the
+    """SessionEnd: end every live intent of the session at every workspace owner, asking
+    them for at most `timeout` s (the hook gives Codex's less than its limit), and forget its
+    notes. Never blocks (exit 0); what failed is said on stderr, and the lease ends the
     intents left."""
     from .config import NoCluster, find_cluster, workspaces
     from .facts import plan_key
