@@ -5,6 +5,7 @@ Codex's limit. Real owners on 127.0.0.1 (`served_team`: planner, workspace owner
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -21,7 +22,7 @@ from planfence_net.workspace.intentclient import after_trust, before_trust, coll
 from planfence_net.workspace.intentgrant import publish_trust, second_look
 from planfence_net.workspace.wire import SyncSessions
 from support.cluster import PLANFENCE, ClusterHandle
-from support.workspace import run_cli, run_hook_output, served_team
+from support.workspace import payload, run_cli, run_hook_output, served_team
 
 A, B = "aaaaaaaa-1111-4111-8111-111111111111", "bbbbbbbb-2222-4222-8222-222222222222"
 REL = "src/lib.py"
@@ -191,3 +192,33 @@ def test_a_codex_session_end_with_an_owner_that_does_not_answer_ends_within_code
     assert took < END_TIMEOUT, took
     puts = [e for e in handle.events("api", "put") if "intent/" in e["key"]]
     assert len(puts) == 2 and puts[1]["parents"] == [puts[0]["id"]]  # ended at api
+
+
+def test_a_later_exclusive_intent_left_behind_does_not_block_the_holder(
+    team: tuple[ClusterHandle, Path, Path],
+) -> None:
+    """`lexer` looked, `parser` was granted the file, then lexer's exclusive intent was
+    written and its `trust` died before its second look (it never withdrew): the hook
+    applies the same order, so parser's writes go on (told of lexer's intent)."""
+    handle, api, web = team
+    cdir, roster, key = handle.cdir, handle.roster, file_key("web", REL)
+    seen = before_trust(cdir, roster, "lexer", [key], [key])  # nobody intends it yet
+    code, out, err = run_cli(
+        "workspace", "trust", "parser", "--cluster", handle.path, "--session", A,
+        "--lockfiles", "none", "--exclusive", REL, cwd=api,
+    )  # fmt: skip
+    assert code == 0, out + err
+    publish_trust(
+        cdir, roster, "lexer", plan_id("lexer"), [key], [key],
+        session=None, subagent=None, lease=600.0, got=seen,
+    )  # fmt: skip
+    assert holders(handle) == [("api", "parser", REL), ("web", "lexer", REL)]
+    call = payload("claude-write", api, file_path=str(api / REL))
+    call["session_id"] = A
+    code, out, err = run_hook_output("claude", call, "--cluster", str(handle.path))
+    assert (code, err) == (0, "")
+    text = json.loads(out)["hookSpecificOutput"]["additionalContext"]
+    assert text.startswith(
+        f"PlanFence: plan 'lexer' in {web} also intends to change {api}/src/lib.py exclusively "
+        f"(intent until "
+    ), text
