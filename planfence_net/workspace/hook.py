@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 ALLOW, BLOCK = 0, 2
 DEFAULT_TIMEOUT = 10.0
+END_MARGIN = 1.0  # of Codex's SessionEnd limit, left for the process to start and exit
 STEPS = 4  # rounds of one check: the plan, its lineage, the heads, a drift's second look
 USAGE = (
     "usage: planfence hook claude|codex [--cluster DIR] [--plan NAME] [--as AGENT] "
@@ -97,7 +98,12 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
         from .intentclient import session_end
 
         explicit = Path(options["--cluster"]) if "--cluster" in options else None
-        return session_end(call, explicit, float(options.get("--timeout", DEFAULT_TIMEOUT)))
+        timeout = float(options.get("--timeout", DEFAULT_TIMEOUT))
+        if agent == "codex":  # Codex kills a SessionEnd hook after END_TIMEOUT s
+            from .install import END_TIMEOUT
+
+            timeout = min(timeout, END_TIMEOUT - END_MARGIN)
+        return session_end(call, explicit, timeout)
     from .hooktext import person_only
 
     refused = person_only(call)

@@ -8,9 +8,10 @@
               intent on one of them
     intents   {files} -> {"repo", "worktree", "intents": [record, ...]}
               the live intent records on those files (relative paths) in this worktree
-    unintend  {session?, plans?} -> {"ended": n}
+    unintend  {session?, plans?, files?} -> {"ended": n}
               ends (writes an `ended` record for) every live intent of that session or of
-              those plans
+              those plans; given `files`, only their intents on those files (a plan that
+              lost exclusivity withdraws just the intents it lost, see intentclient.py)
 
 Any roster member may ask: members are the team. Only this owner writes intent records (a
 `put` to one is refused), so an intent names the worktree that holds the file. Records are
@@ -53,7 +54,7 @@ SCHEMAS: Schema = {
         "plan_id": SCALAR,
     },
     "intents": {"files": FILES},
-    "unintend": {"session": SCALAR, "plans": FILES},
+    "unintend": {"session": SCALAR, "plans": FILES, "files": FILES},
 }
 
 
@@ -111,6 +112,9 @@ class IntentBook:
             written = []
             for rel in files:
                 key = intent_key(name, plan, parsed["session"], parsed["subagent"], rel)
+                previous = heads.get(key)
+                renewed = previous.body if previous and live(previous.body, now) else {}
+                since = renewed.get("since")  # a renewal keeps its place in the order
                 body = intent_body(
                     plan=plan,
                     file=rel,
@@ -121,8 +125,9 @@ class IntentBook:
                     repo=self.repo,
                     exclusive=parsed["exclusive"],
                     expires=expires,
+                    since=since if isinstance(since, int | float) else now,
                 )
-                parents = [heads[key].id] if key in heads else []
+                parents = [previous.id] if previous is not None else []
                 if parsed["plan_id"] is not None:
                     parents.append(parsed["plan_id"])
                 written.append(await self._write(owner, key, parents, body))
@@ -137,8 +142,10 @@ class IntentBook:
             "intents": [r.to_wire() for r in found],
         }
 
-    async def unintend(self, call: Call, parsed: tuple[str | None, set[str]]) -> dict[str, Any]:
-        session, plans = parsed
+    async def unintend(
+        self, call: Call, parsed: tuple[str | None, set[str], set[str] | None]
+    ) -> dict[str, Any]:
+        session, plans, files = parsed
         async with self._lock:
             heads = await self._index(call.owner)
             now = time.time()
@@ -147,6 +154,7 @@ class IntentBook:
                 for r in heads.values()
                 if live(r.body, now)
                 and ((session and r.body.get("session") == session) or r.body.get("plan") in plans)
+                and (files is None or r.body.get("file") in files)
             ]
             for record in ending:
                 body = {**record.body, "ended": True}
@@ -213,11 +221,12 @@ def parse_intents(args: dict[str, Any]) -> list[str]:
     return _files(args)
 
 
-def parse_unintend(args: dict[str, Any]) -> tuple[str | None, set[str]]:
+def parse_unintend(args: dict[str, Any]) -> tuple[str | None, set[str], set[str] | None]:
     session = _text(args, "session")
     plans = args.get("plans", [])
     if not isinstance(plans, list) or not all(isinstance(p, str) for p in plans):
         raise BadRequest("bad_request", "'plans' must be an array of plan names")
     if session is None and not plans:
         raise BadRequest("bad_request", "name a 'session' or 'plans' whose intents end")
-    return session, set(plans)
+    files = set(_files(args)) if "files" in args else None
+    return session, set(plans), files

@@ -9,7 +9,8 @@ What that means depends on who asks (the rule, stated once):
   goes ahead, and the model is told which owners could not be asked; nothing is noted, so the
   next write asks again.
 - A plan asking for exclusivity (`workspace trust --exclusive F`): refused. Exclusivity is
-  only granted when every owner answered and no other plan has a live intent on F.
+  only granted when every owner answered and no other plan has a live intent on F, before
+  its intent is written and again after (intentgrant.py: the second look).
 - A commit (`gitgate`): refused, with how to bypass it consciously (`git commit --no-verify`).
 
 `announce` is the hook's step before a plan's first write to a file; `session_end` ends
@@ -33,6 +34,7 @@ from .intents import (
     Intent,
     check_lease,
     client_payload,
+    first_holder,
     from_body,
     held_message,
     is_intent,
@@ -78,7 +80,7 @@ def collect(
         found.repos[owner] = outcome["repo"]
         for record in verified_records(outcome.get("intents"), verify, bad="drop"):
             agent, _, fact = record.key.partition(":")
-            intent = from_body(owner, record.key, record.body)
+            intent = from_body(owner, record.key, record.body, record.id)
             if agent == owner and is_intent(fact) and intent is not None:
                 found.intents.append(intent)
     return found
@@ -142,9 +144,12 @@ def announce(
         got = collect(sessions, roster, list(spaces), sorted({r for _, r, _ in todo}), deadline)
         texts = []
         for owner, rel, shown in todo:
-            theirs = others(got.intents, plan, got.repos.get(owner, ""), rel)
+            repo = got.repos.get(owner, "")
+            theirs = others(got.intents, plan, repo, rel)
             holders = [i for i in theirs if i.exclusive]
-            if holders:
+            own = [i for i in got.intents if i.plan == plan and i.repo == repo and i.file == rel]
+            own = [i for i in own if i.exclusive]  # kept when it comes first (intentgrant)
+            if holders and first_holder(holders + own).plan != plan:
                 return BLOCK, held_message(blocked, shown, holders), ""
             texts.append(notice(shown, theirs, got.unreachable))
         notes: dict[str, float] = {}
@@ -199,8 +204,9 @@ def context_output(text: str) -> str:
 
 
 def session_end(call: ToolCall, explicit: Path | None, timeout: float) -> tuple[int, str]:
-    """SessionEnd: end every live intent of the session at every workspace owner and forget
-    its notes. Never blocks (exit 0); what failed is said on stderr, and the lease ends the
+    """SessionEnd: end every live intent of the session at every workspace owner, asking
+    them for at most `timeout` s (the hook gives Codex's less than its limit), and forget its
+    notes. Never blocks (exit 0); what failed is said on stderr, and the lease ends the
     intents left."""
     from .config import NoCluster, find_cluster, workspaces
     from .facts import plan_key
@@ -302,59 +308,16 @@ def after_trust(
     got: Collected,
     addresses: dict[str, tuple[str, int]] | None = None,
 ) -> list[str]:
-    """Publish the trusted plan's intents on its targets (exclusive where asked); returns the
-    lines to print: other plans' intents on them, and what was published. Raises ConfigError
-    when an owner refuses exclusivity (another plan got there in between)."""
-    from ..core.timeouts import DEFAULT_TIMEOUT
-    from .facts import file_of, plan_key
-    from .wire import SyncSessions
+    """Publish the trusted plan's intents on its targets (exclusive where asked), then take
+    the second look at its exclusive ones (`second_look`); returns the lines to print: other
+    plans' intents on them, and what was published. Raises ConfigError when exclusivity is
+    refused (an owner refused it, or the second look did: the lost intents are withdrawn)."""
+    from .intentgrant import publish_trust, second_look
 
-    lines: list[str] = []
-    groups: dict[tuple[str, bool], list[str]] = {}
-    for key in dict.fromkeys(targets):
-        owner, rel = key.partition(":")[0], file_of(key)
-        if rel is None:
-            continue
-        theirs = others(got.intents, plan, got.repos.get(owner, ""), rel)
-        holders = [i for i in theirs if i.exclusive]
-        if holders:
-            lines.append(
-                f"{owner}:{rel} is held exclusively by {holders[0].who()} until "
-                f"{holders[0].until()}: writes to it are blocked until then"
-            )
-            continue
-        text = notice(f"{owner}:{rel}", theirs, {})
-        if text:
-            lines.append(text.removeprefix("PlanFence: "))
-        groups.setdefault((owner, key in exclusive), []).append(rel)
-    me = roster.owner_of(plan_key(plan)) or roster.agents[0].name
-    sessions = SyncSessions(roster, cdir.identity(me), addresses)
-    deadline = time.monotonic() + DEFAULT_TIMEOUT
-    try:
-        for (owner, excl), rels in groups.items():
-            args = client_payload(
-                plan=plan,
-                files=rels,
-                session=session,
-                agent=None,
-                subagent=subagent,
-                exclusive=excl,
-                lease=lease,
-                plan_id=plan_id,
-            )
-            try:
-                expires = publish(sessions, owner, args, deadline)
-            except RequestError as exc:
-                raise ConfigError(f"trusted {plan}, but its intents were refused: {exc}") from None
-            except PlanfenceError as exc:  # the hook's first write publishes them again
-                lines.append(f"could not publish intents at {owner} ({exc})")
-                continue
-            until = time.strftime("%H:%M:%S UTC", time.gmtime(expires))
-            lines.append(
-                f"intent{'s' if len(rels) > 1 else ''} published"
-                f"{' (exclusive)' if excl else ''}: "
-                f"{', '.join(f'{owner}:{r}' for r in rels)} until {until}"
-            )
-    finally:
-        sessions.close()
+    lines, held = publish_trust(
+        cdir, roster, plan, plan_id, targets, exclusive,
+        session=session, subagent=subagent, lease=lease, got=got, addresses=addresses,
+    )  # fmt: skip
+    if held:
+        second_look(cdir, roster, plan, held, addresses)
     return lines

@@ -43,6 +43,8 @@ class Intent:
     repo: str
     exclusive: bool
     expires: float
+    since: float = 0.0  # when the owner first wrote this plan's intent on the file
+    id: bytes = b""  # the record's id
 
     def who(self) -> str:
         """`plan 'login' (claude session 9f2c6a1e, subagent a81f3c) in /home/dev/wt`."""
@@ -84,6 +86,7 @@ def intent_body(
     repo: str,
     exclusive: bool,
     expires: float,
+    since: float,
     ended: bool = False,
 ) -> dict[str, Any]:
     return {
@@ -96,6 +99,7 @@ def intent_body(
         "repo": repo,
         "exclusive": exclusive,
         "expires": round(expires, 3),
+        "since": round(since, 6),
         "ended": ended,
     }
 
@@ -110,8 +114,9 @@ def live(body: Any, now: float) -> bool:
     )
 
 
-def from_body(owner: str, key: str, body: Any) -> Intent | None:
-    """The intent a record body describes, or None when it is not a well-formed one."""
+def from_body(owner: str, key: str, body: Any, id: bytes = b"") -> Intent | None:
+    """The intent a record body describes (record `id`), or None when it is not a
+    well-formed one. A body without `since` (written before it existed) counts as 0."""
     if not isinstance(body, dict):
         return None
     text = ("plan", "file", "worktree", "repo")
@@ -123,6 +128,9 @@ def from_body(owner: str, key: str, body: Any) -> Intent | None:
     if not isinstance(body.get("exclusive"), bool) or not isinstance(
         body.get("expires"), int | float
     ):
+        return None
+    since = body.get("since", 0.0)
+    if isinstance(since, bool) or not isinstance(since, int | float):
         return None
     return Intent(
         owner,
@@ -136,7 +144,16 @@ def from_body(owner: str, key: str, body: Any) -> Intent | None:
         body["repo"],
         body["exclusive"],
         float(body["expires"]),
+        float(since),
+        id,
     )
+
+
+def first_holder(exclusive: list[Intent]) -> Intent:
+    """Of live exclusive intents of several plans on one file, the one that keeps it: the
+    earliest `since` (the owner's clock when it wrote the plan's intent on the file), then
+    the smallest record id. Every plan that sees the same records picks the same one."""
+    return min(exclusive, key=lambda i: (i.since, i.id))
 
 
 def others(intents: list[Intent], plan: str, repo: str, rel: str) -> list[Intent]:
