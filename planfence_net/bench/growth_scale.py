@@ -27,7 +27,7 @@ from ..cluster.folder import ClusterDir
 from ..cluster.ready import wait_cluster_ready
 from ..net.client import open_session
 from ..owners.compact import compact
-from ..owners.daemon import signer
+from ..owners.startup import signer
 from ..owners.store import Store
 from ..protocol.messages import pack
 from .growth import Progress, Row, Sizes, _run, _spread, _time_plans

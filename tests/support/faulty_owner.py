@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 
 from planfence_net.cluster.folder import ClusterDir
-from planfence_net.owners.daemon import run_owner
+from planfence_net.owners.startup import run_owner
 from planfence_net.owners.ops import owner_operations
 from planfence_net.owners.service import Call, Handler, Service
 
