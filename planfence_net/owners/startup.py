@@ -3,6 +3,7 @@ the event log, serves, and closes both."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,21 +21,16 @@ from .logs import EventLog
 from .service import Service
 from .store import Signer, Store
 
+# How an owner of another kind makes its service, given the open store and event log.
+MakeService = Callable[[Store, EventLog], Service]
+
 
 def signer(identity: Identity) -> Signer:
     """The store's signing callback: makes records owned and signed by `identity`."""
 
     def sign(key: str, kind: str, parents: list[bytes], body: Any, seq: int) -> Record:
-        if isinstance(body, RawValue):  # a body as a client sent it: kept byte for byte
-            return make_record(
-                identity.signing_key,
-                key=key,
-                owner=identity.name,
-                seq=seq,
-                parents=parents,
-                kind=kind,
-                body_raw=body.data,
-            )
+        # a body as a client sent it (RawValue) is kept byte for byte
+        raw = body.data if isinstance(body, RawValue) else None
         return make_record(
             identity.signing_key,
             key=key,
@@ -42,7 +38,8 @@ def signer(identity: Identity) -> Signer:
             seq=seq,
             parents=parents,
             kind=kind,
-            body=body,
+            body=body if raw is None else None,
+            body_raw=raw,
         )
 
     return sign
@@ -58,11 +55,20 @@ async def run_owner(
     listen: tuple[str, int] | None = None,
     limits: Limits = Limits(),
     accept_loss: bool = False,
-    service: Service | None = None,
+    service: Service | MakeService | None = None,
+    tasks: Sequence[Callable[..., Coroutine[Any, Any, Any]]] = (),
+    signs: bool = True,
     task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Open the store and log, serve `service` (default: an ordinary owner's operations)
-    until a signal or cancellation, then close both.
+    """Open the store and log, serve `service` until a signal or cancellation, then close
+    both.
+
+    `service` is what to serve (default: an ordinary owner's operations), or how to make it
+    from the open store and log (called once, before listening). Each of `tasks` is started
+    as `task(log, task_status=...)` once the daemon listens, before its port is reported, and
+    is cancelled when the daemon stops (the workspace owner's hook socket: workspace/hookd.py).
+    With `signs=False` the store signs nothing: it keeps other owners' records as they were
+    signed (the central store: bench/central.py).
 
     `listen` overrides the roster address to bind (e.g. 0.0.0.0 inside a container).
     Raises StoreError, before listening, when the store is damaged, in use or lost
@@ -72,12 +78,17 @@ async def run_owner(
     store = None
     try:
         try:
-            store = await Store.open(
-                db_path, signer(identity), identity.name, accept_loss=accept_loss
-            )
+            if signs:
+                store = await Store.open(
+                    db_path, signer(identity), identity.name, accept_loss=accept_loss
+                )
+            else:
+                store = await Store.open(db_path, accept_loss=accept_loss)
         except StoreError as exc:
             log.write("store_refused", code=exc.code, reason=exc.message)
             raise
+        if service is not None and not isinstance(service, Service):
+            service = service(store, log)
         daemon = OwnerDaemon(
             roster,
             identity,
@@ -88,7 +99,19 @@ async def run_owner(
             limits=limits,
             service=service,
         )
-        await daemon.serve(task_status=task_status)
+        if not tasks:
+            await daemon.serve(task_status=task_status)
+            return
+        async with anyio.create_task_group() as tg:  # the tasks live as long as the daemon
+
+            async def owner(*, task_status: TaskStatus[int]) -> None:
+                await daemon.serve(task_status=task_status)
+                tg.cancel_scope.cancel()
+
+            port = await tg.start(owner)
+            for task in tasks:
+                await tg.start(task, log)
+            task_status.started(port)
     finally:
         if store is not None:
             await store.close()
