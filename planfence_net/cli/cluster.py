@@ -76,7 +76,7 @@ def cluster_init(
     if json_out:
         echo_json({"cluster": roster.cluster, "agents": [a.to_json() for a in roster.agents]})
         return
-    from ..core.gate import plural
+    from ..core.decision import plural
 
     click.echo(f"cluster {roster.cluster!r} with {plural(len(roster.agents), 'agent')} in {path}")
     print_table(
