@@ -39,7 +39,7 @@ from ..core.records import record_from_wire, verify, wire_from_bytes
 from ..core.roster import parse_address
 from ..owners.ops import heads_answer, owner_operations
 from ..owners.service import Call, Operation, Owner, Service
-from ..owners.startup import run_owner
+from ..owners.startup import cluster_owner, run_owner
 from ..owners.store import StaleSeq
 from ..protocol.messages import BadRequest, RawValue, parse_heads
 from ..protocol.requestread import RAW, REQUESTS, SCALAR
@@ -126,10 +126,7 @@ async def run_central(
     """Serve the central store of the cluster at `cdir` until SIGTERM/SIGINT; `listen`
     overrides the roster address to bind (0.0.0.0 inside a container)."""
     await run_owner(
-        cdir.roster(),
-        cdir.identity(agent),
-        cdir.db(agent),
-        cdir.log(agent),
+        *cluster_owner(cdir, agent),
         listen=listen,
         service=central_service(),
         signs=False,

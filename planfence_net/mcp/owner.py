@@ -28,7 +28,7 @@ from ..cluster.folder import ClusterDir
 from ..owners.logs import EventLog
 from ..owners.ops import owner_operations
 from ..owners.service import Call, Handler, Owner, Service
-from ..owners.startup import run_owner
+from ..owners.startup import cluster_owner, run_owner
 from ..owners.store import Store
 from ..protocol.messages import BadRequest
 from .proxy import Proxy
@@ -156,10 +156,7 @@ async def serve_facts(
         return made
 
     await run_owner(
-        cdir.roster(),
-        cdir.identity(agent),
-        cdir.db(agent),
-        cdir.log(agent),
+        *cluster_owner(cdir, agent),
         service=service,
         task_status=task_status,
     )

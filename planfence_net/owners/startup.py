@@ -10,6 +10,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskStatus
 
+from ..cluster.folder import ClusterDir
 from ..core.errors import StoreError
 from ..core.identity import Identity
 from ..core.records import Record, make_record
@@ -43,6 +44,12 @@ def signer(identity: Identity) -> Signer:
         )
 
     return sign
+
+
+def cluster_owner(cdir: ClusterDir, agent: str) -> tuple[Roster, Identity, Path, Path]:
+    """`run_owner`'s first four arguments for `agent` of the cluster folder `cdir`: the
+    roster, its identity, its store and its log. Raises ConfigError (roster, key)."""
+    return cdir.roster(), cdir.identity(agent), cdir.db(agent), cdir.log(agent)
 
 
 async def run_owner(
