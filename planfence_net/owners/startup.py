@@ -1,5 +1,7 @@
 """Starting an owner daemon: its store's signer, and `run_owner`, which opens the store and
-the event log, serves, and closes both."""
+the event log, serves (an ordinary owner's operations, or the service an owner of another
+kind makes, with any tasks of its own beside the daemon), and closes both. `cluster_owner`
+reads its first arguments from a cluster folder."""
 
 from __future__ import annotations
 
