@@ -33,7 +33,7 @@ _HOMES = {
     "Action": "core.gate",
     "Gate": "core.gate",
     "GatePolicy": "core.gate",
-    "Decision": "core.gate",
+    "Decision": "core.decision",
     # talking to owners
     "open_session": "net.client",
     "put_record": "net.api",
@@ -77,6 +77,7 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time each name loads 
     from typing import Any
 
     from .cluster.folder import ClusterDir
+    from .core.decision import Decision
     from .core.errors import (
         ConfigError,
         PlanfenceError,
@@ -84,7 +85,7 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time each name loads 
         RequestError,
         TransportError,
     )
-    from .core.gate import Action, Decision, Gate, GatePolicy
+    from .core.gate import Action, Gate, GatePolicy
     from .core.identity import Identity, load_identity
     from .core.records import Record, make_record
     from .core.roster import Agent, Roster

@@ -19,6 +19,8 @@ import tomli_w
 
 from ..cluster import processes as clusterlib
 from ..cluster.folder import ClusterDir
+from ..cluster.pids import spawn
+from ..cluster.ports import free_port
 from ..cluster.ready import wait_cluster_ready
 from ..core.identity import generate_key_file
 from .workload import CLUSTER_AGENTS
@@ -49,7 +51,7 @@ def init_bench_cluster(
     data["agents"].append(
         {
             "name": CENTRAL,
-            "address": f"127.0.0.1:{clusterlib.free_port()}",
+            "address": f"127.0.0.1:{free_port()}",
             "public_key": bytes(key.verify_key).hex(),
             "owns": [],
         }
@@ -66,7 +68,7 @@ def start_processes(cdir: ClusterDir) -> list[str]:
         argv = (
             central_argv(cdir) if agent.name == CENTRAL else clusterlib.owner_argv(cdir, agent.name)
         )
-        clusterlib.spawn(cdir, agent.name, argv)
+        spawn(cdir, agent.name, argv)
         names.append(agent.name)
     return names
 

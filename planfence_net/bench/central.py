@@ -37,11 +37,10 @@ from ..core.errors import PlanfenceError, RecordError
 from ..core.escaping import escape
 from ..core.records import record_from_wire, verify, wire_from_bytes
 from ..core.roster import parse_address
-from ..owners.daemon import OwnerDaemon
-from ..owners.logs import EventLog
 from ..owners.ops import heads_answer, owner_operations
 from ..owners.service import Call, Operation, Owner, Service
-from ..owners.store import StaleSeq, Store
+from ..owners.startup import cluster_owner, run_owner
+from ..owners.store import StaleSeq
 from ..protocol.messages import BadRequest, RawValue, parse_heads
 from ..protocol.requestread import RAW, REQUESTS, SCALAR
 
@@ -126,26 +125,12 @@ async def run_central(
 ) -> None:
     """Serve the central store of the cluster at `cdir` until SIGTERM/SIGINT; `listen`
     overrides the roster address to bind (0.0.0.0 inside a container)."""
-    roster = cdir.roster()
-    identity = cdir.identity(agent)
-    log = EventLog(cdir.log(agent), agent)
-    store = None
-    try:
-        store = await Store.open(cdir.db(agent))
-        daemon = OwnerDaemon(
-            roster,
-            identity,
-            store,
-            log,
-            max_message=16 * 1024 * 1024,
-            listen=listen,
-            service=central_service(),
-        )
-        await daemon.serve()
-    finally:
-        if store is not None:
-            await store.close()
-        log.close()
+    await run_owner(
+        *cluster_owner(cdir, agent),
+        listen=listen,
+        service=central_service(),
+        signs=False,
+    )
 
 
 def parser() -> argparse.ArgumentParser:

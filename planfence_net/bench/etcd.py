@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..cluster.processes import free_port
+from ..cluster.ports import free_port
 
 START_TIMEOUT = 20.0
 DEFAULT_MAX_TXN_OPS = 128  # etcd's --max-txn-ops unless raised

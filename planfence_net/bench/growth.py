@@ -23,8 +23,8 @@ from typing import Any
 
 import anyio
 
-from ..cluster import processes as clusterlib
 from ..cluster.folder import ClusterDir
+from ..cluster.pids import read_pid
 from ..core.gate import Action
 from ..executor.pool import SessionPool
 from ..executor.replica import Replica
@@ -254,7 +254,7 @@ def executors_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[R
         _maybe_etcd(binary, etcdlib.DEFAULT_MAX_TXN_OPS) as etcd_port,
     ):
         plan = _run(write_plan, cdir, "conc8", _spread(cdir, OWNERS, 8))
-        owner_pids = [clusterlib.read_pid(cdir, o) for o in OWNERS]
+        owner_pids = [read_pid(cdir, o) for o in OWNERS]
         revisions = _run(_etcd_put, etcd_port, plan.keys) if etcd_port is not None else {}
         for c in sizes.executors:
             progress(f"executors: {c} concurrent")

@@ -24,10 +24,11 @@ import anyio
 
 from ..cluster import processes as clusterlib
 from ..cluster.folder import ClusterDir
+from ..cluster.pids import read_pid
 from ..cluster.ready import wait_cluster_ready
 from ..net.client import open_session
 from ..owners.compact import compact
-from ..owners.daemon import signer
+from ..owners.startup import signer
 from ..owners.store import Store
 from ..protocol.messages import pack
 from .growth import Progress, Row, Sizes, _run, _spread, _time_plans
@@ -56,7 +57,7 @@ def machine_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row
                     capture_output=True,
                 )
                 up = time.perf_counter() - started
-                pids = [clusterlib.read_pid(cdir, a.name) for a in cdir.roster().agents]
+                pids = [read_pid(cdir, a.name) for a in cdir.roster().agents]
                 rss = [_rss_kib(p) for p in pids if p is not None]
                 plan = _run(write_plan, cdir, "machine8", _spread(cdir, OWNERS, 8))
                 spread, _, _ = _run(_time_plans, cdir, [plan], sizes.rounds, sizes.per_round)[

@@ -33,8 +33,8 @@ from typing import Any
 
 import anyio
 
-from ..cluster import processes as clusterlib
 from ..cluster.folder import ClusterDir
+from ..cluster.ports import free_port
 from ..core.gate import Action
 from ..core.records import Record
 from ..executor.pool import SessionPool
@@ -326,7 +326,7 @@ def _addresses(case: Case, roster: Any, addresses: Addresses) -> Addresses:
     nothing listens on."""
     if case.fault != "outage":
         return addresses
-    dead = ("127.0.0.1", clusterlib.free_port())
+    dead = ("127.0.0.1", free_port())
     owners = {o for t in case.templates for o in fact_owners(roster, t)}
     return {**addresses, **{o: dead for o in owners}}
 

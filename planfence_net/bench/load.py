@@ -21,8 +21,8 @@ from typing import Any
 
 import anyio
 
-from ..cluster import processes as clusterlib
 from ..cluster.folder import ClusterDir
+from ..cluster.pids import read_pid
 from ..net.client import open_session, start_session
 from ..net.transport import NoiseStream, connect
 from ..protocol.messages import decode_response, encode_request
@@ -47,7 +47,7 @@ async def owner_load(
     seconds: float,
 ) -> OwnerLoad:
     """Saturate `owner` with heads of `key` (as `reader`), then with puts (as itself)."""
-    pid = clusterlib.read_pid(cdir, owner)
+    pid = read_pid(cdir, owner)
     assert pid is not None
     head = (await _request(cdir, reader, owner, "heads", {"keys": [key]}))["heads"][0][1]
     request = encode_request(1, "heads", {"keys": [key], "expect": {key: head}})

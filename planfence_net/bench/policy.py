@@ -12,8 +12,9 @@ from typing import Any, Protocol
 
 from anyio.abc import TaskGroup
 
+from ..core.decision import CHANGED_AGAIN, HEADS_FAILURES, Decision
 from ..core.errors import PlanfenceError
-from ..core.gate import CHANGED_AGAIN, HEADS_FAILURES, Action, Decision
+from ..core.gate import Action
 from ..core.lineage import MISSING_LINEAGE
 from ..core.roster import Roster
 from ..core.timeouts import DEFAULT_TIMEOUT

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.gate import Action, Decision
+from ..core.decision import Decision
+from ..core.gate import Action
 from ..core.records import Record
 from ..defaults import data_dir
 from .policy import Baseline

@@ -76,7 +76,7 @@ def cluster_init(
     if json_out:
         echo_json({"cluster": roster.cluster, "agents": [a.to_json() for a in roster.agents]})
         return
-    from ..core.gate import plural
+    from ..core.decision import plural
 
     click.echo(f"cluster {roster.cluster!r} with {plural(len(roster.agents), 'agent')} in {path}")
     print_table(
@@ -166,6 +166,7 @@ def cluster_status(
     """Per agent: name, address, pid, alive (its owner answered a ping over an authenticated
     session within --timeout), owned patterns, and the shaper in front of it."""
     from ..cluster import processes as clusterlib
+    from ..cluster.pids import read_pid
 
     cdir = cluster_dir(path)
     links = clusterlib.link_addresses(cdir)
@@ -178,7 +179,7 @@ def cluster_status(
         running = clusterlib.running_pid(
             cdir, agent.name, clusterlib.owner_marker(cdir, agent.name)
         )
-        known_pid = running or clusterlib.read_pid(cdir, agent.name)
+        known_pid = running or read_pid(cdir, agent.name)
         alive = agent.name in answered  # also an owner this host did not start (compose)
         link = links.get(agent.name)
         shaper = f"{link[0]}:{link[1]}" if link else None
@@ -192,7 +193,7 @@ def cluster_status(
                 "shaper": {
                     "address": shaper,
                     "profile": profile,
-                    "pid": clusterlib.read_pid(cdir, clusterlib.shaper_name(agent.name)),
+                    "pid": read_pid(cdir, clusterlib.shaper_name(agent.name)),
                 }
                 if shaper
                 else None,

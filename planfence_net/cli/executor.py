@@ -30,7 +30,7 @@ from .text import escaped_lines
 
 if TYPE_CHECKING:  # each command imports what it uses: authorize never loads the bench lab
     from ..bench.scenario import Outcome
-    from ..core.gate import Decision
+    from ..core.decision import Decision
 
 
 def register(app: Group) -> None:
@@ -199,8 +199,8 @@ def scenario(
     from ..bench.demo import available_policies, run_demo, verdict
     from ..cluster.processes import link_addresses
     from ..cluster.ready import wait_owners_reachable
+    from ..core.decision import plural
     from ..core.errors import PlanfenceError
-    from ..core.gate import plural
     from ..net.api import ping_owners
 
     cdir = cluster_dir(path)

@@ -209,6 +209,7 @@ def restart(
     """Stop AGENT's owner (SIGTERM, SIGKILL after 10 s) and start it again; returns once it
     accepts sessions."""
     from ..cluster import processes as clusterlib
+    from ..cluster.pids import read_pid
     from ..cluster.ready import wait_cluster_ready
 
     cdir = cluster_dir(path)
@@ -216,7 +217,7 @@ def restart(
     was_running = clusterlib.stop_process(cdir, agent, clusterlib.owner_marker(cdir, agent))
     clusterlib.start_owners(cdir, only=[agent])
     run_async(wait_cluster_ready, cdir, [agent], timeout)
-    pid = clusterlib.read_pid(cdir, agent)
+    pid = read_pid(cdir, agent)
     if json_out:
         echo_json({"agent": agent, "pid": pid, "was_running": was_running})
     else:

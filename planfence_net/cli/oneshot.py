@@ -26,7 +26,8 @@ from ..core.timeouts import DEFAULT_TIMEOUT
 
 if TYPE_CHECKING:
     from ..cluster.folder import ClusterDir
-    from ..core.gate import Action, Decision
+    from ..core.decision import Decision
+    from ..core.gate import Action
     from ..core.identity import Identity
     from ..core.roster import Roster
 
@@ -197,7 +198,7 @@ def authorize(args: AuthorizeArgs) -> int:
         return 1
     if decision.authorized:
         return 0
-    from ..core.gate import STALE_PLAN
+    from ..core.decision import STALE_PLAN
 
     return 2 if decision.reason == STALE_PLAN else 3
 

@@ -73,7 +73,7 @@ def owner_serve(
 ) -> None:
     """Run one owner daemon in the foreground until SIGTERM or Ctrl-C."""
 
-    from ..cluster import processes as clusterlib
+    from ..cluster.ports import address_in_use, check_port
     from ..core.errors import ConfigError
     from ..core.roster import parse_address
     from ..net.client import collapsing_task_group
@@ -89,7 +89,7 @@ def owner_serve(
     host, port = bind or (roster.agent(agent).host, roster.agent(agent).port)
     remedy = "serve on another address with --listen HOST:PORT"
     if port:
-        clusterlib.check_port(agent, host, port, remedy)
+        check_port(agent, host, port, remedy)
 
     async def serve() -> None:
         async with collapsing_task_group() as tg:  # a refused store: one line, no traceback
@@ -110,7 +110,7 @@ def owner_serve(
     try:
         run_async(serve)
     except (OSError, BaseExceptionGroup) as exc:  # the port was taken after the check
-        if not clusterlib.address_in_use(exc):
+        if not address_in_use(exc):
             raise
         raise ConfigError(
             f"port {port} of {agent} ({host}:{port}) is already in use; {remedy}"

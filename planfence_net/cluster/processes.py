@@ -1,4 +1,6 @@
-"""A cluster folder and the owner processes running from it.
+"""A cluster folder and the owner processes running from it: creating the folder, starting
+and stopping its owners, and the shapers in front of them with the addresses they give
+(links). Pid files, liveness and spawning are pids.py; ports, ports.py.
 
 DIR/cluster.toml        the roster
 DIR/keys/NAME.key       each agent's Ed25519 seed (hex, mode 0600)
@@ -12,12 +14,8 @@ DIR/.gitignore          keeps keys, stores, logs and pids out of git (the roster
 
 from __future__ import annotations
 
-import errno
 import os
-import random
 import signal
-import socket
-import subprocess
 import sys
 import time
 import tomllib
@@ -26,7 +24,7 @@ from typing import Any
 
 import tomli_w
 
-from ..core.errors import ConfigError, PlanfenceError
+from ..core.errors import ConfigError
 from ..core.identity import generate_key_file
 from ..core.roster import Roster, parse_address, roster_from_dict
 from ..defaults import data_dir
@@ -37,9 +35,10 @@ from .compose import (
     write_compose_view,
 )
 from .folder import ClusterDir as ClusterDir  # where it lives: lean, for the hook
+from .pids import process_alive, read_pid, spawn
+from .ports import check_port, free_port
 
 DEFAULT_AGENTS = data_dir("owners") / "agents.toml"
-FREE_PORTS_FROM = 10000  # free_port() draws from here to the ephemeral range
 
 
 def default_agents(count: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -52,82 +51,6 @@ def default_agents(count: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     for i in range(len(templates) + 1, count + 1):
         templates.append({"name": f"agent{i}", "owns": [f"agent{i}/*"]})
     return data, templates[:count]
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port free right now, for tests and --base-port 0, drawn at random from below the
-    kernel's ephemeral range. A port from bind(0) is an ephemeral one: the next outgoing
-    connection may take it as its local port before the owner binds it (seen once in the
-    test suite, as a failed `cluster up`)."""
-    below = _ephemeral_start() - 1
-    for _ in range(64):
-        port = random.randint(FREE_PORTS_FROM, below)
-        if not port_in_use(host, port):
-            return port
-    with socket.socket() as s:  # everything tried was taken: let the OS choose
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
-def _ephemeral_start() -> int:
-    """The first port of the kernel's ephemeral range (Linux; IANA's 49152 elsewhere)."""
-    try:
-        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 49152
-    return max(low, FREE_PORTS_FROM + 1024)
-
-
-def port_in_use(host: str, port: int) -> bool:
-    """True when another socket listens on (or holds) host:port, so an owner cannot bind it.
-
-    Binds the way the owner's listener does (SO_REUSEADDR), so a port that only lingers in
-    TIME_WAIT counts as free.
-    """
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, port))
-        except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                return True
-            raise ConfigError(f"cannot use {host}:{port}: {exc.strerror or exc}") from None
-    return False
-
-
-def address_in_use(exc: BaseException) -> bool:
-    """True when `exc` (or every leaf of an exception group) is "address already in use"."""
-    if isinstance(exc, BaseExceptionGroup):
-        return all(address_in_use(e) for e in exc.exceptions)
-    return isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE
-
-
-def port_holder(address: str) -> tuple[str, Path | None]:
-    """Who holds `address`: ("owner NAME of the cluster in DIR (pid N)", DIR) when it is a
-    planfence owner started from a cluster folder, else ("another program", None)."""
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
-            root = Path(argv[argv.index("serve") + 1])
-            agent = argv[argv.index("--agent") + 1]
-            if "owner" in argv and ClusterDir(root).roster().agent(agent).address == address:
-                return f"owner {agent} of the cluster in {root} (pid {entry.name})", root
-        except (OSError, ValueError, IndexError, PlanfenceError):
-            continue
-    return "another program", None
-
-
-def check_port(name: str, host: str, port: int, remedy: str) -> None:
-    """Raise ConfigError when agent `name`'s port is taken, naming who holds it and what to
-    do: stop the holder, or `remedy` (how to give this cluster other ports)."""
-    if not port_in_use(host, port):
-        return
-    holder, other = port_holder(f"{host}:{port}")
-    stop = f"stop it (`planfence cluster down {other}`)" if other else "stop that program"
-    raise ConfigError(
-        f"port {port} of {name} ({host}:{port}) is already in use by {holder}; {stop}, or {remedy}"
-    )
 
 
 def init_cluster(
@@ -232,48 +155,6 @@ def write_gitignore(root: Path) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-def read_pid(cdir: ClusterDir, name: str) -> int | None:
-    try:
-        return int(cdir.pid_file(name).read_text().strip())
-    except (FileNotFoundError, ValueError):
-        return None
-
-
-def process_alive(pid: int, marker: str) -> bool:
-    """True when `pid` runs and its command line contains `marker` (guards pid reuse).
-
-    A process this one spawned is asked through its Popen (which also reaps it).
-    """
-    child = _CHILDREN.get(pid)
-    if child is not None:
-        _reap(pid)
-        return child.returncode is None
-    _reap(pid)
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-    return state != "Z" and marker in cmdline
-
-
-# Popen handles of the owners this process spawned: dropping a running Popen emits a
-# ResourceWarning, and polling through the handle reaps the child and sets its returncode.
-_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
-
-
-def _reap(pid: int) -> None:
-    child = _CHILDREN.get(pid)
-    if child is not None:
-        if child.poll() is not None:
-            del _CHILDREN[pid]
-        return
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
-
-
 def running_pid(cdir: ClusterDir, name: str, marker: str) -> int | None:
     pid = read_pid(cdir, name)
     return pid if pid is not None and process_alive(pid, marker) else None
@@ -281,23 +162,6 @@ def running_pid(cdir: ClusterDir, name: str, marker: str) -> int | None:
 
 def owner_marker(cdir: ClusterDir, agent: str) -> str:
     return f"--agent {agent}"
-
-
-def spawn(cdir: ClusterDir, name: str, argv: list[str]) -> int:
-    """Start a detached background process logging to run/NAME.out (this run's output only:
-    the file is truncated, so errors never show fragments of an earlier run); records its pid."""
-    with open(cdir.out(name), "wb") as out:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=out,
-            start_new_session=True,
-            cwd=cdir.root,
-        )
-    _CHILDREN[proc.pid] = proc
-    cdir.pid_file(name).write_text(f"{proc.pid}\n")
-    return proc.pid
 
 
 def owner_argv(cdir: ClusterDir, agent: str) -> list[str]:
@@ -329,19 +193,6 @@ def stop_process(cdir: ClusterDir, name: str, marker: str, grace: float = 10.0) 
             time.sleep(0.02)
     cdir.pid_file(name).unlink(missing_ok=True)
     return True
-
-
-def last_error_line(path: Path) -> str:
-    """The last `error: ...` line a process wrote to its output file (its one-line reason for
-    exiting), else its last line; "" when it wrote nothing."""
-    try:
-        lines = [
-            line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()
-        ]
-    except FileNotFoundError:
-        return ""
-    errors = [line for line in lines if line.startswith("error: ")]
-    return errors[-1][len("error: ") :] if errors else (lines[-1] if lines else "")
 
 
 def start_owners(cdir: ClusterDir, only: list[str] | None = None) -> list[str]:

@@ -10,7 +10,7 @@ from ..core.errors import PlanfenceError
 from ..net.api import Addresses, wait_owner_ready
 from ..net.client import collapsing_task_group
 from .folder import ClusterDir
-from .processes import last_error_line, process_alive, read_pid
+from .pids import last_error_line, process_alive, read_pid
 
 
 async def wait_cluster_ready(

@@ -24,17 +24,9 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from typing import Any, Literal, TypeVar
 
 from .answers import HeadsQuery, Verify, omitted_ids, verified_records
+from .decision import MALFORMED_RESPONSE, OWNER_UNAVAILABLE, TIMEOUT, Decision
 from .errors import HandshakeError, LocalProtocolError, PlanfenceError, RequestError, TransportError
-from .gate import (
-    MALFORMED_RESPONSE,
-    OWNER_UNAVAILABLE,
-    TIMEOUT,
-    Decision,
-    FetchRecords,
-    Gate,
-    QueryHeads,
-    Replan,
-)
+from .gate import FetchRecords, Gate, QueryHeads, Replan
 from .records import Record
 
 # An owner's answer to one request: its result map, the error the request failed with, or

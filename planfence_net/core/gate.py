@@ -23,19 +23,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from .answers import HeadsQuery, Malformed, Unchanged, check_answer, unchanged_answer
+from .decision import (
+    AUTHORIZED,
+    BLOCKED,
+    CHANGED_AGAIN,
+    HEADS_FAILURES,
+    MALFORMED_RESPONSE,
+    OWNER_UNAVAILABLE,
+    STALE_PLAN,
+    UNKNOWN_OWNER,
+    Decision,
+)
 from .errors import ConfigError, LocalProtocolError, RecordError
 from .lineage import MISSING_LINEAGE, Blocked, Missing, WalkCache, walk
 from .records import ID_LEN, Record
 
-AUTHORIZED = "authorized"
-BLOCKED = "blocked"
-UNKNOWN_OWNER = "unknown_owner"
-OWNER_UNAVAILABLE = "owner_unavailable"
-MALFORMED_RESPONSE = "malformed_response"
-TIMEOUT = "timeout"
-CHANGED_AGAIN = "changed_again"
-STALE_PLAN = "stale_plan"
-HEADS_FAILURES = frozenset({OWNER_UNAVAILABLE, TIMEOUT, MALFORMED_RESPONSE})
 MEMO_ENTRIES = 8  # derived queries kept per cached frontier (one per owner_of and policy)
 
 
@@ -93,83 +95,7 @@ class Replan:
     drift: dict[str, tuple[bytes, bytes]]
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """The final outcome with its evidence (step 5 of the gate: explain).
-
-    `reason` is None for an authorization and names the block otherwise. `drift` maps key -> (plan's id, owner's head id) of the first drifting round;
-    `heads` maps key -> (head id, seq) of the last heads round.
-    """
-
-    action: str
-    outcome: str
-    reason: str | None
-    detail: str
-    replanned: bool
-    frontier: dict[str, bytes]
-    heads: dict[str, tuple[bytes | None, int]]
-    drift: dict[str, tuple[bytes, bytes]]
-    round_trips: int
-    bytes_sent: int
-    bytes_received: int
-    elapsed: float
-
-    @property
-    def authorized(self) -> bool:
-        return self.outcome == AUTHORIZED
-
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-serialisable view; ids are lowercase hex."""
-        return {
-            "action": self.action,
-            "outcome": self.outcome,
-            "reason": self.reason,
-            "detail": self.detail,
-            "replanned": self.replanned,
-            "frontier": {key: rid.hex() for key, rid in self.frontier.items()},
-            "heads": {
-                key: {"id": None if rid is None else rid.hex(), "seq": seq}
-                for key, (rid, seq) in self.heads.items()
-            },
-            "drift": {
-                key: {"from": old.hex(), "to": new.hex()} for key, (old, new) in self.drift.items()
-            },
-            "round_trips": self.round_trips,
-            "bytes_sent": self.bytes_sent,
-            "bytes_received": self.bytes_received,
-            "elapsed": self.elapsed,
-        }
-
-    def explain(self) -> str:
-        """A few lines a person can read: outcome, reason, drifted keys, cost."""
-        head = f"{self.action}: {self.outcome}"
-        if self.reason == STALE_PLAN:
-            head = (
-                f"{self.action}: stale plan: a declared key changed since the plan was "
-                f"made; replan from the owners' heads and retry"
-            )
-        elif self.reason is not None:
-            head += f" ({self.reason})"
-        lines = [head, f"  {self.detail}"]
-        if self.replanned:
-            lines.append("  replanned once")
-        lines += [
-            f"  {key}: {old.hex()[:12]} -> {new.hex()[:12]}"
-            for key, (old, new) in self.drift.items()
-        ]
-        lines.append(
-            f"  {plural(self.round_trips, 'round trip')}, {self.bytes_sent} B sent, "
-            f"{self.bytes_received} B received, {self.elapsed * 1000:.1f} ms"
-        )
-        return "\n".join(lines)
-
-
 Event = FetchRecords | QueryHeads | Replan | Decision
-
-
-def plural(count: int, noun: str) -> str:
-    """`1 round trip`, `2 round trips`."""
-    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def _all_match(count: int) -> str:

@@ -20,9 +20,10 @@ from typing import Any
 import anyio
 
 from ..core.answers import HeadsQuery, verifier
+from ..core.decision import Decision
 from ..core.drive import FetchRound, HeadsRound, drive
 from ..core.errors import PlanfenceError
-from ..core.gate import Action, Decision, Gate, GatePolicy, Replan
+from ..core.gate import Action, Gate, GatePolicy, Replan
 from ..core.lineage import WalkCache
 from ..core.records import Record
 from ..core.roster import Roster

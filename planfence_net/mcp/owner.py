@@ -25,10 +25,10 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from ..cluster.folder import ClusterDir
-from ..owners.daemon import OwnerDaemon, signer
 from ..owners.logs import EventLog
 from ..owners.ops import owner_operations
 from ..owners.service import Call, Handler, Owner, Service
+from ..owners.startup import cluster_owner, run_owner
 from ..owners.store import Store
 from ..protocol.messages import BadRequest
 from .proxy import Proxy
@@ -146,20 +146,17 @@ async def serve_facts(
 ) -> None:
     """Serve `proxy`'s facts as owner `agent` of the cluster at `cdir` until cancelled;
     reports the bound port. Raises ConfigError (roster, key) or StoreError before listening."""
-    roster, identity = cdir.roster(), cdir.identity(agent)
-    log = EventLog(cdir.log(agent), identity.name)
-    store = None
-    try:
-        store = await Store.open(cdir.db(agent), signer(identity), identity.name)
+
+    def service(store: Store, log: EventLog) -> Service:
         facts = McpFacts(proxy.name, proxy, store, log, read_timeout)
         proxy.on_observed = facts.seen
         proxy.on_changed = functools.partial(facts.changed, tg=tg)
-        daemon = OwnerDaemon(
-            roster, identity, store, log, max_message=16 * 1024 * 1024, service=facts.service()
-        )
+        made = facts.service()
         log.write("mcp_proxy", server=proxy.name)
-        await daemon.serve(task_status=task_status)
-    finally:
-        if store is not None:
-            await store.close()
-        log.close()
+        return made
+
+    await run_owner(
+        *cluster_owner(cdir, agent),
+        service=service,
+        task_status=task_status,
+    )

@@ -13,9 +13,10 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
+from ..core.decision import Decision
 from ..core.drive import FetchRound, HeadsRound, drive_sync
 from ..core.errors import TransportError
-from ..core.gate import Action, Decision, Gate, GatePolicy, Replan
+from ..core.gate import Action, Gate, GatePolicy, Replan
 from .wire import Outcome, SyncSessions
 
 if TYPE_CHECKING:

@@ -14,9 +14,10 @@ import time
 from pathlib import Path
 
 from ..core.answers import Verify, verifier
+from ..core.decision import Decision
 from ..core.drive import failure_reason
 from ..core.errors import ConfigError
-from ..core.gate import Action, Decision, GatePolicy, Replan
+from ..core.gate import Action, GatePolicy, Replan
 from ..core.identity import Identity
 from ..core.records import Record
 from ..core.roster import Roster

@@ -98,7 +98,7 @@ def _free_name(base: str, taken: set[str]) -> str:
 
 def _add_agent(cdir: ClusterDir, agent: str, root: Path) -> None:
     """Append `agent` (a workspace owner of `root`) to the roster, with a fresh key."""
-    from ..cluster.processes import free_port
+    from ..cluster.ports import free_port
     from ..core.identity import generate_key_file
 
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", agent):

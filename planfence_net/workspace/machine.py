@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.answers import HeadsQuery, Malformed, check_answer
+from ..core.decision import Decision
 from ..core.errors import LocalProtocolError
-from ..core.gate import Action, Decision
+from ..core.gate import Action
 from ..core.records import ID_LEN, Record
 from .classify import CRITICAL, NONE, DriftReport, TrustedState, classify, summary
 from .facts import ROLES, plan_key

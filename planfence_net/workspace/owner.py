@@ -24,11 +24,11 @@ from ..cluster.folder import ClusterDir
 from ..core.errors import ConfigError
 from ..core.identity import Identity
 from ..core.roster import Roster
-from ..owners.daemon import OwnerDaemon, run_owner, signer
 from ..owners.limits import Limits
 from ..owners.logs import EventLog
 from ..owners.ops import owner_operations
 from ..owners.service import Call, Handler, Owner, Service
+from ..owners.startup import run_owner
 from ..owners.store import Store
 from ..protocol.messages import BadRequest, pack
 from . import hookd
@@ -156,34 +156,21 @@ async def run_workspace_owner(
     Raises ConfigError when `root` is not a folder.
     """
     observer = Observer(root)
-    log = EventLog(log_path, identity.name)
-    store = None
-    try:
-        store = await Store.open(db_path, signer(identity), identity.name, accept_loss=accept_loss)
-        daemon = OwnerDaemon(
-            roster,
-            identity,
-            store,
-            log,
-            max_message=16 * 1024 * 1024,
-            listen=listen,
-            limits=limits,
-            service=Workspace(observer).service(),
-        )
+
+    def service(store: Store, log: EventLog) -> Service:
+        made = Workspace(observer).service()
         log.write("workspace", root=str(observer.root), git=observer.git is not None)
-        if cluster is None:
-            await daemon.serve(task_status=task_status)
-            return
-        async with anyio.create_task_group() as tg:  # the hook's socket lives as long as we do
+        return made
 
-            async def owner(*, task_status: TaskStatus[int]) -> None:
-                await daemon.serve(task_status=task_status)
-                tg.cancel_scope.cancel()
-
-            port = await tg.start(owner)
-            await tg.start(hookd.serve, cluster, log)
-            task_status.started(port)
-    finally:
-        if store is not None:
-            await store.close()
-        log.close()
+    await run_owner(
+        roster,
+        identity,
+        db_path,
+        log_path,
+        listen=listen,
+        limits=limits,
+        accept_loss=accept_loss,
+        service=service,
+        tasks=[] if cluster is None else [functools.partial(hookd.serve, cluster)],
+        task_status=task_status,
+    )

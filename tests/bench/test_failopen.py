@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from planfence_net.bench.policy import fails_open
-from planfence_net.core.gate import Decision
+from planfence_net.core.decision import Decision
 
 
 def decision(outcome: str, reason: str | None) -> Decision:

@@ -23,7 +23,7 @@ from nacl.bindings import crypto_sign_ed25519_pk_to_curve25519
 from nacl.signing import SigningKey
 
 from planfence_net.cli.main import app
-from planfence_net.cluster.processes import FREE_PORTS_FROM
+from planfence_net.cluster.ports import FREE_PORTS_FROM
 from planfence_net.core.identity import Identity, load_identity
 from planfence_net.protocol.framing import encode_frame
 from planfence_net.protocol.noise import HandshakeState
@@ -73,7 +73,7 @@ def table(text: str) -> list[list[str]]:
 
 def free_base(count: int) -> int:
     """The first of `count` consecutive free ports, from 7401 up (init refuses taken ones)."""
-    from planfence_net.cluster.processes import port_in_use
+    from planfence_net.cluster.ports import port_in_use
 
     return next(
         base

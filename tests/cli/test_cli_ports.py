@@ -19,7 +19,7 @@ import tomli_w
 from click.testing import CliRunner, Result
 
 from planfence_net.cli.main import app
-from planfence_net.cluster import processes as clusterlib
+from planfence_net.cluster import pids as clusterlib
 from planfence_net.cluster.folder import ClusterDir
 from support.cluster import ClusterHandle, owner_processes, wait_exit
 

@@ -19,6 +19,7 @@ import pytest
 from nacl.signing import SigningKey
 
 from planfence_net.core.answers import HeadsQuery, omitted_ids, verified_records, verifier
+from planfence_net.core.decision import Decision
 from planfence_net.core.drive import (
     FetchRound,
     HeadsRound,
@@ -37,7 +38,7 @@ from planfence_net.core.errors import (
     RequestError,
     TransportError,
 )
-from planfence_net.core.gate import Action, Decision, Gate, GatePolicy, Replan
+from planfence_net.core.gate import Action, Gate, GatePolicy, Replan
 from planfence_net.core.records import Record, make_record
 from planfence_net.core.roster import Agent, Roster
 

@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from nacl.signing import SigningKey
 
 from planfence_net.core import answers, records
+from planfence_net.core.decision import Decision
 from planfence_net.core.errors import ConfigError, LocalProtocolError
 from planfence_net.core.gate import (
     Action,
-    Decision,
     FetchRecords,
     Gate,
     GatePolicy,

@@ -23,7 +23,7 @@ from planfence_net.core.identity import Identity, generate_key_file, load_identi
 from planfence_net.core.records import Record, make_record
 from planfence_net.net.api import get_records, put_record, query_heads
 from planfence_net.net.client import open_session
-from planfence_net.owners.daemon import signer
+from planfence_net.owners.startup import signer
 from planfence_net.owners.store import StaleSeq, Store
 from planfence_net.protocol.framing import encode_frame, split_message
 from planfence_net.protocol.noise import HandshakeState

@@ -17,8 +17,8 @@ import pytest
 from planfence_net.core.records import wire_size_bound
 from planfence_net.net.api import get_records
 from planfence_net.net.client import open_session
-from planfence_net.owners.daemon import _decode
 from planfence_net.owners.replies import ONE_RECORD
+from planfence_net.owners.sessions import _decode
 from planfence_net.protocol.framing import DEFAULT_MAX_MESSAGE, split_message
 from planfence_net.protocol.messages import BadRequest
 from planfence_net.protocol.requestread import REQUESTS

@@ -20,10 +20,11 @@ import pytest
 from planfence_net.core.errors import RequestError
 from planfence_net.core.records import record_from_wire
 from planfence_net.net.client import open_session
-from planfence_net.owners.daemon import OwnerDaemon, signer
+from planfence_net.owners.daemon import OwnerDaemon
 from planfence_net.owners.logs import EventLog
 from planfence_net.owners.ops import owner_operations
 from planfence_net.owners.service import Call, Operation, Service
+from planfence_net.owners.startup import signer
 from planfence_net.owners.store import Store
 from planfence_net.protocol.messages import BadRequest, Request
 from planfence_net.protocol.requestread import SCALAR

@@ -23,7 +23,7 @@ from planfence_net.cli.main import app
 from planfence_net.core.errors import RequestError
 from planfence_net.core.records import record_from_wire
 from planfence_net.net.client import open_session
-from planfence_net.owners.daemon import signer
+from planfence_net.owners.startup import signer
 from planfence_net.owners.store import Store
 from support.cluster import PLANFENCE, ClusterHandle, wait_exit
 

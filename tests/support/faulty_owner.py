@@ -17,9 +17,9 @@ from typing import Any
 import anyio
 
 from planfence_net.cluster.folder import ClusterDir
-from planfence_net.owners.daemon import run_owner
 from planfence_net.owners.ops import owner_operations
 from planfence_net.owners.service import Call, Handler, Service
+from planfence_net.owners.startup import run_owner
 
 FAULTS = ("wrong_key", "missing_key", "garbage_id", "duplicate_key", "slow")
 SLOW = 0.9  # seconds a `slow` owner takes to answer each get and heads

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from nacl.signing import SigningKey
 
+from planfence_net.core.decision import Decision
 from planfence_net.core.errors import LocalProtocolError
-from planfence_net.core.gate import Decision
 from planfence_net.core.records import Record, make_record
 from planfence_net.workspace.classify import (
     CRITICAL,
