@@ -77,11 +77,25 @@ def person_flag(command: str) -> str | None:
 _PERSON_COMMAND = re.compile(r"\bworkspace\s+refresh\b")
 
 
+# `planfence hook claude|codex|git` is what the agent's client (or git) runs with the
+# client's own payload; `hook install|uninstall` changes which hooks run. From the agent's
+# shell the first forges payloads (a Read it did not make, another session's SessionEnd that
+# ends that session's intents) and the second lowers the fence: both are blocked.
+_HOOK_COMMAND = re.compile(
+    r"\bplanfence(?:_net)?\s+hook\s+(claude|codex|git|install|uninstall)(?![A-Za-z0-9_-])"
+)
+
+
 def person_command(command: str) -> str | None:
-    """`workspace refresh` when the shell command `command` names it (quotes and
+    """`workspace refresh` or `hook claude|codex|git|install|uninstall` when the shell
+    command `command` runs it through `planfence` (or `python -m planfence_net`; quotes and
     backslashes ignored, as in `person_flag`), else None."""
-    if _PERSON_COMMAND.search(command.translate(_SHELL_QUOTING)):
+    text = command.translate(_SHELL_QUOTING)
+    if _PERSON_COMMAND.search(text):
         return "workspace refresh"
+    hook = _HOOK_COMMAND.search(text)
+    if hook is not None:
+        return f"hook {hook.group(1)}"
     return None
 
 

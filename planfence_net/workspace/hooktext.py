@@ -99,12 +99,18 @@ def person_only(call: ToolCall) -> str:
 
     if call.event != "PreToolUse" or call.command is None or call.tool == "apply_patch":
         return ""
-    refresh = person_command(call.command)
-    if refresh is not None:
+    command = person_command(call.command)
+    if command == "workspace refresh":
         return (
-            f"PlanFence blocked {call.describe()}{call.subagent()}: `planfence {refresh}` "
+            f"PlanFence blocked {call.describe()}{call.subagent()}: `planfence {command}` "
             f"re-bases a plan on a new branch or HEAD and is the user's decision, never the "
             f"agent's. Do not try another way; ask the user."
+        )
+    if command is not None:
+        return (
+            f"PlanFence blocked {call.describe()}{call.subagent()}: `planfence {command}` is "
+            f"run by the agent's client (or git) and the user, never from the agent's shell. "
+            f"Do not try another way; ask the user."
         )
     flag = person_flag(call.command)
     if flag is None:

@@ -219,3 +219,36 @@ def test_a_session_end_where_no_cluster_serves_says_nothing(tmp_path: Path) -> N
     folder.mkdir()
     end = {"session_id": A, "cwd": str(folder), "hook_event_name": "SessionEnd", "reason": "x"}
     assert run_hook_output("claude", end, "--scope", "user") == (0, "", "")
+
+
+def test_the_agent_cannot_forge_another_sessions_end_through_its_shell(
+    team: tuple[ClusterHandle, Path, Path],
+) -> None:
+    """`planfence hook claude` fed a SessionEnd of session A would end A's exclusive intent:
+    from B's shell that is blocked, as `hook install|uninstall` is; a commit message naming
+    the hook is not a hook command."""
+    from planfence_net.workspace.paths import executable
+
+    handle, api, web = team
+    trust(handle, api, "parser", A, "--exclusive", "src/lib.py")
+    trust(handle, web, "lexer", B, "--target", "src/other.py")  # B's shell commands may run
+    end = {"session_id": A, "cwd": str(api), "hook_event_name": "SessionEnd", "reason": "other"}
+    forged = f"echo '{json.dumps(end)}' | {executable()} hook claude --cluster {handle.path}"
+
+    def shell(command: str) -> tuple[int, str, str]:
+        call = payload("claude-bash", web, command=command)
+        call["session_id"] = B
+        return hook(handle, call)
+
+    for command in (forged, "planfence_net=1 python -m planfence_net hook 'codex' < end.json"):
+        code, out, err = shell(command)
+        assert (code, out) == (2, ""), err
+        assert err.startswith("PlanFence blocked Bash `") and err.endswith(
+            f"`: `planfence hook {'claude' if command == forged else 'codex'}` is run by the "
+            f"agent's client (or git) and the user, never from the agent's shell. Do not try "
+            f"another way; ask the user.\n"
+        ), err
+    code, _, err = shell(f"{executable()} hook uninstall claude")
+    assert code == 2 and "`planfence hook uninstall`" in err, err
+    assert shell("git commit -m 'planfence: hook install docs'") == (0, "", "")
+    assert hook(handle, write_call(web, B))[0] == 2  # A still holds src/lib.py
