@@ -75,7 +75,7 @@ class OwnerDaemon(Sessions):
             log,
             self.limits,
             max_message,
-            self._serve_peer,
+            self.serve_peer,
             lambda prefix: screen_request(prefix, self.schema),
         )
         self.sessions_by_peer: dict[str, int] = {}
@@ -83,7 +83,7 @@ class OwnerDaemon(Sessions):
         self.replies = ByteBudget(self.limits.reply_budget)
         self.requests = ByteBudget(self.limits.request_budget)
         self.unread_replies = 0  # sessions closed because a reply waited too long
-        self._idle: anyio.Event | None = None  # made by _wait_idle: not one per request
+        self._idle: anyio.Event | None = None  # made by wait_idle: not one per request
         self._synced_changed = anyio.Event()  # an ack arrived or a session left
         self.put_if_lock = anyio.Lock()
         self.now = AnswersNow(self, self.schema, self.service)
@@ -127,7 +127,7 @@ class OwnerDaemon(Sessions):
                 )
                 accepting.cancel()  # no new sessions; open ones finish what is in flight
                 with anyio.move_on_after(SHUTDOWN_GRACE):
-                    await self._wait_idle()
+                    await self.wait_idle()
                 scope.cancel()
                 return
 

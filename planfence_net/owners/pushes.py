@@ -53,7 +53,7 @@ class Pushes:
     connections: set[Connection]
     dropped_subscribers: int
     in_flight: int
-    _wait_idle: Callable[[], Awaitable[None]]
+    wait_idle: Callable[[], Awaitable[None]]
 
     def init_pushes(self) -> None:
         self._dirty: dict[Connection, None] = {}  # sessions with rows pending, oldest first
@@ -162,7 +162,7 @@ class Pushes:
                 await self._dirty_changed.wait()
             if self.in_flight:
                 with anyio.move_on_after(PUSH_PATIENCE):
-                    await self._wait_idle()
+                    await self.wait_idle()
             turn_started = time.perf_counter()
             while self._dirty and time.perf_counter() - turn_started < PUSH_TURN:
                 connection = next(iter(self._dirty))

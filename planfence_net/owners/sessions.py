@@ -1,7 +1,7 @@
 """The sessions of an owner daemon: each session's request loop and the replies it sends.
 
 `Sessions` holds the methods of `OwnerDaemon` (daemon.py) that serve one authenticated
-session, from the hand-off by the door (`_serve_peer`: at most `sessions_per_peer` of one
+session, from the hand-off by the door (`serve_peer`: at most `sessions_per_peer` of one
 peer) to shutdown: the request loop (cheap ops answered inline, the others in tasks under
 `requests_per_session`), the count of requests in flight that shutdown waits on, and the
 replies and the budgets they hold (a request waiting in a task is held against the request
@@ -60,7 +60,7 @@ class Sessions(Pushes):
         [Connection, Request | BadRequest], Awaitable[tuple[bytes, str, list[str], str]]
     ]
 
-    async def _serve_peer(
+    async def serve_peer(
         self,
         stream: NoiseStream,
         remote: str,
@@ -154,7 +154,7 @@ class Sessions(Pushes):
         if self.in_flight == 0 and self._idle is not None:
             self._idle.set()
 
-    async def _wait_idle(self) -> None:
+    async def wait_idle(self) -> None:
         """Wait until no request is in flight (any number of waiters share one event)."""
         while self.in_flight:
             if self._idle is None or self._idle.is_set():

@@ -118,13 +118,21 @@ def test_the_exemption_covers_only_our_executable_running_no_command(tmp_path: P
             f"{ours} workspace trust fix --read auth.ts --evidence 'touch pwned'",
             f"{impostor} workspace check fix",
             f"{ours} workspace serve / --listen 0.0.0.0:80",
-            f"{ours} hook uninstall claude",
-            f"{ours} hook install codex --trust",
             "planfence workspace check fix",  # a bare name: PATH, aliases, functions
         ):
             code, reason = run_hook("claude", payload("claude-bash", repo, command=command))
             assert code == 2, command
             assert "plan 'fix' is stale (critical drift)" in reason.splitlines()[0], command
+        for command, hook in (
+            (f"{ours} hook uninstall claude", "uninstall"),
+            (f"{ours} hook install codex --trust", "install"),
+        ):  # never from the agent's shell, stale plan or not
+            code, reason = run_hook("claude", payload("claude-bash", repo, command=command))
+            assert (code, reason.split("`: ", 1)[1]) == (
+                2,
+                f"`planfence hook {hook}` is run by the agent's client (or git) and the user, "
+                f"never from the agent's shell. Do not try another way; ask the user.\n",
+            ), command
         assert not (repo / "pwned").exists()
         # What a blocked agent needs still passes: our own check, and a re-trust without
         # evidence (checked by `workspace trust` itself).
