@@ -166,7 +166,8 @@ def trust(
     """
     from ..cluster.processes import link_addresses
     from ..workspace.config import find_cluster, remember_plan, workspaces
-    from ..workspace.intentclient import after_trust, before_trust, lease_of
+    from ..workspace.intentclient import before_trust, lease_of
+    from ..workspace.intentgrant import TrustIntents, after_trust
     from ..workspace.intents import check_lease
     from ..workspace.trust import (
         Evidence,
@@ -223,19 +224,8 @@ def trust(
     )
     result = run_async(wait_trust, cdir, roster, spec, addresses)
     current = remember_plan(cdir, plan, session, make_current, subagent)
-    intents = after_trust(
-        cdir,
-        roster,
-        plan,
-        result["id"],
-        targets + created,
-        held,
-        session=session,
-        subagent=subagent,
-        lease=span,
-        got=seen,
-        addresses=addresses,
-    )
+    published = TrustIntents(plan, result["id"], targets + created, held, session, subagent, span)
+    intents = after_trust(cdir, roster, published, seen, addresses)
     _warn_unguarded(cwd)
     if json_out:
         ran_json = [{"command": e.command, "exit": e.exit} for e in ran]

@@ -123,19 +123,18 @@ def announce(
     plan_id: bytes | None,
     deadline: float,
     todo: list[tuple[str, str, str]],
+    spaces: dict[str, Path],
 ) -> tuple[int, str, str]:
     """The hook's intents step for the files `todo` ((owner, relative path, as shown)) the
-    plan has not announced yet, after the drift check allowed the write: (exit code, stderr,
+    plan has not announced yet (`spaces`: the cluster's worktrees, `config.workspaces`), after the drift check allowed the write: (exit code, stderr,
     stdout). Every workspace owner is asked for live intents; another plan's exclusive
     intent blocks (exit 2); other plans' intents, and owners that could not be asked, are
     told to the model on stdout (the agents' PreToolUse JSON, `additionalContext`), and the
     plan's own intents are published and noted."""
-    from .config import workspaces
     from .facts import file_key
     from .intentnotes import save_notes, slot
     from .wire import SyncSessions
 
-    spaces = workspaces(cdir)
     mine = slot(plan, call.agent_id)
     now = time.time()
     blocked = f"PlanFence blocked {call.describe()}{call.subagent()}"
@@ -292,32 +291,3 @@ def before_trust(
                 f"exclusivity needs a file no other live plan intends"
             )
     return got
-
-
-def after_trust(
-    cdir: ClusterDir,
-    roster: Roster,
-    plan: str,
-    plan_id: bytes,
-    targets: list[str],
-    exclusive: list[str],
-    *,
-    session: str | None,
-    subagent: str | None,
-    lease: float,
-    got: Collected,
-    addresses: dict[str, tuple[str, int]] | None = None,
-) -> list[str]:
-    """Publish the trusted plan's intents on its targets (exclusive where asked), then take
-    the second look at its exclusive ones (`second_look`); returns the lines to print: other
-    plans' intents on them, and what was published. Raises ConfigError when exclusivity is
-    refused (an owner refused it, or the second look did: the lost intents are withdrawn)."""
-    from .intentgrant import publish_trust, second_look
-
-    lines, held = publish_trust(
-        cdir, roster, plan, plan_id, targets, exclusive,
-        session=session, subagent=subagent, lease=lease, got=got, addresses=addresses,
-    )  # fmt: skip
-    if held:
-        second_look(cdir, roster, plan, held, addresses)
-    return lines

@@ -54,7 +54,7 @@ def first_write_intents(
         return ALLOW, "", ""
     from .intentclient import announce
 
-    return announce(call, cdir, plan, roster, identity, plan_id, deadline, todo)
+    return announce(call, cdir, plan, roster, identity, plan_id, deadline, todo, spaces)
 
 
 def notes_path(cluster: Path, session: str | None) -> Path:

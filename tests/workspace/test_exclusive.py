@@ -18,8 +18,14 @@ import pytest
 from planfence_net.core.errors import ConfigError
 from planfence_net.workspace.facts import file_key
 from planfence_net.workspace.install import END_TIMEOUT
-from planfence_net.workspace.intentclient import after_trust, before_trust, collect
-from planfence_net.workspace.intentgrant import publish_trust, second_look
+from planfence_net.workspace.intentclient import Collected, before_trust, collect
+from planfence_net.workspace.intentgrant import (
+    TrustIntents,
+    after_trust,
+    plan_sessions,
+    publish_trust,
+    second_look,
+)
 from planfence_net.workspace.wire import SyncSessions
 from support.cluster import PLANFENCE, ClusterHandle
 from support.workspace import payload, run_cli, run_hook_output, served_team
@@ -49,6 +55,22 @@ def plan_id(plan: str) -> bytes:
     return hashlib.sha256(plan.encode()).digest()  # stands for the plan record's id
 
 
+def exclusive(plan: str, key: str) -> TrustIntents:
+    """Plan `plan` (no session's) intends the file `key` exclusively for 600 s."""
+    return TrustIntents(plan, plan_id(plan), [key], [key], None, None, 600.0)
+
+
+def publish(
+    handle: ClusterHandle, plan: str, key: str, got: Collected
+) -> tuple[list[str], list[tuple[str, str]]]:
+    """`publish_trust` alone (no second look), over sessions of its own."""
+    sessions = plan_sessions(handle.cdir, handle.roster, plan)
+    try:
+        return publish_trust(exclusive(plan, key), got, sessions)
+    finally:
+        sessions.close()
+
+
 def test_a_plan_that_looked_before_the_other_published_is_refused_at_its_second_look(
     team: tuple[ClusterHandle, Path, Path],
 ) -> None:
@@ -61,10 +83,7 @@ def test_a_plan_that_looked_before_the_other_published_is_refused_at_its_second_
     got = {}
     for plan, key in keys.items():
         try:
-            got[plan] = after_trust(
-                cdir, roster, plan, plan_id(plan), [key], [key],
-                session=None, subagent=None, lease=600.0, got=seen[plan],
-            )  # fmt: skip
+            got[plan] = after_trust(cdir, roster, exclusive(plan, key), seen[plan])
         except ConfigError as exc:
             got[plan] = [str(exc)]
     assert got["parser"][0].startswith("intent published (exclusive): api:src/lib.py until ")
@@ -88,17 +107,18 @@ def test_two_plans_that_published_in_the_same_instant_keep_one_holder(
     seen = {p: before_trust(cdir, roster, p, [k], [k]) for p, k in keys.items()}
     held = {}
     for plan, key in keys.items():  # parser publishes first: its `since` is earlier
-        lines, held[plan] = publish_trust(
-            cdir, roster, plan, plan_id(plan), [key], [key],
-            session=None, subagent=None, lease=600.0, got=seen[plan],
-        )  # fmt: skip
+        lines, held[plan] = publish(handle, plan, key, seen[plan])
         assert lines[0].startswith(f"intent published (exclusive): {key.split(':')[0]}:{REL}")
     assert holders(handle) == [("api", "parser", REL), ("web", "lexer", REL)]
     order = [first_look, *(p for p in keys if p != first_look)]
     refused = {}
     for plan in order:
         try:
-            second_look(cdir, roster, plan, held[plan])
+            sessions = plan_sessions(cdir, roster, plan)
+            try:
+                second_look(cdir, roster, plan, held[plan], sessions)
+            finally:
+                sessions.close()
         except ConfigError as exc:
             refused[plan] = str(exc)
     assert list(refused) == ["lexer"]
@@ -208,10 +228,7 @@ def test_a_later_exclusive_intent_left_behind_does_not_block_the_holder(
         "--lockfiles", "none", "--exclusive", REL, cwd=api,
     )  # fmt: skip
     assert code == 0, out + err
-    publish_trust(
-        cdir, roster, "lexer", plan_id("lexer"), [key], [key],
-        session=None, subagent=None, lease=600.0, got=seen,
-    )  # fmt: skip
+    publish(handle, "lexer", key, seen)
     assert holders(handle) == [("api", "parser", REL), ("web", "lexer", REL)]
     call = payload("claude-write", api, file_path=str(api / REL))
     call["session_id"] = A
