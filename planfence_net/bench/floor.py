@@ -16,8 +16,7 @@ import time
 from typing import Any
 
 import msgpack
-from nacl.bindings import crypto_aead_chacha20poly1305_ietf_decrypt as _decrypt
-from nacl.bindings import crypto_aead_chacha20poly1305_ietf_encrypt as _encrypt
+from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
 KEY_UP, KEY_DOWN = bytes(range(32)), bytes(range(32, 64))
 REQUEST = [0, "heads", {"keys": ["req/floor"], "expect": {"req/floor": bytes(32)}}]
@@ -29,7 +28,8 @@ class _Framed(asyncio.Protocol):
 
     def __init__(self, receive_key: bytes, send_key: bytes) -> None:
         self._buffer = bytearray()
-        self._receive_key, self._send_key = receive_key, send_key
+        # the protocol's own AEAD (protocol/noise.py), one object per direction
+        self._receive, self._send = ChaCha20Poly1305(receive_key), ChaCha20Poly1305(send_key)
         self._received = self._sent = 0
         self.transport: asyncio.Transport | None = None
 
@@ -46,12 +46,12 @@ class _Framed(asyncio.Protocol):
             del self._buffer[: 2 + length]
             nonce = self._received.to_bytes(12, "little")
             self._received += 1
-            self.message(msgpack.unpackb(_decrypt(frame, b"", nonce, self._receive_key)))
+            self.message(msgpack.unpackb(self._receive.decrypt(nonce, frame, None)))
 
     def send(self, value: Any) -> None:
         nonce = self._sent.to_bytes(12, "little")
         self._sent += 1
-        sealed = _encrypt(msgpack.packb(value), b"", nonce, self._send_key)
+        sealed = self._send.encrypt(nonce, msgpack.packb(value), None)
         assert self.transport is not None
         self.transport.write(len(sealed).to_bytes(2, "big") + sealed)
 

@@ -40,7 +40,8 @@ class Traffic:
 
 class Wire(asyncio.Protocol):
     """The socket of one session: received bytes go to `on_data` (a PlanfenceError it raises
-    ends the connection with that error); writes go straight to the transport."""
+    ends the connection with that error), which calls `wake` when they give the task in
+    `wait_readable` something to look at; writes go straight to the transport."""
 
     def __init__(self, on_data: DataHandler, traffic: Traffic) -> None:
         self.transport: asyncio.Transport | None = None
@@ -76,7 +77,6 @@ class Wire(asyncio.Protocol):
             self.on_data(data)
         except PlanfenceError as exc:
             self.fail(exc)
-        self._wake()
 
     def hold(self, reason: str) -> None:
         """Stop reading until `release(reason)` (and every other hold is released)."""
@@ -134,16 +134,17 @@ class Wire(asyncio.Protocol):
         self.error = exc
         if self.transport is not None:
             self.transport.abort()
-        self._wake()
+        self.wake()
         if self.on_close is not None:
             self.on_close(exc)
 
-    def _wake(self) -> None:
+    def wake(self) -> None:
+        """Let the task in `wait_readable` (if any) run."""
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
 
     async def wait_readable(self) -> None:
-        """Wait until data_received or a failure happens (cancellable)."""
+        """Wait until `wake` or a failure (cancellable)."""
         self._waiter = asyncio.get_running_loop().create_future()
         try:
             await self._waiter

@@ -91,9 +91,12 @@ class NoiseStream:
 
     def _on_data(self, data: bytes) -> None:
         session = self._session
+        handshaking = not session.established
         session.receive_data(data)
         while self._wire.error is None and (event := session.next_event()) is not None:
             self._handle(event)
+        if self._received or handshaking:  # a waiter has something new to look at
+            self._wire.wake()
 
     def _handle(self, event: Event) -> None:
         if isinstance(event, _RECEIVED):

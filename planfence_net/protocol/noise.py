@@ -5,8 +5,10 @@ the two side by side: the crypto functions of section 4, `CipherState` (5.1), `S
 (5.2), `HandshakeState` (5.3) and the handshake patterns of section 7. Method names follow the
 spec in snake case (`MixKey` is `mix_key`). No PSK modes, no deferred patterns, no rekey.
 
-This module does no I/O: it takes bytes and returns bytes. It is also the one place where PyNaCl
-exceptions are translated into planfence errors:
+ChaChaPoly is the `cryptography` package's ChaCha20Poly1305 (the same IETF construction as
+libsodium's, a quarter of PyNaCl's per-call cost, which a transport message pays twice); X25519
+is PyNaCl's. This module does no I/O: it takes bytes and returns bytes. It is also the one
+place where the crypto libraries' exceptions are translated into planfence errors:
 
 * `HandshakeError`: a handshake message is too short or long, fails to decrypt or carries an
   unusable public key.
@@ -25,6 +27,8 @@ from typing import Final
 import nacl.bindings
 import nacl.exceptions
 import nacl.utils
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
 from planfence_net.core.errors import HandshakeError, LocalProtocolError, RemoteProtocolError
 
@@ -92,6 +96,7 @@ class CipherState:
 
     def __init__(self, error: type[RemoteProtocolError] = RemoteProtocolError) -> None:
         self._k: bytes | None = None
+        self._aead: ChaCha20Poly1305 | None = None  # ChaChaPoly with k, made once per key
         self._n = 0
         self._error = error
 
@@ -100,6 +105,7 @@ class CipherState:
         if key is not None and len(key) != KEYLEN:
             raise LocalProtocolError(f"cipher key must be {KEYLEN} bytes, got {len(key)}")
         self._k = key
+        self._aead = None if key is None else ChaCha20Poly1305(bytes(key))
         self._n = 0
 
     def has_key(self) -> bool:
@@ -118,15 +124,14 @@ class CipherState:
         Raises LocalProtocolError if the result would exceed MAX_MESSAGE_LEN or the nonce is
         exhausted.
         """
-        if len(plaintext) + (TAG_LEN if self._k is not None else 0) > MAX_MESSAGE_LEN:
+        aead = self._aead
+        if len(plaintext) + (TAG_LEN if aead is not None else 0) > MAX_MESSAGE_LEN:
             raise LocalProtocolError(f"plaintext of {len(plaintext)} bytes exceeds a Noise message")
-        if self._k is None:
+        if aead is None:
             return bytes(plaintext)
         if self._n == MAX_NONCE:
             raise LocalProtocolError("nonce exhausted: this cipher state must not send again")
-        ciphertext = nacl.bindings.crypto_aead_chacha20poly1305_ietf_encrypt(
-            bytes(plaintext), bytes(ad), _nonce(self._n), self._k
-        )
+        ciphertext = aead.encrypt(_nonce(self._n), plaintext, ad)
         self._n += 1
         return ciphertext
 
@@ -138,17 +143,16 @@ class CipherState:
         """
         if len(ciphertext) > MAX_MESSAGE_LEN:
             raise self._error(f"message of {len(ciphertext)} bytes exceeds {MAX_MESSAGE_LEN}")
-        if self._k is None:
+        aead = self._aead
+        if aead is None:
             return bytes(ciphertext)
         if self._n == MAX_NONCE:
             raise LocalProtocolError("nonce exhausted: this cipher state must not receive again")
         if len(ciphertext) < TAG_LEN:
             raise self._error(f"ciphertext of {len(ciphertext)} bytes is shorter than the tag")
         try:
-            plaintext = nacl.bindings.crypto_aead_chacha20poly1305_ietf_decrypt(
-                bytes(ciphertext), bytes(ad), _nonce(self._n), self._k
-            )
-        except nacl.exceptions.CryptoError as exc:
+            plaintext = aead.decrypt(_nonce(self._n), ciphertext, ad)
+        except InvalidTag as exc:
             raise self._error("decryption failed: forged, corrupted or out of order") from exc
         self._n += 1
         return plaintext
