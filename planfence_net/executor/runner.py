@@ -90,7 +90,8 @@ class GateRunner:
             policy=policy,
             walks=self.walks,
         )
-        deadline = asyncio.get_running_loop().time() + self.timeout  # anyio's clock
+        loop = asyncio.get_running_loop()  # once: Python 3.11 makes a getpid(2) per call
+        deadline = loop.time() + self.timeout  # anyio's clock
         planning = 0.0
         roots = action.roots
 
@@ -98,7 +99,7 @@ class GateRunner:
             return await self.fetch(ids, deadline)
 
         async def query(queries: dict[str, HeadsQuery]) -> HeadsRound:
-            return await self.query(action, queries, deadline)
+            return await self._query(queries, deadline, loop)
 
         async def replanned(event: Replan) -> Sequence[bytes]:
             nonlocal deadline, planning, roots
@@ -142,11 +143,19 @@ class GateRunner:
         the steady state (sessions open, sockets taking what is written) this starts no task
         and enters no cancel scope: one timer gives up the answers still owed at the
         deadline."""
+        return await self._query(queries, deadline, asyncio.get_running_loop())
+
+    async def _query(
+        self,
+        queries: dict[str, HeadsQuery],
+        deadline: float | None,
+        loop: asyncio.AbstractEventLoop,
+    ) -> HeadsRound:
         heads = HeadsRound(queries)
         requests = heads.requests()
         replies = self._send_now(heads, requests)
         if replies is not None:
-            timer = asyncio.get_running_loop().call_at(self.until(deadline), _give_up, replies)
+            timer = loop.call_at(self.until(deadline), _give_up, replies)
             try:
                 for owner, reply in replies.items():
                     heads.answered(owner, await reply.outcome())

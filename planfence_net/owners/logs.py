@@ -52,6 +52,7 @@ class EventLog:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self.agent = agent
+        self._request_agent = f'"agent":{_string(agent)},"event":"request",'
         self.failed_writes = 0
         self.last_failure = ""
         self._held: list[bytes] = []
@@ -68,20 +69,22 @@ class EventLog:
         if not self._flush_scheduled:
             self._schedule_flush()
 
-    def write_request_soon(
-        self, peer: str, op: str, keys: list[str], outcome: str, latency_ms: float
-    ) -> None:
+    def write_request_soon(self, peer: str, op_keys: str, outcome: str, latency_ms: float) -> None:
         """`write_soon("request", peer=..., op=..., keys=..., outcome=..., latency_ms=...)`:
-        the same line, written field by field (one per request, on the owner's hot path)."""
-        text = _string
+        the same line, written field by field (one per request, on the owner's hot path),
+        with `op_keys` from `request_fields` (a repeated answer renders its keys once)."""
         line = (
-            f'{{"ts":{round(time.time(), 6)!r},"agent":{text(self.agent)},"event":"request",'
-            f'"peer":{text(peer)},"op":{text(op)},"keys":[{",".join(map(text, keys))}],'
-            f'"outcome":{text(outcome)},"latency_ms":{float(latency_ms)!r}}}\n'
+            f'{{"ts":{round(time.time(), 6)!r},{self._request_agent}"peer":{_string(peer)},{op_keys},'
+            f'"outcome":{_string(outcome)},"latency_ms":{float(latency_ms)!r}}}\n'
         )
         self._held.append(line.encode())
         if not self._flush_scheduled:
             self._schedule_flush()
+
+    @staticmethod
+    def request_fields(op: str, keys: list[str]) -> str:
+        """The `"op":...,"keys":[...]` part of a request line, for `write_request_soon`."""
+        return f'"op":{_string(op)},"keys":[{",".join(map(_string, keys))}]'
 
     def _schedule_flush(self) -> None:
         try:

@@ -51,7 +51,7 @@ class AnswersNow:
         self._daemon = daemon
         self._schema = schema
         self._service = service
-        self._repeats: dict[bytes, tuple[bytes, str, list[str]]] = {}
+        self._repeats: dict[bytes, tuple[bytes, str]] = {}  # rest -> (body, log fields)
         self._repeats_at = -1  # Store.commits when the kept answers were given
         self.repeated = 0
         # a service no row of which answers without waiting never decodes a request here
@@ -72,8 +72,7 @@ class AnswersNow:
             self._repeats_at = commits
         if split is not None and (kept := self._repeats.get(split[1])) is not None:
             self.repeated += 1
-            body, op, keys = kept
-            return self._send(connection, tg, split[0], body, op, keys, started)
+            return self._send(connection, tg, split[0], *kept, started)
         request = decode(data, self._schema)
         if request is None:
             return False
@@ -88,13 +87,14 @@ class AnswersNow:
             return False
         if result is None:
             return False
-        body, keys = pack(result), keys_of(request)[:64]
+        body = pack(result)
+        fields = daemon.log.request_fields(request.op, keys_of(request)[:64])
         if split is None:
             split = (pack(request.req_id), b"")
         elif operation.repeatable and len(data) <= REPEAT_MAX:
             if len(self._repeats) < REPEAT_ENTRIES:
-                self._repeats[split[1]] = (body, request.op, keys)
-        return self._send(connection, tg, split[0], body, request.op, keys, started)
+                self._repeats[split[1]] = (body, fields)
+        return self._send(connection, tg, split[0], body, fields, started)
 
     def _send(
         self,
@@ -102,11 +102,11 @@ class AnswersNow:
         tg: TaskGroup,
         req_id: bytes,
         body: bytes,
-        op: str,
-        keys: list[str],
+        fields: str,
         started: float,
     ) -> bool:
-        """Write the response [req_id, true, body] (each part already encoded)."""
+        """Write the response [req_id, true, body] (each part already encoded) and log it
+        (`fields`: the line's op and keys, rendered by `EventLog.request_fields`)."""
         daemon = self._daemon
         reply = b"".join((_ARRAY3, req_id, _TRUE, body))
         connection.stream.write_message(reply)
@@ -115,7 +115,7 @@ class AnswersNow:
             daemon.in_flight += 1
             tg.start_soon(daemon.drain, connection, len(reply))
         daemon.log.write_request_soon(
-            connection.peer.name, op, keys, "ok", round((time.perf_counter() - started) * 1000, 3)
+            connection.peer.name, fields, "ok", round((time.perf_counter() - started) * 1000, 3)
         )
         return True
 

@@ -176,7 +176,8 @@ def test_a_request_line_written_field_by_field_is_the_generic_line(
     fields = {"peer": "pl\nan", "op": "heads", "keys": ["a/\u00e9", 'b"x'], "outcome": "ok"}
     for latency in (0.123, 12.0, 0.0):
         log.write_soon("request", **fields, latency_ms=latency)
-        log.write_request_soon(*fields.values(), latency)  # type: ignore[arg-type]
+        op_keys = log.request_fields(fields["op"], fields["keys"])  # type: ignore[arg-type]
+        log.write_request_soon(fields["peer"], op_keys, "ok", latency)  # type: ignore[arg-type]
     log.close()
     lines = (tmp_path / "owner.log").read_text().splitlines()
     assert len(lines) == 6
