@@ -61,6 +61,7 @@ class Sizes:
     per_round: int = 100
     seconds: float = 5.0  # per concurrency point
     etcd: bool = True
+    repeat: int = 1  # executors curve: PlanFence and etcd runs per point, alternating
 
     @classmethod
     def quick(cls) -> Sizes:
@@ -245,7 +246,9 @@ def executors_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[R
     `etcd_client_cpu_us`) and its servers' (`owner_cpu_us`, `etcd_cpu_us`); the cores each
     side kept busy (`cores`, `etcd_cores`: clients and servers) and the share of the machine's
     CPU time left idle meanwhile (`idle`, `etcd_idle`): with idle near 0 the rate is set by
-    the CPU per call and the cores a busy machine gives each side, not by waiting."""
+    the CPU per call and the cores a busy machine gives each side, not by waiting. With
+    `sizes.repeat` > 1 each point runs both sides that many times, alternating which goes
+    first; the row shows each side's median run and the spread of the pairs' ratios."""
     binary = _etcd_wanted(sizes, progress)
     rows = []
     with (
@@ -265,7 +268,20 @@ def executors_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[R
                 "keys": plan.keys,
                 "records": records,
             }
-            pf = _concurrent("planfence", spec, c, sizes.seconds, owner_pids)
+            etcd_spec = None
+            if etcd_port is not None:
+                etcd_spec = {"port": etcd_port, "revisions": revisions}
+                etcd_pids = [_pid_listening(etcd_port)]
+            pfs: list[Row] = []
+            etcds: list[Row] = []
+            for turn in range(sizes.repeat):  # alternate which side goes first
+                order = ("planfence", "etcd") if turn % 2 == 0 else ("etcd", "planfence")
+                for side in order:
+                    if side == "planfence":
+                        pfs.append(_concurrent(side, spec, c, sizes.seconds, owner_pids))
+                    elif etcd_spec is not None:
+                        etcds.append(_concurrent(side, etcd_spec, c, sizes.seconds, etcd_pids))
+            pf = _median_run(pfs)
             row = {
                 "executors": c,
                 "decisions_per_s": pf["per_s"],
@@ -277,10 +293,8 @@ def executors_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[R
                 "cores": pf["cores"],
                 "idle": pf["idle"],
             }
-            if etcd_port is not None:
-                etcd_pid = _pid_listening(etcd_port)
-                spec = {"port": etcd_port, "revisions": revisions}
-                e = _concurrent("etcd", spec, c, sizes.seconds, [etcd_pid])
+            if etcds:
+                e = _median_run(etcds)
                 row |= {
                     "etcd_txns_per_s": e["per_s"],
                     "etcd_p99_us": e["p99_us"],
@@ -290,8 +304,23 @@ def executors_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[R
                     "etcd_cores": e["cores"],
                     "etcd_idle": e["idle"],
                 }
+                if sizes.repeat > 1:  # each pair ran back to back: its ratio is the fair one
+                    ratios = sorted(
+                        a["per_s"] / b["per_s"] for a, b in zip(pfs, etcds, strict=True)
+                    )
+                    row |= {
+                        "ratio_min": ratios[0],
+                        "ratio_median": ratios[len(ratios) // 2],
+                        "ratio_max": ratios[-1],
+                    }
             rows.append(row)
     return rows
+
+
+def _median_run(runs: list[Row]) -> Row:
+    """The run with the median rate (the upper one of an even count): one real run's
+    columns, not a mix of several."""
+    return sorted(runs, key=lambda r: r["per_s"])[len(runs) // 2]
 
 
 async def _etcd_put(port: int, keys: tuple[str, ...]) -> dict[str, int]:

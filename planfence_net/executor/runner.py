@@ -90,8 +90,7 @@ class GateRunner:
             policy=policy,
             walks=self.walks,
         )
-        loop = asyncio.get_running_loop()  # once: Python 3.11 makes a getpid(2) per call
-        deadline = loop.time() + self.timeout  # anyio's clock
+        deadline = asyncio.get_running_loop().time() + self.timeout  # anyio's clock
         planning = 0.0
         roots = action.roots
 
@@ -99,7 +98,7 @@ class GateRunner:
             return await self.fetch(ids, deadline)
 
         async def query(queries: dict[str, HeadsQuery]) -> HeadsRound:
-            return await self._query(queries, deadline, loop)
+            return await self.query(action, queries, deadline)
 
         async def replanned(event: Replan) -> Sequence[bytes]:
             nonlocal deadline, planning, roots
@@ -143,19 +142,11 @@ class GateRunner:
         the steady state (sessions open, sockets taking what is written) this starts no task
         and enters no cancel scope: one timer gives up the answers still owed at the
         deadline."""
-        return await self._query(queries, deadline, asyncio.get_running_loop())
-
-    async def _query(
-        self,
-        queries: dict[str, HeadsQuery],
-        deadline: float | None,
-        loop: asyncio.AbstractEventLoop,
-    ) -> HeadsRound:
         heads = HeadsRound(queries)
         requests = heads.requests()
         replies = self._send_now(heads, requests)
         if replies is not None:
-            timer = loop.call_at(self.until(deadline), _give_up, replies)
+            timer = asyncio.get_running_loop().call_at(self.until(deadline), _give_up, replies)
             try:
                 for owner, reply in replies.items():
                     heads.answered(owner, await reply.outcome())

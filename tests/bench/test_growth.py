@@ -30,6 +30,8 @@ def test_quick_run_measures_every_curve(tmp_path: Path) -> None:
             sys.executable,
             str(REPO / "scripts" / "bench-growth"),
             "--quick",
+            "--repeat",
+            "2",
             "--json",
             str(out),
             "--plots",
@@ -71,6 +73,10 @@ def test_quick_run_measures_every_curve(tmp_path: Path) -> None:
         assert ("etcd_txns_per_s" in row) == etcd_here
         assert ("etcd_cores" in row) == ("etcd_idle" in row) == etcd_here
         assert ("etcd_client_cpu_us" in row) == etcd_here
+        # two runs a side, alternating: the pairs' ratios, lowest to highest
+        assert ("ratio_median" in row) == etcd_here
+        if etcd_here:
+            assert 0 < row["ratio_min"] <= row["ratio_median"] == row["ratio_max"]
 
     machine = data["machine"]["rows"]
     assert [r["owners"] for r in machine] == list(quick.machine)
