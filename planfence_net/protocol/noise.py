@@ -64,8 +64,9 @@ def _dh(private: bytes, public: bytes) -> bytes:
 
 
 def _nonce(n: int) -> bytes:
-    """ChaChaPoly nonce: 32 bits of zeros followed by the 64-bit little-endian counter."""
-    return b"\x00" * 4 + n.to_bytes(8, "little")
+    """ChaChaPoly nonce: 32 bits of zeros followed by the 64-bit little-endian counter
+    (read as one 96-bit little-endian number: n << 32)."""
+    return (n << 32).to_bytes(12, "little")
 
 
 def _hash(data: bytes) -> bytes:

@@ -248,8 +248,11 @@ class Session:
         on a responder, until `accept()`). Raises as the module docstring says."""
         if self._error is not None:
             raise self._error
+        events = self._events
+        if events:
+            return events.popleft()
         try:
-            while not self._events:
+            while True:
                 if self._state == _ACCEPTING:
                     return None
                 frame = self._decoder.next_frame()
@@ -259,10 +262,11 @@ class Session:
                     self._read_handshake(frame)
                 else:
                     self._read_transport(frame)
+                if events:
+                    return events.popleft()
         except RemoteProtocolError as exc:
             self._error = exc if self._state == _OPEN else _handshake_error(exc)
             raise self._error from None
-        return self._events.popleft()
 
     def _read_handshake(self, frame: bytes) -> None:
         """Handshake frames: RemoteProtocolErrors become HandshakeErrors (their cause kept)."""
@@ -280,13 +284,15 @@ class Session:
             self._events.append(HandshakeReceived(peer))
 
     def _read_transport(self, frame: bytes) -> None:
-        held = self._assembler.assembling
-        message = self._assembler.add(self._receive_cipher.decrypt_with_ad(b"", frame))
-        holds = self._assembler.assembling
-        if held or holds:
-            self._events.append(LargeChunk(starts=not held, ends=not holds))
-        if message is None:
-            return
+        assembler = self._assembler
+        held = assembler.assembling
+        message = assembler.add(self._receive_cipher.decrypt_with_ad(b"", frame))
+        if held or message is None:  # a whole message (or a refusal) from no held chunk holds none
+            holds = assembler.assembling
+            if held or holds:
+                self._events.append(LargeChunk(starts=not held, ends=not holds))
+            if message is None:
+                return
         if isinstance(message, PlanfenceError):
             self._events.append(Refused(message))
         elif self.match_responses:
