@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .errors import ConfigError, RecordError
@@ -17,12 +17,49 @@ from .records import ID_LEN, Record, record_from_wire, verify
 from .roster import Roster
 
 
+class ReadOnlyDict(dict):  # type: ignore[type-arg]
+    """A dict that refuses to change: one value shared by every warm decision (a gate's
+    memoised queries, a decision's evidence) instead of a copy per decision. It equals,
+    prints, packs (msgpack) and serialises (JSON) as the plain dict it holds; changing it
+    raises TypeError."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("this dict is shared and read-only: copy it with dict(...) to change it")
+
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    clear = pop = popitem = setdefault = update = _refuse
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (dict(self),))
+
+
 @dataclass(frozen=True, slots=True)
 class HeadsQuery:
-    """One owner's batched heads request; `expect` holds the frontier ids of its keys."""
+    """One owner's batched heads request; `expect` holds the frontier ids of its keys.
+
+    The gate's queries are shared by its warm decisions: their `expect` is a ReadOnlyDict,
+    and `args` then holds the query's `heads` request args (read-only, built once, what
+    `drive.heads_args` returns); None for a query with a plain dict, which may change.
+    """
 
     keys: tuple[str, ...]
     expect: dict[str, bytes]
+    args: dict[str, Any] | None = field(default=None, init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if type(self.expect) is ReadOnlyDict:
+            object.__setattr__(self, "args", ReadOnlyDict(request_args(self.keys, self.expect)))
+
+
+def request_args(keys: tuple[str, ...], expect: dict[str, bytes]) -> dict[str, Any]:
+    """A heads request's args: `expect` alone when it names every key (each key once), and
+    `short` rows for keys still at their expected id (the gate knows those ids). They hold
+    `expect` itself (not a copy)."""
+    if list(expect) == list(keys):
+        return {"expect": expect, "short": True}
+    return {"keys": list(keys), "expect": expect, "short": True}
 
 
 Verify = Callable[[Record], None]  # raises RecordError (or ConfigError) for a bad record

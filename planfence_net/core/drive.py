@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from typing import Any, Literal, TypeVar
 
-from .answers import HeadsQuery, Verify, omitted_ids, verified_records
+from .answers import HeadsQuery, Verify, omitted_ids, request_args, verified_records
 from .decision import MALFORMED_RESPONSE, OWNER_UNAVAILABLE, TIMEOUT, Decision
 from .errors import HandshakeError, LocalProtocolError, PlanfenceError, RequestError, TransportError
 from .gate import FetchRecords, Gate, QueryHeads, Replan
@@ -144,10 +144,12 @@ class HeadsRound:
 
 def heads_args(query: HeadsQuery) -> dict[str, Any]:
     """A heads request's args: `expect` alone when it names every key (each key once), and
-    `short` rows for keys still at their expected id (the gate knows those ids)."""
-    if list(query.expect) == list(query.keys):
-        return {"expect": dict(query.expect), "short": True}
-    return {"keys": list(query.keys), "expect": dict(query.expect), "short": True}
+    `short` rows for keys still at their expected id (the gate knows those ids). A gate's
+    shared query has them built once (`query.args`, read-only); any other query gets its
+    own copy of `expect`."""
+    if query.args is not None:
+        return query.args
+    return request_args(query.keys, dict(query.expect))
 
 
 def failure_reason(outcome: PlanfenceError | None) -> str:

@@ -22,7 +22,14 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .answers import HeadsQuery, Malformed, Unchanged, check_answer, unchanged_answer
+from .answers import (
+    HeadsQuery,
+    Malformed,
+    ReadOnlyDict,
+    Unchanged,
+    check_answer,
+    unchanged_answer,
+)
 from .decision import (
     AUTHORIZED,
     BLOCKED,
@@ -147,6 +154,7 @@ class Gate:
         self._unanswered: tuple[str, ...] = ()
         self._pending: frozenset[bytes] = frozenset()
         self._frontier: dict[str, Record] = {}
+        self._frontier_ids: dict[str, bytes] | None = None  # the memo's, for this frontier
         self._queries: dict[str, HeadsQuery] = {}
         self._unchanged: dict[str, Unchanged | None] = {}
         self._reported: set[str] = set()
@@ -238,7 +246,7 @@ class Gate:
         self._expect(_State.REPLANNING, "replanned")
         self._roots = _check_roots(tuple(new_roots))
         self._replanned = True
-        self._frontier, self._heads = {}, {}
+        self._frontier, self._frontier_ids, self._heads = {}, None, {}
         self._state = _State.LINEAGE
 
     def add_traffic(self, sent: int, received: int) -> None:
@@ -287,32 +295,35 @@ class Gate:
             self._state = _State.FETCHING
             self._round_trips += 1
             return FetchRecords(result.ids)
-        self._frontier = result.versions
+        self._frontier, self._frontier_ids = result.versions, None
         return self._query(result.memo)
 
     def _query(self, memo: dict[Any, Any]) -> Event:
         # The queries depend on the frontier, owner_of and the policy's extra keys alone: a
         # frontier from the walk cache keeps them (and each owner's all-unchanged answer)
-        # in its memo, so a warm gate builds them once per lineage.
+        # in its memo, so a warm gate builds them once per lineage. They are read-only: every
+        # warm decision hands the runtime the same ones, and its Decision the same frontier.
         memo_key = ("heads", self._owner_of, self.policy.query_keys)
         known = memo.get(memo_key)
         if known is None:
             built = self._build_queries()
             if isinstance(built, Decision):
                 return built
-            known = (built, {o: unchanged_answer(q, self._frontier) for o, q in built.items()})
+            known = (
+                built,
+                {o: unchanged_answer(q, self._frontier) for o, q in built.items()},
+                ReadOnlyDict({key: record.id for key, record in self._frontier.items()}),
+            )
             if len(memo) < MEMO_ENTRIES:
                 memo[memo_key] = known
-        self._queries, self._unchanged = known
+        self._queries, self._unchanged, self._frontier_ids = known
         if not self._queries:
             return self._finish(AUTHORIZED, None, "no declared dependencies to validate")
         self._reported, self._failures = set(), {}
         self._heads, self._inline = {}, {}
         self._state = _State.QUERYING
         self._round_trips += 1
-        return QueryHeads(
-            {owner: HeadsQuery(q.keys, dict(q.expect)) for owner, q in self._queries.items()}
-        )
+        return QueryHeads(self._queries)
 
     def _build_queries(self) -> dict[str, HeadsQuery] | Decision:
         """Each owner's query for the frontier's keys (and the policy's extra keys), or the
@@ -327,12 +338,16 @@ class Gate:
             if owner is None:
                 return self._block(UNKNOWN_OWNER, f"no roster agent owns key {key!r}")
             by_owner.setdefault(owner, []).append(key)
-        return {
-            owner: HeadsQuery(
-                tuple(owned), {k: self._frontier[k].id for k in owned if k in self._frontier}
+        return ReadOnlyDict(
+            (
+                owner,
+                HeadsQuery(
+                    tuple(owned),
+                    ReadOnlyDict({k: self._frontier[k].id for k in owned if k in self._frontier}),
+                ),
             )
             for owner, owned in by_owner.items()
-        }
+        )
 
     def _decide(self) -> Event:
         for owner in (*self._queries, *self._failures):
@@ -371,9 +386,13 @@ class Gate:
             reason=reason,
             detail=detail,
             replanned=self._replanned,
-            frontier={key: record.id for key, record in self._frontier.items()},
-            heads=dict(self._heads),
-            drift=dict(self._drift),
+            frontier=(
+                {key: record.id for key, record in self._frontier.items()}
+                if self._frontier_ids is None
+                else self._frontier_ids
+            ),
+            heads=self._heads,  # the gate never changes these once it decided
+            drift=self._drift,
             round_trips=self._round_trips,
             bytes_sent=self._sent,
             bytes_received=self._received,
