@@ -33,6 +33,8 @@ from .pool import SessionPool
 from .replica import Replica
 
 ReplanHook = Callable[[Action, tuple[Record, ...]], Awaitable[Sequence[bytes]]]
+_DEFAULT_POLICY = GatePolicy()  # wait_decision's default
+_NO_REPLAN = GatePolicy(replan=False)  # the default for a decision without a replan hook
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +74,7 @@ class GateRunner:
         self.walks = WalkCache()  # the replica only grows, so its successful walks stay valid
 
     async def wait_decision(
-        self, action: Action, replan: ReplanHook | None = None, policy: GatePolicy = GatePolicy()
+        self, action: Action, replan: ReplanHook | None = None, policy: GatePolicy = _DEFAULT_POLICY
     ) -> GateRun:
         """Run the gate for `action` until it decides, within `timeout` seconds of
         coordination. Never raises for owner failures.
@@ -80,7 +82,7 @@ class GateRunner:
         Without a `replan` hook a drift blocks with `stale_plan` (the caller replans).
         """
         if replan is None and policy.replan:
-            policy = _without_replan(policy)
+            policy = _NO_REPLAN if policy is _DEFAULT_POLICY else _without_replan(policy)
         gate = Gate(
             action,
             owner_of=self.roster.owner_of,
@@ -94,11 +96,12 @@ class GateRunner:
         planning = 0.0
         roots = action.roots
 
-        async def fetch(ids: tuple[bytes, ...]) -> FetchRound:
-            return await self.fetch(ids, deadline)
+        # the steps' own coroutines, under the deadline of the moment (a replan moves it)
+        def fetch(ids: tuple[bytes, ...]) -> Awaitable[FetchRound]:
+            return self.fetch(ids, deadline)
 
-        async def query(queries: dict[str, HeadsQuery]) -> HeadsRound:
-            return await self.query(action, queries, deadline)
+        def query(queries: dict[str, HeadsQuery]) -> Awaitable[HeadsRound]:
+            return self.query(action, queries, deadline)
 
         async def replanned(event: Replan) -> Sequence[bytes]:
             nonlocal deadline, planning, roots
@@ -148,7 +151,7 @@ class GateRunner:
         if replies is not None:
             timer = asyncio.get_running_loop().call_at(self.until(deadline), _give_up, replies)
             try:
-                for owner, reply in replies.items():
+                for owner, reply in replies:
                     heads.answered(owner, await reply.outcome())
             finally:
                 timer.cancel()
@@ -173,36 +176,41 @@ class GateRunner:
 
     def _send_now(
         self, heads: HeadsRound, requests: dict[str, dict[str, Any]]
-    ) -> dict[str, Reply] | None:
+    ) -> list[tuple[str, Reply]] | None:
         """Put every owner's heads request on the wire at once when every session is live
-        and its socket takes it without waiting; None, having sent nothing, otherwise. An
-        owner whose session fails here is answered with the failure."""
-        sessions = [self.pool.live(owner) for owner in requests]
-        if not all(s is not None and s.stream.writable for s in sessions):
-            return None
+        and its socket takes it without waiting, and return the (owner, reply) pairs to
+        await, in that order; None, having sent nothing, otherwise. An owner whose session
+        fails here is answered with the failure."""
+        pool = self.pool
+        live: list[tuple[str, Session, dict[str, Any]]] = []
+        for owner, args in requests.items():
+            session = pool.live(owner)
+            if session is None or not session.stream.writable:
+                return None
+            live.append((owner, session, args))
         # every request is encrypted before the first write: a write wakes its owner,
         # which may take this core until it has answered
         prepared: list[tuple[str, Session, Reply, bytes]] = []
-        for (owner, args), session in zip(requests.items(), sessions, strict=True):
-            assert session is not None
+        for owner, session, args in live:
             try:
-                prepared.append(
-                    (owner, session, *self.pool.prepare_on(session, owner, "heads", args))
-                )
+                reply, data = pool.prepare_on(session, owner, "heads", args)
             except PlanfenceError as exc:
                 heads.answered(owner, exc)
-        replies: dict[str, Reply] = {}
+                continue
+            prepared.append((owner, session, reply, data))
+        replies: list[tuple[str, Reply]] = []
         for owner, session, reply, data in prepared:
             try:
-                self.pool.write_on(session, owner, data)
+                pool.write_on(session, owner, data)
             except PlanfenceError as exc:
                 reply.give_up()
                 heads.answered(owner, exc)
                 continue
-            replies[owner] = reply
+            replies.append((owner, reply))
         # the answer of the owner asked last is awaited first: the owners woken in turn
         # usually answer in turn, and the earlier answers are then in when the task wakes
-        return dict(reversed(replies.items()))
+        replies.reverse()
+        return replies
 
     def until(self, deadline: float | None) -> float:
         """`deadline`, or `timeout` from now when it is None (a step run on its own)."""
@@ -215,7 +223,7 @@ def _without_replan(policy: GatePolicy) -> GatePolicy:
     return dataclasses.replace(policy, replan=False)
 
 
-def _give_up(replies: dict[str, Reply]) -> None:
+def _give_up(replies: list[tuple[str, Reply]]) -> None:
     """The deadline passed: the answers still owed count as not given in time."""
-    for reply in replies.values():
+    for _, reply in replies:
         reply.give_up()
