@@ -73,7 +73,7 @@ class Malformed(Exception):
 class Unchanged:
     """An owner's whole answer when every key of its query is still at the frontier's
     version: `rows` as it sends them ([key, seq], short), `heads` as `check_answer` reads
-    them."""
+    them (read-only: `check_answer` returns it as is)."""
 
     rows: list[list[Any]]
     heads: dict[str, tuple[bytes | None, int]]
@@ -89,7 +89,7 @@ def unchanged_answer(query: HeadsQuery, frontier: dict[str, Record]) -> Unchange
         return None
     present = [record for record in used if record is not None]
     rows: list[list[Any]] = [[record.key, record.seq] for record in present]
-    return Unchanged(rows, {r.key: (query.expect[r.key], r.seq) for r in present})
+    return Unchanged(rows, ReadOnlyDict({r.key: (query.expect[r.key], r.seq) for r in present}))
 
 
 def check_answer(
@@ -104,18 +104,18 @@ def check_answer(
 
     `unchanged` (from `unchanged_answer` for the same query and frontier) lets an answer
     that is exactly it be accepted in one comparison: it is what the checks below accept
-    and return for an owner whose every key is unchanged. Raises Malformed naming the first
-    thing wrong with the answer.
+    and return for an owner whose every key is unchanged (its heads are then `unchanged.heads`
+    itself, read-only). Raises Malformed naming the first thing wrong with the answer.
     """
     if not isinstance(result, dict) or not isinstance(result.get("heads"), list):
         raise Malformed("answer is not a map with a 'heads' list")
     if (
         unchanged is not None
         and result["heads"] == unchanged.rows
-        and result.get("records", []) == []
-        and all(type(row[1]) is int for row in result["heads"])  # == takes True for 1
+        and result.get("records", _NO_RECORDS) == []
+        and _int_seqs(result["heads"])  # == takes True for 1
     ):
-        return dict(unchanged.heads), {}
+        return unchanged.heads, {}
     heads = _check_heads(query, result["heads"], frontier)
     raw_records = result.get("records", [])
     if not isinstance(raw_records, list):
@@ -126,6 +126,17 @@ def check_answer(
         if head != query.expect[key] and key not in inline:
             raise Malformed(f"key {key!r} changed but its record was not sent inline")
     return heads, inline
+
+
+_NO_RECORDS: list[Any] = []  # an answer without "records" (never changed)
+
+
+def _int_seqs(rows: list[list[Any]]) -> bool:
+    """True when every row's seq is an int (not a bool): a loop, no generator per answer."""
+    for row in rows:
+        if type(row[1]) is not int:
+            return False
+    return True
 
 
 def _check_heads(

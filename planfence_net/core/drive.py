@@ -183,8 +183,9 @@ async def drive(
     while True:
         if traffic is not None:
             now = traffic()
-            gate.add_traffic(now[0] - mark[0], now[1] - mark[1])
-            mark = now
+            if now != mark:  # adding nothing is a call saved (the first time, always)
+                gate.add_traffic(now[0] - mark[0], now[1] - mark[1])
+                mark = now
         event = gate.next_event()
         if isinstance(event, Decision):
             return event

@@ -177,8 +177,8 @@ class Gate:
         if self._state is _State.LINEAGE:
             return self._walk()
         if self._state is _State.QUERYING:
-            unreported = [owner for owner in self._queries if owner not in self._reported]
-            if unreported:
+            if len(self._reported) < len(self._queries):  # only queried owners are reported
+                unreported = [owner for owner in self._queries if owner not in self._reported]
                 raise LocalProtocolError(f"no answer reported yet for owners: {unreported}")
             return self._decide()
         raise LocalProtocolError(
@@ -225,7 +225,8 @@ class Gate:
             self._failures[owner] = (MALFORMED_RESPONSE, f"owner {owner!r}: {exc}")
             return
         self._heads.update(heads)
-        self._inline.update(inline)
+        if inline:
+            self._inline.update(inline)
 
     def heads_failed(self, owner: str, reason: str) -> None:
         """Report that a queried owner gave no usable answer: `reason` is owner_unavailable,
@@ -350,9 +351,10 @@ class Gate:
         )
 
     def _decide(self) -> Event:
-        for owner in (*self._queries, *self._failures):
-            if owner in self._failures:
-                return self._block(*self._failures[owner])
+        if self._failures:
+            for owner in (*self._queries, *self._failures):
+                if owner in self._failures:
+                    return self._block(*self._failures[owner])
         drift: dict[str, tuple[bytes, bytes]] = {}
         for key, record in self._frontier.items():
             head = self._heads[key][0]
@@ -402,6 +404,7 @@ class Gate:
 
 
 def _check_roots(roots: tuple[bytes, ...]) -> tuple[bytes, ...]:
-    if not all(isinstance(rid, bytes) and len(rid) == ID_LEN for rid in roots):
-        raise LocalProtocolError(f"action roots must be {ID_LEN}-byte record ids")
+    for rid in roots:
+        if not isinstance(rid, bytes) or len(rid) != ID_LEN:
+            raise LocalProtocolError(f"action roots must be {ID_LEN}-byte record ids")
     return roots
