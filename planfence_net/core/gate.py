@@ -314,17 +314,18 @@ class Gate:
                 built,
                 {o: unchanged_answer(q, self._frontier) for o, q in built.items()},
                 ReadOnlyDict({key: record.id for key, record in self._frontier.items()}),
+                QueryHeads(built),
             )
             if len(memo) < MEMO_ENTRIES:
                 memo[memo_key] = known
-        self._queries, self._unchanged, self._frontier_ids = known
+        self._queries, self._unchanged, self._frontier_ids, event = known
         if not self._queries:
             return self._finish(AUTHORIZED, None, "no declared dependencies to validate")
         self._reported, self._failures = set(), {}
         self._heads, self._inline = {}, {}
         self._state = _State.QUERYING
         self._round_trips += 1
-        return QueryHeads(self._queries)
+        return event
 
     def _build_queries(self) -> dict[str, HeadsQuery] | Decision:
         """Each owner's query for the frontier's keys (and the policy's extra keys), or the
