@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -72,6 +73,7 @@ class GateRunner:
         self.timeout = timeout
         self.verify = verifier(self.roster)
         self.walks = WalkCache()  # the replica only grows, so its successful walks stay valid
+        self._give_ups = _GiveUps()
 
     async def wait_decision(
         self, action: Action, replan: ReplanHook | None = None, policy: GatePolicy = _DEFAULT_POLICY
@@ -143,18 +145,19 @@ class GateRunner:
         """Send every owner its heads query for `action`, all before waiting for any, and
         take the answers until `deadline` (anyio's clock; default `timeout` from now). In
         the steady state (sessions open, sockets taking what is written) this starts no task
-        and enters no cancel scope: one timer gives up the answers still owed at the
-        deadline."""
+        and enters no cancel scope: the runner's one timer gives up the answers still owed at
+        the deadline."""
         heads = HeadsRound(queries)
         requests = heads.requests()
         replies = self._send_now(heads, requests)
         if replies is not None:
-            timer = asyncio.get_running_loop().call_at(self.until(deadline), _give_up, replies)
+            give_ups = self._give_ups
+            give_ups.add(asyncio.get_running_loop(), self.until(deadline), replies)
             try:
                 for owner, reply in replies:
                     heads.answered(owner, await reply.outcome())
             finally:
-                timer.cancel()
+                give_ups.discard(replies)
             return heads
         with anyio.CancelScope(deadline=self.until(deadline)):
             unreachable = await self.pool.connect_missing(requests)
@@ -223,7 +226,46 @@ def _without_replan(policy: GatePolicy) -> GatePolicy:
     return dataclasses.replace(policy, replan=False)
 
 
-def _give_up(replies: list[tuple[str, Reply]]) -> None:
-    """The deadline passed: the answers still owed count as not given in time."""
-    for _, reply in replies:
-        reply.give_up()
+class _GiveUps:
+    """Gives up the replies of a runner's heads rounds at their deadlines, with one event-loop
+    timer for all of them, due at the earliest deadline: a timer per round costs more than
+    the rest of the runner's part of a decision together."""
+
+    __slots__ = ("_rounds", "_loop", "_timer", "_due")
+
+    def __init__(self) -> None:
+        self._rounds: dict[int, tuple[float, list[tuple[str, Reply]]]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._due = math.inf  # when the timer fires (inf: no timer)
+
+    def add(
+        self, loop: asyncio.AbstractEventLoop, deadline: float, replies: list[tuple[str, Reply]]
+    ) -> None:
+        """Give `replies` up at `deadline` (`loop`'s clock) unless `discard`ed first."""
+        self._rounds[id(replies)] = (deadline, replies)
+        if deadline < self._due or loop is not self._loop:
+            self._arm(loop, deadline)
+
+    def discard(self, replies: list[tuple[str, Reply]]) -> None:
+        """The round ended: its replies are no longer given up."""
+        self._rounds.pop(id(replies), None)
+
+    def _arm(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
+        if self._timer is not None and loop is self._loop:  # a timer of an ended loop is moot
+            self._timer.cancel()
+        self._loop, self._due = loop, when
+        self._timer = loop.call_at(when, self._fire, when)
+
+    def _fire(self, due: float) -> None:
+        """The timer set for `due`: give up every round whose deadline it is, and set it for
+        the earliest of the others."""
+        self._timer, self._due = None, math.inf
+        for key, (deadline, replies) in list(self._rounds.items()):
+            if deadline <= due:
+                del self._rounds[key]
+                for _, reply in replies:
+                    reply.give_up()
+        if self._rounds:
+            assert self._loop is not None
+            self._arm(self._loop, min(deadline for deadline, _ in self._rounds.values()))

@@ -15,6 +15,7 @@ import anyio
 import pytest
 
 from planfence_net.bench.writers import OwnerWriter
+from planfence_net.core.answers import HeadsQuery
 from planfence_net.core.gate import Action
 from planfence_net.core.records import Record
 from planfence_net.executor.pool import SessionPool
@@ -169,6 +170,34 @@ async def test_stopped_owner_blocks_timeout_at_the_deadline(live_cluster) -> Non
             os.kill(pid, signal.SIGCONT)
     assert (d.outcome, d.reason) == ("blocked", "timeout")
     assert DEADLINE * 0.9 <= elapsed < DEADLINE * 2
+
+
+async def test_heads_rounds_in_flight_together_each_end_at_their_own_deadline(live_cluster) -> None:  # type: ignore[no-untyped-def]
+    """The runner gives owed answers up with one timer for all its rounds: a round asked
+    after another but with an earlier deadline ends at it, and the other at its own."""
+    async with world(live_cluster) as w:
+        _, fact, plan = await w.plan()
+        await w.decide(plan)  # sessions open and writable: the rounds take the timer path
+        action = Action("ship", (plan,), ("inv/stock",))
+        queries = {"inventory": HeadsQuery(("inv/stock",), {"inv/stock": fact})}
+        ended: dict[str, tuple[float, object]] = {}
+        pid = live_cluster.owner_pid("inventory")
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            start = anyio.current_time()
+
+            async def ask(name: str, after: float) -> None:
+                heads = await w.runner.query(action, queries, start + after)
+                ended[name] = (anyio.current_time() - start, heads.outcomes)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ask, "late", 1.0)  # runs first: its deadline is set first
+                tg.start_soon(ask, "early", 0.3)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+    assert ended["early"][1] == ended["late"][1] == {"inventory": None}
+    assert 0.3 <= ended["early"][0] < 0.6
+    assert 1.0 <= ended["late"][0] < 1.5
 
 
 async def test_a_stopped_unrelated_owner_does_not_delay_the_lineage_fetch(live_cluster) -> None:  # type: ignore[no-untyped-def]
