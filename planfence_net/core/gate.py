@@ -45,6 +45,7 @@ from .errors import ConfigError, LocalProtocolError, RecordError
 from .lineage import MISSING_LINEAGE, Blocked, Missing, WalkCache, walk
 from .records import ID_LEN, Record
 
+_NOTHING: frozenset[bytes] = frozenset()
 MEMO_ENTRIES = 8  # derived queries kept per cached frontier (one per owner_of and policy)
 
 
@@ -128,6 +129,38 @@ class Gate:
     `walks` (shared by the gates of one local store) skips walks that reached a frontier before.
     """
 
+    # one Gate per decision: slots make it cheaper to build and to read
+    __slots__ = (
+        "action",
+        "policy",
+        "_walker",
+        "_owner_of",
+        "_verify",
+        "_lookup",
+        "_clock",
+        "_started",
+        "_state",
+        "_roots",
+        "_fetched",
+        "_asked",
+        "_unanswered",
+        "_pending",
+        "_frontier",
+        "_frontier_ids",
+        "_queries",
+        "_unchanged",
+        "_reported",
+        "_failures",
+        "_heads",
+        "_inline",
+        "_drift",
+        "_replanned",
+        "_round_trips",
+        "_sent",
+        "_received",
+        "_decision",
+    )
+
     def __init__(
         self,
         action: Action,
@@ -152,7 +185,7 @@ class Gate:
         self._fetched: dict[bytes, Record] = {}
         self._asked: set[bytes] = set()
         self._unanswered: tuple[str, ...] = ()
-        self._pending: frozenset[bytes] = frozenset()
+        self._pending: frozenset[bytes] = _NOTHING
         self._frontier: dict[str, Record] = {}
         self._frontier_ids: dict[str, bytes] | None = None  # the memo's, for this frontier
         self._queries: dict[str, HeadsQuery] = {}
@@ -204,7 +237,7 @@ class Gate:
             except (RecordError, ConfigError):  # ConfigError: the roster cannot decide
                 continue
             self._fetched[record.id] = record
-        self._pending = frozenset()
+        self._pending = _NOTHING
         self._state = _State.LINEAGE
 
     def heads_answered(self, owner: str, result: object) -> None:
