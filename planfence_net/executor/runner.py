@@ -243,29 +243,34 @@ class _GiveUps:
         self, loop: asyncio.AbstractEventLoop, deadline: float, replies: list[tuple[str, Reply]]
     ) -> None:
         """Give `replies` up at `deadline` (`loop`'s clock) unless `discard`ed first."""
+        if loop is not self._loop:  # the rounds and the timer of an ended loop are moot
+            self._rounds.clear()
+            self._loop, self._timer, self._due = loop, None, math.inf
         self._rounds[id(replies)] = (deadline, replies)
-        if deadline < self._due or loop is not self._loop:
-            self._arm(loop, deadline)
+        if deadline < self._due:
+            self._arm(deadline)
 
     def discard(self, replies: list[tuple[str, Reply]]) -> None:
         """The round ended: its replies are no longer given up."""
         self._rounds.pop(id(replies), None)
 
-    def _arm(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
-        if self._timer is not None and loop is self._loop:  # a timer of an ended loop is moot
+    def _arm(self, when: float) -> None:
+        assert self._loop is not None
+        if self._timer is not None:
             self._timer.cancel()
-        self._loop, self._due = loop, when
-        self._timer = loop.call_at(when, self._fire, when)
+        self._due = when
+        self._timer = self._loop.call_at(when, self._fire, when)
 
     def _fire(self, due: float) -> None:
-        """The timer set for `due`: give up every round whose deadline it is, and set it for
-        the earliest of the others."""
+        """The timer set for `due`: give up every round whose deadline has come (as a timer
+        of its own would have), and set it for the earliest of the others."""
+        assert self._loop is not None
         self._timer, self._due = None, math.inf
+        come = max(due, self._loop.time())
         for key, (deadline, replies) in list(self._rounds.items()):
-            if deadline <= due:
+            if deadline <= come:
                 del self._rounds[key]
                 for _, reply in replies:
                     reply.give_up()
         if self._rounds:
-            assert self._loop is not None
-            self._arm(self._loop, min(deadline for deadline, _ in self._rounds.values()))
+            self._arm(min(deadline for deadline, _ in self._rounds.values()))
