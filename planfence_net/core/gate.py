@@ -281,7 +281,9 @@ class Gate:
         self._expect(_State.REPLANNING, "replanned")
         self._roots = _check_roots(tuple(new_roots))
         self._replanned = True
-        self._frontier, self._frontier_ids, self._heads = {}, None, {}
+        self._frontier, self._frontier_ids = {}, None
+        # a new heads round starts from nothing (the first one from __init__'s)
+        self._reported, self._failures, self._heads, self._inline = set(), {}, {}, {}
         self._state = _State.LINEAGE
 
     def add_traffic(self, sent: int, received: int) -> None:
@@ -355,8 +357,6 @@ class Gate:
         self._queries, self._unchanged, self._frontier_ids, event = known
         if not self._queries:
             return self._finish(AUTHORIZED, None, "no declared dependencies to validate")
-        self._reported, self._failures = set(), {}
-        self._heads, self._inline = {}, {}
         self._state = _State.QUERYING
         self._round_trips += 1
         return event
