@@ -24,7 +24,8 @@ class Decision:
     """The final outcome with its evidence (step 5 of the gate: explain).
 
     `reason` is None for an authorization and names the block otherwise. `drift` maps key -> (plan's id, owner's head id) of the first drifting round;
-    `heads` maps key -> (head id, seq) of the last heads round.
+    `heads` maps key -> (head id, seq) of the last heads round. `frontier` may be shared by
+    the warm decisions of one plan: read-only (changing it raises TypeError).
     """
 
     action: str

@@ -90,7 +90,9 @@ class FetchRecords:
 
 @dataclass(frozen=True, slots=True)
 class QueryHeads:
-    """Send each owner its query (owner name -> query), all under one deadline."""
+    """Send each owner its query (owner name -> query), all under one deadline.
+
+    The queries are the gate's, shared by its warm decisions: read-only (ReadOnlyDict)."""
 
     queries: dict[str, HeadsQuery]
 
