@@ -149,6 +149,9 @@ def run_authorize(args: list[str]) -> None:
     import gc
 
     gc.disable()  # a short-lived process: no cyclic collection while it imports
+    from ..protocol.noise import few_messages
+
+    few_messages()  # a few messages: PyNaCl's ChaChaPoly, no `cryptography` import
     _exit(authorize(parsed))
 
 

@@ -271,9 +271,12 @@ def _seconds(argv: list[str]) -> str:
 
 
 def _in_process(agent: str, argv: list[str], data: bytes | BaseException) -> int:
-    """Today's hook (`hook.main`) on the same bytes (or the same error reading them)."""
+    """Today's hook (`hook.main`) on the same bytes (or the same error reading them), in
+    this short-lived process (a few messages: PyNaCl's ChaChaPoly, no `cryptography`)."""
+    from ..protocol.noise import few_messages
     from .hook import main
 
+    few_messages()
     if isinstance(data, BaseException):
         return main(agent, argv, stdin=_Failing(data))
     return main(agent, argv, stdin=io.BytesIO(data))

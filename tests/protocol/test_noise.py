@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planfence_net.core.errors import HandshakeError, LocalProtocolError, RemoteProtocolError
+from planfence_net.protocol import noise
 from planfence_net.protocol.noise import (
     MAX_MESSAGE_LEN,
     TAG_LEN,
@@ -93,9 +94,19 @@ def test_vector_file_has_every_supported_protocol(file_name: str) -> None:
     assert names == sorted(SUPPORTED_NAMES), f"{file_name}: selected {names}"
 
 
+@pytest.fixture(params=["cryptography", "pynacl"])
+def chachapoly(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test runs with both ChaChaPoly implementations: `cryptography`'s (the default)
+    and PyNaCl's (`few_messages()`, for short-lived processes)."""
+    monkeypatch.setattr(noise, "_chachapoly", None)
+    if request.param == "pynacl":
+        noise.few_messages()
+    return str(request.param)
+
+
 @pytest.mark.parametrize("protocol_name", sorted(SUPPORTED_NAMES))
 @pytest.mark.parametrize("file_name", VECTOR_FILES)
-def test_vector(file_name: str, protocol_name: str) -> None:
+def test_vector(file_name: str, protocol_name: str, chachapoly: str) -> None:
     vectors = [v for v in selected_vectors(file_name) if v["protocol_name"] == protocol_name]
     assert vectors, f"{file_name} has no vector named {protocol_name}"
     for vector in vectors:
@@ -148,6 +159,22 @@ def check_vector(vector: dict[str, Any]) -> None:
         payload, expected = bytes.fromhex(message["payload"]), bytes.fromhex(message["ciphertext"])
         assert send.encrypt_with_ad(b"", payload).hex() == expected.hex(), f"transport {index}"
         assert receive.decrypt_with_ad(b"", expected) == payload
+
+
+def test_both_chachapolys_refuse_a_changed_byte_as_a_remote_protocol_error(
+    chachapoly: str,
+) -> None:
+    send, receive = noise.CipherState(), noise.CipherState()
+    send.initialize_key(bytes(range(32)))
+    receive.initialize_key(bytes(range(32)))
+    sealed = bytearray(send.encrypt_with_ad(b"", b"heads"))
+    sealed[0] ^= 1
+    with pytest.raises(RemoteProtocolError, match="decryption failed"):
+        receive.decrypt_with_ad(b"", bytes(sealed))
+    sealed[0] ^= 1
+    assert receive.decrypt_with_ad(b"", bytes(sealed)) == b"heads"  # n was not moved on
+    made = type(receive._aead).__module__  # our own object: which implementation it is
+    assert made.startswith("cryptography" if chachapoly == "cryptography" else "planfence_net")
 
 
 # -- handshake behaviour ------------------------------------------------------------------------
