@@ -245,8 +245,7 @@ class Gate:
     def heads_answered(self, owner: str, result: object) -> None:
         """Feed one owner's decoded heads result; a bad or unsolicited answer is recorded as
         `malformed_response` (it blocks at the next `next_event()`), never raised."""
-        if self._state is not _State.QUERYING or self._decision is not None:
-            self._expect(_State.QUERYING, "heads_answered")  # raises
+        self._expect(_State.QUERYING, "heads_answered")
         query = self._queries.get(owner)
         if query is None or owner in self._reported:
             why = "answered twice" if query is not None else "answered but was not queried"

@@ -12,7 +12,6 @@ from ..core.errors import PlanfenceError, TransportError
 from ..core.identity import Identity
 from ..core.roster import Roster
 from ..net.client import Reply, Session, start_session
-from ..net.socketwire import Traffic
 
 
 class SessionPool:
@@ -35,7 +34,6 @@ class SessionPool:
         self.identity = identity
         self.addresses = addresses or {}
         self._sessions: dict[str, Session] = {}
-        self._traffic: tuple[Traffic, ...] = ()  # the sessions' counters, for traffic()
         self._locks: dict[str, anyio.Lock] = {}
         self._closed_sent = 0
         self._closed_received = 0
@@ -64,7 +62,6 @@ class SessionPool:
             )
             self.connects += 1
             self._sessions[owner] = session
-            self._count_sessions()
             return session
 
     async def request(self, owner: str, op: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -132,17 +129,13 @@ class SessionPool:
         if session is not None:
             self._closed_sent += session.stream.traffic.bytes_sent
             self._closed_received += session.stream.traffic.bytes_received
-            self._count_sessions()
             self._tg.start_soon(session.aclose)
-
-    def _count_sessions(self) -> None:
-        """Keep `traffic()`'s counters in step with the sessions (called on every change)."""
-        self._traffic = tuple(session.stream.traffic for session in self._sessions.values())
 
     def traffic(self) -> tuple[int, int]:
         """(bytes sent, bytes received) over all sessions, encrypted and framed."""
         sent, received = self._closed_sent, self._closed_received
-        for traffic in self._traffic:  # read three times a decision: no session lookups
+        for session in self._sessions.values():
+            traffic = session.stream.traffic
             sent += traffic.bytes_sent
             received += traffic.bytes_received
         return sent, received
@@ -152,7 +145,6 @@ class SessionPool:
             session = self._sessions.pop(owner)
             self._closed_sent += session.stream.traffic.bytes_sent
             self._closed_received += session.stream.traffic.bytes_received
-            self._count_sessions()
             await session.aclose()
 
     def statistics(self) -> dict[str, Any]:
