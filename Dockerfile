@@ -2,7 +2,7 @@
 # Dependencies first, in their own stage: rebuilding after a code change needs no network.
 FROM python:3.11-slim AS deps
 WORKDIR /app
-COPY pyproject.toml /app/
+COPY pyproject.toml setup.py /app/
 RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb')); \
 print('\n'.join(p['project']['dependencies'] + p['build-system']['requires']))" > /tmp/requirements.txt \
  && pip install --no-cache-dir -r /tmp/requirements.txt && rm /tmp/requirements.txt

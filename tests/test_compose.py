@@ -33,9 +33,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from planfence_net.bench.central import parser as central_parser
-from planfence_net.bench.demo import verdict
-from planfence_net.bench.scenario import Outcome
+from planfence_net.bench.paper.demo import verdict
+from planfence_net.bench.paper.scenario import Outcome
+from planfence_net.bench.policies.central import parser as central_parser
 from planfence_net.cli.main import app
 from planfence_net.cluster import processes as clusterlib
 from planfence_net.core.identity import load_identity
@@ -54,7 +54,7 @@ SCHEMA = ROOT / "tests" / "data" / "compose" / "compose-spec.json"
 
 
 AGENTS = ["planner", "reqs", "inventory", "ops", "audit", "central"]  # central: the store
-CENTRAL_ENTRYPOINT = ["python", "-m", "planfence_net.bench.central"]
+CENTRAL_ENTRYPOINT = ["python", "-m", "planfence_net.bench.policies.central"]
 runner = CliRunner()
 
 
@@ -345,7 +345,7 @@ def test_the_central_store_without_its_key_is_one_line_and_exit_1(tmp_path: Path
     key = tmp_path / "c" / "keys" / "central.key"
     key.unlink()
     store = subprocess.run(
-        [sys.executable, "-m", "planfence_net.bench.central", str(tmp_path / "c")],
+        [sys.executable, "-m", "planfence_net.bench.policies.central", str(tmp_path / "c")],
         capture_output=True,
         text=True,
         timeout=60,

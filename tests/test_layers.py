@@ -29,22 +29,49 @@ ALLOWED: dict[str, set[str]] = {
     "__init__": {"core", "net", "cluster", "executor"},  # the public API, loaded on first use
 }
 
+# The wings' own folders, bottom to top: each imports only the folders before it.
+WORKSPACE: dict[str, set[str]] = {
+    "model": set(),  # pure values: facts, drift classes, payloads, read commands, intents
+    "place": {"model"},  # on disk: paths, anchor, config, caches, observation
+    "plans": {"model", "place"},  # the use cases every front door calls
+    "installers": {"model", "place", "plans"},  # clients' settings, Codex trust, the git gate
+    "hook": {"model", "place", "plans", "installers"},  # the hook client
+    "owner": {"model", "place", "plans", "installers", "hook"},  # the workspace owner
+    "__init__": set(),
+}
+BENCH: dict[str, set[str]] = {
+    "policies": set(),  # PlanFence and the baselines, their writers, the central store
+    "perf": set(),  # speed against etcd, load and growth curves
+    "paper": {"policies"},  # the paper's experiments: workloads, harness, oracle, reports
+    "partition": {"paper"},  # owners in network namespaces
+    "torture": {"policies", "paper", "partition"},  # the fail-closed lab
+    "__init__": set(),
+}
+WINGS = {("workspace",): WORKSPACE, ("bench",): BENCH}
+MAX_MODULES = 20  # a folder past this is a module soup: it gets sub-packages
 
-def layer_imports(package: Path) -> dict[str, set[str]]:
+
+def layer_imports(package: Path, inside: tuple[str, ...] = ()) -> dict[str, set[str]]:
     """For each top-level layer of `package` (a folder or a module), the other layers of the
-    same package that its modules import, relative or absolute."""
+    same package that its modules import, relative or absolute. With `inside` (a folder of
+    the package, as its parts), the same for that folder's own sub-layers."""
     found: dict[str, set[str]] = {}
-    for path in sorted(package.rglob("*.py")):
-        rel = path.relative_to(package)
+    folder = package.joinpath(*inside)
+    prefix = [package.name, *inside]
+    for path in sorted(folder.rglob("*.py")):
+        rel = path.relative_to(folder)
         layer = rel.parts[0] if len(rel.parts) > 1 else rel.stem
-        where = [package.name, *rel.with_suffix("").parts[:-1]]
+        where = [*prefix, *rel.with_suffix("").parts[:-1]]
         targets = found.setdefault(layer, set())
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom):
                 if node.level:
                     target = where[: len(where) - node.level + 1] + (node.module or "").split(".")
-                    if not node.module:
-                        target = target[:-1] + [alias.name for alias in node.names[:1]]
+                    if not node.module:  # `from .. import x`: x is a module, or a name of `..`
+                        module = target[:-1] + [alias.name for alias in node.names[:1]]
+                        there = package.parent.joinpath(*module)
+                        if there.is_dir() or there.with_suffix(".py").is_file():
+                            target = module
                 else:
                     target = (node.module or "").split(".")
                 names = [target]
@@ -52,17 +79,20 @@ def layer_imports(package: Path) -> dict[str, set[str]]:
                 names = [alias.name.split(".") for alias in node.names]
             else:
                 continue
-            targets.update(t[1] for t in names if len(t) > 1 and t[0] == package.name)
+            depth = len(prefix)
+            targets.update(
+                t[depth] for t in names if len(t) > depth and t[:depth] == prefix and t[depth]
+            )
     return {layer: targets - {layer} for layer, targets in found.items()}
 
 
-def violations(imports: dict[str, set[str]]) -> list[str]:
-    """`layer -> other` for every import the ALLOWED table does not permit (and unknown layers)."""
+def violations(imports: dict[str, set[str]], allowed: dict[str, set[str]] = ALLOWED) -> list[str]:
+    """`layer -> other` for every import the `allowed` table does not permit (and unknown layers)."""
     return sorted(
         f"{layer} -> {other}"
         for layer, others in imports.items()
         for other in others
-        if other not in ALLOWED.get(layer, set())
+        if other not in allowed.get(layer, set())
     )
 
 
@@ -84,8 +114,40 @@ def test_a_forbidden_import_is_found(tmp_path: Path) -> None:
     }.items():
         (package / folder).mkdir(parents=True)
         (package / folder / "m.py").write_text(text)
+    (package / "bench").mkdir()  # `from ... import bench` names a module only if there is one
     assert violations(layer_imports(package)) == [
         "core -> net",
         "net -> bench",
         "protocol -> owners",
     ]
+
+
+def test_each_wing_imports_only_its_folders_below() -> None:
+    for inside, allowed in WINGS.items():
+        imports = layer_imports(PACKAGE, inside)
+        assert set(imports) == set(allowed), inside
+        assert violations(imports, allowed) == [], inside
+    assert layer_imports(PACKAGE, ("workspace",))["owner"] >= {"hook", "model"}
+
+
+def test_an_upward_import_inside_a_wing_is_found(tmp_path: Path) -> None:
+    package = tmp_path / "planfence_net"
+    for folder, text in {
+        "workspace/model": "from ..plans.trust import trust\n",
+        "workspace/place": "from planfence_net.workspace.hook import run\n",
+        "workspace/plans": "from ..model import facts\n",
+    }.items():
+        (package / folder).mkdir(parents=True)
+        (package / folder / "m.py").write_text(text)
+    imports = layer_imports(package, ("workspace",))
+    assert violations(imports, WORKSPACE) == ["model -> plans", "place -> hook"]
+
+
+def test_no_folder_of_the_package_holds_more_than_twenty_modules() -> None:
+    sizes = {
+        str(folder.relative_to(PACKAGE.parent)): len(list(folder.glob("*.py")))
+        for folder in [PACKAGE, *PACKAGE.rglob("*")]
+        if folder.is_dir() and folder.name != "__pycache__"
+    }
+    assert sizes["planfence_net/workspace/plans"] > 5  # the count sees real folders
+    assert {folder: n for folder, n in sizes.items() if n > MAX_MODULES} == {}

@@ -181,3 +181,30 @@ def test_workspace_serve_and_the_hook_outside_the_checkout(installed: Installed)
     finally:
         stop(server)
     assert server.returncode == -signal.SIGTERM or server.returncode == 0
+
+
+def test_every_module_of_the_package_imports_from_the_wheel(installed: Installed) -> None:
+    """The wheel holds every module of the checkout's package (packages are found, not listed),
+    and each imports from the install outside the checkout."""
+    modules = sorted(
+        ".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+        for path in (REPO / "planfence_net").rglob("*.py")
+    )
+    assert {"planfence_net.bench.torture.probe", "planfence_net.bench.partition.run"} <= set(
+        modules
+    )
+    code = (
+        "import importlib, sys\n"
+        "import importlib.util\n"
+        "for name in sys.stdin.read().split():\n"
+        "    if name.endswith('__main__'):  # found, not run\n"
+        "        where = importlib.util.find_spec(name).origin\n"
+        "    else:\n"
+        "        where = importlib.import_module(name).__file__\n"
+        "    assert where.startswith(sys.prefix), where\n"
+        "    print(name)\n"
+    )
+    done = run(
+        [installed.bin / "python", "-c", code], installed.work, installed.env, "\n".join(modules)
+    )
+    assert done.split() == modules

@@ -39,7 +39,7 @@ def _hook(agent: str, args: list[str]) -> NoReturn:
 
     gc.disable()
     try:
-        from ..workspace.hookclient import run
+        from ..workspace.hook.client import run
 
         code = run(agent, args)
     except BaseException as exc:  # a broken install must block, not let calls through

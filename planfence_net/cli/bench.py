@@ -4,7 +4,7 @@
 
 `register(app)` adds the command to the composition root's click group. The command creates a
 temporary 8-agent cluster plus the central store, starts every process, gives every agent its
-own access link for shaped profiles (bench/network.py), runs the experiment with a progress
+own access link for shaped profiles (bench/paper/network.py), runs the experiment with a progress
 bar, stops everything (also on errors and Ctrl-C) and writes rows, report.md and plots to the
 output folder.
 """
@@ -25,12 +25,12 @@ from .group import Group
 from .params import Argument, Option
 
 if TYPE_CHECKING:  # imported where used: `planfence --help` never loads the harness
-    from ..bench.experiments import Experiment
-    from ..bench.network import LinkModel
+    from ..bench.paper.experiments import Experiment
+    from ..bench.paper.network import LinkModel
 
 
 def count_actions(experiment: Experiment, seed: int) -> int:
-    from ..bench.workload import make_schedule
+    from ..bench.paper.workload import make_schedule
 
     return sum(
         len(case.policies) * len(make_schedule(list(case.templates), case.params, seed))
@@ -67,9 +67,9 @@ def register(app: Group) -> None:
     ) -> None:
         """Run EXPERIMENT against a live cluster it starts and stops; write rows, a Markdown
         report next to the paper's numbers, and plots."""
-        from ..bench.experiments import build
-        from ..bench.network import PHASES, LinkModel
-        from ..bench.report import write_report
+        from ..bench.paper.experiments import build
+        from ..bench.paper.network import PHASES, LinkModel
+        from ..bench.paper.report import write_report
         from ..traces import require_traces
 
         command = shlex.join(
@@ -150,7 +150,7 @@ def _run(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ..bench.harness import bench_cluster, run_experiment
+    from ..bench.paper.harness import bench_cluster, run_experiment
 
     console = Console(stderr=True)
     with (

@@ -63,7 +63,7 @@ def cluster_init(
     Refuses ports another program holds (naming it); --base-port 0 picks free ones.
     """
     from ..cluster import processes as clusterlib
-    from ..workspace.config import parse_workspace_option
+    from ..workspace.place.config import parse_workspace_option
 
     roster = clusterlib.init_cluster(
         path,

@@ -29,7 +29,7 @@ from .support import (
 from .text import escaped_lines
 
 if TYPE_CHECKING:  # each command imports what it uses: authorize never loads the bench lab
-    from ..bench.scenario import Outcome
+    from ..bench.paper.scenario import Outcome
     from ..core.decision import Decision
 
 
@@ -130,8 +130,8 @@ def demo(
 
     from rich.console import Console
 
-    from ..bench.demo import run_demo
-    from ..bench.harness import bench_cluster
+    from ..bench.paper.demo import run_demo
+    from ..bench.paper.harness import bench_cluster
     from ..cluster import processes as clusterlib
     from ..cluster.ready import wait_cluster_ready
     from ..traces import require_traces
@@ -196,7 +196,7 @@ def scenario(
     scenario came out as claimed (freshness issued an invalid action, every other policy
     issued every action and none invalid); 1 with one line saying what did not.
     """
-    from ..bench.demo import available_policies, run_demo, verdict
+    from ..bench.paper.demo import available_policies, run_demo, verdict
     from ..cluster.processes import link_addresses
     from ..cluster.ready import wait_owners_reachable
     from ..core.decision import plural
@@ -233,7 +233,7 @@ def report_outcomes(
     outcomes: list[Outcome], json_out: bool, where: str, skipped: dict[str, str] | None = None
 ) -> None:
     """The result table (or JSON); `skipped` maps a policy left out to why."""
-    from ..bench.demo import summarize
+    from ..bench.paper.demo import summarize
 
     skipped = skipped or {}
     rows = summarize(outcomes)

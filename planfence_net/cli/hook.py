@@ -63,7 +63,7 @@ def register(app: Group) -> None:
 
 
 def _agent(agent: str) -> str:
-    from ..workspace.install import MATCHERS
+    from ..workspace.installers.clients import MATCHERS
 
     if agent not in MATCHERS:
         raise click.BadParameter(f"{agent!r}: expected claude or codex")
@@ -75,7 +75,7 @@ def _agent(agent: str) -> str:
 )
 def claude(ctx: click.Context) -> None:
     """Run the PreToolUse hook for Claude Code (payload on stdin; exit 0 allow, 2 block)."""
-    from ..workspace.hook import main
+    from ..workspace.hook.run import main
 
     raise click.exceptions.Exit(main("claude", list(ctx.args)))
 
@@ -85,7 +85,7 @@ def claude(ctx: click.Context) -> None:
 )
 def codex(ctx: click.Context) -> None:
     """Run the PreToolUse hook for Codex (payload on stdin; exit 0 allow, 2 block)."""
-    from ..workspace.hook import main
+    from ..workspace.hook.run import main
 
     raise click.exceptions.Exit(main("codex", list(ctx.args)))
 
@@ -98,7 +98,7 @@ def git(
 ) -> None:
     """The commit gate git's pre-commit hook runs (`hook install git`): exit 1 refuses the
     commit, with the reason on stderr."""
-    from ..workspace.gitgate import check
+    from ..workspace.installers.gitgate import check
 
     code, reason = check(Path.cwd(), cluster)
     if reason:
@@ -107,9 +107,9 @@ def git(
 
 
 def _install_git(project: Path, cluster: Path | None, json_out: bool) -> None:
-    from ..workspace import gitgate
-    from ..workspace.install import project_root
-    from ..workspace.paths import mark
+    from ..workspace.installers import gitgate
+    from ..workspace.installers.clients import project_root
+    from ..workspace.place.paths import mark
 
     path, chained = gitgate.install(project, cluster)
     mark(project_root(project), cluster.resolve() if cluster is not None else None)
@@ -170,8 +170,8 @@ def install(
     """Merge our PreToolUse and PostToolUse hooks (Claude Code: and SessionStart) into the
     agent's config; other hooks stay."""
     from ..core.errors import ConfigError
-    from ..workspace import install as installer
-    from ..workspace.paths import mark
+    from ..workspace.installers import clients as installer
+    from ..workspace.place.paths import mark
 
     if agent == "git":
         if user or shared or trust or mcp_writes or timeout is not None or fmt != "json":
@@ -199,13 +199,13 @@ def install(
         mark(root, cluster.resolve() if cluster is not None else None)
     trusted: list[str] = []
     if trust:
-        from ..workspace.codexapp import find_codex
-        from ..workspace.codextrust import trust as trust_codex
+        from ..workspace.installers.codexapp import find_codex
+        from ..workspace.installers.codextrust import trust as trust_codex
 
         trusted = trust_codex(root, find_codex(codex_exe), user=user)
     policy = None
     if recovery_policy:
-        from ..workspace.recovery import add_policy
+        from ..workspace.installers.recovery import add_policy
 
         policy = add_policy(agent, root)
     if json_out:
@@ -248,10 +248,10 @@ def uninstall(
     json_out: bool = JsonOpt,
 ) -> None:
     """Remove only our hook from the agent's config."""
-    from ..workspace import install as installer
+    from ..workspace.installers import clients as installer
 
     if agent == "git":
-        from ..workspace import gitgate
+        from ..workspace.installers import gitgate
 
         where, had = gitgate.uninstall(project)
         if json_out:
@@ -283,13 +283,13 @@ def status(
 ) -> None:
     """Say, per agent, whether our hooks are active for the project and, if not, the step
     that activates them. Exit 0 only when every agent asked about is active."""
-    from ..workspace.codexapp import find_codex
-    from ..workspace.install import project_root
-    from ..workspace.status import claude_status, codex_status
+    from ..workspace.installers.clients import project_root
+    from ..workspace.installers.codexapp import find_codex
+    from ..workspace.installers.status import claude_status, codex_status
 
     root = project_root(project)
     if agent == "git":
-        from ..workspace.gitgate import status as git_status
+        from ..workspace.installers.gitgate import status as git_status
 
         found: list[Any] = [git_status(root)]
     else:

@@ -130,7 +130,7 @@ def serve(
         )
         raise click.exceptions.Exit(1) from None
     from ..core.errors import PlanfenceError
-    from ..workspace.config import find_cluster
+    from ..workspace.place.config import find_cluster
     from .support import run_async
 
     try:

@@ -4,7 +4,7 @@ A script or an agent starts `planfence authorize` once per action, so start-up i
 what it pays. `main` (cli/__init__.py) hands the arguments to `run_authorize` first. When
 they are plainly well formed (`parse_authorize`), the decision is made here: the gate driven
 by `core.drive`, the loop the executor's runner uses, over the blocking sessions of
-`workspace.wire`; printed, and ended with the exit code, as the click command does (same
+`net.syncclient`; printed, and ended with the exit code, as the click command does (same
 text, same JSON, same one-line errors). Anything else returns to click, which parses the
 arguments and reports as it always did: --help, an unknown, repeated or misplaced option, a
 missing or malformed value, an id prefix (looked up in the cluster's stores).
@@ -239,13 +239,13 @@ def decide(
     timeout: float,
 ) -> Decision:
     """`GateRunner.wait_decision(action)` of a fresh runner (no replan hook, a memory-only
-    replica), on blocking sessions, within `timeout` seconds (`workspace.blocking`)."""
+    replica), on blocking sessions, within `timeout` seconds (`executor.syncrunner`)."""
     from ..core.answers import verifier
     from ..core.gate import GatePolicy, Replan
     from ..core.lineage import WalkCache
     from ..core.records import Record
-    from ..workspace.blocking import drive_gate
-    from ..workspace.wire import SyncSessions
+    from ..executor.syncrunner import drive_gate
+    from ..net.syncclient import SyncSessions
 
     sessions = SyncSessions(roster, identity, addresses)
     records: dict[bytes, Record] = {}

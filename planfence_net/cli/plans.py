@@ -1,5 +1,5 @@
 """`planfence workspace plans|show`: the team's live plans, and one plan's history of
-trusts, recorded edits and checks (see `planfence_net.workspace.plans`)."""
+trusts, recorded edits and checks (see `planfence_net.workspace.plans.listing`)."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def _short(session: Any) -> str:
 def _events(cdir: Any, names: list[str], plan: str | None = None) -> list[dict[str, Any]]:
     """The `check` lines (and with `plan`, its key's `put` lines) of the owners' logs."""
     from ..owners.logs import read_events
-    from ..workspace.checklog import CHECK, plan_events
+    from ..workspace.plans.checklog import CHECK, plan_events
 
     logs = [cdir.log(name) for name in names]
     if plan is not None:
@@ -81,8 +81,8 @@ def plans(
     reads, targets and evidence, trust and replan counts, and the last check and its class
     (from the owners' logs). Owners that cannot be asked are named on stderr (exit 0)."""
     from ..cluster.processes import link_addresses
-    from ..workspace.config import find_cluster, select_plan, workspaces
-    from ..workspace.plans import last_checks, plan_row, wait_plan_records
+    from ..workspace.place.config import find_cluster, select_plan, workspaces
+    from ..workspace.plans.listing import last_checks, plan_row, wait_plan_records
 
     cdir = find_cluster(cluster)
     roster = cdir.roster()
@@ -145,9 +145,9 @@ def show(
     re-read (from the owners' logs in the cluster folder)."""
     from ..cluster.processes import link_addresses
     from ..core.errors import ConfigError, PlanfenceError
-    from ..workspace.config import find_cluster
-    from ..workspace.facts import plan_key
-    from ..workspace.plans import history_rows, record_id, wait_records
+    from ..workspace.model.facts import plan_key
+    from ..workspace.place.config import find_cluster
+    from ..workspace.plans.listing import history_rows, record_id, wait_records
 
     cdir = find_cluster(cluster)
     roster = cdir.roster()

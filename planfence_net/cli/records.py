@@ -9,7 +9,6 @@ from pathlib import Path
 
 import click
 
-from . import compact as cli_compact
 from . import inspect as cli_inspect
 from .group import Group
 from .params import Argument, Option
@@ -37,7 +36,7 @@ def register(app: Group) -> None:
     owner_app = Group("owner", help="Run or restart an owner daemon.")
     owner_app.command("serve")(owner_serve)
     owner_app.command("restart")(cli_inspect.restart)
-    cli_compact.register(owner_app)
+    owner_app.command("compact")(owner_compact)
     app.add_command(owner_app)
     app.command("put")(put)
     app.command("heads")(heads)
@@ -78,7 +77,7 @@ def owner_serve(
     from ..core.roster import parse_address
     from ..net.client import collapsing_task_group
     from ..owners.limits import Limits
-    from ..workspace.owner import owner_runner
+    from ..workspace.owner.daemon import owner_runner
 
     cdir = cluster_dir(path)
     roster = cdir.roster()
@@ -244,3 +243,37 @@ def logs(
         raise PlanfenceError(f"no {what} for {agent} yet at {source}") from None
     except KeyboardInterrupt:
         pass
+
+
+@user_errors
+def owner_compact(
+    path: Path = DirArg,
+    agent: str = Option(..., "--agent", help="Whose store to compact (owner stopped)."),
+    keep: int = Option(
+        ..., "--keep", help="Records to keep per key, newest first (at least 1: the head)."
+    ),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Remove all but each key's KEEP newest records from a stopped owner's store, never one
+    that the lineage of a head in any store of the cluster (so of any live plan) names."""
+    from ..owners.compact import compact
+
+    done = compact(cluster_dir(path), agent, keep)
+    if json_out:
+        echo_json(
+            {
+                "agent": done.agent,
+                "records_before": done.records_before,
+                "removed": done.removed,
+                "records_after": done.records_after,
+                "kept_for_lineage": done.kept_for_lineage,
+                "bytes_before": done.bytes_before,
+                "bytes_after": done.bytes_after,
+            }
+        )
+        return
+    click.echo(
+        f"{done.agent}: removed {done.removed:,} of {done.records_before:,} records "
+        f"({done.kept_for_lineage:,} old ones kept: a live lineage names them); "
+        f"{done.bytes_before:,} -> {done.bytes_after:,} bytes on disk"
+    )

@@ -39,10 +39,10 @@ def refresh(
     switch you confirm; its replan count starts over. Files it read or wrote that differ
     still block until re-read. A person's decision: the hook never lets an agent run it."""
     from ..core.errors import ConfigError, PlanfenceError
-    from ..workspace.check import run_check
-    from ..workspace.config import find_cluster, select_plan
-    from ..workspace.facts import plan_key
-    from ..workspace.session import Change, auto_plan, wait_record
+    from ..workspace.model.facts import plan_key
+    from ..workspace.place.config import find_cluster, select_plan
+    from ..workspace.plans.check import run_check
+    from ..workspace.plans.session import Change, auto_plan, wait_record
 
     try:
         cdir = find_cluster(cluster)

@@ -14,8 +14,8 @@ from .params import Argument, Option
 from .support import DeadlineAlias, JsonOpt, echo_json, run_async, timeout_of, user_errors
 
 if TYPE_CHECKING:  # imported where used: `planfence --help` loads none of the library
-    from ..workspace.agentsmd import FromList
-    from ..workspace.config import Spaces
+    from ..workspace.place.config import Spaces
+    from ..workspace.plans.agentsmd import FromList
 
 workspace_app = Group("workspace", help="Workspace owners, trusted states and drift checks.")
 ClusterOpt = Option(
@@ -52,9 +52,9 @@ def serve(
     import anyio
 
     from ..core.roster import parse_address
-    from ..workspace.config import ensure_local_cluster, workspaces
-    from ..workspace.owner import run_workspace_owner
-    from ..workspace.paths import mark, worktree_root
+    from ..workspace.owner.daemon import run_workspace_owner
+    from ..workspace.place.config import ensure_local_cluster, workspaces
+    from ..workspace.place.paths import mark, worktree_root
 
     cdir, created = ensure_local_cluster(path, name)
     root_of_git = worktree_root(path.resolve())
@@ -165,11 +165,11 @@ def trust(
     The hook blocks any agent command carrying --fresh, --narrow or --make-current.
     """
     from ..cluster.processes import link_addresses
-    from ..workspace.config import find_cluster, remember_plan, workspaces
-    from ..workspace.intentclient import before_trust, lease_of
-    from ..workspace.intentgrant import TrustIntents, after_trust
-    from ..workspace.intents import check_lease
-    from ..workspace.trust import (
+    from ..workspace.model.intents import check_lease
+    from ..workspace.place.config import find_cluster, remember_plan, workspaces
+    from ..workspace.plans.intentclient import before_trust, lease_of
+    from ..workspace.plans.intentgrant import TrustIntents, after_trust
+    from ..workspace.plans.trust import (
         Evidence,
         TrustSpec,
         auto_lockfiles,
@@ -273,9 +273,9 @@ def check(
     """
     from ..cluster.processes import link_addresses
     from ..core.errors import ConfigError, PlanfenceError
-    from ..workspace.check import run_check
-    from ..workspace.config import find_cluster, select_plan
-    from ..workspace.facts import plan_key
+    from ..workspace.model.facts import plan_key
+    from ..workspace.place.config import find_cluster, select_plan
+    from ..workspace.plans.check import run_check
 
     try:
         cdir = find_cluster(cluster)
@@ -294,7 +294,7 @@ def check(
     except PlanfenceError as exc:
         click.echo(f"error: {exc}", err=True)
         raise click.exceptions.Exit(EXIT_UNDECIDED) from None
-    from ..workspace.checklog import log_check
+    from ..workspace.plans.checklog import log_check
 
     log_check(cdir.root, roster, verdict, "cli")
     _warn_unguarded(Path.cwd())
@@ -316,7 +316,7 @@ def _from_list(
             raise click.BadParameter("--section needs --from FILE")
         return None
     from ..core.escaping import escape
-    from ..workspace.agentsmd import ListProblems, declared_reads
+    from ..workspace.plans.agentsmd import ListProblems, declared_reads
 
     try:
         return declared_reads(path, plan, section, spaces, cwd)
@@ -356,7 +356,7 @@ def join(
     """Serve another worktree of the repository in the team's cluster: its own workspace
     owner in the same roster (started in the background), so the hook guards it and a plan
     can declare its files."""
-    from ..workspace.join import join as join_worktree
+    from ..workspace.plans.join import join as join_worktree
 
     result = join_worktree(path, cluster, name)
     if json_out:
@@ -375,8 +375,8 @@ def join(
 def _warn_unguarded(cwd: Path) -> None:
     """One line on stderr when no agent's hook is active for the worktree of `cwd`."""
     from ..core.errors import PlanfenceError
-    from ..workspace.codextrust import any_hook_active
-    from ..workspace.install import project_root
+    from ..workspace.installers.clients import project_root
+    from ..workspace.installers.codextrust import any_hook_active
 
     root = project_root(cwd)
     try:
@@ -392,7 +392,7 @@ def _warn_unguarded(cwd: Path) -> None:
 
 
 def _keys(spaces: Spaces, cwd: Path, files: list[str]) -> list[str]:
-    from ..workspace.config import file_key_for
+    from ..workspace.place.config import file_key_for
 
     return list(dict.fromkeys(file_key_for(spaces, f, cwd) for f in files))
 
@@ -401,7 +401,7 @@ def _evidence_place(spaces: Spaces, cwd: Path, keys: list[str]) -> tuple[str, Pa
     """Which worktree evidence commands run in: the one holding the current folder, else the
     one of the first declared file, else the only one."""
     from ..core.errors import ConfigError
-    from ..workspace.config import locate
+    from ..workspace.place.config import locate
 
     here = locate(spaces, cwd / "x")
     if here is not None:

@@ -93,7 +93,8 @@ def init_cluster(
         }
         for i, (ws, path) in enumerate(workspaces)
     ]
-    if compose:  # the central store of the centralized baseline (bench/central.py) owns nothing
+    # the central store of the centralized baseline (bench/policies/central.py) owns nothing
+    if compose:
         templates = templates + [{"name": COMPOSE_CENTRAL, "owns": []}]
     existing = [str(cdir.key(t["name"])) for t in templates if cdir.key(t["name"]).exists()]
     if existing:

@@ -38,8 +38,8 @@ from ..core.roster import Roster
 from ..core.timeouts import DEFAULT_TIMEOUT
 from ..net.api import query_heads
 from ..owners.logs import read_events
-from ..workspace.check import run_check
-from ..workspace.config import (
+from ..workspace.model.facts import PERSON_FLAGS, plan_key
+from ..workspace.place.config import (
     SELECTION,
     file_key_for,
     find_cluster,
@@ -47,8 +47,14 @@ from ..workspace.config import (
     select_plan,
     workspaces,
 )
-from ..workspace.facts import PERSON_FLAGS, plan_key
-from ..workspace.trust import TrustSpec, auto_lockfiles, require_files, stale_binding, wait_trust
+from ..workspace.plans.check import run_check
+from ..workspace.plans.trust import (
+    TrustSpec,
+    auto_lockfiles,
+    require_files,
+    stale_binding,
+    wait_trust,
+)
 
 INSTRUCTIONS = (
     "PlanFence checks a plan against what it read. `trust` records the files a plan read "
@@ -257,7 +263,7 @@ def _member(roster: Roster, key: str) -> str:
 
 
 def _selection(cdir: ClusterDir) -> dict[str, Any]:
-    """The folder's plan selection (workspace/config.py writes it; {} when none)."""
+    """The folder's plan selection (workspace/place/config.py writes it; {} when none)."""
     try:
         data = json.loads((cdir.root / SELECTION).read_text())
     except FileNotFoundError:

@@ -25,9 +25,9 @@ EVENTS = (
     "session_refused",
     "request",
     "put",
-    "decision",  # the central store's record of a validated action (bench/central.py)
+    "decision",  # the central store's record of a validated action (bench/policies/central.py)
     "mcp_proxy",  # an MCP proxy's owner started (mcp/owner.py)
-    "check",  # a plan's check, appended by the hook or `workspace check` (workspace/checklog.py)
+    "check",  # a plan's check, appended by the hook or `workspace check` (workspace/plans/checklog.py)
     "error",
     "subscriber_dropped",
     "disconnected",

@@ -75,9 +75,9 @@ async def run_owner(
     `service` is what to serve (default: an ordinary owner's operations), or how to make it
     from the open store and log (called once, before listening). Each of `tasks` is started
     as `task(log, task_status=...)` once the daemon listens, before its port is reported, and
-    is cancelled when the daemon stops (the workspace owner's hook socket: workspace/hookd.py).
+    is cancelled when the daemon stops (the workspace owner's hook socket: workspace/owner/hookd.py).
     With `signs=False` the store signs nothing: it keeps other owners' records as they were
-    signed (the central store: bench/central.py).
+    signed (the central store: bench/policies/central.py).
 
     `listen` overrides the roster address to bind (e.g. 0.0.0.0 inside a container).
     Raises StoreError, before listening, when the store is damaged, in use or lost

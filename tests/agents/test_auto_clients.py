@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from planfence_net.workspace.autohook import CONTEXT
+from planfence_net.workspace.hook.auto import CONTEXT
 
 from .clients import run_claude, run_codex, skip_without_clients
 from .model_server import ANTHROPIC, OPENAI, ApplyPatch, ModelServer, Reply, Text, ToolCall, Turn

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from planfence_net.workspace.autohook import CONTEXT
+from planfence_net.workspace.hook.auto import CONTEXT
 
 from .clients import (
     codex_env,

@@ -13,14 +13,26 @@ import anyio
 import msgpack
 import pytest
 
-from planfence_net.bench import baselines, harness
-from planfence_net.bench.baselines import make_baseline
-from planfence_net.bench.experiments import SAFETY_ABLATIONS, SAFETY_POLICIES, Case, Experiment
-from planfence_net.bench.harness import bench_cluster, run_experiment
-from planfence_net.bench.oracle import Oracle
-from planfence_net.bench.policy import Parts, Workflow
-from planfence_net.bench.workload import EXECUTOR, PLANNER, ScheduleParams, load_templates, vary
-from planfence_net.bench.writers import CentralWriter, OwnerWriter
+from planfence_net.bench.paper import harness
+from planfence_net.bench.paper.experiments import (
+    SAFETY_ABLATIONS,
+    SAFETY_POLICIES,
+    Case,
+    Experiment,
+)
+from planfence_net.bench.paper.harness import bench_cluster, run_experiment
+from planfence_net.bench.paper.oracle import Oracle
+from planfence_net.bench.paper.workload import (
+    EXECUTOR,
+    PLANNER,
+    ScheduleParams,
+    load_templates,
+    vary,
+)
+from planfence_net.bench.policies import baselines
+from planfence_net.bench.policies.baselines import make_baseline
+from planfence_net.bench.policies.policy import Parts, Workflow
+from planfence_net.bench.policies.writers import CentralWriter, OwnerWriter
 from planfence_net.cluster.folder import ClusterDir
 from planfence_net.core.errors import RequestError
 from planfence_net.core.gate import Action

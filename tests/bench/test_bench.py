@@ -12,9 +12,9 @@ import anyio
 import pytest
 from click.testing import CliRunner
 
-from planfence_net.bench.experiments import Experiment, ablation_cases, first_of_each_family
-from planfence_net.bench.harness import bench_cluster, run_experiment
-from planfence_net.bench.workload import load_templates
+from planfence_net.bench.paper.experiments import Experiment, ablation_cases, first_of_each_family
+from planfence_net.bench.paper.harness import bench_cluster, run_experiment
+from planfence_net.bench.paper.workload import load_templates
 from planfence_net.cli import bench as cli_bench
 from planfence_net.cli.group import Group
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from planfence_net.bench.policy import fails_open
+from planfence_net.bench.policies.policy import fails_open
 from planfence_net.core.decision import Decision
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from planfence_net.bench import etcd as etcdlib
-from planfence_net.bench.growth import Sizes
+from planfence_net.bench.perf import etcd as etcdlib
+from planfence_net.bench.perf.growth import Sizes
 from support.cluster import REPO
 
 pytestmark = pytest.mark.slow
@@ -86,7 +86,7 @@ def test_quick_run_measures_every_curve(tmp_path: Path) -> None:
     assert [(r["records"], r["keys"]) for r in history] == [(300, 30)]
     assert history[0]["puts_per_s"] > 0 and 50 < history[0]["bytes_per_record"] < 5000
     # `owner compact --keep 1`: one record a key, the 30 built and the 16 x 8 keys of the
-    # put load (bench/load.py)
+    # put load (bench/perf/load.py)
     assert history[0]["compacted_to"] == 30 + 16 * 8
 
     assert sorted(p.name for p in plots.iterdir()) == [

@@ -1,4 +1,4 @@
-"""The bench's links in their own process (bench/linkproc.py), on a live cluster on 127.0.0.1."""
+"""The bench's links in their own process (bench/paper/linkproc.py), on a live cluster on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from collections.abc import Iterator
 import anyio
 import pytest
 
-from planfence_net.bench.figure2 import figure2
-from planfence_net.bench.harness import bench_cluster
-from planfence_net.bench.linkproc import LinkProcess
-from planfence_net.bench.network import LinkModel
+from planfence_net.bench.paper.figure2 import figure2
+from planfence_net.bench.paper.harness import bench_cluster
+from planfence_net.bench.paper.linkproc import LinkProcess
+from planfence_net.bench.paper.network import LinkModel
 from planfence_net.cluster.folder import ClusterDir
 from planfence_net.executor.pool import SessionPool
 from planfence_net.traces import load_profile

@@ -11,10 +11,15 @@ from collections.abc import Iterator
 import anyio
 import pytest
 
-from planfence_net.bench.experiments import SAFETY_ABLATIONS, SAFETY_POLICIES, Case, Experiment
-from planfence_net.bench.harness import bench_cluster, run_experiment
-from planfence_net.bench.requests import count_requests, read_requests
-from planfence_net.bench.workload import (
+from planfence_net.bench.paper.experiments import (
+    SAFETY_ABLATIONS,
+    SAFETY_POLICIES,
+    Case,
+    Experiment,
+)
+from planfence_net.bench.paper.harness import bench_cluster, run_experiment
+from planfence_net.bench.paper.requests import count_requests, read_requests
+from planfence_net.bench.paper.workload import (
     EXECUTOR,
     ScheduleParams,
     fact_owners,

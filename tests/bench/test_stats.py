@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from planfence_net.bench.hostload import HostLoad, host_load
-from planfence_net.bench.stats import binomial_upper, informative, rate_text
+from planfence_net.bench.paper.hostload import HostLoad, host_load
+from planfence_net.bench.paper.stats import binomial_upper, informative, rate_text
 
 
 def test_zero_of_n_has_the_closed_form_upper_bound() -> None:

@@ -6,8 +6,8 @@ from collections import Counter
 
 import pytest
 
-from planfence_net.bench.experiments import build
-from planfence_net.bench.workload import (
+from planfence_net.bench.paper.experiments import build
+from planfence_net.bench.paper.workload import (
     FAMILIES,
     KeySpace,
     ScheduleParams,

@@ -72,8 +72,15 @@ ONE_SHOT_NEVER = (
     "asyncio",
     "uvloop",
     "planfence_net.cli.main",
-    "planfence_net.executor",
-    "planfence_net.net",
+    # the async executor and network (the blocking client and runner are the one-shot's own)
+    "planfence_net.executor.pool",
+    "planfence_net.executor.runner",
+    "planfence_net.executor.replica",
+    "planfence_net.net.api",
+    "planfence_net.net.client",
+    "planfence_net.net.slots",
+    "planfence_net.net.socketwire",
+    "planfence_net.net.transport",
     "planfence_net.cluster.processes",  # no shapers or links.toml: nothing to look up
 )
 
@@ -96,7 +103,7 @@ def test_authorize_decides_without_click_or_an_event_loop(cluster_dir: ClusterHa
     assert {
         "planfence_net.cli.oneshot",
         "planfence_net.core.drive",
-        "planfence_net.workspace.wire",
+        "planfence_net.net.syncclient",
         "planfence_net.protocol.noise",
     } <= modules
     assert loaded(modules, NEVER + ONE_SHOT_NEVER + ("aiosqlite",)) == []

@@ -112,7 +112,7 @@ class Owners:
                 inline.append(head.to_wire())
         return {"heads": rows, "records": inline}
 
-    # the runtime's I/O, blocking: what workspace/check.py does over its sessions
+    # the runtime's I/O, blocking: what workspace/plans/check.py does over its sessions
 
     def fetch(self, ids: tuple[bytes, ...]) -> FetchRound:
         fetch = FetchRound(ids, ROSTER.names, VERIFY)

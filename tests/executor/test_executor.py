@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import anyio
 import pytest
 
-from planfence_net.bench.writers import OwnerWriter
+from planfence_net.bench.policies.writers import OwnerWriter
 from planfence_net.core.answers import HeadsQuery
 from planfence_net.core.gate import Action
 from planfence_net.core.records import Record

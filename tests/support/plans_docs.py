@@ -15,10 +15,10 @@ from types import SimpleNamespace
 
 from planfence_net.cli.plans import show_row
 from planfence_net.cli.support import print_table
-from planfence_net.workspace.agentsmd import ListProblems, declared_reads
-from planfence_net.workspace.depslist import git_blob_id
-from planfence_net.workspace.plans import history_rows, plan_row
-from planfence_net.workspace.recovery import POLICY
+from planfence_net.workspace.installers.recovery import POLICY
+from planfence_net.workspace.model.depslist import git_blob_id
+from planfence_net.workspace.plans.agentsmd import ListProblems, declared_reads
+from planfence_net.workspace.plans.listing import history_rows, plan_row
 
 
 def plans_examples(project: Path) -> dict[str, str]:

@@ -151,7 +151,7 @@ def quiet(err: str) -> str:
 
 def hook_socket(repo: Path) -> Path:
     """The hook socket of the workspace owner `workspace serve REPO` runs (see `hookd`)."""
-    from planfence_net.workspace.hookclient import socket_path
+    from planfence_net.workspace.hook.client import socket_path
 
     return socket_path(repo / ".planfence")
 

@@ -424,7 +424,7 @@ def test_rephase_replays_the_trace_from_the_new_phase() -> None:
 
 
 def test_usable_phases_avoid_outages() -> None:
-    from planfence_net.bench import network
+    from planfence_net.bench.paper import network
 
     gap = Trace("gappy", tuple(range(0, 20_000, 10)) + tuple(range(30_000, 60_001, 10)))
     draw = random.Random(1)

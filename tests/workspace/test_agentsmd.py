@@ -12,9 +12,9 @@ import pytest
 
 from planfence_net.cluster.folder import ClusterDir
 from planfence_net.core.errors import ConfigError
-from planfence_net.workspace.agentsmd import Section, choose, sections, slug
-from planfence_net.workspace.depslist import git_blob_id
-from planfence_net.workspace.trust import TrustSpec, wait_trust
+from planfence_net.workspace.model.depslist import git_blob_id
+from planfence_net.workspace.plans.agentsmd import Section, choose, sections, slug
+from planfence_net.workspace.plans.trust import TrustSpec, wait_trust
 from support.workspace import make_repo, payload, quiet, run_cli, run_hook, served, write
 
 SCHEMA = "create table t (id int);\n"
@@ -282,7 +282,7 @@ def test_a_file_changed_after_the_comparison_is_not_trusted(tmp_path: Path) -> N
 def test_a_listed_file_over_the_owners_cap_is_never_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from planfence_net.workspace import agentsmd
+    from planfence_net.workspace.plans import agentsmd
 
     monkeypatch.setattr(agentsmd, "MAX_FILE_BYTES", 4)
     (tmp_path / "big.txt").write_text("0123456789")

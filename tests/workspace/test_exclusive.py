@@ -16,17 +16,17 @@ from pathlib import Path
 import pytest
 
 from planfence_net.core.errors import ConfigError
-from planfence_net.workspace.facts import file_key
-from planfence_net.workspace.install import END_TIMEOUT
-from planfence_net.workspace.intentclient import Collected, before_trust, collect
-from planfence_net.workspace.intentgrant import (
+from planfence_net.net.syncclient import SyncSessions
+from planfence_net.workspace.installers.clients import END_TIMEOUT
+from planfence_net.workspace.model.facts import file_key
+from planfence_net.workspace.plans.intentclient import Collected, before_trust, collect
+from planfence_net.workspace.plans.intentgrant import (
     TrustIntents,
     after_trust,
     plan_sessions,
     publish_trust,
     second_look,
 )
-from planfence_net.workspace.wire import SyncSessions
 from support.cluster import PLANFENCE, ClusterHandle
 from support.workspace import payload, run_cli, run_hook_output, served_team
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from planfence_net.workspace.paths import executable
+from planfence_net.cluster.command import executable
 from support.cluster import ClusterHandle
 from support.workspace import git, make_repo, quiet, run_cli, served, write
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from planfence_net.cluster.command import executable
 from planfence_net.cluster.folder import ClusterDir
-from planfence_net.workspace import check as check_module
-from planfence_net.workspace.hook import main as hook_main
-from planfence_net.workspace.paths import executable
-from planfence_net.workspace.payload import PayloadError, ToolCall, parse_payload
+from planfence_net.workspace.hook.run import main as hook_main
+from planfence_net.workspace.model.payload import PayloadError, ToolCall, parse_payload
+from planfence_net.workspace.plans import check as check_module
 from support.cluster import PLANFENCE
 from support.workspace import (
     FIXTURES,
@@ -42,7 +42,9 @@ NEVER = (
     "aiosqlite",
     "planfence_net.owners",
     "planfence_net.bench",
-    "planfence_net.executor",
+    "planfence_net.executor.pool",  # the async executor (its blocking runner is the check's)
+    "planfence_net.executor.runner",
+    "planfence_net.executor.replica",
     "planfence_net.cli.main",
 )
 
@@ -343,7 +345,7 @@ def test_the_hook_path_imports_nothing_heavy(tmp_path: Path) -> None:
         for line in proc.stderr.decode().splitlines()
         if line.startswith("import time:")
     }
-    assert "planfence_net.workspace.wire" in modules  # it did check, over the network
+    assert "planfence_net.net.syncclient" in modules  # it did check, over the network
     assert sorted(m for m in modules if any(m == p or m.startswith(p + ".") for p in NEVER)) == []
 
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from planfence_net.workspace.autohook import resolve_reads
-from planfence_net.workspace.paths import executable
-from planfence_net.workspace.payload import parse_payload
-from planfence_net.workspace.session import auto_plan
+from planfence_net.cluster.command import executable
+from planfence_net.workspace.hook.auto import resolve_reads
+from planfence_net.workspace.model.payload import parse_payload
+from planfence_net.workspace.plans.session import auto_plan
 from support.cluster import PLANFENCE
 from support.workspace import git, make_repo, payload, run_cli, run_hook, served, write
 

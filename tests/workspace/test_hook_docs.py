@@ -8,15 +8,17 @@ import json
 import re
 from pathlib import Path
 
-from planfence_net.workspace import autohook, gitgate, install
-from planfence_net.workspace.classify import DriftReport, TrustedState, classify, summary
-from planfence_net.workspace.codexapp import LABELS, codex_hash
-from planfence_net.workspace.hooktext import block_message, join_message
-from planfence_net.workspace.intentclient import context_output
-from planfence_net.workspace.intents import Intent, held_message, notice
-from planfence_net.workspace.machine import Verdict
-from planfence_net.workspace.paths import executable
-from planfence_net.workspace.payload import parse_payload
+from planfence_net.cluster.command import executable
+from planfence_net.workspace.hook import auto as autohook
+from planfence_net.workspace.hook.text import block_message, join_message
+from planfence_net.workspace.installers import clients as install
+from planfence_net.workspace.installers import gitgate
+from planfence_net.workspace.installers.codexapp import LABELS, codex_hash
+from planfence_net.workspace.model.classify import DriftReport, TrustedState, classify, summary
+from planfence_net.workspace.model.intents import Intent, held_message, notice
+from planfence_net.workspace.model.machine import Verdict
+from planfence_net.workspace.model.payload import parse_payload
+from planfence_net.workspace.plans.intentclient import context_output
 from support.cluster import REPO
 from support.plans_docs import plans_examples
 from support.workspace import payload

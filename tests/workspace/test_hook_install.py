@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from planfence_net.workspace.codexapp import codex_hash
-from planfence_net.workspace.install import hook_command, toml_block
-from planfence_net.workspace.paths import MARKER
+from planfence_net.workspace.installers.clients import hook_command, toml_block
+from planfence_net.workspace.installers.codexapp import codex_hash
+from planfence_net.workspace.place.paths import MARKER
 from support.cluster import PLANFENCE
 from support.workspace import make_repo, run_cli, served
 

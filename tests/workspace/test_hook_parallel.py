@@ -8,7 +8,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from planfence_net.workspace.paths import MARKER
+from planfence_net.workspace.place.paths import MARKER
 from support.cluster import PLANFENCE
 from support.workspace import git, make_repo, payload, run_cli, run_hook, served, write
 

@@ -17,7 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from planfence_net.workspace import hook, hookclient
+from planfence_net.workspace.hook import client as hookclient
+from planfence_net.workspace.hook import run as hook
 from support.cluster import PLANFENCE
 from support.workspace import (
     hook_calls,
@@ -35,9 +36,11 @@ OURS = {
     "planfence_net",
     "planfence_net.cli",
     "planfence_net.workspace",
-    "planfence_net.workspace.anchor",
-    "planfence_net.workspace.paths",
-    "planfence_net.workspace.hookclient",
+    "planfence_net.workspace.place",
+    "planfence_net.workspace.place.anchor",
+    "planfence_net.workspace.place.paths",
+    "planfence_net.workspace.hook",
+    "planfence_net.workspace.hook.client",
 }
 
 
@@ -222,18 +225,18 @@ def test_the_client_agrees_with_the_hook_on_options_and_the_default_timeout() ->
 # what the client sends (`hookclient.environment`), so no answer depends on the owner's own.
 ENVIRONMENT_READERS = {
     # $PLANFENCE_CLUSTER; Path.cwd() only as the default of `start` (decide passes the cwd)
-    "workspace/anchor.py": ["os.environ", "Path.cwd"],
-    "workspace/paths.py": ["os.environ", "expanduser"],  # state_dir(): XDG_STATE_HOME, HOME
+    "workspace/place/anchor.py": ["os.environ", "Path.cwd"],
+    "workspace/place/paths.py": ["os.environ", "expanduser"],  # state_dir(): XDG_STATE_HOME, HOME
 }
-NOT_REACHED = {"install.py", "status.py", "codextrust.py", "codexapp.py", "hookclient.py"}
+NOT_REACHED = ("workspace/installers/", "workspace/hook/client.py")  # installers; the client itself
 
 
 def test_every_environment_read_decide_can_reach_is_sent_by_the_client() -> None:
-    package = Path(hook.__file__).resolve().parents[1]
+    package = Path(hook.__file__).resolve().parents[2]
     found = {}
     for layer in ("core", "protocol", "net", "cluster", "workspace"):
-        for path in sorted((package / layer).glob("*.py")):
-            if path.name in NOT_REACHED:
+        for path in sorted((package / layer).rglob("*.py")):
+            if str(path.relative_to(package)).startswith(NOT_REACHED):
                 continue
             text = path.read_text()
             reads = [
@@ -249,5 +252,5 @@ def test_every_environment_read_decide_can_reach_is_sent_by_the_client() -> None
                 if w in text
             ]
             if reads:
-                found[f"{layer}/{path.name}"] = reads
+                found[str(path.relative_to(package))] = reads
     assert found == ENVIRONMENT_READERS

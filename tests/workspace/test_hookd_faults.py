@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from planfence_net.workspace import hookclient
+from planfence_net.workspace.hook import client as hookclient
 from support.workspace import (
     git,
     hook_calls,

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from planfence_net.workspace.hookclient import socket_path
-from planfence_net.workspace.hookd import STANDBY
+from planfence_net.workspace.hook.client import socket_path
+from planfence_net.workspace.owner.hookd import STANDBY
 from support.cluster import ClusterHandle, wait_exit
 from support.workspace import payload, run_cli, run_hook_output, served_team
 

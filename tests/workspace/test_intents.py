@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from planfence_net.core.errors import RequestError
-from planfence_net.workspace.wire import SyncSessions
+from planfence_net.net.syncclient import SyncSessions
 from support.cluster import ClusterHandle, wait_exit
 from support.workspace import payload, quiet, run_cli, run_hook_output, served_team
 
@@ -227,7 +227,7 @@ def test_the_agent_cannot_forge_another_sessions_end_through_its_shell(
     """`planfence hook claude` fed a SessionEnd of session A would end A's exclusive intent:
     from B's shell that is blocked, as `hook install|uninstall` is; a commit message naming
     the hook is not a hook command."""
-    from planfence_net.workspace.paths import executable
+    from planfence_net.cluster.command import executable
 
     handle, api, web = team
     trust(handle, api, "parser", A, "--exclusive", "src/lib.py")

@@ -274,8 +274,8 @@ def test_a_blocked_agent_may_run_plans_and_show(tmp_path: Path) -> None:
     """Both only read: the hook lets them through like `workspace check`, when plain."""
     import shlex
 
-    from planfence_net.workspace.paths import executable
-    from planfence_net.workspace.payload import parse_payload
+    from planfence_net.cluster.command import executable
+    from planfence_net.workspace.model.payload import parse_payload
 
     def gated(command: str) -> bool:
         data = payload("claude-bash", tmp_path, command=command)

@@ -6,14 +6,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from planfence_net.workspace.depslist import (
+from planfence_net.workspace.model.depslist import (
     Dependency,
     DependencyListError,
     content_matches,
     git_blob_id,
     parse_dependencies,
 )
-from planfence_net.workspace.reads import is_read_only, is_test_command, read_operands
+from planfence_net.workspace.model.reads import is_read_only, is_test_command, read_operands
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from planfence_net.workspace.recovery import POLICY, add_policy
+from planfence_net.workspace.installers.recovery import POLICY, add_policy
 from support.cluster import PLANFENCE
 from support.workspace import make_repo, run_cli
 

@@ -18,9 +18,9 @@ import anyio
 import pytest
 
 from planfence_net.net.api import query_heads
-from planfence_net.workspace import owner as owner_module
-from planfence_net.workspace.config import ensure_local_cluster
-from planfence_net.workspace.observe import Observer
+from planfence_net.workspace.owner import daemon as owner_module
+from planfence_net.workspace.place.config import ensure_local_cluster
+from planfence_net.workspace.place.observe import Observer
 from support.cluster import PLANFENCE
 from support.workspace import git, make_repo, quiet, run_cli, stop, write
 

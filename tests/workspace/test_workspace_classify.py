@@ -10,7 +10,7 @@ from nacl.signing import SigningKey
 from planfence_net.core.decision import Decision
 from planfence_net.core.errors import LocalProtocolError
 from planfence_net.core.records import Record, make_record
-from planfence_net.workspace.classify import (
+from planfence_net.workspace.model.classify import (
     CRITICAL,
     INFORMATIONAL,
     NONE,
@@ -19,7 +19,7 @@ from planfence_net.workspace.classify import (
     classify,
     summary,
 )
-from planfence_net.workspace.machine import (
+from planfence_net.workspace.model.machine import (
     NO_PLAN,
     UNDECIDED,
     AskPlan,
@@ -304,7 +304,7 @@ def test_a_known_plan_takes_one_round_and_a_retrusted_one_is_asked_for() -> None
 
 
 def test_advancing_moves_only_the_touched_targets_and_drops_their_evidence() -> None:
-    from planfence_net.workspace.advance import advanced
+    from planfence_net.workspace.plans.advance import advanced
 
     target, read = record("ws:file/a.ts", 1, f("1")), record("ws:file/b.ts", 2, f("2"))
     evidence = record(

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from planfence_net.core.errors import ConfigError
-from planfence_net.workspace.observe import Observer, check_relative
+from planfence_net.workspace.place.observe import Observer, check_relative
 from support.workspace import git, make_repo, write
 
 

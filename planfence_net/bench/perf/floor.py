@@ -1,0 +1,115 @@
+"""The raw-socket floor: the cheapest request/response Python can do on loopback.
+
+A d = 1 heads request and its answer, as msgpack, each encrypted as one ChaCha20-Poly1305
+frame with a 2-byte length, over TCP on asyncio with uvloop, with a bare `asyncio.Protocol` on
+both sides (no Noise handshake, no task per request, no validation). It is what an
+authorize could cost if the protocol did nothing but move the bytes, so the latency benchmark
+prints it beside the real thing.
+
+    python -m planfence_net.bench.perf.floor     # serves on 127.0.0.1, prints its port, runs until killed
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import msgpack
+from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+
+KEY_UP, KEY_DOWN = bytes(range(32)), bytes(range(32, 64))
+REQUEST = [0, "heads", {"keys": ["req/floor"], "expect": {"req/floor": bytes(32)}}]
+ANSWER = {"heads": [["req/floor", bytes(32), 1]], "records": []}
+
+
+class _Framed(asyncio.Protocol):
+    """Splits the byte stream into 2-byte-length frames, decrypts each with its own key."""
+
+    def __init__(self, receive_key: bytes, send_key: bytes) -> None:
+        self._buffer = bytearray()
+        # the protocol's own AEAD (protocol/noise.py), one object per direction
+        self._receive, self._send = ChaCha20Poly1305(receive_key), ChaCha20Poly1305(send_key)
+        self._received = self._sent = 0
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
+
+    def data_received(self, data: bytes) -> None:
+        self._buffer += data
+        while len(self._buffer) >= 2:
+            length = int.from_bytes(self._buffer[:2], "big")
+            if len(self._buffer) < 2 + length:
+                return
+            frame = bytes(self._buffer[2 : 2 + length])
+            del self._buffer[: 2 + length]
+            nonce = self._received.to_bytes(12, "little")
+            self._received += 1
+            self.message(msgpack.unpackb(self._receive.decrypt(nonce, frame, None)))
+
+    def send(self, value: Any) -> None:
+        nonce = self._sent.to_bytes(12, "little")
+        self._sent += 1
+        sealed = self._send.encrypt(nonce, msgpack.packb(value), None)
+        assert self.transport is not None
+        self.transport.write(len(sealed).to_bytes(2, "big") + sealed)
+
+    def message(self, value: Any) -> None:
+        raise NotImplementedError
+
+
+class _Server(_Framed):
+    def __init__(self) -> None:
+        super().__init__(KEY_UP, KEY_DOWN)
+
+    def message(self, value: Any) -> None:
+        self.send([value[0], True, ANSWER])
+
+
+class FloorClient(_Framed):
+    """One connection to the floor server; `wait_round_trip()` times one request."""
+
+    def __init__(self) -> None:
+        super().__init__(KEY_DOWN, KEY_UP)
+        self._waiter: asyncio.Future[Any] | None = None
+
+    def message(self, value: Any) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(value)
+
+    async def wait_round_trip(self) -> float:
+        """Send one request, wait for its answer; returns the seconds it took."""
+        started = time.perf_counter()
+        self._waiter = asyncio.get_running_loop().create_future()
+        self.send(REQUEST)
+        answer = await self._waiter
+        elapsed = time.perf_counter() - started
+        if answer[2] != ANSWER:
+            raise AssertionError("the floor server answered something else")
+        return elapsed
+
+
+async def connect_floor(port: int) -> FloorClient:
+    loop = asyncio.get_running_loop()
+    _, protocol = await loop.create_connection(FloorClient, "127.0.0.1", port)
+    return protocol
+
+
+async def _serve() -> None:
+    server = await asyncio.get_running_loop().create_server(_Server, "127.0.0.1", 0)
+    print(server.sockets[0].getsockname()[1], flush=True)
+    await server.serve_forever()
+
+
+def main() -> None:
+    try:
+        import uvloop
+
+        uvloop.run(_serve())
+    except ImportError:
+        asyncio.run(_serve())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,415 @@
+"""Growth curves: how a decision's costs grow with declared keys, owners spanned and
+concurrent executors, next to etcd's Txn (the owners per machine and history curves are in
+`growth_scale`).
+
+    rows = keys_curve(Sizes.full(), progress=print)   # each curve on its own fresh cluster
+
+Every curve starts its own owners on 127.0.0.1 (and etcd when `etcd.missing()` is None),
+measures and stops them; each returns one dict per point, whose keys are the table's columns.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from ...cluster.folder import ClusterDir
+from ...cluster.pids import read_pid
+from ...core.gate import Action
+from ...executor.pool import SessionPool
+from ...executor.replica import Replica
+from ...executor.runner import GateRunner
+from ...net.api import get_records
+from . import etcd as etcdlib
+from .latency import (
+    EXECUTOR,
+    OWNERS,
+    Plan,
+    Results,
+    Settings,
+    Spread,
+    latency_rounds,
+    loopback_cluster,
+    write_plan,
+)
+
+Progress = Callable[[str], None]
+Row = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Sizes:
+    """The points of every curve and how long each is measured."""
+
+    keys: tuple[int, ...] = (1, 8, 32, 128, 512, 1024)
+    spans: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+    span_keys: int = 64
+    executors: tuple[int, ...] = (1, 8, 32, 64)
+    machine: tuple[int, ...] = (5, 50, 200)
+    history: tuple[int, ...] = (10**4, 10**5, 10**6)
+    rounds: int = 3
+    per_round: int = 100
+    seconds: float = 5.0  # per concurrency point
+    etcd: bool = True
+    repeat: int = 1  # executors curve: PlanFence and etcd runs per point, alternating
+
+    @classmethod
+    def quick(cls) -> Sizes:
+        """Small enough for a test: every code path, a few seconds a curve."""
+        return cls(
+            keys=(1, 8, 130),
+            spans=(1, 3),
+            span_keys=6,
+            executors=(1, 4),
+            machine=(3,),
+            history=(300,),
+            rounds=1,
+            per_round=10,
+            seconds=0.5,
+        )
+
+
+def _run(fn: Callable[..., Any], *args: Any) -> Any:
+    return anyio.run(fn, *args, backend="asyncio", backend_options={"use_uvloop": True})
+
+
+def _etcd_wanted(sizes: Sizes, progress: Progress) -> str | None:
+    if not sizes.etcd:
+        return None
+    why = etcdlib.missing()
+    if why is not None:
+        progress(why)
+        return None
+    return etcdlib.etcd_binary()
+
+
+@contextmanager
+def _maybe_etcd(binary: str | None, max_txn_ops: int) -> Iterator[int | None]:
+    if binary is None:
+        yield None
+        return
+    with etcdlib.loopback_etcd(binary, max_txn_ops) as port:
+        yield port
+
+
+def keys_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row]:
+    """Declared keys d over 2 owners: p50/p99, bytes and client CPU per decision; etcd's gRPC
+    Txn on the same keys (one Txn, limit raised; and Txns of <= 128) and its bytes per Txn."""
+    binary = _etcd_wanted(sizes, progress)
+    limit = max(etcdlib.DEFAULT_MAX_TXN_OPS, *sizes.keys)
+    results = Results()
+    settings = Settings(ds=sizes.keys, rounds=sizes.rounds, per_round=sizes.per_round)
+    with (
+        tempfile.TemporaryDirectory(prefix="planfence-growth-") as tmp,
+        loopback_cluster(Path(tmp) / "cluster") as cdir,
+        _maybe_etcd(binary, limit) as etcd_port,
+    ):
+        plans = [
+            _run(write_plan, cdir, f"keys{d}", _spread(cdir, OWNERS if d > 1 else OWNERS[:1], d))
+            for d in sizes.keys
+        ]
+        progress(f"keys: {len(plans)} plans written; timing decisions and etcd Txns")
+        _run(latency_rounds, cdir, plans, settings, results, None, etcd_port, progress)
+        etcd_bytes = _run(_etcd_bytes, etcd_port, plans) if etcd_port is not None else {}
+    rows = []
+    for plan in plans:
+        a, e, split = (r.get(plan.d) for r in (results.authorize, results.etcd, results.etcd_split))
+        rows.append(
+            {
+                "d": plan.d,
+                "p50_us": a.p50 if a else None,
+                "p99_us": a.p99 if a else None,
+                "bytes": results.bytes_per_action[plan.d],
+                "client_cpu_us": results.client_cpu[plan.d],
+                "etcd_p50_us": e.p50 if e else None,
+                "etcd_p99_us": e.p99 if e else None,
+                "etcd_split_p50_us": split.p50 if split else None,
+                "etcd_bytes": etcd_bytes.get(plan.d),
+            }
+        )
+    return rows
+
+
+def _spread(cdir: ClusterDir, owners: tuple[str, ...] | list[str], d: int) -> dict[str, list[str]]:
+    """d keys spread evenly over `owners` (the first owners take one more when uneven), each
+    under the first pattern the owner owns (`req/*` -> `req/g-...`)."""
+    roster = cdir.roster()
+    keys: dict[str, list[str]] = {}
+    for i in range(d):
+        owner = owners[i % len(owners)]
+        prefix = roster.agent(owner).owns[0].rstrip("*")
+        keys.setdefault(owner, []).append(f"{prefix}g{d}-{len(owners)}-{i}")
+    return keys
+
+
+async def _etcd_bytes(port: int, plans: list[Plan], n: int = 20) -> dict[int, int]:
+    """Bytes on the wire per gRPC Txn (both ways, HTTP/2 and gRPC framing included), through
+    a counting relay, averaged over `n` Txns after a warm-up one."""
+    out = {}
+    async with etcdlib.ByteCounter(port) as counter:
+        client = await etcdlib.GrpcEtcd.connect(counter.port)
+        try:
+            for plan in plans:
+                revisions = {k: await client.put(k, "v1") for k in plan.keys}
+                await client.txn_unchanged(revisions)
+                before = counter.bytes
+                for _ in range(n):
+                    if not await client.txn_unchanged(revisions):
+                        raise AssertionError(f"etcd Txn d={plan.d} did not succeed")
+                out[plan.d] = round((counter.bytes - before) / n)
+        finally:
+            await client.close()
+    return out
+
+
+def spans_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row]:
+    """One plan of `span_keys` keys spread evenly over 1..32 owners: latency and bytes."""
+    agents = max(sizes.spans) + 1  # the executor and the owners
+    rows = []
+    with (
+        tempfile.TemporaryDirectory(prefix="planfence-growth-") as tmp,
+        loopback_cluster(Path(tmp) / "cluster", agents=agents) as cdir,
+    ):
+        owners = [a.name for a in cdir.roster().agents if a.name != EXECUTOR]
+        plans = [
+            _run(write_plan, cdir, f"span{k}", _spread(cdir, owners[:k], sizes.span_keys))
+            for k in sizes.spans
+        ]
+        progress(f"spans: {agents} owners up, {len(plans)} plans written")
+        timed = _run(_time_plans, cdir, plans, sizes.rounds, sizes.per_round)
+        for k, plan in zip(sizes.spans, plans, strict=True):
+            spread, nbytes, cpu = timed[plan.plan]
+            rows.append(
+                {
+                    "owners": k,
+                    "d": plan.d,
+                    "p50_us": spread.p50,
+                    "p99_us": spread.p99,
+                    "bytes": nbytes,
+                    "client_cpu_us": cpu,
+                }
+            )
+    return rows
+
+
+async def _time_plans(
+    cdir: ClusterDir, plans: list[Plan], rounds: int, per_round: int
+) -> dict[bytes, tuple[Spread, int, float]]:
+    """Warm decisions of every plan, in rounds (a warm-up round first): latency, bytes per
+    decision and client CPU per decision (us)."""
+    roster, identity = cdir.roster(), cdir.identity(EXECUTOR)
+    replica = await Replica.open(None)
+    ids = [rid for p in plans for rid in (p.plan, *p.parts, *p.facts.values())]
+    await replica.add(await get_records(roster, identity, ids))
+    samples: dict[bytes, list[float]] = {p.plan: [] for p in plans}
+    cpu: dict[bytes, float] = {p.plan: 0.0 for p in plans}
+    nbytes: dict[bytes, int] = {}
+    async with anyio.create_task_group() as tg:
+        pool = SessionPool(tg, roster, identity)
+        runner = GateRunner(pool, replica)
+        for rnd in range(rounds + 1):
+            for plan in plans:
+                action = Action(f"p{plan.d}", (plan.plan,), plan.keys)
+                started_cpu = time.process_time()
+                for _ in range(per_round):
+                    started = time.perf_counter()
+                    run = await runner.wait_decision(action)
+                    elapsed = time.perf_counter() - started
+                    if not run.decision.authorized:
+                        raise AssertionError(f"not authorized: {run.decision.explain()}")
+                    if rnd:
+                        samples[plan.plan].append(elapsed)
+                if rnd:
+                    cpu[plan.plan] += time.process_time() - started_cpu
+                nbytes[plan.plan] = run.decision.bytes_sent + run.decision.bytes_received
+        await pool.aclose()
+        tg.cancel_scope.cancel()
+    n = rounds * per_round
+    return {rid: (Spread.of(s), nbytes[rid], cpu[rid] / n * 1e6) for rid, s in samples.items()}
+
+
+def executors_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row]:
+    """C concurrent executors, each with its own sessions, deciding one d=8 plan over 2
+    owners as fast as they can (spread over up to 4 worker processes); then as many etcd
+    gRPC clients (one channel each, same processes) sending the same d=8 Txn. Beside the
+    rates, the CPU each side spends per decision or Txn: its clients' (`client_cpu_us`,
+    `etcd_client_cpu_us`) and its servers' (`owner_cpu_us`, `etcd_cpu_us`); the cores each
+    side kept busy (`cores`, `etcd_cores`: clients and servers) and the share of the machine's
+    CPU time left idle meanwhile (`idle`, `etcd_idle`): with idle near 0 the rate is set by
+    the CPU per call and the cores a busy machine gives each side, not by waiting. With
+    `sizes.repeat` > 1 each point runs both sides that many times, alternating which goes
+    first; the row shows each side's median run and the spread of the pairs' ratios."""
+    binary = _etcd_wanted(sizes, progress)
+    rows = []
+    with (
+        tempfile.TemporaryDirectory(prefix="planfence-growth-") as tmp,
+        loopback_cluster(Path(tmp) / "cluster") as cdir,
+        _maybe_etcd(binary, etcdlib.DEFAULT_MAX_TXN_OPS) as etcd_port,
+    ):
+        plan = _run(write_plan, cdir, "conc8", _spread(cdir, OWNERS, 8))
+        owner_pids = [read_pid(cdir, o) for o in OWNERS]
+        revisions = _run(_etcd_put, etcd_port, plan.keys) if etcd_port is not None else {}
+        for c in sizes.executors:
+            progress(f"executors: {c} concurrent")
+            records = [r.hex() for r in (plan.plan, *plan.parts, *plan.facts.values())]
+            spec = {
+                "cluster": str(cdir.root),
+                "plan": plan.plan.hex(),
+                "keys": plan.keys,
+                "records": records,
+            }
+            etcd_spec = None
+            if etcd_port is not None:
+                etcd_spec = {"port": etcd_port, "revisions": revisions}
+                etcd_pids = [_pid_listening(etcd_port)]
+            pfs: list[Row] = []
+            etcds: list[Row] = []
+            for turn in range(sizes.repeat):  # alternate which side goes first
+                order = ("planfence", "etcd") if turn % 2 == 0 else ("etcd", "planfence")
+                for side in order:
+                    if side == "planfence":
+                        pfs.append(_concurrent(side, spec, c, sizes.seconds, owner_pids))
+                    elif etcd_spec is not None:
+                        etcds.append(_concurrent(side, etcd_spec, c, sizes.seconds, etcd_pids))
+            pf = _median_run(pfs)
+            row = {
+                "executors": c,
+                "decisions_per_s": pf["per_s"],
+                "p50_us": pf["p50_us"],
+                "p99_us": pf["p99_us"],
+                "owner_cpu": pf["server_cpu"],
+                "client_cpu_us": pf["client_cpu_us"],
+                "owner_cpu_us": pf["server_cpu_us"],
+                "cores": pf["cores"],
+                "idle": pf["idle"],
+            }
+            if etcds:
+                e = _median_run(etcds)
+                row |= {
+                    "etcd_txns_per_s": e["per_s"],
+                    "etcd_p99_us": e["p99_us"],
+                    "etcd_cpu": e["server_cpu"],
+                    "etcd_client_cpu_us": e["client_cpu_us"],
+                    "etcd_cpu_us": e["server_cpu_us"],
+                    "etcd_cores": e["cores"],
+                    "etcd_idle": e["idle"],
+                }
+                if sizes.repeat > 1:  # each pair ran back to back: its ratio is the fair one
+                    ratios = sorted(
+                        a["per_s"] / b["per_s"] for a, b in zip(pfs, etcds, strict=True)
+                    )
+                    row |= {
+                        "ratio_min": ratios[0],
+                        "ratio_median": ratios[len(ratios) // 2],
+                        "ratio_max": ratios[-1],
+                    }
+            rows.append(row)
+    return rows
+
+
+def _median_run(runs: list[Row]) -> Row:
+    """The run with the median rate (the upper one of an even count): one real run's
+    columns, not a mix of several."""
+    return sorted(runs, key=lambda r: r["per_s"])[len(runs) // 2]
+
+
+async def _etcd_put(port: int, keys: tuple[str, ...]) -> dict[str, int]:
+    client = await etcdlib.GrpcEtcd.connect(port)
+    try:
+        return {k: await client.put(k, "v1") for k in keys}
+    finally:
+        await client.close()
+
+
+def _pid_listening(port: int) -> int | None:
+    """The pid of the etcd listening on `port` (found by its command line)."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv and argv[0].endswith(b"etcd") and f":{port}".encode() in b" ".join(argv):
+                return int(entry.name)
+    return None
+
+
+def _concurrent(
+    mode: str, spec: dict[str, Any], c: int, seconds: float, server_pids: list[int | None]
+) -> Row:
+    """Run `c` clients over min(c, 4) worker processes for `seconds` after all are ready;
+    their throughput, latency and the servers' CPU (cores) meanwhile."""
+    from .growth_worker import cpu_seconds
+
+    procs = min(c, 4)
+    shares = [c // procs + (1 if i < c % procs else 0) for i in range(procs)]
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "planfence_net.bench.perf.growth_worker", mode],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in shares
+    ]
+    try:
+        for worker, share in zip(workers, shares, strict=True):
+            assert worker.stdin is not None
+            worker.stdin.write(json.dumps({**spec, "clients": share, "seconds": seconds}) + "\n")
+            worker.stdin.flush()
+        for worker in workers:  # each says "ready" once its sessions are open and warm
+            assert worker.stdout is not None
+            if worker.stdout.readline().strip() != "ready":
+                raise RuntimeError(f"a {mode} worker failed to start")
+        pids = [p for p in server_pids if p is not None]
+        before, started = sum(cpu_seconds(p) for p in pids), time.perf_counter()
+        machine = machine_ticks()
+        for worker in workers:
+            assert worker.stdin is not None
+            worker.stdin.write("go\n")
+            worker.stdin.close()
+        outs = [json.loads(w.stdout.read()) for w in workers if w.stdout is not None]
+        for worker in workers:
+            if worker.wait(timeout=60) != 0:
+                raise RuntimeError(f"a {mode} worker exited {worker.returncode}")
+        elapsed = time.perf_counter() - started
+        cpu = (sum(cpu_seconds(p) for p in pids) - before) / elapsed
+        busy, idle = (b - a for a, b in zip(machine, machine_ticks(), strict=True))
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait()
+    latencies = sorted(x for out in outs for x in out["latencies"])
+    spread = Spread.of(latencies)
+    done = sum(out["done"] for out in outs)
+    window = max(out["elapsed"] for out in outs)
+    return {
+        "per_s": done / window,
+        "p50_us": spread.p50,
+        "p99_us": spread.p99,
+        "server_cpu": cpu,
+        # CPU per call, which a busy machine inflates less than it cuts throughput
+        "client_cpu_us": sum(out["cpu"] for out in outs) / done * 1e6,
+        "server_cpu_us": cpu * elapsed / done * 1e6,
+        "cores": cpu + sum(out["cpu"] for out in outs) / window,
+        "idle": idle / max(busy + idle, 1),
+    }
+
+
+def machine_ticks() -> tuple[int, int]:
+    """(busy, idle) clock ticks of every CPU of the machine so far (Linux /proc/stat; idle
+    counts iowait too)."""
+    ticks = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = ticks[3] + ticks[4]
+    return sum(ticks[:8]) - idle, idle

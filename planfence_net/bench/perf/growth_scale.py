@@ -1,0 +1,187 @@
+"""Growth curves of scale: owners per machine and an owner's history.
+
+    rows = machine_curve(Sizes.full())   # 5, 50, 200 owners: `cluster up`, RSS, d = 8 p50
+    rows = history_curve(Sizes.full())   # 10^4..10^6 records: start-up, heads, puts, bytes
+
+Each point starts its own owners on 127.0.0.1 and stops them; each curve returns one dict
+per point, whose keys are the table's columns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from ...cluster import processes as clusterlib
+from ...cluster.folder import ClusterDir
+from ...cluster.pids import read_pid
+from ...cluster.ready import wait_cluster_ready
+from ...net.client import open_session
+from ...owners.compact import compact
+from ...owners.startup import signer
+from ...owners.store import Store
+from ...protocol.messages import pack
+from .growth import Progress, Row, Sizes, _run, _spread, _time_plans
+from .latency import EXECUTOR, OWNERS, Spread, write_plan
+from .load import owner_load
+
+BUILD_BATCH = 5000  # puts queued at once while a history is built (one group commit)
+
+
+def machine_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row]:
+    """For n owners on this machine: wall time of `planfence cluster up`, idle RSS per owner
+    (VmRSS from /proc once all are up) and a d = 8 decision's p50 over two of them."""
+    planfence = str(Path(sys.executable).parent / "planfence")
+    rows = []
+    for n in sizes.machine:
+        with tempfile.TemporaryDirectory(prefix="planfence-growth-") as tmp:
+            root = Path(tmp) / "cluster"
+            clusterlib.init_cluster(root, agents=n, base_port=0, name="planfence-growth")
+            cdir = ClusterDir(root)
+            try:
+                progress(f"machine: {n} owners, cluster up")
+                started = time.perf_counter()
+                subprocess.run(
+                    [planfence, "cluster", "up", str(root), "--timeout", str(30 + 3 * n)],
+                    check=True,
+                    capture_output=True,
+                )
+                up = time.perf_counter() - started
+                pids = [read_pid(cdir, a.name) for a in cdir.roster().agents]
+                rss = [_rss_kib(p) for p in pids if p is not None]
+                plan = _run(write_plan, cdir, "machine8", _spread(cdir, OWNERS, 8))
+                spread, _, _ = _run(_time_plans, cdir, [plan], sizes.rounds, sizes.per_round)[
+                    plan.plan
+                ]
+            finally:
+                clusterlib.stop_owners(cdir)
+        rows.append(
+            {
+                "owners": n,
+                "cluster_up_s": up,
+                "idle_rss_mib": statistics.median(rss) / 1024,
+                "p50_us": spread.p50,
+                "p99_us": spread.p99,
+            }
+        )
+    return rows
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def history_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row]:
+    """One owner holding N records over max(N / 10, ...) keys: the owner's start-up (`cluster
+    up` of that owner, which opens the store and checks the heads), `Store.open` alone, heads
+    p50 (one random key a request: the first requests after start-up, then as many more),
+    heads/s and durable puts/s from 16 sessions, bytes on disk per
+    record; then `owner compact --keep 1` and the owner's start-up again."""
+    rows = []
+    for n in sizes.history:
+        keys = max(1, min(10**5, n // 10))
+        with tempfile.TemporaryDirectory(prefix="planfence-growth-") as tmp:
+            root = Path(tmp) / "cluster"
+            clusterlib.init_cluster(root, agents=2, base_port=0, name="planfence-growth")
+            cdir = ClusterDir(root)
+            owner = cdir.roster().agents[1].name  # `reqs`, owning req/*
+            progress(f"history: building {n:,} records over {keys:,} keys")
+            built = time.perf_counter()
+            _build(cdir, owner, n, keys)
+            progress(f"  built in {time.perf_counter() - built:.0f} s")
+            db = cdir.db(owner)
+            on_disk = sum(f.stat().st_size for f in db.parent.glob(db.name + "*"))
+            opens = [_run(_time_open, db) for _ in range(3)]
+            try:
+                started = time.perf_counter()
+                names = clusterlib.start_owners(cdir)
+                anyio.run(wait_cluster_ready, cdir, names, 120.0, backend="asyncio")
+                up = time.perf_counter() - started
+                cold = _run(_heads_p50, cdir, owner, keys, sizes.per_round * 5)
+                heads = _run(_heads_p50, cdir, owner, keys, sizes.per_round * 5)
+                load = _run(owner_load, cdir, owner, EXECUTOR, "req/h0", 16, 8, sizes.seconds / 2)
+            finally:
+                clusterlib.stop_owners(cdir)
+            done = compact(cdir, owner, keep=1)
+            started = time.perf_counter()
+            try:
+                names = clusterlib.start_owners(cdir, [owner])
+                anyio.run(wait_cluster_ready, cdir, names, 120.0, backend="asyncio")
+                compacted_up = time.perf_counter() - started
+            finally:
+                clusterlib.stop_owners(cdir)
+        rows.append(
+            {
+                "records": n,
+                "keys": keys,
+                "owner_up_s": up,
+                "store_open_s": statistics.median(opens),
+                "heads_first_p50_us": cold.p50,
+                "heads_p50_us": heads.p50,
+                "heads_p99_us": heads.p99,
+                "heads_per_s": load.heads_per_s,
+                "puts_per_s": load.puts_per_s,
+                "bytes_per_record": on_disk / n,
+                "compacted_to": done.records_after,
+                "owner_up_compacted_s": compacted_up,
+            }
+        )
+    return rows
+
+
+def _build(cdir: ClusterDir, owner: str, n: int, keys: int) -> None:
+    """n records of `owner`, signed as its daemon signs them, key `req/h{i % keys}`, no
+    parents (a new version of a fact does not name the old one: a plan walking both would be
+    ambiguous). The owner's Store makes the schema; the rows go in with SQLite's
+    executemany in commits of BUILD_BATCH, as Store._write lays them out, since a put at a
+    time through the owner would take an hour at 10^6; the owner advances its seq mark over
+    them when it next opens the store."""
+    anyio.run(_time_open, cdir.db(owner))  # the schema, and WAL mode
+    sign = signer(cdir.identity(owner))
+    with contextlib.closing(sqlite3.connect(cdir.db(owner))) as db:
+        for at in range(0, n, BUILD_BATCH):
+            rows = []
+            for i in range(at, min(n, at + BUILD_BATCH)):
+                record = sign(f"req/h{i % keys}", "fact", [], {"i": i}, i + 1)
+                rows.append(
+                    (record.id, record.key, record.owner, record.seq, pack(record.to_wire()))
+                )
+            db.executemany(
+                "INSERT INTO records (id, key, owner, seq, wire) VALUES (?, ?, ?, ?, ?)", rows
+            )
+            db.commit()
+
+
+async def _time_open(db: Path) -> float:
+    started = time.perf_counter()
+    store = await Store.open(db)
+    elapsed = time.perf_counter() - started
+    await store.close()
+    return elapsed
+
+
+async def _heads_p50(cdir: ClusterDir, owner: str, keys: int, n: int) -> Spread:
+    rng = random.Random(7)
+    times = []
+    async with open_session(cdir.roster(), cdir.identity(EXECUTOR), owner) as session:
+        for _ in range(n):
+            key = f"req/h{rng.randrange(keys)}"
+            started = time.perf_counter()
+            answer: Any = await session.request("heads", {"keys": [key]})
+            times.append(time.perf_counter() - started)
+            if answer["heads"][0][0] != key:
+                raise AssertionError(f"heads of {key} answered {answer}")
+    return Spread.of(times)

@@ -1,0 +1,308 @@
+"""The hook's automatic mode (`planfence hook claude|codex --mode auto`, what `hook install`
+writes unless `--explicit`): a session without an explicitly trusted plan is not blocked; it
+works under its own plan (`session.auto_plan`), made from what its agent actually did.
+
+    SessionStart (Claude Code)    start the session's plan (repo, branch, HEAD, status) and
+                                  tell the model, in two sentences, what PlanFence does
+    PreToolUse of a write         check the session's plan like any trusted state; the first
+                                  gated call of a session without a plan starts it and runs
+    PostToolUse of a read         Read/NotebookRead, or a shell command that reads files
+                                  (`reads.read_operands`, a heuristic): existing files inside
+                                  a served worktree join the plan as `read`
+    PostToolUse of a write        the written files join as `target` (`hookrecord.PlanWrites.advance`)
+    PostToolUse(Failure) of a     a configured test command (`[hook] tests` in the cluster's
+    test command                  cluster.toml, else `reads.DEFAULT_TEST_COMMANDS`) records
+                                  evidence with its exit code (Claude Code says it; Codex does
+                                  not: recorded as unknown)
+
+An explicitly trusted plan of the session (or the folder's shared current plan) takes
+precedence: then nothing here runs and the hook behaves as in explicit mode. A block names
+the files to re-read (relevant) or the branch/HEAD change (critical: only a person re-bases
+the plan, `planfence workspace refresh`); a re-read moves the fact to its new version and is
+the plan's one replan, so a drift after it is "changed again: stop and report".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..model.payload import SHELLS, ToolCall
+from ..place.paths import session_marker
+
+if TYPE_CHECKING:
+    from ...cluster.folder import ClusterDir
+    from ...core.roster import Roster
+    from ..model.machine import Verdict
+    from .run import Answer
+
+CONTEXT = (
+    "PlanFence is active in this worktree: it records the files you read and write, and "
+    "blocks a write when one of them, the branch or HEAD changed since (another agent, a "
+    "branch switch). When a write is blocked, re-read the files the message names and retry "
+    "the same call once; if it is blocked again, or the branch or HEAD changed, stop and "
+    "report to the user."
+)
+
+
+def session_plan(call: ToolCall) -> str:
+    """The automatic plan of the call's session (and subagent)."""
+    from ..plans.session import auto_plan
+
+    return auto_plan(call.session, call.agent_id)
+
+
+def working_plan(cdir: ClusterDir, call: ToolCall, selected: str | None) -> str | None:
+    """The session's automatic plan when the call is to be checked against it, else None
+    (the `selected` plan, `config.select_plan`'s, is). A plan trusted for this session (or
+    subagent) takes precedence; the folder's shared current plan does only for a session
+    that has not started its own: trusting a shared plan never moves a session off its
+    automatic plan (nor, `trust.stale_binding`, does trusting one for the session while
+    the automatic plan is stale, unless it covers it)."""
+    from ..place.config import bound_plan
+
+    if not call.session:
+        return None
+    own = (bound_plan(cdir, call.session, call.agent_id) if call.agent_id else None) or (
+        bound_plan(cdir, call.session)
+    )
+    if own is not None:
+        return None
+    plan = session_plan(call)
+    if selected is None or session_marker(cdir.root, plan).exists():
+        return plan
+    return None
+
+
+def note_working(root: Path, plan: str) -> None:
+    """Remember that a session works under its automatic plan `plan` (see `working_plan`)."""
+    path = session_marker(root, plan)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
+
+
+def agents_here(cdir: ClusterDir, cwd: str) -> tuple[str, ...]:
+    """The workspace agent serving `cwd` (the innermost worktree holding it), else every
+    workspace agent of the cluster."""
+    from ..place.config import workspaces
+
+    spaces = workspaces(cdir)
+    here = Path(os.path.realpath(cwd))
+    inside = [
+        name
+        for name, root in spaces.items()
+        if here == Path(os.path.realpath(root)) or here.is_relative_to(os.path.realpath(root))
+    ]
+    if inside:
+        return (max(inside, key=lambda name: len(Path(os.path.realpath(spaces[name])).parts)),)
+    return tuple(spaces)
+
+
+def _who(call: ToolCall) -> dict[str, str | None]:
+    """What the plan record says about whose plan it is."""
+    return {"session": call.session, "agent": call.agent_id, "worktree": call.cwd}
+
+
+def start_plan(call: ToolCall, cdir: ClusterDir, plan: str, roster: Roster, step: float) -> str:
+    """Start the session's plan (its worktree's repo, branch, HEAD, status as they are now);
+    returns "" or why it could not."""
+    from ...core.errors import PlanfenceError
+    from ..plans.session import Change, wait_record
+
+    try:
+        note_working(cdir.root, plan)
+        wait_record(
+            roster,
+            cdir.identity,
+            plan,
+            Change(agents=agents_here(cdir, call.cwd), extra=_who(call)),
+            step_timeout=step,
+        )
+    except (PlanfenceError, ValueError, OSError) as exc:
+        return str(exc)
+    return ""
+
+
+def after(call: ToolCall, options: dict[str, str]) -> tuple[int, str]:
+    """PostToolUse (or PostToolUseFailure) of a call that named no written file: record the
+    files it read and, for a test command, its evidence in the session's plan. Exit 2 only
+    shows the model why that failed (the call already ran)."""
+    from ..model.reads import read_operands
+
+    operands = list(call.reads)
+    shell = call.command is not None and call.tool in SHELLS
+    if shell and call.event == "PostToolUse":
+        operands += read_operands(call.command or "")
+    if not operands and not shell:
+        return 0, ""
+    from ...core.errors import PlanfenceError
+    from ..place.config import NoCluster, find_cluster, select_plan
+
+    try:
+        cdir = find_cluster(
+            Path(options["--cluster"]) if "--cluster" in options else None, Path(call.cwd)
+        )
+        selected = select_plan(cdir, call.session or None, call.agent_id)
+        if working_plan(cdir, call, selected) is None:
+            return 0, ""  # an explicitly trusted plan takes precedence
+        return _record(call, cdir, operands, shell, options)
+    except NoCluster:
+        return 0, ""
+    except (PlanfenceError, ValueError, OSError) as exc:
+        what = f"the files read by {call.describe()}" if operands else call.describe()
+        return 2, (
+            f"PlanFence could not record {what}{call.subagent()} in this session's plan "
+            f"({exc}); a later change to them will not block your writes."
+        )
+
+
+def _record(
+    call: ToolCall, cdir: ClusterDir, operands: list[str], shell: bool, options: dict[str, str]
+) -> tuple[int, str]:
+    from ..model.facts import evidence_key
+    from ..model.reads import is_test_command
+    from ..place.config import hook_policy, workspaces
+    from ..plans.session import Change, wait_record
+    from .run import DEFAULT_TIMEOUT, STEPS, cache_path
+
+    keys = resolve_reads(workspaces(cdir), call.cwd, operands)
+    plan = session_plan(call)
+    here = agents_here(cdir, call.cwd)
+    evidence = None
+    if shell and here:
+        ran = is_test_command(call.command or "", hook_policy(cdir).tests)
+        if ran is not None:
+            key = evidence_key(here[0], f"{plan}\n{ran}")  # this session's run, not another's
+            evidence = (key, {"command": ran, "exit": call.exit, "time": round(time.time(), 3)})
+    if not keys and evidence is None:
+        return 0, ""
+    note_working(cdir.root, plan)
+    roster = cdir.roster()
+    wait_record(
+        roster,
+        cdir.identity,
+        plan,
+        Change(files=dict.fromkeys(keys, "read"), agents=here, extra=_who(call)),
+        step_timeout=float(options.get("--timeout", DEFAULT_TIMEOUT)) / STEPS,
+        cache=cache_path(cdir.root, plan),
+        evidence=evidence,
+    )
+    return 0, ""
+
+
+def record_writes(
+    root: Path, plan: str, roster: Roster, keys: list[str], step: float, landed: bool
+) -> bool:
+    """The agent's own writes of `keys` join the session's plan as targets (`landed`: their
+    PostToolUse ran, so the replan count starts over). Returns whether the plan was written."""
+    from ...cluster.folder import ClusterDir
+    from ..plans.session import Change, wait_record
+    from .run import cache_path
+
+    return wait_record(
+        roster,
+        ClusterDir(root).identity,
+        plan,
+        Change(files=dict.fromkeys(keys, "target"), landed=landed),
+        step_timeout=step,
+        cache=cache_path(root, plan),
+    )
+
+
+def resolve_reads(spaces: Mapping[str, Path], cwd: str, operands: list[str]) -> list[str]:
+    """The file keys of `operands` (as a reading command names them, relative to `cwd`; a
+    leading `:` is relative to the worktree root, as `git show REV:PATH` names it) that are
+    existing regular files whose real path is inside a served worktree."""
+    from ..model.facts import file_key
+    from ..place.config import locate, outside
+
+    here = os.path.realpath(cwd)
+    roots = [r for r in spaces.values() if Path(here).is_relative_to(os.path.realpath(r))]
+    keys: list[str] = []
+    for operand in operands:
+        if operand.startswith(":"):
+            if not roots:
+                continue
+            path = os.path.join(max(roots, key=lambda r: len(Path(r).parts)), operand[1:])
+        else:
+            path = os.path.join(cwd, operand)
+        if not os.path.isfile(path) or outside(dict(spaces), cwd, (path,)):
+            continue
+        where = locate(dict(spaces), Path(path))
+        if where is not None and file_key(*where) not in keys:
+            keys.append(file_key(*where))
+    return keys
+
+
+def block_message(call: ToolCall, verdict: Verdict) -> str:
+    """The reason the model reads when its session's plan drifted: the drift, then what to do
+    (re-read and retry; a branch/HEAD change is the user's to re-base; changed again: stop)."""
+    from ...cluster.command import executable
+    from ..model.machine import UNDECIDED
+    from .text import block_message as trusted_message
+
+    if verdict.level == UNDECIDED:
+        return trusted_message(call, verdict)
+    plan = verdict.plan
+    lines = [
+        f"PlanFence blocked {call.describe()}{call.subagent()}: plan {plan!r} (what this "
+        f"{'subagent' if call.agent_id else 'session'} read and wrote) is stale "
+        f"({verdict.level} drift).",
+        *verdict.lines,
+    ]
+    if verdict.changed_again:
+        lines.append(
+            "A file you already re-read has changed again: stop and report the drift above "
+            "to the user; do not retry this call and do not re-read again."
+        )
+        return "\n".join(lines)
+    moved = [
+        line
+        for line in verdict.lines
+        if line.startswith(("- Branch changed", "- HEAD changed", "- Repository changed"))
+    ]
+    if verdict.reread:
+        lines.append(
+            f"Re-read {', '.join(verdict.reread)} (with Read, or cat in the shell), then retry "
+            f"the same call: the re-read records what the files hold now. If one changes "
+            f"again, stop and report."
+        )
+    if moved:
+        lines.append(
+            f"The branch or HEAD changed: stop and tell the user. Only the user can re-base "
+            f"this plan on it, with `{shlex.quote(executable())} workspace refresh {plan}` "
+            f"(never run it yourself)."
+        )
+    if not verdict.reread and not moved:
+        lines.append(
+            "Re-check what changed, then retry once; if it is blocked again, stop and report."
+        )
+    return "\n".join(lines)
+
+
+def session_start(call: ToolCall, cdir: ClusterDir, timeout: float) -> Answer:
+    """SessionStart in a served worktree: start the session's plan unless it has an explicit
+    one, and tell the model (Claude Code reads `hookSpecificOutput.additionalContext`)."""
+    from ..place.config import select_plan
+    from .run import STEPS
+
+    why = ""
+    plan = working_plan(cdir, call, select_plan(cdir, call.session or None, call.agent_id))
+    if plan is not None:
+        why = start_plan(call, cdir, plan, cdir.roster(), timeout / STEPS)
+    return session_start_answer(why)
+
+
+def session_start_answer(why: str) -> Answer:
+    """SessionStart's answer: the context for the model on stdout, and on stderr why the
+    session's plan could not be started (`why`, or nothing)."""
+    from .run import ALLOW, Answer
+
+    context = {"hookEventName": "SessionStart", "additionalContext": CONTEXT}
+    note = f"PlanFence could not start this session's plan: {why}" if why else ""
+    return Answer(ALLOW, note, json.dumps({"hookSpecificOutput": context}))

@@ -1,0 +1,121 @@
+"""The texts the model reads from the hook: why a call is blocked, and the command (by the
+absolute path of this installation's `planfence`, runnable in the agent's shell) that moves
+it on. Pure functions of the call and the verdict; imports are deferred so the hook stays
+lean (`hook`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from ..model.machine import Verdict
+    from ..model.payload import ToolCall
+
+
+def block_message(call: ToolCall, verdict: Verdict, session_bound: bool = False) -> str:
+    """The reason the model reads: what changed, what to re-read, what to do next (with a
+    command it can run as written; `session_bound`: the plan is the session's own)."""
+    plan = verdict.plan
+    blocked = f"PlanFence blocked {call.describe()}{call.subagent()}"
+    if verdict.level == "undecided":
+        return (
+            f"{blocked}: cannot validate plan {plan!r}: "
+            f"{verdict.detail}. The call is blocked because the plan cannot be checked "
+            f"(it fails closed); report this to the user if it persists."
+        )
+    lines = [
+        f"{blocked}: plan {plan!r} is stale ({verdict.level} drift).",
+        *verdict.lines,
+    ]
+    if verdict.changed_again:
+        lines.append(
+            "It changed again after the plan was already re-made once. Stop: do not "
+            "replan again; report the drift above to the user."
+        )
+    else:
+        reread = ", ".join(verdict.reread)
+        lines.append(
+            (f"Re-read {reread}, then" if reread else "Re-check the workspace, then")
+            + f" replan once and record the new state with "
+            f"`{trust_command(call, plan, session_bound)} "
+            f"...`. If it changes again, stop and report."
+        )
+    return "\n".join(lines)
+
+
+def no_plan_message(call: ToolCall, root: Path, blocked: str) -> str:
+    """Why a gated call with no trusted plan is blocked, and how the model records one."""
+    return (
+        f"{blocked}: no trusted plan for this "
+        f"{'subagent' if call.agent_id else 'session'} in {root}. Record the state "
+        f"your plan relies on first: {trust_command(call, 'PLAN')} --read FILE --target FILE"
+    )
+
+
+def trust_command(call: ToolCall, plan: str, session_bound: bool = False) -> str:
+    """The `workspace trust` command the model can run in its own shell: this installation's
+    `planfence` by absolute path, bound to the call's subagent, or to its session when the
+    plan is the session's own (`session_bound`: re-trusting it without `--session` would
+    share it with every session)."""
+    import shlex
+
+    from ...cluster.command import executable
+
+    words = [executable(), "workspace", "trust", plan]
+    if call.agent_id:
+        words += ["--session", call.session, "--agent", call.agent_id]
+    elif session_bound and call.session:
+        words += ["--session", call.session]
+    return shlex.join(words)
+
+
+def join_message(call: ToolCall, root: Path) -> str:
+    """Why a call in an unserved worktree of a PlanFence repository is blocked, and the
+    command (runnable in the agent's shell) that joins it."""
+    import shlex
+
+    from ...cluster.command import executable
+
+    return (
+        f"PlanFence blocked {call.describe()}{call.subagent()}: {root} is a worktree of a "
+        f"repository that uses PlanFence, but no workspace owner serves it; join it to the "
+        f"team's cluster first: {shlex.quote(executable())} workspace join "
+        f"{shlex.quote(str(root))}"
+    )
+
+
+def no_chores(reason: str) -> str:
+    """A reason without a command for the model to run on a file the hook did not create
+    (a key file's `; run: chmod 600 KEY`): fixing the user's files is the user's decision."""
+    head, sep, _ = reason.partition("; run:")
+    return head + "; the user must fix this" if sep else reason
+
+
+def person_only(call: ToolCall) -> str:
+    """The reason to block a shell command carrying a flag only a person may pass, or ""."""
+    from ..model.facts import person_command, person_flag
+
+    if call.event != "PreToolUse" or call.command is None or call.tool == "apply_patch":
+        return ""
+    command = person_command(call.command)
+    if command == "workspace refresh":
+        return (
+            f"PlanFence blocked {call.describe()}{call.subagent()}: `planfence {command}` "
+            f"re-bases a plan on a new branch or HEAD and is the user's decision, never the "
+            f"agent's. Do not try another way; ask the user."
+        )
+    if command is not None:
+        return (
+            f"PlanFence blocked {call.describe()}{call.subagent()}: `planfence {command}` is "
+            f"run by the agent's client (or git) and the user, never from the agent's shell. "
+            f"Do not try another way; ask the user."
+        )
+    flag = person_flag(call.command)
+    if flag is None:
+        return ""
+    return (
+        f"PlanFence blocked {call.describe()}{call.subagent()}: {flag} lowers the plan's fence and is the "
+        f"user's decision, never the agent's. Do not try another way; ask the user."
+    )

@@ -1,0 +1,176 @@
+"""The workspace owner: an owner daemon whose keys are the facts of one worktree.
+
+It is the ordinary owner daemon (same Noise sessions, roster, store, logs) serving a
+`Workspace` service: the ordinary operations, the worktree's intents (`intend`, `intents`,
+`unintend`: intentbook.py), and one addition. Before answering `heads`,
+it observes the asked-for facts (re-stat the files, hash only what
+changed, read branch and HEAD) and writes a new record for every fact whose value differs
+from its head, so the answer is the worktree as it is now. Nobody else can write an observed
+fact, nor an intent; evidence and plan records are written with ordinary `put`s.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.abc import TaskStatus
+
+from ...cluster.folder import ClusterDir
+from ...core.errors import ConfigError
+from ...core.identity import Identity
+from ...core.roster import Roster
+from ...owners.limits import Limits
+from ...owners.logs import EventLog
+from ...owners.ops import owner_operations
+from ...owners.service import Call, Handler, Owner, Service
+from ...owners.startup import run_owner
+from ...owners.store import Store
+from ...protocol.messages import BadRequest, pack
+from ..model.facts import is_observed, split_key
+from ..model.intents import is_intent
+from ..place.config import workspaces
+from ..place.observe import Observer
+from . import hookd
+from .intentbook import IntentBook
+
+
+class Workspace:
+    """The service of a workspace owner: an ordinary owner's operations, observing the
+    worktree `observer` looks at before `heads`, refusing `put`s of observed facts, and
+    adding the worktree to `stats`."""
+
+    def __init__(self, observer: Observer) -> None:
+        self.observer = observer
+        self._lock = anyio.Lock()
+        self._last: dict[str, bytes] = {}  # key -> packed body of its head record
+        self._tickets = 0  # looks begun, in order
+        self._seen: dict[str, int] = {}  # fact -> ticket of the look its head comes from
+
+    def service(self) -> Service:
+        ordinary = owner_operations(observe=self.observe)
+        put = ordinary.operations["put"]
+        git = self.observer.git
+        intents = IntentBook(self.observer.root, str(git.common_dir if git else self.observer.root))
+        return ordinary.with_rows(
+            dataclasses.replace(put, handle=functools.partial(self.put, put.handle)),
+            *intents.rows(),
+            statistics=self.statistics,
+        )
+
+    async def observe(self, owner: Owner, keys: list[str]) -> None:
+        """Bring the records of the observed facts among `keys` up to date (see module doc).
+
+        Raises BadRequest("worktree_gone") when the worktree cannot be observed. Looks run
+        concurrently; a fact's head only ever moves to a value observed by a later-begun look,
+        so every answer holds a value the worktree had at some instant during the request.
+        """
+        facts = {}
+        for key in keys:
+            parts = split_key(key)
+            if parts is not None and parts[0] == owner.agent.name and is_observed(parts[1]):
+                facts[parts[1]] = key
+        if not facts:
+            return
+        self._tickets += 1
+        ticket = self._tickets
+        try:  # hashing runs outside the lock: other sessions' heads never wait for it
+            bodies = await anyio.to_thread.run_sync(self.observer.observe, list(facts))
+        except (ConfigError, OSError) as exc:
+            raise BadRequest("worktree_gone", str(exc)) from None
+        async with self._lock:  # two sessions asking at once must not write a fact twice
+            # A look that began after this one already wrote its (newer) value: keep it.
+            bodies = {f: b for f, b in bodies.items() if self._seen.get(f, 0) < ticket}
+            for fact in bodies:
+                self._seen[fact] = ticket
+            await self._load_last(owner, [facts[f] for f in bodies])
+            changed = {
+                facts[f]: body
+                for f, body in bodies.items()
+                if self._last.get(facts[f]) != pack(body)
+            }
+            async with anyio.create_task_group() as tg:  # one group commit for all of them
+                for key, body in changed.items():
+                    tg.start_soon(self._write_fact, owner, key, body)
+
+    async def _load_last(self, owner: Owner, keys: list[str]) -> None:
+        unknown = [k for k in keys if k not in self._last and k in owner.store.heads]
+        for record in await owner.store.records_for(unknown) if unknown else []:
+            self._last[record.key] = record.body_raw
+
+    async def _write_fact(self, owner: Owner, key: str, body: Any) -> None:
+        record = await owner.store.wait_put(key, "fact", [], body)
+        self._last[key] = record.body_raw
+        owner.log.write(
+            "put", key=key, id=record.id, seq=record.seq, kind="fact", parents=[], observed=True
+        )
+
+    async def put(
+        self, ordinary: Handler, call: Call, parsed: tuple[str, str, list[bytes], Any, Any]
+    ) -> dict[str, Any]:
+        """An ordinary `put`, except of an observed fact: nobody writes those."""
+        key = parsed[0]
+        parts = split_key(key)
+        if parts is not None and parts[0] == call.owner.agent.name and is_observed(parts[1]):
+            raise BadRequest(
+                "forbidden", f"{key!r} is observed from the worktree; nobody writes it"
+            )
+        if parts is not None and parts[0] == call.owner.agent.name and is_intent(parts[1]):
+            raise BadRequest("forbidden", f"{key!r} is an intent; only `intend` writes it")
+        return await ordinary(call, parsed)
+
+    def statistics(self) -> dict[str, Any]:
+        return {"worktree": str(self.observer.root), "files_hashed": self.observer.hashed}
+
+
+def owner_runner(cdir: ClusterDir, agent: str) -> Callable[..., Coroutine[Any, Any, None]]:
+    """How to serve `agent` of the cluster at `cdir`: `run_owner`, or for an agent whose roster
+    entry names a worktree, `run_workspace_owner` bound to it (same arguments)."""
+    root = workspaces(cdir).get(agent)
+    if root is None:
+        return run_owner
+    return functools.partial(run_workspace_owner, root, cluster=cdir.root)
+
+
+async def run_workspace_owner(
+    root: Path,
+    roster: Roster,
+    identity: Identity,
+    db_path: Path,
+    log_path: Path,
+    *,
+    listen: tuple[str, int] | None = None,
+    limits: Limits = Limits(),
+    accept_loss: bool = False,
+    cluster: Path | None = None,
+    task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve the worktree at `root` as `identity` until a signal or cancellation; with
+    `cluster` (its cluster folder), also the hook's socket (`hookd`), listening before the
+    port is reported.
+
+    Raises ConfigError when `root` is not a folder.
+    """
+    observer = Observer(root)
+
+    def service(store: Store, log: EventLog) -> Service:
+        made = Workspace(observer).service()
+        log.write("workspace", root=str(observer.root), git=observer.git is not None)
+        return made
+
+    await run_owner(
+        roster,
+        identity,
+        db_path,
+        log_path,
+        listen=listen,
+        limits=limits,
+        accept_loss=accept_loss,
+        service=service,
+        tasks=[] if cluster is None else [functools.partial(hookd.serve, cluster)],
+        task_status=task_status,
+    )

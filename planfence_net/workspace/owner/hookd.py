@@ -1,0 +1,234 @@
+"""The workspace owner's side of the hook's fast path (`hookclient`): a Unix socket on which
+the owner answers hook calls with the same `hook.decide` the in-process hook runs.
+
+    serve   bind the cluster's hook socket and answer on it until cancelled
+
+Where: `hookclient.socket_path(cluster)`, in the user's state directory's `hookd/` (created
+0700; refused when it belongs to another user or is open to others), the socket 0600. One
+owner process per cluster folder serves it: the first to take `NAME.lock` (an flock held
+while it serves; another workspace owner of the cluster started later does not). The
+socket appears under its name only once it listens with its final mode (bound under a
+temporary name, then renamed), and is removed when the owner stops.
+
+Per connection: the peer must run as this user (SO_PEERCRED, else the connection is closed
+unanswered, which the client reports as a block); the request is read within READ_TIMEOUT and
+at most `hookclient.MAX_PAYLOAD` bytes after its header line. A request this owner cannot
+answer exactly as the in-process hook would (another installation's `planfence`, another
+value of an environment variable `decide` reads, another cluster folder, another protocol
+version) gets `{"fallback": why}`. Otherwise `decide` runs in a worker thread, one call at a
+time (it writes files named after the process id, as every hook process does), and its
+answer is sent back. Each call is logged as a `hook` event with its exit code and how long
+`decide` took (`ms`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import socket
+import stat
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.abc import SocketAttribute, SocketStream, TaskStatus
+
+from ...owners.logs import EventLog
+from ..hook.client import MAX_PAYLOAD, VERSION, environment, socket_path, unsafe
+
+READ_TIMEOUT = 30.0  # seconds for a client to send its request
+MAX_HEADER = 64 * 1024
+TAKEOVER_POLL = 0.5  # seconds between a standing-by owner's tries at the socket's lock
+STANDBY = "another owner of this cluster serves it; standing by to take over"
+
+
+async def serve(
+    cluster: Path,
+    log: EventLog,
+    *,
+    task_status: TaskStatus[Path | None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve the hook socket of the cluster folder `cluster` until cancelled. Reports the
+    socket's path once it listens, or None (and logs why) when this owner does not serve
+    it: it cannot (the hook then runs in-process), or another owner of the cluster does (this
+    one then stands by and takes the socket over once that owner's lock is released, e.g.
+    when it died). Never raises OSError: the owner serves on without it."""
+    reported = False
+
+    def report(value: Path | None) -> None:
+        nonlocal reported
+        if not reported:
+            reported = True
+            task_status.started(value)
+
+    path = socket_path(cluster)
+    why = _prepare(path)
+    lock = -1
+    try:
+        if why is None:
+            lock = os.open(path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            if not _try_lock(lock):
+                # Another owner of the cluster serves it. Stand by: when it dies (even by
+                # SIGKILL, which leaves its socket behind) its lock is released and this
+                # owner takes the socket over, so the hook does not stay blocked until a
+                # person restarts that one owner.
+                log.write("hookd", socket=str(path), serving=False, reason=STANDBY)
+                report(None)
+                # The lock is released in another process: no event here to wait on.
+                while not _try_lock(lock):  # noqa: ASYNC110
+                    await anyio.sleep(TAKEOVER_POLL)
+            await _listen(cluster, path, log, report)
+    except OSError as exc:
+        why = f"{type(exc).__name__}: {exc}"
+    finally:
+        if lock >= 0:
+            os.close(lock)  # releases the flock
+        if why is not None:
+            log.write("hookd", socket=str(path), serving=False, reason=why)
+            report(None)
+
+
+def _prepare(path: Path) -> str | None:
+    """Make `path`'s folder (0700, the user's); why it cannot serve there, or None (a state
+    directory others may write, a `hookd/` folder of another user or not a folder)."""
+    if len(os.fsencode(path)) >= 108:
+        return "the path is too long for a Unix socket"
+    try:
+        path.parent.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+        info = os.lstat(path.parent)
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid():
+            os.chmod(path.parent, 0o700)  # ours: only we enter (as `paths.record_served` does)
+    except OSError as exc:
+        return f"cannot create {path.parent}: {exc.strerror}"
+    for each, others in ((path.parent.parent, 0o022), (path.parent, 0o077)):
+        why = unsafe(each, stat.S_IFDIR, others)
+        if why is not None:
+            return f"{each} {why}"
+    return None
+
+
+def _try_lock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+async def _listen(
+    cluster: Path, path: Path, log: EventLog, report: Callable[[Path | None], None]
+) -> None:
+    temporary = path.with_name(f"{path.stem}.{os.getpid()}.tmp")
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(temporary)
+    listener = await anyio.create_unix_listener(temporary, mode=0o600)
+    os.replace(temporary, path)  # appears listening, 0600, or not at all
+    inode = os.lstat(path).st_ino
+    log.write("hookd", socket=str(path), serving=True)
+    one_at_a_time = anyio.Lock()
+    try:
+        async with listener, anyio.create_task_group() as tg:
+            report(path)
+            await listener.serve(
+                lambda stream: _answer(stream, cluster, log, one_at_a_time), task_group=tg
+            )
+    finally:
+        try:
+            if os.lstat(path).st_ino == inode:
+                os.unlink(path)
+        except OSError:
+            pass
+
+
+async def _answer(stream: SocketStream, cluster: Path, log: EventLog, lock: anyio.Lock) -> None:
+    """Answer one connection; never raises (a failure closes it unanswered: the client
+    blocks)."""
+    try:
+        async with stream:
+            await _answer_one(stream, cluster, log, lock)
+    except Exception as exc:
+        log.write("hookd_error", error=f"{type(exc).__name__}: {exc}")
+
+
+async def _answer_one(stream: SocketStream, cluster: Path, log: EventLog, lock: anyio.Lock) -> None:
+    raw = stream.extra(SocketAttribute.raw_socket)
+    creds = raw.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+    uid = int.from_bytes(creds[4:8], sys.byteorder)
+    if uid != os.geteuid():
+        log.write("hookd_refused", uid=uid)
+        return
+    request = None
+    with anyio.move_on_after(READ_TIMEOUT):
+        request = await _read(stream)
+    if request is None:
+        return
+    header, data = request
+    why = _not_mine(header, cluster)
+    if why is not None:
+        await _send(stream, {"fallback": why})
+        return
+    from ..hook.run import decide
+
+    async with lock:
+        started = time.perf_counter()
+        answer = await anyio.to_thread.run_sync(decide, header["agent"], header["argv"], data)
+        took = time.perf_counter() - started
+    log.write("hook", client=header["agent"], code=answer.code, ms=round(took * 1000, 3))
+    await _send(stream, {"code": answer.code, "stderr": answer.stderr, "stdout": answer.stdout})
+
+
+async def _read(stream: SocketStream) -> tuple[dict[str, Any], bytes] | None:
+    """(header, payload) until the client's end of stream; None when malformed or too large."""
+    buffer = bytearray()
+    header_end = -1
+    try:
+        while True:
+            buffer += await stream.receive()
+            if header_end < 0:
+                header_end = buffer.find(b"\n", 0, MAX_HEADER)
+                if header_end < 0 and len(buffer) > MAX_HEADER:
+                    return None
+            if len(buffer) > (header_end if header_end >= 0 else MAX_HEADER) + 1 + MAX_PAYLOAD:
+                return None
+    except (anyio.EndOfStream, anyio.BrokenResourceError):
+        pass
+    if header_end < 0:
+        return None
+    try:
+        header = json.loads(bytes(buffer[:header_end]))
+    except ValueError:
+        return None
+    return (header, bytes(buffer[header_end + 1 :])) if isinstance(header, dict) else None
+
+
+def _not_mine(header: dict[str, Any], cluster: Path) -> str | None:
+    """Why this owner cannot answer the request as the caller's in-process hook would."""
+    if header.get("v") != VERSION:
+        return f"protocol version {header.get('v')!r}, this owner speaks {VERSION}"
+    argv = header.get("argv")
+    if header.get("agent") not in ("claude", "codex") or not (
+        isinstance(argv, list) and all(isinstance(a, str) for a in argv)
+    ):
+        return "malformed request"
+    if header.get("exe") != sys.executable:
+        return f"another installation ({header.get('exe')!r}, this owner runs {sys.executable})"
+    if header.get("env") != environment():
+        return "another environment ($PLANFENCE_CLUSTER or the state directory differ)"
+    if not isinstance(header.get("cluster"), str) or os.path.realpath(
+        header["cluster"]
+    ) != os.path.realpath(cluster):
+        return "another cluster folder"
+    return None
+
+
+async def _send(stream: SocketStream, value: dict[str, Any]) -> None:
+    try:
+        await stream.send(json.dumps(value).encode())
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+        pass  # the client gave up (its deadline): it already blocked

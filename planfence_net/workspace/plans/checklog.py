@@ -1,0 +1,114 @@
+"""The checks of a plan, in the owners' logs: what `workspace plans` and `workspace show`
+read back.
+
+A check runs in the process that asks (the hook, `workspace check`), not in an owner, so no
+owner sees its outcome. `log_check` appends it to the log of the plan key's owner in the
+cluster folder (`logs/OWNER.jsonl`), as one JSON line of the owners' own format:
+
+    {"ts": 1764610000.123456, "agent": OWNER, "event": "check", "plan": PLAN,
+     "source": "hook" | "cli", "class": "none" | "informational" | "relevant" |
+     "critical" | "undecided", "exit": 0 | 2 | 3, "trust": N, "changed_again": BOOL,
+     "record": PLAN RECORD ID (hex) or null, "reread": [PATH, ...], "lines": [SUMMARY, ...],
+     "detail": WHY UNDECIDED, and for the hook "session", "subagent", "tool", "files"}
+
+(`lines` only for a drift that blocks, `detail` only when undecided, `reread` when not
+empty; `files` relative to the call's folder when inside it). One write(2) with O_APPEND, the
+way the owner appends its own lines, so lines never interleave. Logging never fails a
+check: a log that cannot be written is skipped. The owner's own `put` lines of the plan key
+are the other half of a plan's history (trusts, recorded edits).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ...core.roster import Roster
+    from ..model.machine import Verdict
+    from ..model.payload import ToolCall
+
+CHECK = "check"
+
+
+def check_event(verdict: Verdict, source: str, call: ToolCall | None = None) -> dict[str, Any]:
+    """The fields of the `check` line of `verdict` (see module doc), without ts and agent."""
+    event: dict[str, Any] = {
+        "plan": verdict.plan,
+        "source": source,
+        "class": verdict.level,
+        "exit": verdict.exit_code,
+        "trust": verdict.trust,
+        "changed_again": verdict.changed_again,
+        "record": verdict.plan_id.hex() if verdict.plan_id else None,
+    }
+    for name, value in (
+        ("reread", list(verdict.reread)),
+        ("lines", list(verdict.lines) if verdict.exit_code else []),
+        ("detail", verdict.detail if verdict.level == "undecided" else ""),
+    ):
+        if value:
+            event[name] = value
+    if call is not None:
+        event.update(
+            session=call.session or None,
+            subagent=call.agent_id,
+            tool=call.tool,
+            files=[_relative(f, call.cwd) for f in call.files],
+        )
+    return event
+
+
+def log_check(
+    cluster: Path, roster: Roster, verdict: Verdict, source: str, call: ToolCall | None = None
+) -> None:
+    """Append the `check` line of `verdict` to the log of the plan key's owner in the
+    cluster folder `cluster`. Never raises for a log that cannot be written."""
+    from ..model.facts import plan_key
+
+    try:
+        owner = roster.owner_of(plan_key(verdict.plan))
+        if owner is None:
+            return
+        line = {"ts": round(time.time(), 6), "agent": owner, "event": CHECK}
+        line.update(check_event(verdict, source, call))
+        data = (json.dumps(line, separators=(",", ":")) + "\n").encode()
+        logs = cluster / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        fd = os.open(logs / f"{owner}.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+    except (OSError, ValueError):
+        pass  # the check's answer matters, its log line does not
+
+
+def plan_events(logs: list[Path], plan: str) -> Iterator[dict[str, Any]]:
+    """The `check` lines of `plan` and the owners' `put` lines of its key, from the log
+    files `logs` (missing ones skipped), each file in order."""
+    from ...owners.logs import read_events
+    from ..model.facts import plan_key
+
+    key = plan_key(plan)
+    for path in logs:
+        try:
+            for entry in read_events(path):
+                name = entry.get("event")
+                if (name == CHECK and entry.get("plan") == plan) or (
+                    name == "put" and entry.get("key") == key
+                ):
+                    yield entry
+        except FileNotFoundError:
+            continue
+
+
+def _relative(path: str, cwd: str) -> str:
+    """`path` relative to `cwd` when it lies inside it, else as the call named it."""
+    inside = os.path.normpath(os.path.join(cwd, path))
+    base = os.path.normpath(cwd)
+    return os.path.relpath(inside, base) if inside.startswith(base.rstrip("/") + "/") else path

@@ -1,0 +1,401 @@
+"""Automatic plans: a session's trusted state made from what its agent actually did.
+
+In automatic mode (`planfence hook ... --mode auto`, what `hook install` writes unless
+`--explicit`), a session (or a subagent of it) without an explicitly trusted plan works under
+its own plan `auto-<digest of session/agent>`, the same durable plan record as a trusted one
+(lineage, owners, gate), written by the hook:
+
+    first call      the worktree's repo, branch, HEAD and git status (as at that moment)
+    a read          PostToolUse of Read/NotebookRead, or of a shell command that reads files
+                    (`reads.read_operands`): each file's current record joins as `read`; a
+                    file already in the plan moves to its current version, and when that
+                    version differs from the one the plan held (a re-read after a drift) the
+                    plan's replan count (`trust`) goes up by one
+    a write         PostToolUse of an edit the PreToolUse let through: each touched file
+                    joins (or moves) as `target`; the write went through, so the replan count
+                    starts over (the single-replan rule holds per write), and evidence that
+                    ran against a replaced version leaves the plan
+    a test run      PostToolUse of a configured test command: an evidence record (command,
+                    exit code, inputs) whose parents are the current records of the plan's
+                    read and target files, joined as `evidence` (its inputs as `input`)
+    refresh         `planfence workspace refresh` (a person's command): repo, branch, HEAD and
+                    status move to their current versions and the replan count starts over
+
+A drift of the plan blocks the next write as any plan's does (`machine`, `classify`); with a
+replan count above one it is "changed again": stop and report. `recorded` is the pure rule,
+`wait_record` the thin I/O around it; every plan write is a compare-and-set on the plan key's
+head (`put` with `head`), retried on `conflict`, so parallel hooks never lose a read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ...core.answers import HeadsQuery, Malformed, check_answer, verified_records, verifier
+from ...core.errors import ConfigError, PlanfenceError, RequestError
+from ...core.identity import Identity
+from ...core.records import ID_LEN, Record
+from ...core.roster import Roster
+from ...net.syncclient import SyncSessions
+from ..model.facts import (
+    BRANCH,
+    HEAD,
+    OBSERVED,
+    REPO,
+    STATUS,
+    fact_key,
+    file_of,
+    plan_key,
+    split_key,
+)
+from ..place.cache import load_records, save_records
+
+PREFIX = "auto-"
+NO_PLAN = b"\0" * ID_LEN  # an id no record has: the owner answers with the head inline
+MAX_PARENTS = 256  # a put carries at most 256 parents (PROTOCOL.md): reads past that are dropped
+RETRY_STEPS = 4  # a contended write may use the hook's whole budget, not one step
+FACT_ROLES = {REPO: "repo", BRANCH: "branch", HEAD: "head", STATUS: "status"}
+
+
+def auto_plan(session: str, agent: str | None = None) -> str:
+    """The automatic plan of `session` (with `agent`: of that subagent of it)."""
+    digest = hashlib.blake2b(f"{session}/{agent or ''}".encode(), digest_size=8).hexdigest()
+    return PREFIX + digest
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What one hook call adds to a session's plan. `files` maps file keys to the role they
+    join with ("read" or "target"); `agents` are workspace agents whose repo, branch, HEAD and
+    status the plan must hold (the session's worktree at its first call); `evidence` is an
+    evidence key and its record, joined with the plan's read and target files as inputs;
+    `rebase` moves those facts to their current versions (refresh); `landed`: the targets'
+    write went through (its PostToolUse), so the replan count starts over."""
+
+    files: Mapping[str, str] = field(default_factory=dict)
+    agents: tuple[str, ...] = ()
+    evidence: tuple[str, Record] | None = None
+    rebase: bool = False
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    landed: bool = False  # the targets' write went through (its PostToolUse): count anew
+
+
+def fact_keys(agent: str) -> list[str]:
+    return [fact_key(agent, fact) for fact in OBSERVED]
+
+
+def recorded(
+    plan: Record | None,
+    lineage: Mapping[bytes, Record],
+    current: Mapping[str, Record],
+    change: Change,
+    now: float,
+) -> tuple[dict[str, Any], list[bytes]] | None:
+    """The body and parents of the plan record after `change`, given the current record of
+    every key it names (`current`), or None when the plan already says exactly that. Raises
+    ValueError when a parent of `plan` is not in `lineage`, a needed current record is
+    missing, or the plan would hold more than MAX_PARENTS facts."""
+    body: dict[str, Any] = dict(plan.body) if plan is not None else {"trust": 1}
+    declaration: dict[str, list[str]] = {
+        k: list(v) for k, v in dict(body.get("declaration", {})).items()
+    }
+    held: dict[str, bytes] = {}  # key -> the parent the plan holds for it
+    order: list[str] = []
+    for rid in plan.parents if plan is not None else ():
+        parent = lineage.get(rid)
+        if parent is None:
+            raise ValueError(f"parent {rid.hex()[:12]} of the plan is not at hand")
+        held[parent.key] = rid
+        order.append(parent.key)
+    trust = int(body.get("trust", 1))
+    changed = plan is None
+
+    extra: dict[str, Record] = {}
+
+    def need(key: str) -> Record:
+        record = extra.get(key) or current.get(key)
+        if record is None:
+            raise ValueError(f"no current record of {key!r}")
+        return record
+
+    def join(key: str, role: str, *, move: bool) -> bool:
+        """Declare `key` with `role`; move it to its current version when `move` (or new).
+        Returns whether its version moved from one the plan held before."""
+        nonlocal changed
+        roles = declaration.setdefault(key, [])
+        if role not in roles:
+            roles.append(role)
+            changed = True
+        now_id = need(key).id if (move or key not in held) else held[key]
+        if key not in held:
+            order.append(key)
+            held[key] = now_id
+            changed = True
+            return False
+        if held[key] != now_id:
+            held[key] = now_id
+            changed = True
+            return True
+        return False
+
+    before = lineage_bodies(lineage, held)  # the held records' bodies, before the change
+    agents = {*change.agents, *filter(None, map(_agent, change.files))}
+    for agent in sorted(agents):
+        for fact, role in FACT_ROLES.items():
+            if fact_key(agent, fact) not in declaration:
+                join(fact_key(agent, fact), role, move=True)
+    if change.rebase:
+        for key, roles in list(declaration.items()):
+            if _fact(key):
+                join(key, roles[0], move=True)
+        trust = 1
+    moved = set()
+    for key, role in change.files.items():
+        if join(key, role, move=True):
+            moved.add(key)
+            if role != "target":
+                trust += 1  # a re-read of a drifted fact: the plan's one replan
+    if change.landed:
+        trust = 1  # the write went through: the single-replan rule holds per write
+    for key, roles in list(declaration.items()):
+        inputs = before.get(key, {}).get("inputs") if "evidence" in roles else None
+        if isinstance(inputs, list) and set(inputs) & moved:
+            del declaration[key]  # it ran against a version that is gone
+            held.pop(key, None)
+    if change.evidence is not None:
+        key, record = change.evidence
+        inputs = record.body.get("inputs", []) if isinstance(record.body, dict) else []
+        for name in inputs:
+            if name in declaration and "input" not in declaration[name]:
+                declaration[name].append("input")
+        extra[key] = record
+        join(key, "evidence", move=True)
+    if trust != int(body.get("trust", 1)):
+        changed = True
+    if not changed:
+        return None
+    parents = [held[k] for k in dict.fromkeys(order) if k in held and k in declaration]
+    if len(parents) > MAX_PARENTS:
+        raise ValueError(f"the plan would hold {len(parents)} facts, more than {MAX_PARENTS}")
+    body.update(
+        declaration={k: v for k, v in declaration.items() if v},
+        trust=trust,
+        auto=True,
+        previous=plan.id if plan is not None else None,
+        time=round(now, 3),
+        **change.extra,
+    )
+    return body, parents
+
+
+def lineage_bodies(lineage: Mapping[bytes, Record], held: Mapping[str, bytes]) -> dict[str, Any]:
+    """The bodies (maps only) of the held records at hand, by key."""
+    out = {}
+    for key, rid in held.items():
+        record = lineage.get(rid)
+        if record is not None and isinstance(record.body, dict):
+            out[key] = record.body
+    return out
+
+
+def inputs_of(plan: Record | None) -> list[str]:
+    """The file keys a test run depends on: the plan's read and target files."""
+    if plan is None or not isinstance(plan.body, dict):
+        return []
+    declaration = plan.body.get("declaration", {})
+    return [
+        k
+        for k, roles in declaration.items()
+        if file_of(k) is not None and ({"read", "target"} & set(roles))
+    ]
+
+
+def _agent(key: str) -> str | None:
+    parts = split_key(key)
+    return parts[0] if parts else None
+
+
+def wait_record(
+    roster: Roster,
+    identity_of: Callable[[str], Identity],
+    plan: str,
+    change: Change,
+    *,
+    step_timeout: float,
+    cache: Path | None = None,
+    evidence: tuple[str, dict[str, Any]] | None = None,
+) -> bool:
+    """Write `change` into `plan` (created when it has no record yet), each step (one request)
+    within `step_timeout` seconds; returns whether the plan record was written (False: it
+    already said that). `evidence` is (evidence key, body without inputs): its record is
+    written first, with the plan's read and target files as inputs and their current records
+    as parents. `cache` (the hook's, `cache.load_records`) saves fetches: the plan's lineage
+    is read from it, and written to it when it had to be fetched. Raises
+    PlanfenceError when an owner fails or refuses, ValueError for a plan that cannot take
+    the change.
+
+    The plan record is written with a compare-and-set on the plan key's head: when another
+    process wrote the plan in between, the owner answers `conflict` and this reads the new
+    head and tries again (until RETRY_STEPS x `step_timeout`)."""
+    pkey = plan_key(plan)
+    owner = roster.owner_of(pkey)
+    if owner is None:
+        raise ConfigError(f"no agent owns {pkey!r}")
+    sessions = SyncSessions(roster, identity_of(owner))
+    known: dict[bytes, Record] = load_records(cache, roster) if cache is not None else {}
+    give_up = time.monotonic() + RETRY_STEPS * step_timeout
+    try:
+        while True:
+            current = heads(sessions, roster, [pkey, *change.files], step_timeout)
+            record = current.pop(pkey)
+            if record is None and change.rebase:
+                raise ConfigError(f"no plan {plan!r}")
+            if record is not None and _fetch_parents(sessions, roster, record, known, step_timeout):
+                if cache is not None:
+                    lineage = [known[rid] for rid in record.parents if rid in known]
+                    save_records(cache, [record, *lineage])
+            declared = record.body.get("declaration", {}) if record is not None else {}
+            rebase_keys = [k for k in declared if change.rebase and split_key(k) and _fact(k)]
+            agents = {*change.agents, *filter(None, map(_agent, change.files))}
+            missing = [
+                k
+                for a in sorted(agents)
+                for k in fact_keys(a)
+                if k not in declared and k not in current
+            ] + [k for k in rebase_keys if k not in current]
+            if missing:
+                current.update(heads(sessions, roster, missing, step_timeout))
+            step = change
+            if evidence is not None:
+                ekey, ebody = evidence
+                inputs = [
+                    k
+                    for k in dict.fromkeys([*inputs_of(record), *change.files])
+                    if file_of(k) is not None
+                ]
+                more = [k for k in inputs if k not in current]
+                if more:
+                    current.update(heads(sessions, roster, more, step_timeout))
+                parents = [r.id for k in inputs if (r := current.get(k)) is not None]
+                eowner = roster.owner_of(ekey)
+                if eowner is None:
+                    raise ConfigError(f"no agent owns {ekey!r}")
+                erecord = _write_evidence(
+                    roster,
+                    identity_of(eowner),
+                    {
+                        "key": ekey,
+                        "kind": "evidence",
+                        "parents": parents,
+                        "body": {**ebody, "inputs": inputs},
+                    },
+                    step_timeout,
+                )
+                step = Change(
+                    change.files,
+                    change.agents,
+                    (ekey, erecord),
+                    change.rebase,
+                    change.extra,
+                    change.landed,
+                )
+                evidence = None  # written once, also when the plan write is retried
+            present = {k: r for k, r in current.items() if r is not None}
+            result = recorded(record, known, present, step, time.time())
+            if result is None:
+                return False
+            body, parents = result
+            args = {"key": pkey, "kind": "plan", "parents": parents, "body": body}
+            try:
+                head = record.id if record is not None else b""
+                sessions.request(owner, "put", {**args, "head": head}, _until(step_timeout))
+                return True
+            except RequestError as exc:
+                if exc.code != "conflict" or time.monotonic() >= give_up:
+                    raise
+                change = step
+    finally:
+        sessions.close()
+
+
+def _fact(key: str) -> bool:
+    parts = split_key(key)
+    return parts is not None and parts[1] in FACT_ROLES
+
+
+def _write_evidence(
+    roster: Roster, identity: Identity, args: dict[str, Any], step_timeout: float
+) -> Record:
+    """Write an evidence record as its owner (`identity`) and read it back, verified."""
+    sessions = SyncSessions(roster, identity)
+    try:
+        answer = sessions.request(identity.name, "put", args, _until(step_timeout))
+        rid = answer.get("id")
+        got = sessions.request(identity.name, "get", {"ids": [rid]}, _until(step_timeout))
+    finally:
+        sessions.close()
+    found = [r for r in verified_records(got.get("records"), verifier(roster), bad="drop")]
+    if not found or found[0].id != rid or found[0].key != args["key"]:
+        raise PlanfenceError(f"owner {identity.name!r} did not return the evidence it wrote")
+    return found[0]
+
+
+def _fetch_parents(
+    sessions: SyncSessions,
+    roster: Roster,
+    record: Record,
+    known: dict[bytes, Record],
+    step_timeout: float,
+) -> bool:
+    """Put the plan's parents in `known`, asking the owners of its declared keys; returns
+    whether any had to be fetched."""
+    missing = [rid for rid in record.parents if rid not in known]
+    if not missing:
+        return False
+    declared = record.body.get("declaration", {}) if isinstance(record.body, dict) else {}
+    holders = {roster.owner_of(k) for k in declared} - {None}
+    verify = verifier(roster)
+    for holder in sorted(str(h) for h in holders):
+        answer = sessions.request(holder, "get", {"ids": missing}, _until(step_timeout))
+        known.update((r.id, r) for r in verified_records(answer.get("records"), verify, bad="drop"))
+    return True
+
+
+def heads(
+    sessions: SyncSessions, roster: Roster, keys: list[str], step_timeout: float
+) -> dict[str, Record | None]:
+    """The current record of each key (observed now by its owner; None: no record yet),
+    checked and verified. Raises PlanfenceError for a malformed answer."""
+    by_owner: dict[str, list[str]] = {}
+    for key in dict.fromkeys(keys):
+        owner = roster.owner_of(key)
+        if owner is None:
+            raise ConfigError(f"no agent owns {key!r}")
+        by_owner.setdefault(owner, []).append(key)
+    found: dict[str, Record | None] = {}
+    for owner, owned in by_owner.items():
+        answer = sessions.request(
+            owner,
+            "heads",
+            {"keys": owned, "expect": {k: NO_PLAN for k in owned}},
+            _until(step_timeout),
+        )
+        rows = answer.get("heads") if isinstance(answer, dict) else None
+        absent = {r[0] for r in rows or [] if isinstance(r, list) and len(r) == 3 and r[1] is None}
+        query = HeadsQuery(tuple(owned), {k: NO_PLAN for k in owned if k not in absent})
+        try:
+            _, inline = check_answer(owner, query, answer, {}, verifier(roster))
+        except Malformed as exc:
+            raise PlanfenceError(f"owner {owner!r}: {exc}") from None
+        found.update(inline)
+        found.update((k, None) for k in absent)
+    return found
+
+
+def _until(step_timeout: float) -> float:
+    return time.monotonic() + step_timeout
