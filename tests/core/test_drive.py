@@ -1,7 +1,8 @@
 """The one gate loop (`core.drive`) and the one record reader, driven without sockets.
 
-Fake owners answer `get` and `heads` as a real owner does (records that do not fit a reply
-are listed as `omitted`; heads rows are short when asked), so these tests show what every
+The fake owners (`support.fakeowner`, the tests' one fake owner) answer `get` and `heads` as
+a real owner does (records that do not fit a reply are listed as `omitted`; heads rows are
+short when asked), so these tests show what every
 runtime (the executor's runner, the workspace check) now does: follow omitted ids, send
 short rows, map owner failures to the gate's reasons, verify every record once.
 """
@@ -9,14 +10,11 @@ short rows, map owner failures to the gate's reasons, verify every record once.
 from __future__ import annotations
 
 from collections.abc import Generator
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import anyio.lowlevel
-import msgpack
 import pytest
-from nacl.signing import SigningKey
 
 from planfence_net.core.answers import HeadsQuery, omitted_ids, verified_records, verifier
 from planfence_net.core.decision import Decision
@@ -39,107 +37,20 @@ from planfence_net.core.errors import (
     TransportError,
 )
 from planfence_net.core.gate import Action, Gate, GatePolicy, Replan
-from planfence_net.core.records import Record, make_record
+from planfence_net.core.records import Record
 from planfence_net.core.roster import Agent, Roster
-
-OWNS = {"planner": ("plan/*", "sum/*"), "reqs": ("req/*",), "inv": ("inv/*",)}
-SIGNERS = {name: SigningKey.generate() for name in OWNS}
-ROSTER = Roster(
-    "test",
-    tuple(
-        Agent(name, "127.0.0.1", 7400 + i, bytes(SIGNERS[name].verify_key), owns)
-        for i, (name, owns) in enumerate(OWNS.items())
-    ),
-)
-VERIFY = verifier(ROSTER)
-
-
-@dataclass
-class Owners:
-    """Every owner's records and heads in memory; `page` records fit one `get` reply."""
-
-    page: int = 100
-    seqs: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OWNS, 0))
-    stored: dict[str, dict[bytes, Record]] = field(default_factory=lambda: {o: {} for o in OWNS})
-    heads: dict[str, Record] = field(default_factory=dict)
-    failing: dict[str, PlanfenceError | None] = field(default_factory=dict)
-    requests: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
-
-    def publish(self, key: str, *parents: Record, kind: str = "fact") -> Record:
-        owner = ROSTER.owner_of(key)
-        assert owner is not None
-        self.seqs[owner] += 1
-        record = make_record(
-            SIGNERS[owner],
-            key=key,
-            owner=owner,
-            kind=kind,
-            seq=self.seqs[owner],
-            parents=[p.id for p in parents],
-            body={"v": self.seqs[owner]},
-        )
-        self.stored[owner][record.id] = record
-        self.heads[key] = record
-        return record
-
-    def ask(self, owner: str, op: str, args: dict[str, Any]) -> PlanfenceError | Any:
-        """One request, answered through a msgpack round trip (or the owner's failure)."""
-        self.requests.append((owner, op, args))
-        if owner in self.failing:
-            return self.failing[owner]
-        result = self._get(owner, args) if op == "get" else self._heads(owner, args)
-        return msgpack.unpackb(msgpack.packb(result, use_bin_type=True), raw=False)
-
-    def _get(self, owner: str, args: dict[str, Any]) -> dict[str, Any]:
-        have = [rid for rid in args["ids"] if rid in self.stored[owner]]
-        result: dict[str, Any] = {
-            "records": [self.stored[owner][rid].to_wire() for rid in have[: self.page]]
-        }
-        if have[self.page :]:
-            result["omitted"] = have[self.page :]
-        return result
-
-    def _heads(self, owner: str, args: dict[str, Any]) -> dict[str, Any]:
-        expect = args["expect"]
-        rows, inline = [], []
-        for key in args.get("keys", list(expect)):
-            head = self.heads.get(key)
-            if head is not None and args.get("short") and expect.get(key) == head.id:
-                rows.append([key, head.seq])
-                continue
-            rows.append([key, head.id if head else None, head.seq if head else 0])
-            if head is not None and key in expect and expect[key] != head.id:
-                inline.append(head.to_wire())
-        return {"heads": rows, "records": inline}
-
-    # the runtime's I/O, blocking: what workspace/plans/check.py does over its sessions
-
-    def fetch(self, ids: tuple[bytes, ...]) -> FetchRound:
-        fetch = FetchRound(ids, ROSTER.names, VERIFY)
-        while requests := fetch.requests():
-            for owner, args in requests.items():
-                fetch.answered(owner, self.ask(owner, "get", args))
-        return fetch
-
-    def query(self, queries: dict[str, HeadsQuery]) -> HeadsRound:
-        heads = HeadsRound(queries)
-        for owner, args in heads.requests().items():
-            heads.answered(owner, self.ask(owner, "heads", args))
-        return heads
+from support.fakeowner import ROSTER, VERIFY
+from support.fakeowner import FakeOwners as Owners
 
 
 def gate(
-    roots: tuple[Record, ...], deps: tuple[str, ...], policy: GatePolicy = GatePolicy()
+    owners: Owners,
+    roots: tuple[Record, ...],
+    deps: tuple[str, ...],
+    policy: GatePolicy = GatePolicy(),
 ) -> Gate:
     """A gate with an empty local store: every record of the lineage is fetched."""
-    return Gate(
-        Action("ship", tuple(r.id for r in roots), deps),
-        owner_of=ROSTER.owner_of,
-        verify=VERIFY,
-        lookup=lambda rid: None,
-        clock=lambda: 0.0,
-        policy=policy,
-    )
+    return owners.gate(roots, deps, policy, lookup=lambda rid: None)
 
 
 def no_replan(event: Replan) -> tuple[bytes, ...]:
@@ -155,7 +66,7 @@ def test_a_lineage_larger_than_one_reply_is_fetched_by_following_omitted_ids() -
     a, b = owners.publish("req/a"), owners.publish("req/b")
     summary = owners.publish("sum/s", a, b)
     plan = owners.publish("plan/p", summary, kind="plan")
-    d = drive_sync(gate((plan,), ("req/a", "req/b")), owners.fetch, owners.query, no_replan)
+    d = drive_sync(gate(owners, (plan,), ("req/a", "req/b")), owners.fetch, owners.query, no_replan)
     assert (d.outcome, d.reason, d.round_trips) == ("authorized", None, 4)
     assert d.frontier == {"req/a": a.id, "req/b": b.id}
     # reqs holds a and b but sends one per reply: it is asked again for the omitted one
@@ -170,7 +81,7 @@ def test_a_lineage_larger_than_one_reply_is_fetched_by_following_omitted_ids() -
 def test_an_owner_that_omits_without_progress_is_not_asked_again() -> None:
     owners = Owners(page=0)  # lists every id as omitted, sends none
     plan = owners.publish("plan/p", owners.publish("req/a"), kind="plan")
-    d = drive_sync(gate((plan,), ("req/a",)), owners.fetch, owners.query, no_replan)
+    d = drive_sync(gate(owners, (plan,), ("req/a",)), owners.fetch, owners.query, no_replan)
     assert (d.outcome, d.reason) == ("blocked", "missing_lineage")
     assert gets(owners) == [(o, [plan.id]) for o in ROSTER.names]
 
@@ -179,7 +90,7 @@ def test_heads_requests_send_expect_alone_with_short_rows() -> None:
     owners = Owners()
     a = owners.publish("req/a")
     plan = owners.publish("plan/p", a, kind="plan")
-    d = drive_sync(gate((plan,), ("req/a",)), owners.fetch, owners.query, no_replan)
+    d = drive_sync(gate(owners, (plan,), ("req/a",)), owners.fetch, owners.query, no_replan)
     assert (d.outcome, d.heads) == ("authorized", {"req/a": (a.id, 1)})
     heads = [(o, args) for o, op, args in owners.requests if op == "heads"]
     assert heads == [("reqs", {"expect": {"req/a": a.id}, "short": True})]
@@ -203,7 +114,7 @@ def test_a_drift_calls_replan_once_with_the_verified_changed_record() -> None:
         return [owners.publish("plan/p", a2, kind="plan").id]
 
     policy = GatePolicy()
-    d = drive_sync(gate((plan,), ("req/a",), policy), owners.fetch, owners.query, replan)
+    d = drive_sync(gate(owners, (plan,), ("req/a",), policy), owners.fetch, owners.query, replan)
     assert (d.outcome, d.replanned, d.drift) == ("authorized", True, {"req/a": (a.id, a2.id)})
     assert [e.changed for e in seen] == [(a2,)]
 
@@ -245,7 +156,7 @@ def test_an_owner_that_failed_a_fetch_makes_a_missing_record_owner_unavailable()
     owners = Owners()
     plan = owners.publish("plan/p", owners.publish("req/a"), kind="plan")
     owners.failing["reqs"] = TransportError("reset")
-    d = drive_sync(gate((plan,), ("req/a",)), owners.fetch, owners.query, no_replan)
+    d = drive_sync(gate(owners, (plan,), ("req/a",)), owners.fetch, owners.query, no_replan)
     assert (d.outcome, d.reason) == ("blocked", "owner_unavailable")
     assert d.detail.endswith("no answer from reqs")
 
@@ -255,7 +166,7 @@ def test_the_traffic_moved_during_the_decision_is_added_to_it() -> None:
     plan = owners.publish("plan/p", owners.publish("req/a"), kind="plan")
     moved = iter([(100, 10), (120, 20), (150, 30), (190, 60), (200, 90)])
     d = drive_sync(
-        gate((plan,), ("req/a",)),
+        gate(owners, (plan,), ("req/a",)),
         owners.fetch,
         owners.query,
         no_replan,
@@ -280,8 +191,10 @@ async def test_the_async_loop_decides_as_the_blocking_one() -> None:
     async def replan(event: Replan) -> list[bytes]:
         raise AssertionError("no drift expected")
 
-    d = await drive(gate((plan,), ("req/a", "req/b")), fetch, query, replan)
-    blocking = drive_sync(gate((plan,), ("req/a", "req/b")), owners.fetch, owners.query, no_replan)
+    d = await drive(gate(owners, (plan,), ("req/a", "req/b")), fetch, query, replan)
+    blocking = drive_sync(
+        gate(owners, (plan,), ("req/a", "req/b")), owners.fetch, owners.query, no_replan
+    )
     assert (d.outcome, d.frontier, d.round_trips) == ("authorized", blocking.frontier, 3)
     assert blocking.outcome == "authorized"
 
@@ -402,7 +315,7 @@ def test_a_heads_round_reports_an_owner_without_an_answer_as_a_timeout() -> None
     owners = Owners()
     a = owners.publish("req/a")
     plan = owners.publish("plan/p", a, kind="plan")
-    g = gate((plan,), ("req/a",))
+    g = gate(owners, (plan,), ("req/a",))
     fetched = owners.fetch((plan.id,))
     g.next_event()
     g.records_fetched(fetched.records)

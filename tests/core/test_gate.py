@@ -1,21 +1,28 @@
-"""The gate state machine (DESIGN section 3), driven by a pure in-memory runtime."""
+"""The gate state machine (DESIGN section 3), driven by `core.drive` against the tests' one
+fake owner (`support.fakeowner`): the same loop the executor's runner and the workspace check
+use, fed by in-memory owners that answer `get` and `heads` as real owners do."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgpack
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from nacl.signing import SigningKey
 
-from planfence_net.core import answers, records
+from planfence_net.core import answers
 from planfence_net.core.decision import Decision
-from planfence_net.core.errors import ConfigError, LocalProtocolError
+from planfence_net.core.errors import (
+    ConfigError,
+    LocalProtocolError,
+    PlanfenceError,
+    RequestError,
+    TransportError,
+)
 from planfence_net.core.gate import (
     Action,
     FetchRecords,
@@ -27,150 +34,33 @@ from planfence_net.core.gate import (
 )
 from planfence_net.core.lineage import Frontier, Missing, WalkCache
 from planfence_net.core.records import Record, make_record
-from planfence_net.core.roster import Agent, Roster
+from planfence_net.core.roster import Roster
+from support.fakeowner import OWNS, ROSTER, SIGNERS, FakeOwners, Run, fresh_plan, run
 
-OWNS = {"planner": ("plan/*", "sum/*"), "reqs": ("req/*",), "inv": ("inv/*",), "cfg": ("cfg/*",)}
-SIGNERS = {name: SigningKey.generate() for name in OWNS}
-ROSTER = Roster(
-    "test",
-    tuple(
-        Agent(name, "127.0.0.1", 7400 + i, bytes(SIGNERS[name].verify_key), owns)
-        for i, (name, owns) in enumerate(OWNS.items())
-    ),
-)
-
-
-@dataclasses.dataclass(frozen=True)
-class Failure:
-    """What a fake owner returns instead of an answer: the runtime reports heads_failed."""
-
-    reason: str
+# what an owner sends instead of the honest answer to a heads or a get request
+Answer = Callable[[str, dict[str, Any], dict[str, Any]], Any]
+World = FakeOwners
+# what an owner's failure looks like to the runtime, by the gate's reason it maps to
+FAILURES: dict[str, PlanfenceError | None] = {
+    "owner_unavailable": TransportError("connection reset"),
+    "timeout": None,
+    "malformed_response": RequestError("bad_request", "the owner refused the request"),
+}
 
 
-Answer = Callable[[str, HeadsQuery], Any]
-
-
-class World:
-    """Owners (their stores and heads) and the executor's local store, all in memory."""
-
-    def __init__(self, roster: Roster = ROSTER) -> None:
-        self.roster = roster
-        self.seqs = dict.fromkeys(OWNS, 0)
-        self.store: dict[bytes, Record] = {}
-        self.heads: dict[str, Record] = {}
-        self.local: dict[bytes, Record] = {}
-        self.now = 100.0
-
-    def publish(
-        self,
-        key: str,
-        *parents: Record,
-        local: bool = True,
-        kind: str = "fact",
-        seq: int | None = None,
-    ) -> Record:
-        owner = ROSTER.owner_of(key)
-        assert owner is not None
-        self.seqs[owner] += 1
-        record = make_record(
-            SIGNERS[owner],
-            key=key,
-            owner=owner,
-            kind=kind,
-            seq=self.seqs[owner] if seq is None else seq,
-            parents=[p.id for p in parents],
-            body={"v": self.seqs[owner]},
-        )
-        self.store[record.id] = record
-        self.heads[key] = record
-        if local:
-            self.local[record.id] = record
-        return record
-
-    def verify(self, record: Record) -> None:
-        records.verify(
-            record, public_key_of=self.roster.public_key_of, owner_of=self.roster.owner_of
-        )
-
-    def clock(self) -> float:
-        self.now += 0.004
-        return self.now
-
-    def gate(
-        self,
-        roots: Sequence[Record | bytes],
-        deps: Sequence[str],
-        policy: GatePolicy = GatePolicy(),
-    ) -> Gate:
-        ids = tuple(r if isinstance(r, bytes) else r.id for r in roots)
-        return Gate(
-            Action("ship", ids, tuple(deps)),
-            owner_of=self.roster.owner_of,
-            verify=self.verify,
-            lookup=self.local.get,
-            clock=self.clock,
-            policy=policy,
-        )
-
-    def fetch(self, ids: Iterable[bytes]) -> list[Record]:
-        return [self.store[rid] for rid in ids if rid in self.store]
-
-    def answer(self, owner: str, query: HeadsQuery) -> dict[str, Any]:
-        """An honest owner: its heads, and changed records inline."""
-        heads, inline = [], []
-        for key in query.keys:
-            head = self.heads.get(key)
-            heads.append([key, head.id if head else None, head.seq if head else 0])
-            if head and key in query.expect and query.expect[key] != head.id:
-                inline.append(head.to_wire())
-        return {"heads": heads, "records": inline}
-
-    def replan_fresh(self, deps: Sequence[str]) -> list[bytes]:
-        """The planner re-reads every declared key at its head."""
-        return [self.publish("plan/p", *(self.heads[k] for k in deps), kind="plan").id]
-
-
-@dataclasses.dataclass
-class Run:
-    decision: Decision
-    events: list[Any]
-    roots: tuple[bytes, ...]
-
-    def count(self, kind: type) -> int:
-        return sum(isinstance(e, kind) for e in self.events)
-
-
-def drive(
+def decide(
     world: World,
     gate: Gate,
     *,
     answer: Answer | None = None,
-    fetch: Callable[[tuple[bytes, ...]], Iterable[Record]] | None = None,
+    fetch: Answer | None = None,
     replan: Callable[[Replan], Sequence[bytes]] | None = None,
 ) -> Run:
-    """Answer the gate's events like the runtime would, through a msgpack round trip."""
-    events: list[Any] = []
-    roots = gate.action.roots
-    for _ in range(30):
-        event = gate.next_event()
-        events.append(event)
-        if isinstance(event, Decision):
-            return Run(event, events, roots)
-        if isinstance(event, FetchRecords):
-            gate.records_fetched((fetch or world.fetch)(event.ids))
-        elif isinstance(event, QueryHeads):
-            for owner, query in event.queries.items():
-                reply = (answer or world.answer)(owner, query)
-                if isinstance(reply, Failure):
-                    gate.heads_failed(owner, reply.reason)
-                else:
-                    wire = msgpack.unpackb(msgpack.packb(reply, use_bin_type=True), raw=False)
-                    gate.heads_answered(owner, wire)
-        else:
-            assert isinstance(event, Replan)
-            roots = tuple(replan(event) if replan else world.replan_fresh(gate.action.deps))
-            gate.replanned(roots)
-    raise AssertionError(f"no decision after 30 events: {events}")
+    """Run `gate` through `core.drive` against `world`'s owners (`support.fakeowner.run`),
+    which answer heads requests with `answer` and get requests with `fetch` (each given the
+    owner, the request and the honest answer; honest when None)."""
+    world.serve_heads, world.serve_get = answer, fetch
+    return run(gate, world, replan)
 
 
 def simple() -> tuple[World, Record, Record]:
@@ -189,7 +79,7 @@ def test_matching_heads_authorize_in_one_round_trip() -> None:
     gate = world.gate([plan], ["req/x"])
     gate.add_traffic(120, 80)
     gate.add_traffic(5, 7)
-    run = drive(world, gate)
+    run = decide(world, gate)
     d = run.decision
     assert (d.outcome, d.reason, d.authorized, d.replanned) == ("authorized", None, True, False)
     assert [type(e) for e in run.events] == [QueryHeads, Decision]
@@ -207,7 +97,7 @@ def test_keys_are_batched_one_query_per_owner() -> None:
     world = World()
     a, b, c = world.publish("req/a"), world.publish("req/b"), world.publish("inv/c")
     plan = world.publish("plan/p", a, b, c, kind="plan")
-    run = drive(world, world.gate([plan], ["req/a", "inv/c", "req/b", "req/a"]))
+    run = decide(world, world.gate([plan], ["req/a", "inv/c", "req/b", "req/a"]))
     assert run.decision.authorized
     assert run.events[0].queries == {
         "reqs": HeadsQuery(("req/a", "req/b"), {"req/a": a.id, "req/b": b.id}),
@@ -225,7 +115,7 @@ def test_drift_replans_once_then_authorizes() -> None:
         return [world.publish("plan/p", *event.changed, kind="plan", local=False).id]
 
     world.local.pop(new.id)
-    run = drive(world, world.gate([plan], ["req/x"]), replan=replan)
+    run = decide(world, world.gate([plan], ["req/x"]), replan=replan)
     d = run.decision
     assert replans == [Replan((new,), {"req/x": (old.id, new.id)})]
     assert (d.outcome, d.reason, d.replanned) == ("authorized", None, True)
@@ -242,11 +132,11 @@ def test_a_second_change_after_replanning_blocks_changed_again() -> None:
     new = world.publish("req/x")
 
     def replan(event: Replan) -> list[bytes]:
-        roots = world.replan_fresh(["req/x"])
+        roots = fresh_plan(world, ["req/x"])
         world.publish("req/x")
         return roots
 
-    d = drive(world, world.gate([plan], ["req/x"]), replan=replan).decision
+    d = decide(world, world.gate([plan], ["req/x"]), replan=replan).decision
     assert (d.outcome, d.reason, d.replanned) == ("blocked", "changed_again", True)
     assert d.drift == {"req/x": (old.id, new.id)}
     assert d.round_trips == 2
@@ -255,14 +145,14 @@ def test_a_second_change_after_replanning_blocks_changed_again() -> None:
 def test_replanning_to_the_same_plan_blocks_changed_again() -> None:
     world, _, plan = simple()
     world.publish("req/x")
-    d = drive(world, world.gate([plan], ["req/x"]), replan=lambda e: [plan.id]).decision
+    d = decide(world, world.gate([plan], ["req/x"]), replan=lambda e: [plan.id]).decision
     assert (d.outcome, d.reason) == ("blocked", "changed_again")
 
 
 def test_replan_disabled_blocks_stale_plan() -> None:
     world, old, plan = simple()
     new = world.publish("req/x")
-    run = drive(world, world.gate([plan], ["req/x"], GatePolicy(replan=False)))
+    run = decide(world, world.gate([plan], ["req/x"], GatePolicy(replan=False)))
     assert (run.decision.outcome, run.decision.reason) == ("blocked", "stale_plan")
     assert run.decision.drift == {"req/x": (old.id, new.id)}
     assert run.count(Replan) == 0
@@ -300,18 +190,18 @@ def cached_gate(
 def test_a_cached_walk_never_authorizes_when_a_head_moved() -> None:
     world, old, plan = simple()
     walks, looked = WalkCache(), []
-    assert drive(world, cached_gate(world, walks, looked, [plan], ["req/x"])).decision.authorized
+    assert decide(world, cached_gate(world, walks, looked, [plan], ["req/x"])).decision.authorized
     assert len(walks) == 1 and len(looked) == 3  # plan, sum, fact
     new = world.publish("req/x")
     stale = GatePolicy(replan=False)
     for _ in range(2):
-        run = drive(world, cached_gate(world, walks, looked, [plan], ["req/x"], stale))
+        run = decide(world, cached_gate(world, walks, looked, [plan], ["req/x"], stale))
         assert (run.decision.outcome, run.decision.reason) == ("blocked", "stale_plan")
         assert run.decision.drift == {"req/x": (old.id, new.id)}
         assert run.events[0].queries == {"reqs": HeadsQuery(("req/x",), {"req/x": old.id})}
     assert len(looked) == 3  # both walks came from the cache; the heads rounds still ran
     # with replanning: the new plan's roots miss the cache and are walked from the store
-    run = drive(world, cached_gate(world, walks, looked, [plan], ["req/x"]))
+    run = decide(world, cached_gate(world, walks, looked, [plan], ["req/x"]))
     d = run.decision
     assert (d.outcome, d.replanned, d.frontier) == ("authorized", True, {"req/x": new.id})
     assert run.roots != (plan.id,) and looked[3:] == [*run.roots]  # new came inline
@@ -323,21 +213,21 @@ def test_a_different_root_set_or_declaration_misses_the_walk_cache() -> None:
     new = world.publish("req/x")
     plan2 = world.publish("plan/q", new, kind="plan")
     walks, looked = WalkCache(), []
-    d = drive(
+    d = decide(
         world, cached_gate(world, walks, looked, [plan], ["req/x"], GatePolicy(replan=False))
     ).decision
     assert (d.reason, d.frontier) == ("stale_plan", {"req/x": old.id})
     looked.clear()
-    d = drive(world, cached_gate(world, walks, looked, [plan2], ["req/x"])).decision
+    d = decide(world, cached_gate(world, walks, looked, [plan2], ["req/x"])).decision
     assert (d.outcome, d.replanned, d.frontier) == ("authorized", False, {"req/x": new.id})
     assert looked == [plan2.id, new.id]
     # both plans together: two versions of req/x, which is never cached
     for _ in range(2):
-        d = drive(world, cached_gate(world, walks, looked, [plan, plan2], ["req/x"])).decision
+        d = decide(world, cached_gate(world, walks, looked, [plan, plan2], ["req/x"])).decision
         assert (d.outcome, d.reason) == ("blocked", "ambiguous_frontier")
     # the same roots with another declaration are walked again (sum/s is in the lineage)
     looked.clear()
-    d = drive(
+    d = decide(
         world,
         cached_gate(world, walks, looked, [plan], ["req/x", "sum/s"], GatePolicy(replan=False)),
     ).decision
@@ -346,8 +236,10 @@ def test_a_different_root_set_or_declaration_misses_the_walk_cache() -> None:
     # missing lineage is never cached: the next gate asks for it again
     lost = world.publish("plan/r", world.publish("req/y", local=False), kind="plan")
     for _ in range(2):
-        run = drive(
-            world, cached_gate(world, walks, looked, [lost], ["req/y"]), fetch=lambda ids: []
+        run = decide(
+            world,
+            cached_gate(world, walks, looked, [lost], ["req/y"]),
+            fetch=lambda o, ids, honest: {"records": []},
         )
         assert run.decision.reason == "missing_lineage" and run.count(FetchRecords) == 1
     assert len(walks) == 3
@@ -372,7 +264,7 @@ def test_the_walk_cache_is_bounded_and_hands_out_copies() -> None:
 def test_only_declared_keys_are_compared() -> None:
     world, _, plan = simple()
     world.publish("sum/s")  # an undeclared intermediate changed: not PlanFence's concern
-    assert drive(world, world.gate([plan], ["req/x"])).decision.authorized
+    assert decide(world, world.gate([plan], ["req/x"])).decision.authorized
 
 
 def test_query_keys_are_fetched_and_checked_but_not_compared() -> None:
@@ -380,7 +272,7 @@ def test_query_keys_are_fetched_and_checked_but_not_compared() -> None:
     other = world.publish("inv/z")
     world.publish("inv/z")
     policy = GatePolicy(query_keys=("inv/z", "req/x", "cfg/none"))
-    run = drive(world, world.gate([plan], ["req/x"], policy))
+    run = decide(world, world.gate([plan], ["req/x"], policy))
     assert run.decision.authorized
     assert run.events[0].queries == {
         "reqs": HeadsQuery(("req/x",), {"req/x": fact.id}),
@@ -390,16 +282,16 @@ def test_query_keys_are_fetched_and_checked_but_not_compared() -> None:
     assert run.decision.heads["cfg/none"] == (None, 0)
     assert run.decision.heads["inv/z"][0] != other.id
 
-    def garbage_for_inv(owner: str, query: HeadsQuery) -> Any:
-        return {"heads": [[1, 2, 3]]} if owner == "inv" else world.answer(owner, query)
+    def garbage_for_inv(owner: str, args: dict[str, Any], honest: dict[str, Any]) -> Any:
+        return {"heads": [[1, 2, 3]]} if owner == "inv" else honest
 
-    d = drive(world, world.gate([plan], ["req/x"], policy), answer=garbage_for_inv).decision
+    d = decide(world, world.gate([plan], ["req/x"], policy), answer=garbage_for_inv).decision
     assert (d.outcome, d.reason) == ("blocked", "malformed_response")
 
 
 def test_no_declared_keys_authorizes_without_round_trips() -> None:
     world, _, plan = simple()
-    d = drive(world, world.gate([plan], [])).decision
+    d = decide(world, world.gate([plan], [])).decision
     assert (d.outcome, d.round_trips) == ("authorized", 0)
 
 
@@ -411,7 +303,7 @@ def test_missing_lineage_is_fetched_and_the_gate_continues() -> None:
     fact = world.publish("req/x", local=False)
     mid = world.publish("sum/s", fact, local=False)
     plan = world.publish("plan/p", mid, kind="plan", local=False)
-    run = drive(world, world.gate([plan], ["req/x"]))
+    run = decide(world, world.gate([plan], ["req/x"]))
     assert run.decision.authorized
     assert [e.ids for e in run.events if isinstance(e, FetchRecords)] == [
         (plan.id,),
@@ -425,7 +317,7 @@ def test_all_missing_parents_are_fetched_in_one_round() -> None:
     world = World()
     a, b = world.publish("req/a", local=False), world.publish("inv/b", local=False)
     plan = world.publish("plan/p", a, b, kind="plan")
-    run = drive(world, world.gate([plan], ["req/a", "inv/b"]))
+    run = decide(world, world.gate([plan], ["req/a", "inv/b"]))
     assert run.decision.authorized
     assert [e for e in run.events if isinstance(e, FetchRecords)] == [FetchRecords((a.id, b.id))]
 
@@ -434,13 +326,22 @@ def forged(record: Record) -> Record:
     return dataclasses.replace(record, body_raw=msgpack.packb({"v": "forged"}))
 
 
-FETCHES: dict[str, Callable[[tuple[bytes, ...], World], list[Record]]] = {
-    "nothing": lambda ids, w: [],
-    "forged-body": lambda ids, w: [forged(w.store[i]) for i in ids],
-    "bad-signature": lambda ids, w: [
-        dataclasses.replace(w.store[i], signature=bytes(64)) for i in ids
-    ],
-    "only-unasked": lambda ids, w: [r for r in w.store.values() if r.id not in ids],
+def forged_wire(wire: list[Any]) -> list[Any]:
+    """A record's wire array with another body (its signature kept)."""
+    body = msgpack.packb({"v": "forged"})
+    return [*wire[:6], body, len(body), wire[8]]
+
+
+# an owner's `get` answer, from its request, its honest answer and the world
+FETCHES: dict[str, Callable[[dict[str, Any], dict[str, Any], World], Any]] = {
+    "nothing": lambda args, honest, w: {"records": []},
+    "forged-body": lambda args, honest, w: {"records": [forged_wire(r) for r in honest["records"]]},
+    "bad-signature": lambda args, honest, w: {
+        "records": [[*r[:-1], bytes(64)] for r in honest["records"]]
+    },
+    "only-unasked": lambda args, honest, w: {
+        "records": [r.to_wire() for r in w.store.values() if r.id not in args["ids"]]
+    },
 }
 
 
@@ -450,7 +351,11 @@ def test_unfetchable_lineage_blocks_missing_lineage(name: str) -> None:
     fact = world.publish("req/x", local=False)
     plan = world.publish("plan/p", fact, kind="plan")
     world.publish("req/y", local=False)
-    run = drive(world, world.gate([plan], ["req/x"]), fetch=lambda ids: FETCHES[name](ids, world))
+    run = decide(
+        world,
+        world.gate([plan], ["req/x"]),
+        fetch=lambda o, args, honest: FETCHES[name](args, honest, world),
+    )
     assert (run.decision.outcome, run.decision.reason) == ("blocked", "missing_lineage")
     assert fact.id.hex()[:12] in run.decision.detail
     assert run.count(FetchRecords) == 1 and run.count(QueryHeads) == 0
@@ -477,11 +382,47 @@ def test_fetched_records_that_were_not_asked_for_are_ignored() -> None:
     fact = world.publish("req/x", local=False)
     mid = world.publish("sum/s", fact, local=False)
     plan = world.publish("plan/p", mid, kind="plan")
-    run = drive(
-        world, world.gate([plan], ["req/x"]), fetch=lambda ids: world.fetch([*ids, fact.id])
+    run = decide(
+        world,
+        world.gate([plan], ["req/x"]),
+        fetch=lambda o, args, honest: {"records": [*honest["records"], fact.to_wire()]},
     )
     assert run.decision.authorized
     assert [e.ids for e in run.events if isinstance(e, FetchRecords)] == [(mid.id,), (fact.id,)]
+
+
+def test_the_gate_itself_ignores_fetched_records_unasked_or_invalid() -> None:
+    """The fetch round drops what the gate would ignore, so through `core.drive` the gate
+    never sees these: fed to it directly, each stays missing, and it never raises."""
+    world = World()
+    fact = world.publish("req/x", local=False)
+    other = world.publish("req/y", local=False)
+    plan = world.publish("plan/p", fact, kind="plan")
+    bad = [
+        forged(fact),
+        dataclasses.replace(fact, signature=bytes(64)),
+        other,  # not asked for
+        fact.to_wire(),  # not a Record
+    ]
+    gate = world.gate([plan], ["req/x"])
+    assert gate.next_event() == FetchRecords((fact.id,))
+    gate.records_fetched(bad)  # type: ignore[arg-type]
+    d = gate.next_event()
+    assert isinstance(d, Decision) and (d.outcome, d.reason) == ("blocked", "missing_lineage")
+    # a record whose owner the roster cannot decide (two agents own req/*)
+    agents = ROSTER.agents
+    twice = dataclasses.replace(agents[2], owns=("inv/*", "req/*"))
+    world.roster = Roster("test", (*agents[:2], twice, *agents[3:]))
+    gate = world.gate([plan], ["req/x"])
+    assert gate.next_event() == FetchRecords((fact.id,))
+    gate.records_fetched([fact])
+    d = gate.next_event()
+    assert isinstance(d, Decision) and (d.outcome, d.reason) == ("blocked", "missing_lineage")
+    world.roster = ROSTER
+    gate = world.gate([plan], ["req/x"])
+    assert gate.next_event() == FetchRecords((fact.id,))
+    gate.records_fetched([*bad, fact])
+    assert isinstance(gate.next_event(), QueryHeads)
 
 
 def test_a_fetched_record_with_a_wrong_owner_is_ignored() -> None:
@@ -492,7 +433,7 @@ def test_a_fetched_record_with_a_wrong_owner_is_ignored() -> None:
     )
     world.store[impostor.id] = impostor
     plan = world.publish("plan/p", impostor, kind="plan")
-    run = drive(world, world.gate([plan], ["req/x"]))
+    run = decide(world, world.gate([plan], ["req/x"]))
     assert run.events[0] == FetchRecords((impostor.id,))
     assert (run.decision.outcome, run.decision.reason) == ("blocked", "missing_lineage")
 
@@ -508,7 +449,7 @@ def test_a_fetched_record_with_a_wrong_owner_is_ignored() -> None:
 )
 def test_lineage_blocks(deps: list[str], policy: GatePolicy, reason: str) -> None:
     world, _, plan = simple()
-    run = drive(world, world.gate([plan], deps, policy))
+    run = decide(world, world.gate([plan], deps, policy))
     assert (run.decision.outcome, run.decision.reason) == ("blocked", reason)
     assert run.decision.round_trips == 0
 
@@ -518,7 +459,7 @@ def test_ambiguous_frontier_blocks() -> None:
     v1 = world.publish("req/x")
     v2 = world.publish("req/x", v1)
     plan = world.publish("plan/p", world.publish("sum/s", v1), v2, kind="plan")
-    d = drive(world, world.gate([plan], ["req/x"])).decision
+    d = decide(world, world.gate([plan], ["req/x"])).decision
     assert (d.outcome, d.reason) == ("blocked", "ambiguous_frontier")
 
 
@@ -529,11 +470,11 @@ def test_unknown_owner_blocks_before_any_query() -> None:
     )
     world.local[fact.id] = fact
     plan = world.publish("plan/p", fact, kind="plan")
-    run = drive(world, world.gate([plan], ["zzz/x"]))
+    run = decide(world, world.gate([plan], ["zzz/x"]))
     assert (run.decision.outcome, run.decision.reason) == ("blocked", "unknown_owner")
     assert "zzz/x" in run.decision.detail
     assert run.count(QueryHeads) == 0 and run.decision.round_trips == 0
-    run = drive(world, world.gate([plan], [], GatePolicy(query_keys=("zzz/q",))))
+    run = decide(world, world.gate([plan], [], GatePolicy(query_keys=("zzz/q",))))
     assert run.decision.reason == "unknown_owner"
 
 
@@ -542,12 +483,12 @@ def test_a_key_with_two_owners_is_unknown_owner() -> None:
     agents = ROSTER.agents
     twice = dataclasses.replace(agents[2], owns=("inv/*", "req/*"))
     world.roster = Roster("test", (*agents[:2], twice, *agents[3:]))
-    d = drive(world, world.gate([plan], ["req/x"])).decision
+    d = decide(world, world.gate([plan], ["req/x"])).decision
     assert (d.outcome, d.reason) == ("blocked", "unknown_owner")
     assert "several agents" in d.detail
     # a fetched record whose owner the roster cannot decide stays missing, it does not raise
     world.local.pop(fact.id)
-    d = drive(world, world.gate([plan], ["sum/s"])).decision
+    d = decide(world, world.gate([plan], ["sum/s"])).decision
     assert (d.outcome, d.reason) == ("blocked", "missing_lineage")
 
 
@@ -557,7 +498,9 @@ def test_a_key_with_two_owners_is_unknown_owner() -> None:
 @pytest.mark.parametrize("reason", ["owner_unavailable", "timeout", "malformed_response"])
 def test_owner_failures_block(reason: str) -> None:
     world, _, plan = simple()
-    d = drive(world, world.gate([plan], ["req/x"]), answer=lambda o, q: Failure(reason)).decision
+    d = decide(
+        world, world.gate([plan], ["req/x"]), answer=lambda o, args, honest: FAILURES[reason]
+    ).decision
     assert (d.outcome, d.reason, d.authorized) == ("blocked", reason, False)
     assert d.round_trips == 1
 
@@ -565,15 +508,15 @@ def test_owner_failures_block(reason: str) -> None:
 def test_first_failing_owner_in_query_order_decides() -> None:
     world = World()
     plan = world.publish("plan/p", world.publish("req/a"), world.publish("inv/b"), kind="plan")
-    failures = {"reqs": Failure("timeout"), "inv": Failure("owner_unavailable")}
-    d = drive(
-        world, world.gate([plan], ["req/a", "inv/b"]), answer=lambda o, q: failures[o]
+    failures = {"reqs": FAILURES["timeout"], "inv": FAILURES["owner_unavailable"]}
+    d = decide(
+        world, world.gate([plan], ["req/a", "inv/b"]), answer=lambda o, args, honest: failures[o]
     ).decision
     assert d.reason == "timeout"
-    d = drive(
+    d = decide(
         world,
         world.gate([plan], ["req/a", "inv/b"]),
-        answer=lambda o, q: failures[o] if o == "inv" else world.answer(o, q),
+        answer=lambda o, args, honest: failures[o] if o == "inv" else honest,
     ).decision
     assert d.reason == "owner_unavailable"
 
@@ -662,14 +605,29 @@ MALFORMED: dict[str, tuple[Callable[[dict[str, Any], World, Record], Any], str]]
 
 @pytest.mark.parametrize("name", MALFORMED)
 def test_malformed_answers_block(name: str) -> None:
+    """The gate reads each bad answer as `detail` says; through `core.drive` it blocks the
+    same, except that an answer that is not a map never reaches the gate: the heads round
+    reports it as a failed request (`malformed response`)."""
     world, fact, plan = simple()
     change, detail = MALFORMED[name]
-    answer = lambda o, q: change(world.answer(o, q), world, fact)  # noqa: E731
-    d = drive(world, world.gate([plan], ["req/x"]), answer=answer).decision
+    gate = world.gate([plan], ["req/x"])
+    query = gate.next_event()
+    assert isinstance(query, QueryHeads)
+    bad = change(world.answer_query("reqs", query.queries["reqs"]), world, fact)
+    gate.heads_answered("reqs", bad)
+    d = gate.next_event()
+    assert isinstance(d, Decision)
     assert (d.outcome, d.reason, d.detail) == (
         "blocked",
         "malformed_response",
         f"owner 'reqs': {detail}",
+    )
+    answer = lambda o, args, honest: change(honest, world, fact)  # noqa: E731
+    d = decide(world, world.gate([plan], ["req/x"]), answer=answer).decision
+    assert (d.outcome, d.reason, d.detail) == (
+        "blocked",
+        "malformed_response",
+        f"owner 'reqs': {detail if isinstance(bad, dict) else 'malformed response'}",
     )
 
 
@@ -677,13 +635,13 @@ def test_a_short_row_means_the_expected_id() -> None:
     """[key, seq] answers "the head is the id you expected" (an owner sends it when asked
     with `short`); it authorizes like the full row, and only for a key with an expected id."""
     world, fact, plan = simple()
-    short = lambda o, q: {**world.answer(o, q), "heads": [["req/x", fact.seq]]}  # noqa: E731
-    d = drive(world, world.gate([plan], ["req/x"]), answer=short).decision
+    short = lambda o, args, honest: {**honest, "heads": [["req/x", fact.seq]]}  # noqa: E731
+    d = decide(world, world.gate([plan], ["req/x"]), answer=short).decision
     assert (d.outcome, d.heads) == ("authorized", {"req/x": (fact.id, fact.seq)})
 
-    def extra(o, q):
+    def extra(o: str, args: dict[str, Any], honest: dict[str, Any]) -> dict[str, Any]:
         return {
-            **world.answer(o, q),
+            **honest,
             "heads": [
                 ["req/x", fact.id, fact.seq],
                 ["req/y", 0],
@@ -691,7 +649,7 @@ def test_a_short_row_means_the_expected_id() -> None:
         }
 
     gate = world.gate([plan], ["req/x"], GatePolicy(query_keys=("req/y",)))
-    d = drive(world, gate, answer=extra).decision
+    d = decide(world, gate, answer=extra).decision
     assert (d.outcome, d.detail) == (
         "blocked",
         "owner 'reqs': head entry 1 ('req/y'): [key, seq] for a key without an expected id",
@@ -785,8 +743,8 @@ CHANGED_DETAILS = {
 @pytest.mark.parametrize("name", CHANGED_MALFORMED)
 def test_bad_changed_records_block(name: str) -> None:
     world, old, plan, new = drifted()
-    answer = lambda o, q: CHANGED_MALFORMED[name](world.answer(o, q), world, old, new)  # noqa
-    run = drive(world, world.gate([plan], ["req/x"]), answer=answer)
+    answer = lambda o, args, honest: CHANGED_MALFORMED[name](honest, world, old, new)  # noqa
+    run = decide(world, world.gate([plan], ["req/x"]), answer=answer)
     d = run.decision
     assert (d.outcome, d.reason, d.detail) == (
         "blocked",
@@ -802,8 +760,8 @@ def test_unsolicited_and_repeated_answers_are_malformed() -> None:
         gate = world.gate([plan], ["req/x"])
         query = gate.next_event()
         assert isinstance(query, QueryHeads)
-        gate.heads_answered("reqs", world.answer("reqs", query.queries["reqs"]))
-        gate.heads_answered(extra, world.answer("reqs", query.queries["reqs"]))
+        gate.heads_answered("reqs", world.answer_query("reqs", query.queries["reqs"]))
+        gate.heads_answered(extra, world.answer_query("reqs", query.queries["reqs"]))
         d = gate.next_event()
         assert isinstance(d, Decision)
         assert (d.outcome, d.reason, d.detail) == (
@@ -819,7 +777,7 @@ def test_unsolicited_and_repeated_answers_are_malformed() -> None:
 def test_decision_json_uses_hex_ids_and_explain_names_the_drift() -> None:
     world, old, plan = simple()
     new = world.publish("req/x")
-    d = drive(world, world.gate([plan], ["req/x"], GatePolicy(replan=False))).decision
+    d = decide(world, world.gate([plan], ["req/x"], GatePolicy(replan=False))).decision
     data = json.loads(json.dumps(d.to_json()))
     assert data["frontier"] == {"req/x": old.id.hex()}
     assert data["heads"] == {"req/x": {"id": new.id.hex(), "seq": new.seq}}
@@ -837,7 +795,7 @@ def test_decision_json_uses_hex_ids_and_explain_names_the_drift() -> None:
 
 def test_explain_counts_in_the_singular_for_one() -> None:
     world, old, plan = simple()
-    d = drive(world, world.gate([plan], ["req/x"], GatePolicy(replan=False))).decision
+    d = decide(world, world.gate([plan], ["req/x"], GatePolicy(replan=False))).decision
     assert d.explain().splitlines()[:2] == [
         "ship: authorized",
         "  the 1 declared key matches its owner's head",
@@ -891,7 +849,7 @@ def test_bad_roots_and_policies_are_refused() -> None:
     gate = world.gate([plan], ["req/x"])
     query = gate.next_event()
     assert isinstance(query, QueryHeads)
-    gate.heads_answered("reqs", world.answer("reqs", query.queries["reqs"]))
+    gate.heads_answered("reqs", world.answer_query("reqs", query.queries["reqs"]))
     assert isinstance(gate.next_event(), Replan)
     with pytest.raises(LocalProtocolError):
         gate.next_event()
@@ -914,10 +872,10 @@ def test_inline_record_with_a_lower_seq_blocks() -> None:
         body="rollback",
     )
 
-    def rollback(owner: str, query: HeadsQuery) -> Any:
+    def rollback(owner: str, args: dict[str, Any], honest: dict[str, Any]) -> Any:
         return {"heads": [["req/x", older.id, older.seq]], "records": [older.to_wire()]}
 
-    d = drive(world, world.gate([plan], ["req/x"]), answer=rollback).decision
+    d = decide(world, world.gate([plan], ["req/x"]), answer=rollback).decision
     assert (d.outcome, d.reason) == ("blocked", "malformed_response")
     assert "seq 1, not above the plan's 2" in d.detail
 
@@ -943,11 +901,11 @@ def misbehave(mode: str, answer: dict[str, Any]) -> Any:
     """Corrupt an honest answer the way `mode` says (some modes are no-ops on some answers)."""
     heads, inline = answer["heads"], answer["records"]
     if mode in ("unavailable", "timeout"):
-        return Failure("owner_unavailable" if mode == "unavailable" else "timeout")
+        return FAILURES["owner_unavailable" if mode == "unavailable" else "timeout"]
     if mode == "not_map":
         return heads
     if mode == "bad_entry":
-        return {"heads": [[k, b"short", s] for k, _, s in heads], "records": inline}
+        return {"heads": [[row[0], b"short", row[-1]] for row in heads], "records": inline}
     if mode == "dup_entry":
         return {"heads": heads + heads[:1], "records": inline}
     if mode == "missing_entry":
@@ -959,7 +917,7 @@ def misbehave(mode: str, answer: dict[str, Any]) -> Any:
     if mode == "bad_record":
         return {"heads": heads, "records": [[*r[:-1], bytes(64)] for r in inline]}
     assert mode == "none_head"
-    return {"heads": [[k, None, 0] for k, _, _ in heads], "records": []}
+    return {"heads": [[row[0], None, 0] for row in heads], "records": []}
 
 
 @st.composite
@@ -1043,22 +1001,22 @@ def play(
         world.publish(key, local=False)
     stale = first is not None and any(world.heads[k].id != first[k] for k in deps)
 
-    def answer(owner: str, query: HeadsQuery) -> Any:
+    def answer(owner: str, args: dict[str, Any], honest: dict[str, Any]) -> Any:
         mode = scenario["modes"][owner]
-        honest = world.answer(owner, query)
         return honest if mode == "honest" else misbehave(mode, honest)
 
-    def fetch(ids: tuple[bytes, ...]) -> list[Record]:
-        found = world.fetch(ids)
-        return [forged(r) for r in found] if scenario["forge_fetch"] else found
+    def fetch(owner: str, args: dict[str, Any], honest: dict[str, Any]) -> Any:
+        if not scenario["forge_fetch"]:
+            return honest
+        return {**honest, "records": [forged_wire(r) for r in honest["records"]]}
 
     def replan(event: Replan) -> list[bytes]:
-        roots = world.replan_fresh(deps) if scenario["fresh_replan"] else [plan.id]
+        roots = fresh_plan(world, deps) if scenario["fresh_replan"] else [plan.id]
         for key in scenario["again"]:
             world.publish(key, local=False)
         return roots
 
-    run = drive(world, world.gate([plan], deps, policy), answer=answer, fetch=fetch, replan=replan)
+    run = decide(world, world.gate([plan], deps, policy), answer=answer, fetch=fetch, replan=replan)
     return world, run, first, stale
 
 
