@@ -18,7 +18,7 @@ from planfence_net.workspace.hook.auto import CONTEXT
 
 from .clients import run_claude, run_codex, skip_without_clients
 from .model_server import ANTHROPIC, OPENAI, ApplyPatch, ModelServer, Reply, Text, ToolCall, Turn
-from .test_real_clients import (
+from .turns import (
     assert_scripted_and_offline,
     claude_tool_results,
     codex_call_outputs,

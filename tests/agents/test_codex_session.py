@@ -22,7 +22,7 @@ from .clients import (
     write_codex_config,
 )
 from .model_server import OPENAI, ApplyPatch, ModelServer, Reply, Text, Turn
-from .test_real_clients import PATCH, assert_scripted_and_offline, trust_codex_hooks
+from .turns import PATCH, assert_scripted_and_offline, trust_codex_hooks
 from .workspaces import Workspace
 
 pytestmark = pytest.mark.agents

@@ -12,7 +12,7 @@ import pytest
 
 from .clients import skip_without_clients
 from .model_server import ANTHROPIC, OPENAI, ModelServer
-from .test_real_clients import (
+from .turns import (
     claude_write_turns,
     install_claude,
     run_claude_turns,

@@ -22,35 +22,34 @@ import tomli_w
 
 from .clients import (
     clone_venv,
-    codex_env,
-    codex_hook_hash,
-    codex_hooks_list,
     run_claude,
-    run_codex,
     skip_without_clients,
-    write_codex_config,
 )
 from .model_server import (
     ANTHROPIC,
-    OPENAI,
-    ApplyPatch,
     ModelServer,
     Reply,
     Text,
     ToolCall,
     Turn,
 )
+from .turns import (
+    PLAN,
+    assert_scripted_and_offline,
+    claude_tool_results,
+    claude_write_turns,
+    content_text,
+    install_claude,
+    run_claude_turns,
+    run_codex_patch,
+    trust_plan,
+)
 from .workspaces import PLANFENCE, Workspace
 
 pytestmark = pytest.mark.agents
 skip_without_clients()
 
-PLAN = "p1"
 DRIFT = "- 1 previously inspected file changed: notes.txt"
-
-
-def trust_plan(ws: Workspace) -> None:
-    ws.planfence("workspace", "trust", PLAN, "--read", "notes.txt", "--target", "a.txt")
 
 
 def plan_check(ws: Workspace) -> int:
@@ -59,53 +58,7 @@ def plan_check(ws: Workspace) -> int:
     return ws.planfence("workspace", "check", PLAN, check=False).returncode
 
 
-def content_text(content: Any) -> str:
-    """The text of a tool result's content (a string, or a list of text blocks)."""
-    if isinstance(content, str):
-        return content
-    return "".join(part.get("text", "") for part in content)
-
-
-def assert_scripted_and_offline(server: ModelServer, api: str, turns: list[Turn]) -> None:
-    """Every turn was taken and none more; every request for another host was refused."""
-    assert (server.taken(api), server.overruns(api)) == (len(turns), 0)
-    assert server.unknown() == []
-    assert all(r.method == "CONNECT" or r.path.startswith("http") for r in server.refused())
-
-
 # -- Claude Code --------------------------------------------------------------------------------
-
-
-def claude_write_turns(target: Path) -> list[Turn]:
-    """Read a.txt (Read is not gated), write it (gated), finish."""
-    return [
-        ToolCall("Read", {"file_path": str(target)}),
-        ToolCall("Write", {"file_path": str(target), "content": "new\n"}),
-        Text("done"),
-    ]
-
-
-def claude_tool_results(server: ModelServer) -> list[dict[str, Any]]:
-    """The tool_result blocks of the conversation, in order, as the model last received it."""
-    messages = server.model_requests(ANTHROPIC)[-1]["messages"]
-    return [
-        block
-        for message in messages
-        if isinstance(message["content"], list)
-        for block in message["content"]
-        if block.get("type") == "tool_result"
-    ]
-
-
-def run_claude_turns(
-    claude: Path, server: ModelServer, ws: Workspace, home: Path, turns: list[Turn]
-) -> list[dict[str, Any]]:
-    server.script(ANTHROPIC, turns)
-    run = run_claude(claude, server.url, ws.path, home, "Change a.txt to say new.")
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert json.loads(run.stdout)["result"] == "done"
-    assert_scripted_and_offline(server, ANTHROPIC, turns)
-    return claude_tool_results(server)
 
 
 def test_claude_write_runs_when_nothing_drifted(
@@ -158,22 +111,6 @@ def place(request: pytest.FixtureRequest, workspace: Workspace, tmp_path: Path) 
     joined = tree.planfence("workspace", "join")
     assert joined.stdout.startswith(f"joined {tree.path} to the cluster "), joined.stdout
     return tree
-
-
-def install_claude(place: Workspace, home: Path, executable: Path) -> list[dict[str, Any]]:
-    """Install the Claude Code hook where `place` needs it; returns our PreToolUse handlers."""
-    if place.path.name == "tree":
-        place.planfence(
-            "hook", "install", "claude", "--user", executable=executable, env={"HOME": str(home)}
-        )
-        settings = home / ".claude" / "settings.json"
-    else:
-        place.planfence("hook", "install", "claude", "--project", place.path, executable=executable)
-        settings = place.path / ".claude" / "settings.local.json"
-    config = json.loads(settings.read_text())
-    handlers = [h for g in config["hooks"]["PreToolUse"] for h in g["hooks"]]
-    assert all(h["onFailure"] == "block" and h["command"] == str(executable) for h in handlers)
-    return handlers
 
 
 def test_claude_write_is_blocked_when_the_hook_cannot_start(
@@ -348,63 +285,6 @@ def test_claude_subagent_is_checked_against_its_own_plan(
 
 
 # -- Codex --------------------------------------------------------------------------------------
-
-
-def trust_codex_hooks(
-    codex: Path, server: ModelServer, ws: Workspace, home: Path, codex_home: Path
-) -> None:
-    """What a user does to activate project hooks in Codex, through PlanFence: install, see
-    `hook status codex` say untrusted, record the trust decisions (`--trust`), see it active;
-    the hashes recorded are those Codex computes (checked against the documented formula)."""
-    env = codex_env(server.url, home, codex_home)  # codex app-server too reaches only the server
-    write_codex_config(codex_home, server.url)
-    ws.planfence("hook", "install", "codex", "--project", ws.path, env=env)
-    status = ("hook", "status", "codex", "--project", ws.path, "--codex", codex, "--json")
-    before = ws.planfence(*status, env=env, check=False)
-    [found] = json.loads(before.stdout)["agents"]
-    assert (before.returncode, found["state"]) == (1, "untrusted"), before.stdout
-    assert found["step"] == f"planfence hook install codex --project {ws.path} --trust"
-
-    ws.planfence(
-        "hook", "install", "codex", "--project", ws.path, "--trust", "--codex", codex, env=env
-    )
-    after = ws.planfence(*status, env=env, check=False)
-    [found] = json.loads(after.stdout)["agents"]
-    assert (after.returncode, found["state"]) == (0, "active"), after.stdout
-    hooks = codex_hooks_list(codex, codex_env(server.url, home, codex_home), ws.path)["hooks"]
-    source = ws.path / ".codex" / "hooks.json"
-    labels = ("pre_tool_use", "post_tool_use", "session_start", "session_end")
-    assert [(h["key"], h["trustStatus"]) for h in hooks] == [
-        (f"{source}:{label}:0:0", "trusted") for label in labels
-    ]
-    for hook, label in zip(hooks, labels, strict=True):
-        assert hook["currentHash"] == codex_hook_hash(
-            label, hook["matcher"], hook["command"], hook["timeoutSec"]
-        )
-
-
-def codex_call_outputs(server: ModelServer) -> list[str]:
-    """The outputs of the tool calls, in order, as the model last received them."""
-    items = server.model_requests(OPENAI)[-1]["input"]
-    return [
-        content_text(item["output"])
-        for item in items
-        if item.get("type") in ("function_call_output", "custom_tool_call_output")
-    ]
-
-
-PATCH = "*** Begin Patch\n*** Update File: a.txt\n@@\n-old\n+new\n*** End Patch\n"
-
-
-def run_codex_patch(codex: Path, server: ModelServer, ws: Workspace, tmp_path: Path) -> list[str]:
-    home, codex_home = tmp_path / "home", tmp_path / "codex-home"
-    trust_codex_hooks(codex, server, ws, home, codex_home)
-    turns: list[Turn] = [ApplyPatch(PATCH), Text("done")]
-    server.script(OPENAI, turns)
-    run = run_codex(codex, server.url, ws.path, home, codex_home, "Change a.txt to say new.")
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert_scripted_and_offline(server, OPENAI, turns)
-    return codex_call_outputs(server)
 
 
 def test_codex_apply_patch_runs_when_nothing_drifted(

@@ -17,8 +17,7 @@ import tomli_w
 
 from planfence_net.cluster import processes as clusterlib
 from support.cluster import PLANFENCE, ClusterHandle, run_planfence
-
-from .test_proxy import Agent, migrate, proxy_session, served
+from support.mcp_proxy import Agent, migrate, proxy_session, served
 
 KEY = "db:resource/db://schema"
 

@@ -7,10 +7,10 @@ import subprocess
 from pathlib import Path
 
 from planfence_net.cluster.command import executable
+from support.auto_hook import PLAN, read, write_call
 from support.cluster import ClusterHandle
+from support.team import A, trust
 from support.workspace import git, make_repo, quiet, run_cli, served, write
-
-from .test_intents import A, team, trust  # noqa: F401  (the team fixture)
 
 BYPASS = "To commit anyway, `git commit --no-verify` skips this check: that is your decision."
 
@@ -155,8 +155,6 @@ def test_a_gate_that_cannot_start_refuses_the_commit(tmp_path: Path) -> None:
 def test_a_commit_of_an_automatic_plans_target_is_refused_until_the_re_read(
     tmp_path: Path,
 ) -> None:
-    from .test_hook_auto import PLAN, read, write_call
-
     repo = make_repo(tmp_path / "repo", {"lib.py": "v = 1\n", "main.py": "import lib\n"})
     with served(repo):
         assert run_cli("hook", "install", "git", "--project", repo)[0] == 0

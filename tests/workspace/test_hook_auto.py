@@ -17,36 +17,12 @@ from planfence_net.cluster.command import executable
 from planfence_net.workspace.hook.auto import resolve_reads
 from planfence_net.workspace.model.payload import parse_payload
 from planfence_net.workspace.plans.session import auto_plan
+from support.auto_hook import AUTO, PLAN, SESSION, claude, read, write_call
 from support.cluster import PLANFENCE
 from support.workspace import git, make_repo, payload, run_cli, run_hook, served, write
 
-AUTO = ("--mode", "auto")
-SESSION = "9f2c6a1e-4b7d-4e0a-9c55-2f1d8e7b3a10"  # the recorded Claude Code payloads' session
 CODEX_SESSION = "0199a7c4-5e2b-7f31-8d6a-3c9e1b2f4a58"
-PLAN = auto_plan(SESSION)
 FILES = {"lib.py": "def f():\n    return 1\n", "main.py": "import lib\n"}
-
-
-def claude(event: str, tool: str, tool_input: dict[str, Any], repo: Path, n: int) -> dict[str, Any]:
-    return {
-        **payload("claude-read", repo),
-        "hook_event_name": event,
-        "tool_name": tool,
-        "tool_input": tool_input,
-        "tool_use_id": f"toolu_{n:04}",
-    }
-
-
-def read(repo: Path, rel: str, n: int = 0) -> tuple[int, str]:
-    """Claude Code's PostToolUse of a Read of `rel`."""
-    data = claude("PostToolUse", "Read", {"file_path": str(repo / rel)}, repo, n)
-    return run_hook("claude", data, *AUTO)
-
-
-def write_call(repo: Path, rel: str, event: str = "PreToolUse", n: int = 1) -> tuple[int, str]:
-    """Claude Code's Write of `rel` (PreToolUse, or PostToolUse after it landed)."""
-    data = claude(event, "Write", {"file_path": str(repo / rel), "content": "x\n"}, repo, n)
-    return run_hook("claude", data, *AUTO)
 
 
 def bash(repo: Path, command: str, event: str = "PreToolUse", n: int = 2) -> tuple[int, str]:

@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,25 +16,8 @@ import pytest
 from planfence_net.core.errors import RequestError
 from planfence_net.net.syncclient import SyncSessions
 from support.cluster import ClusterHandle, wait_exit
-from support.workspace import payload, quiet, run_cli, run_hook_output, served_team
-
-A, B = "aaaaaaaa-1111-4111-8111-111111111111", "bbbbbbbb-2222-4222-8222-222222222222"
-
-
-@pytest.fixture
-def team(tmp_path: Path) -> Iterator[tuple[ClusterHandle, Path, Path]]:
-    """Worktrees `api` (main) and `web` (branch web) of one repository, each served."""
-    with served_team(tmp_path, {"src/lib.py": "v = 1\n", "src/other.py": "w = 1\n"}) as team:
-        yield team
-
-
-def trust(handle: ClusterHandle, cwd: Path, plan: str, session: str, *args: Any) -> list[str]:
-    code, out, err = run_cli(
-        "workspace", "trust", plan, "--cluster", handle.path, "--session", session,
-        "--lockfiles", "none", *args, cwd=cwd,
-    )  # fmt: skip
-    assert (code, quiet(err)) == (0, ""), out + err
-    return out.splitlines()
+from support.team import A, B, trust
+from support.workspace import payload, quiet, run_cli, run_hook_output
 
 
 def write_call(root: Path, session: str, rel: str = "src/lib.py") -> dict[str, Any]:

@@ -1,0 +1,152 @@
+"""One scripted turn of a real client, shared by the agents tests: trust a plan, install the
+hook (Claude Code) or record Codex's hook trust, run the client through scripted model turns
+and read back what the model received.
+
+trust_plan        `workspace trust p1 --read notes.txt --target a.txt`
+install_claude    the Claude Code hook where a workspace needs it; our PreToolUse handlers
+run_claude_turns  one `claude -p` run through `turns`; the tool_result blocks the model got
+trust_codex_hooks install the Codex hook and record its trust as a user does, checked
+run_codex_patch   one `codex exec` run applying PATCH; the tool outputs the model got
+assert_scripted_and_offline  every scripted turn taken, none more, nothing left the machine
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .clients import (
+    codex_env,
+    codex_hook_hash,
+    codex_hooks_list,
+    run_claude,
+    run_codex,
+    write_codex_config,
+)
+from .model_server import ANTHROPIC, OPENAI, ApplyPatch, ModelServer, Text, ToolCall, Turn
+from .workspaces import Workspace
+
+PLAN = "p1"
+
+PATCH = "*** Begin Patch\n*** Update File: a.txt\n@@\n-old\n+new\n*** End Patch\n"
+
+
+def trust_plan(ws: Workspace) -> None:
+    ws.planfence("workspace", "trust", PLAN, "--read", "notes.txt", "--target", "a.txt")
+
+
+def content_text(content: Any) -> str:
+    """The text of a tool result's content (a string, or a list of text blocks)."""
+    if isinstance(content, str):
+        return content
+    return "".join(part.get("text", "") for part in content)
+
+
+def assert_scripted_and_offline(server: ModelServer, api: str, turns: list[Turn]) -> None:
+    """Every turn was taken and none more; every request for another host was refused."""
+    assert (server.taken(api), server.overruns(api)) == (len(turns), 0)
+    assert server.unknown() == []
+    assert all(r.method == "CONNECT" or r.path.startswith("http") for r in server.refused())
+
+
+def claude_write_turns(target: Path) -> list[Turn]:
+    """Read a.txt (Read is not gated), write it (gated), finish."""
+    return [
+        ToolCall("Read", {"file_path": str(target)}),
+        ToolCall("Write", {"file_path": str(target), "content": "new\n"}),
+        Text("done"),
+    ]
+
+
+def claude_tool_results(server: ModelServer) -> list[dict[str, Any]]:
+    """The tool_result blocks of the conversation, in order, as the model last received it."""
+    messages = server.model_requests(ANTHROPIC)[-1]["messages"]
+    return [
+        block
+        for message in messages
+        if isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_result"
+    ]
+
+
+def run_claude_turns(
+    claude: Path, server: ModelServer, ws: Workspace, home: Path, turns: list[Turn]
+) -> list[dict[str, Any]]:
+    server.script(ANTHROPIC, turns)
+    run = run_claude(claude, server.url, ws.path, home, "Change a.txt to say new.")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert json.loads(run.stdout)["result"] == "done"
+    assert_scripted_and_offline(server, ANTHROPIC, turns)
+    return claude_tool_results(server)
+
+
+def install_claude(place: Workspace, home: Path, executable: Path) -> list[dict[str, Any]]:
+    """Install the Claude Code hook where `place` needs it; returns our PreToolUse handlers."""
+    if place.path.name == "tree":
+        place.planfence(
+            "hook", "install", "claude", "--user", executable=executable, env={"HOME": str(home)}
+        )
+        settings = home / ".claude" / "settings.json"
+    else:
+        place.planfence("hook", "install", "claude", "--project", place.path, executable=executable)
+        settings = place.path / ".claude" / "settings.local.json"
+    config = json.loads(settings.read_text())
+    handlers = [h for g in config["hooks"]["PreToolUse"] for h in g["hooks"]]
+    assert all(h["onFailure"] == "block" and h["command"] == str(executable) for h in handlers)
+    return handlers
+
+
+def trust_codex_hooks(
+    codex: Path, server: ModelServer, ws: Workspace, home: Path, codex_home: Path
+) -> None:
+    """What a user does to activate project hooks in Codex, through PlanFence: install, see
+    `hook status codex` say untrusted, record the trust decisions (`--trust`), see it active;
+    the hashes recorded are those Codex computes (checked against the documented formula)."""
+    env = codex_env(server.url, home, codex_home)  # codex app-server too reaches only the server
+    write_codex_config(codex_home, server.url)
+    ws.planfence("hook", "install", "codex", "--project", ws.path, env=env)
+    status = ("hook", "status", "codex", "--project", ws.path, "--codex", codex, "--json")
+    before = ws.planfence(*status, env=env, check=False)
+    [found] = json.loads(before.stdout)["agents"]
+    assert (before.returncode, found["state"]) == (1, "untrusted"), before.stdout
+    assert found["step"] == f"planfence hook install codex --project {ws.path} --trust"
+
+    ws.planfence(
+        "hook", "install", "codex", "--project", ws.path, "--trust", "--codex", codex, env=env
+    )
+    after = ws.planfence(*status, env=env, check=False)
+    [found] = json.loads(after.stdout)["agents"]
+    assert (after.returncode, found["state"]) == (0, "active"), after.stdout
+    hooks = codex_hooks_list(codex, codex_env(server.url, home, codex_home), ws.path)["hooks"]
+    source = ws.path / ".codex" / "hooks.json"
+    labels = ("pre_tool_use", "post_tool_use", "session_start", "session_end")
+    assert [(h["key"], h["trustStatus"]) for h in hooks] == [
+        (f"{source}:{label}:0:0", "trusted") for label in labels
+    ]
+    for hook, label in zip(hooks, labels, strict=True):
+        assert hook["currentHash"] == codex_hook_hash(
+            label, hook["matcher"], hook["command"], hook["timeoutSec"]
+        )
+
+
+def codex_call_outputs(server: ModelServer) -> list[str]:
+    """The outputs of the tool calls, in order, as the model last received them."""
+    items = server.model_requests(OPENAI)[-1]["input"]
+    return [
+        content_text(item["output"])
+        for item in items
+        if item.get("type") in ("function_call_output", "custom_tool_call_output")
+    ]
+
+
+def run_codex_patch(codex: Path, server: ModelServer, ws: Workspace, tmp_path: Path) -> list[str]:
+    home, codex_home = tmp_path / "home", tmp_path / "codex-home"
+    trust_codex_hooks(codex, server, ws, home, codex_home)
+    turns: list[Turn] = [ApplyPatch(PATCH), Text("done")]
+    server.script(OPENAI, turns)
+    run = run_codex(codex, server.url, ws.path, home, codex_home, "Change a.txt to say new.")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert_scripted_and_offline(server, OPENAI, turns)
+    return codex_call_outputs(server)
