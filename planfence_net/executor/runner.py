@@ -34,6 +34,9 @@ from .pool import SessionPool
 from .replica import Replica
 
 ReplanHook = Callable[[Action, tuple[Record, ...]], Awaitable[Sequence[bytes]]]
+# a decision's two I/O steps, each given the decision's deadline (anyio's clock)
+FetchStep = Callable[[tuple[bytes, ...], float], Awaitable[FetchRound]]
+QueryStep = Callable[[Action, dict[str, HeadsQuery], float], Awaitable[HeadsRound]]
 _DEFAULT_POLICY = GatePolicy()  # wait_decision's default
 _NO_REPLAN = GatePolicy(replan=False)  # the default for a decision without a replan hook
 
@@ -55,7 +58,10 @@ class GateRun:
 class GateRunner:
     """Validates actions for one executor: its session pool, replica and roster.
 
-    `timeout` bounds each decision's coordination, in seconds (module docstring).
+    `timeout` bounds each decision's coordination, in seconds (module docstring). `fetch`
+    and `query`, when given, replace the decision's steps `self.fetch` and `self.query` (the
+    bench's baselines ask a central store, or fetch changed records after the heads answer):
+    a runner is extended by the steps it is handed, not by subclassing.
     """
 
     def __init__(
@@ -65,6 +71,8 @@ class GateRunner:
         *,
         clock: Callable[[], float] = time.perf_counter,
         timeout: float = DEFAULT_TIMEOUT,
+        fetch: FetchStep | None = None,
+        query: QueryStep | None = None,
     ) -> None:
         self.pool = pool
         self.replica = replica
@@ -74,6 +82,9 @@ class GateRunner:
         self.verify = verifier(self.roster)
         self.walks = WalkCache()  # the replica only grows, so its successful walks stay valid
         self._give_ups = _GiveUps()
+        # the decision's steps, bound once: no lookup or check per decision
+        self._fetch_step: FetchStep = self.fetch if fetch is None else fetch
+        self._query_step: QueryStep = self.query if query is None else query
 
     async def wait_decision(
         self, action: Action, replan: ReplanHook | None = None, policy: GatePolicy = _DEFAULT_POLICY
@@ -98,12 +109,14 @@ class GateRunner:
         planning = 0.0
         roots = action.roots
 
+        fetch_step, query_step = self._fetch_step, self._query_step
+
         # the steps' own coroutines, under the deadline of the moment (a replan moves it)
         def fetch(ids: tuple[bytes, ...]) -> Awaitable[FetchRound]:
-            return self.fetch(ids, deadline)
+            return fetch_step(ids, deadline)
 
         def query(queries: dict[str, HeadsQuery]) -> Awaitable[HeadsRound]:
-            return self.query(action, queries, deadline)
+            return query_step(action, queries, deadline)
 
         async def replanned(event: Replan) -> Sequence[bytes]:
             nonlocal deadline, planning, roots

@@ -16,28 +16,53 @@ action (3 `get`, 2 `heads`, 1 `put`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import anyio
 
-from ...core.answers import HeadsQuery
+from ...core.answers import HeadsQuery, verifier
 from ...core.drive import FetchRound, HeadsRound
 from ...core.errors import PlanfenceError
 from ...core.gate import Action
+from ...executor.pool import SessionPool
+from ...executor.replica import Replica
 from ...executor.runner import GateRunner
 from .gated import PlanFence
 from .writers import CENTRAL
 
+# what the executor asks the store for its heads: an op and its args, a row per baseline
+Args = Callable[[Action, list[str], dict[str, bytes]], dict[str, Any]]
+STORE_OPS: dict[str, tuple[str, Args]] = {
+    # central-walk: the owners' heads request, records inline
+    "walk": ("heads", lambda action, keys, expect: {"keys": keys, "expect": expect}),
+    # central: one `validate` round trip per validation (short rows, records inline)
+    "validate": (
+        "validate",
+        lambda action, keys, expect: {
+            "keys": keys,
+            "expect": expect,
+            "short": True,
+            "action": action.name[:256],
+        },
+    ),
+}
 
-class CentralWalkRunner(GateRunner):
-    """The gate driven against the central store: one request carries every owner's query,
-    and missing lineage is read from the store."""
 
-    op = "heads"
+class CentralStore:
+    """The gate's two steps against the central store, for a `GateRunner` (`fetch`,
+    `query`): one request carries every owner's query (`STORE_OPS[kind]`), and missing
+    lineage is read from the store. Each step is called with the decision's deadline
+    (anyio's clock)."""
 
-    async def fetch(self, ids: tuple[bytes, ...], deadline: float | None = None) -> FetchRound:
+    def __init__(self, pool: SessionPool, replica: Replica, kind: str) -> None:
+        self.pool, self.replica = pool, replica
+        self.verify = verifier(pool.roster)
+        self.op, self.args = STORE_OPS[kind]
+
+    async def fetch(self, ids: tuple[bytes, ...], deadline: float) -> FetchRound:
         fetch = FetchRound(ids, [CENTRAL], self.verify)
-        with anyio.CancelScope(deadline=self.until(deadline)):
+        with anyio.CancelScope(deadline=deadline):
             while (args := fetch.request(CENTRAL)) is not None:
                 try:
                     fetch.answered(CENTRAL, await self.pool.request(CENTRAL, "get", args))
@@ -46,20 +71,16 @@ class CentralWalkRunner(GateRunner):
         await self.replica.add(fetch.records)
         return fetch
 
-    def _args(self, action: Action, keys: list[str], expect: dict[str, bytes]) -> dict[str, Any]:
-        return {"keys": keys, "expect": expect}
-
     async def query(
-        self, action: Action, queries: dict[str, HeadsQuery], deadline: float | None = None
+        self, action: Action, queries: dict[str, HeadsQuery], deadline: float
     ) -> HeadsRound:
         heads = HeadsRound(queries)
         keys = [k for q in queries.values() for k in q.keys]
         expect = {k: v for q in queries.values() for k, v in q.expect.items()}
         outcome: dict[str, Any] | PlanfenceError | None = None
-        with anyio.CancelScope(deadline=self.until(deadline)):
+        with anyio.CancelScope(deadline=deadline):
             try:
-                args = self._args(action, keys, expect)
-                outcome = await self.pool.request(CENTRAL, self.op, args)
+                outcome = await self.pool.request(CENTRAL, self.op, self.args(action, keys, expect))
             except PlanfenceError as exc:
                 outcome = exc
         for owner, query in queries.items():
@@ -76,20 +97,20 @@ class CentralWalkRunner(GateRunner):
         return heads
 
 
-class CentralRunner(CentralWalkRunner):
-    """One `validate` round trip to the store per validation (short rows, records inline)."""
-
-    op = "validate"
-
-    def _args(self, action: Action, keys: list[str], expect: dict[str, bytes]) -> dict[str, Any]:
-        return {"keys": keys, "expect": expect, "short": True, "action": action.name[:256]}
+def store_runner(policy: PlanFence, kind: str) -> GateRunner:
+    """A GateRunner for `policy`'s pool and replica whose steps ask the central store."""
+    store = CentralStore(policy.pool, policy.replica, kind)
+    timeout = policy.parts.timeout
+    return GateRunner(
+        policy.pool, policy.replica, timeout=timeout, fetch=store.fetch, query=store.query
+    )
 
 
 class Central(PlanFence):
     """Centralized lineage validated at the store (`central`, `central-wired`)."""
 
     def _runner(self) -> GateRunner:
-        return CentralRunner(self.pool, self.replica, timeout=self.parts.timeout)
+        return store_runner(self, "validate")
 
     async def start(self, keys: list[str]) -> None:
         await self.pool.session(CENTRAL)
@@ -99,4 +120,4 @@ class CentralWalk(Central):
     """The client-side walk against the store (`central-walk`, an ablation)."""
 
     def _runner(self) -> GateRunner:
-        return CentralWalkRunner(self.pool, self.replica, timeout=self.parts.timeout)
+        return store_runner(self, "walk")

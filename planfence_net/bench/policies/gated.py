@@ -1,8 +1,9 @@
 """The gated policies: PlanFence's gate on D(a) under a `GatePolicy`, driven two ways.
 
-`FetchAfterRunner` is the paper's: `heads` answers carry ids only and the changed records are
-fetched after the mismatch (`get`, one more round trip on a raced action). The product's
-`GateRunner` takes them inline from the `heads` answer (`planfence+inline` in the bench).
+`FetchAfter` is the paper's heads step, handed to a `GateRunner`: `heads` answers carry ids
+only and the changed records are fetched after the mismatch (`get`, one more round trip on a
+raced action). The product's `GateRunner` on its own takes them inline from the `heads`
+answer (`planfence+inline` in the bench).
 """
 
 from __future__ import annotations
@@ -15,17 +16,22 @@ from ...core.answers import HeadsQuery
 from ...core.drive import HeadsRound
 from ...core.errors import PlanfenceError
 from ...core.gate import Action, GatePolicy
+from ...executor.pool import SessionPool
 from ...executor.runner import GateRunner, ReplanHook
 from .policy import Parts, PolicyBase, Verdict, fails_open
 
 
-class FetchAfterRunner(GateRunner):
-    """The gate as the paper runs it: each owner answers `heads` with ids only (no `expect`,
-    so no record inline), and the changed records are fetched from that owner with `get`
-    right after the mismatch. The gate checks the combined answer as usual."""
+class FetchAfter:
+    """The gate's heads step as the paper runs it: each owner answers `heads` with ids only
+    (no `expect`, so no record inline), and the changed records are fetched from that owner
+    with `get` right after the mismatch. The gate checks the combined answer as usual.
+    A `GateRunner`'s `query` step (called with the decision's deadline, anyio's clock)."""
 
-    async def query(
-        self, action: Action, queries: dict[str, HeadsQuery], deadline: float | None = None
+    def __init__(self, pool: SessionPool) -> None:
+        self.pool = pool
+
+    async def __call__(
+        self, action: Action, queries: dict[str, HeadsQuery], deadline: float
     ) -> HeadsRound:
         heads = HeadsRound(queries)
 
@@ -49,7 +55,7 @@ class FetchAfterRunner(GateRunner):
                 records = fetched.get("records", []) if isinstance(fetched, dict) else None
                 heads.answered(owner, {"heads": rows, "records": records})
 
-        with anyio.CancelScope(deadline=self.until(deadline)):
+        with anyio.CancelScope(deadline=deadline):
             async with anyio.create_task_group() as tg:
                 for owner, query in queries.items():
                     tg.start_soon(ask, owner, query)
@@ -80,8 +86,8 @@ class PlanFence(PolicyBase):
         self.runner = self._runner()
 
     def _runner(self) -> GateRunner:
-        kind = GateRunner if self.inline else FetchAfterRunner
-        return kind(self.pool, self.replica, timeout=self.parts.timeout)
+        query = None if self.inline else FetchAfter(self.pool)
+        return GateRunner(self.pool, self.replica, timeout=self.parts.timeout, query=query)
 
     async def validate(self, action: Action, replan: ReplanHook, keys: list[str]) -> Verdict:
         policy = self.policy
