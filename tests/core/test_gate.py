@@ -35,11 +35,9 @@ from planfence_net.core.gate import (
 from planfence_net.core.lineage import Frontier, Missing, WalkCache
 from planfence_net.core.records import Record, make_record
 from planfence_net.core.roster import Roster
-from support.fakeowner import OWNS, ROSTER, SIGNERS, FakeOwners, Run, fresh_plan, run
+from support.fakeowner import OWNS, ROSTER, SIGNERS, FakeOwners, Run, Serve, fresh_plan, run
 
-# what an owner sends instead of the honest answer to a heads or a get request
-Answer = Callable[[str, dict[str, Any], dict[str, Any]], Any]
-World = FakeOwners
+World = FakeOwners  # the owners, and the executor's local store
 # what an owner's failure looks like to the runtime, by the gate's reason it maps to
 FAILURES: dict[str, PlanfenceError | None] = {
     "owner_unavailable": TransportError("connection reset"),
@@ -52,8 +50,8 @@ def decide(
     world: World,
     gate: Gate,
     *,
-    answer: Answer | None = None,
-    fetch: Answer | None = None,
+    answer: Serve | None = None,
+    fetch: Serve | None = None,
     replan: Callable[[Replan], Sequence[bytes]] | None = None,
 ) -> Run:
     """Run `gate` through `core.drive` against `world`'s owners (`support.fakeowner.run`),
