@@ -17,7 +17,7 @@ place and the newcomer is admitted: an attacker holding idle connections can onl
 its own, and a member's connection, which names its key in its first message, is a stranger
 for one round trip. A newcomer is refused only when every connection is proven or claimed.
 A claim over `max_handshakes` pushes out the oldest claimant. The door closes whatever this
-module evicts and applies the stranger deadline (`Limits.stranger_deadline`).
+module evicts and applies the stranger deadline (`Limits.stranger_timeout`).
 """
 
 from __future__ import annotations

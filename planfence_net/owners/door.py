@@ -36,7 +36,7 @@ from .admission import Admission, Place, source_of
 from .limits import Limits, RateLimit
 from .logs import EventLog
 
-HANDSHAKE_DEADLINE = 5.0
+HANDSHAKE_TIMEOUT = 5.0
 ACCEPT_BACKOFF = (0.05, 1.0)  # first and longest pause after accept() fails
 # accept() errors that mean "out of descriptors or memory": wait for some to be freed.
 EXHAUSTED = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
@@ -53,7 +53,10 @@ def fingerprint(key: bytes) -> str:
 
 
 class Door:
-    """Accepts, authenticates and admits an owner's connections (module docstring)."""
+    """Accepts, authenticates and admits an owner's connections (module docstring).
+    `clock` (seconds, `time.monotonic` unless a test injects one) paces the stranger
+    events logged; the handshake's and the limits' timeouts run on the event loop's clock
+    (`anyio.fail_after`, cancel scopes), as every await does."""
 
     def __init__(
         self,
@@ -64,6 +67,7 @@ class Door:
         max_message: int,
         admit: Admit,
         screen: Screen | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.roster = roster
         self.identity = identity
@@ -79,7 +83,7 @@ class Door:
         self.evicted_connections = 0
         self.refused_peers = 0
         self.accept_errors = 0
-        self._strangers = RateLimit(limits.stranger_burst, limits.stranger_rate, time.monotonic())
+        self._strangers = RateLimit(limits.stranger_burst, limits.stranger_rate, clock)
 
     async def serve(self, listener: Any, tg: TaskGroup) -> None:
         """Accept on `listener` (every socket of a multi-listener) until cancelled; each
@@ -104,9 +108,7 @@ class Door:
                     pause = min(pause * 2, ACCEPT_BACKOFF[1])
                 continue
             pause = ACCEPT_BACKOFF[0]
-            closer = anyio.CancelScope(
-                deadline=anyio.current_time() + self.limits.stranger_deadline
-            )
+            closer = anyio.CancelScope(deadline=anyio.current_time() + self.limits.stranger_timeout)
             place, evicted, reason = self.admission.arrive(
                 source_of(remote), closer, self.open_connections
             )
@@ -129,7 +131,7 @@ class Door:
     def stranger_event(self, event: str, **fields: Any) -> None:
         """Log an event anyone who can reach the port can cause, at a bounded rate; the
         number left out is logged with the next one (`suppressed`)."""
-        if self._strangers.allow(time.monotonic()):
+        if self._strangers.allow():
             suppressed = self._strangers.take_suppressed()
             self.log.write(event, **fields, **({"suppressed": suppressed} if suppressed else {}))
 
@@ -147,7 +149,7 @@ class Door:
                     "handshake_failed",
                     remote=remote,
                     reason=f"no first message naming a member within "
-                    f"{self.limits.stranger_deadline:g} s",
+                    f"{self.limits.stranger_timeout:g} s",
                 )
             self.admission.leave(place)
             if first[0] is not None:
@@ -186,7 +188,7 @@ class Door:
             screen=self._screen,
         )
         try:
-            with anyio.fail_after(HANDSHAKE_DEADLINE):
+            with anyio.fail_after(HANDSHAKE_TIMEOUT):
                 return await accept(sock, session, accept_peer, self.slots)
         except (PlanfenceError, TimeoutError) as exc:
             if refused:
@@ -209,16 +211,16 @@ class Door:
         self, stream: NoiseStream, remote: str
     ) -> bytes | PlanfenceError | None:
         """The session's first application message (or the screen's refusal of it: its
-        first chunk was valid), or None when none arrives within `first_message_deadline`. IK's first handshake message can be replayed by anyone who
+        first chunk was valid), or None when none arrives within `first_message_timeout`. IK's first handshake message can be replayed by anyone who
         captured it; only a peer holding the session keys can send a valid transport
         message, so until one arrives the session is nobody's (logged as a stranger)."""
         claimed = fingerprint(stream.peer_key)
         try:
-            with anyio.fail_after(self.limits.first_message_deadline):
+            with anyio.fail_after(self.limits.first_message_timeout):
                 return await stream.receive()
         except TimeoutError:
             reason = (
-                f"no valid message within {self.limits.first_message_deadline:g} s of the handshake"
+                f"no valid message within {self.limits.first_message_timeout:g} s of the handshake"
             )
         except PlanfenceError as exc:
             reason = f"first message: {exc}"

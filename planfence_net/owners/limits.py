@@ -10,6 +10,7 @@ logs events a stranger can cause. Every one has a default that a busy cluster ne
 from __future__ import annotations
 
 import resource
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -35,9 +36,9 @@ class Limits:
     # ...and strangers, which have not named one yet: at a limit the oldest is closed.
     max_strangers: int = 256
     strangers_per_address: int = 128  # an IPv6 source counted by its /64
-    stranger_deadline: float = 3.0  # seconds from accept to a first message naming a member
+    stranger_timeout: float = 3.0  # seconds from accept to a first message naming a member
     sessions_per_peer: int = 64  # proven sessions of one roster member
-    first_message_deadline: float = 5.0  # seconds from handshake to the first valid message
+    first_message_timeout: float = 5.0  # seconds from handshake to the first valid message
     requests_per_session: int = 64  # in flight; at the cap the session is not read
     subscriptions_per_session: int = 16
     queued_push_bytes: int = 1024 * 1024  # unsent pushes of one session before it is dropped
@@ -48,7 +49,7 @@ class Limits:
     request_budget: int = 64 * 1024 * 1024  # bytes of large requests held at once
     large_messages: int = 4  # messages over one chunk being received at once, all sessions
     message_stall: float = 10.0  # seconds a large message may pause while others wait
-    send_deadline: float = 60.0  # seconds one reply may wait for the peer to read it
+    send_timeout: float = 60.0  # seconds one reply may wait for the peer to read it
     stranger_burst: int = 50  # log events strangers can cause: burst, then `stranger_rate`/s
     stranger_rate: float = 10.0
 
@@ -78,6 +79,7 @@ class Limits:
         values: dict[str, Any] = {}
         for setting in settings:
             name, _, text = setting.partition("=")
+            name = _OLD_NAMES.get(name, name)
             if name not in _NUMBERS:
                 raise ConfigError(f"unknown limit {name!r} (known: {', '.join(_NUMBERS)})")
             try:
@@ -94,20 +96,31 @@ _NUMBERS: dict[str, Callable[[str], float]] = {
     name: float if isinstance(getattr(Limits(), name), float) else int
     for name in Limits.__dataclass_fields__
 }
+# Names `--limit` accepted before durations were called timeouts; still read, never listed.
+_OLD_NAMES = {
+    "stranger_deadline": "stranger_timeout",
+    "first_message_deadline": "first_message_timeout",
+    "send_deadline": "send_timeout",
+}
 
 
 class RateLimit:
-    """A token bucket over an injected clock: `allow(now)` says whether one more event may
-    be logged; `suppressed` counts the refusals since the last allowed event."""
+    """A token bucket over `clock` (seconds; `time.monotonic` unless a test injects one):
+    `allow()` says whether one more event may be logged; `suppressed` counts the refusals
+    since the last allowed event."""
 
-    def __init__(self, burst: int, rate: float, now: float) -> None:
+    def __init__(
+        self, burst: int, rate: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.burst, self.rate = burst, rate
+        self._clock = clock
         self._tokens = float(burst)
-        self._last = now
+        self._last = clock()
         self.suppressed = 0
         self.suppressed_total = 0
 
-    def allow(self, now: float) -> bool:
+    def allow(self) -> bool:
+        now = self._clock()
         self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.rate)
         self._last = now
         if self._tokens >= 1.0:

@@ -8,6 +8,9 @@ marked `repeatable` answers from the request's args and the store's committed re
 the req_id and given again to the same bytes, with the asker's req_id, while the store
 commits nothing (`Store.commits` is counted before a commit changes any head). Executors
 ask the same heads again for every decision of a plan: a repeated heads is one lookup.
+A request whose parse or row raises BadRequest (its typed error) is left to the session's
+loop, which sends that error; any other exception is a bug and is not caught here. The
+response's envelope around the kept bytes is `protocol.messages.encode_ok_response`.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from ..protocol.messages import BadRequest, Request, pack
+from ..protocol.messages import BadRequest, Request, encode_ok_response, pack, split_req_id
 from ..protocol.requestread import Schema, decode_request
 from .ops import keys_of
 from .service import Call, Connection, Service
@@ -27,21 +30,6 @@ if TYPE_CHECKING:
 
 REPEAT_ENTRIES = 128  # answers kept (the set is emptied at every commit)
 REPEAT_MAX = 8 * 1024  # bytes of the largest request whose answer is kept
-# msgpack encodings of a non-negative integer: first byte -> bytes of the whole encoding
-_UINT = {0xCC: 2, 0xCD: 3, 0xCE: 5, 0xCF: 9}
-_ARRAY3, _TRUE = b"\x93", b"\xc3"
-
-
-def split_req_id(data: bytes) -> tuple[bytes, bytes] | None:
-    """(the req_id's bytes, the rest) of a request [req_id, op, args] whose req_id is a
-    non-negative integer; None for anything else (the decoder judges it)."""
-    if len(data) < 2 or data[0] != 0x93:
-        return None
-    first = data[1]
-    size = 1 if first <= 0x7F else _UINT.get(first)
-    if size is None:
-        return None
-    return data[1 : 1 + size], data[1 + size :]
 
 
 class AnswersNow:
@@ -83,7 +71,7 @@ class AnswersNow:
             result = operation.now(
                 Call(daemon, connection, request.req_id), operation.parse(request.args)
             )
-        except Exception:  # a typed error, or a bug: the session's loop answers it
+        except BadRequest:  # the typed error `parse` and `now` raise: the session's loop sends it
             return False
         if result is None:
             return False
@@ -108,7 +96,7 @@ class AnswersNow:
         """Write the response [req_id, true, body] (each part already encoded) and log it
         (`fields`: the line's op and keys, rendered by `EventLog.request_fields`)."""
         daemon = self._daemon
-        reply = b"".join((_ARRAY3, req_id, _TRUE, body))
+        reply = encode_ok_response(req_id, body)
         connection.stream.write_message(reply)
         daemon.requests_served += 1
         if not connection.stream.writable:

@@ -96,6 +96,7 @@ class Call:
 
 Handler = Callable[[Call, Any], Awaitable[dict[str, Any]]]
 # The same answer as the row's handler, given without waiting; None: only `handle` can.
+# Raises BadRequest where the handler would (nothing else: anything else is a bug).
 AnswerNow = Callable[[Call, Any], dict[str, Any] | None]
 
 
@@ -123,7 +124,8 @@ class Operation:
 
 def answers_now(now: AnswerNow, *, repeatable: bool = False) -> Callable[[Handler], Handler]:
     """Decorate a handler with `now`: the same answer without awaiting anything, or None
-    when only the handler can give it (module docstring). `repeatable`: that answer depends
+    when only the handler can give it (module docstring); `now` raises BadRequest where the
+    handler would, and nothing else. `repeatable`: that answer depends
     on the request's args and the store's committed records alone (not the session, its
     peer or the time), so the daemon may give it again to the same args while nothing is
     committed (owners/now.py)."""

@@ -6,7 +6,7 @@ peer) to shutdown: the request loop (cheap ops answered inline, the others in ta
 `requests_per_session`), the count of requests in flight that shutdown waits on, and the
 replies and the budgets they hold (a request waiting in a task is held against the request
 budget; a reply against the reply budget until sent; a peer not reading a reply within
-`send_deadline` loses its session). What a request is answered with is the daemon's
+`send_timeout` loses its session). What a request is answered with is the daemon's
 (`OwnerDaemon._reply`: its service's answer, encoded). `Sessions` builds on `Pushes`
 (pushes.py): each session runs a sender of its pushes.
 """
@@ -136,7 +136,7 @@ class Sessions(Pushes):
         """Wait for the peer to read a reply of `size` bytes sent in the socket's callback
         (now.py), as `_send_reply` does; its request counts as in flight until then."""
         try:
-            with anyio.fail_after(self.limits.send_deadline):
+            with anyio.fail_after(self.limits.send_timeout):
                 await connection.stream.wait_writable()
         except TimeoutError:
             self._unread(connection, size)
@@ -196,12 +196,12 @@ class Sessions(Pushes):
                 limiter.release()
 
     async def _send_reply(self, connection: Connection, reply: bytes) -> str:
-        """Send `reply`; a peer that has not read it within `send_deadline` loses its session
+        """Send `reply`; a peer that has not read it within `send_timeout` loses its session
         (the reply is not held forever). Returns what to add to the request's outcome."""
         try:
             connection.stream.write_message(reply)
             if not connection.stream.writable:  # a deadline (a timer) only when it waits
-                with anyio.fail_after(self.limits.send_deadline):
+                with anyio.fail_after(self.limits.send_timeout):
                     await connection.stream.wait_writable()
         except TimeoutError:
             self._unread(connection, len(reply))
@@ -217,7 +217,7 @@ class Sessions(Pushes):
             "error",
             peer=connection.peer.name,
             reason=f"session closed: a reply of {size} bytes unread "
-            f"for {self.limits.send_deadline:g} s",
+            f"for {self.limits.send_timeout:g} s",
         )
         connection.scope.cancel()
 

@@ -3,7 +3,7 @@
 A stranger (a connection whose first handshake message has not named a member) never holds
 one of the places of handshakes in progress; at the strangers' own limits the oldest stranger
 is closed and the newcomer admitted, and a stranger that says nothing is closed after
-`stranger_deadline` (owners/admission.py, docs/FAULTS.md).
+`stranger_timeout` (owners/admission.py, docs/FAULTS.md).
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ async def test_a_stranger_that_says_nothing_is_closed_at_its_deadline(
     cluster_dir: ClusterHandle,
 ) -> None:
     h = cluster_dir
-    with serve_owner(h, limits=("stranger_deadline=0.5",)), anyio.fail_after(DEADLINE):
+    with serve_owner(h, limits=("stranger_timeout=0.5",)), anyio.fail_after(DEADLINE):
         raw = await RawClient.tcp(h)
         started = time.monotonic()
         await raw.wait_closed()

@@ -9,9 +9,11 @@ replayed handshakes, subscribers that never read, forged log lines.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import time
+from pathlib import Path
 
 import anyio
 import msgpack
@@ -19,9 +21,11 @@ import pytest
 from click.testing import CliRunner
 
 from planfence_net.cli.main import app
-from planfence_net.core.errors import RequestError, TransportError
+from planfence_net.core.errors import ConfigError, RequestError, TransportError
 from planfence_net.net.client import open_session
-from planfence_net.owners.limits import RateLimit
+from planfence_net.owners.door import Door
+from planfence_net.owners.limits import Limits, RateLimit
+from planfence_net.owners.logs import EventLog
 from planfence_net.protocol.framing import encode_frame, split_message
 from planfence_net.protocol.noise import HandshakeState
 from support.cluster import ClusterHandle
@@ -117,16 +121,52 @@ async def test_events_strangers_cause_are_rate_limited(cluster_dir: ClusterHandl
 
 
 def test_rate_limit_is_a_token_bucket_that_counts_what_it_left_out() -> None:
-    bucket = RateLimit(burst=3, rate=2.0, now=100.0)
-    assert [bucket.allow(100.0) for _ in range(5)] == [True, True, True, False, False]
-    assert bucket.allow(100.4) is False  # 0.8 of a token
-    assert bucket.allow(100.5) is True  # a whole token again
+    now = [100.0]
+    bucket = RateLimit(burst=3, rate=2.0, clock=lambda: now[0])
+    assert [bucket.allow() for _ in range(5)] == [True, True, True, False, False]
+    now[0] = 100.4
+    assert bucket.allow() is False  # 0.8 of a token
+    now[0] = 100.5
+    assert bucket.allow() is True  # a whole token again
     assert (bucket.take_suppressed(), bucket.take_suppressed(), bucket.suppressed_total) == (
         3,
         0,
         3,
     )
-    assert [bucket.allow(200.0) for _ in range(4)] == [True, True, True, False]
+    now[0] = 200.0
+    assert [bucket.allow() for _ in range(4)] == [True, True, True, False]
+
+
+def test_the_door_paces_stranger_events_on_its_clock(tmp_path: Path) -> None:
+    """Burst 50, then 10 per second of the door's clock (injected: no waiting)."""
+    now = [0.0]
+    log = EventLog(tmp_path / "door.log", "reqs")
+
+    async def admit(*_: object) -> None:
+        return None
+
+    door = Door(None, None, log, Limits(), 1 << 20, admit, clock=lambda: now[0])  # type: ignore[arg-type]
+    for _ in range(60):
+        door.stranger_event("connection", remote="x")
+    now[0] = 1.0
+    for _ in range(20):
+        door.stranger_event("connection", remote="x")
+    log.close()
+    lines = [json.loads(line) for line in (tmp_path / "door.log").read_text().splitlines()]
+    assert len(lines) == 60 and door.statistics()["log_suppressed"] == 20
+    assert lines[50]["suppressed"] == 10  # the first event after the second's refill
+
+
+def test_timeouts_are_set_by_their_names_and_by_their_old_ones() -> None:
+    """`--limit` reads the names the durations had before (`*_deadline`), without listing
+    them among the known ones."""
+    old = Limits.parse(["stranger_deadline=0.5", "first_message_deadline=2", "send_deadline=9"])
+    new = Limits.parse(["stranger_timeout=0.5", "first_message_timeout=2", "send_timeout=9"])
+    assert old == new and (new.stranger_timeout, new.first_message_timeout) == (0.5, 2.0)
+    assert new.send_timeout == 9.0
+    with pytest.raises(ConfigError) as info:
+        Limits.parse(["nosuch=1"])
+    assert "stranger_timeout" in str(info.value) and "deadline" not in str(info.value)
 
 
 # -- D3: replayed handshakes, handshakes in progress, sessions per peer --------------------------

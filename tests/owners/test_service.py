@@ -217,18 +217,3 @@ async def test_a_repeated_heads_is_answered_again_until_a_commit(
     lines = (cluster_dir.path / "service.log").read_text().splitlines()
     heads = [json.loads(line) for line in lines if '"op":"heads"' in line]
     assert [(e["keys"], e["outcome"]) for e in heads] == [(["req/x"], "ok")] * 6
-
-
-def test_only_a_non_negative_req_id_is_split_off() -> None:
-    from planfence_net.owners.now import split_req_id
-    from planfence_net.protocol.messages import encode_request
-
-    for req_id in (0, 5, 127, 128, 300, 70000, 2**33):
-        data = encode_request(req_id, "heads", {"keys": ["req/x"]})
-        head, rest = split_req_id(data) or (b"", b"")
-        assert (
-            data == b"\x93" + head + rest
-            and rest == encode_request(0, "heads", {"keys": ["req/x"]})[2:]
-        )
-    assert split_req_id(encode_request(-1, "heads", {})) is None
-    assert split_req_id(b"\x92\x01") is None and split_req_id(b"") is None

@@ -15,6 +15,7 @@ import pytest
 
 from planfence_net.core.errors import RequestError
 from planfence_net.net.syncclient import SyncSessions
+from planfence_net.workspace.owner.daemon import TEST_CLOCK, lease_clock
 from support.cluster import ClusterHandle, wait_exit
 from support.team import A, B, trust
 from support.workspace import payload, quiet, run_cli, run_hook_output
@@ -106,15 +107,38 @@ def test_an_exclusive_target_blocks_other_plans_until_the_session_ends(
     assert [e["parents"][:1] for e in puts[1:]] == [[puts[0]["id"]], [puts[1]["id"]]]
 
 
-def test_an_exclusive_intent_ends_with_its_lease(team: tuple[ClusterHandle, Path, Path]) -> None:
-    handle, api, web = team
-    trust(handle, api, "parser", A, "--exclusive", "src/lib.py", "--lease", "5")
-    published = time.time()  # the intent expires at most 5 s from now
+@pytest.fixture
+def skewed_team(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[ClusterHandle, Path, Path, Path]]:
+    """`team`, its owners reading leases on a clock the test moves: the seconds written to
+    the fourth item are added to their wall clock (the owners' test hook, `lease_clock`)."""
+    skew = tmp_path / "clock-skew"
+    monkeypatch.setenv(TEST_CLOCK, str(skew))
+    with served_team(tmp_path, {"src/lib.py": "v = 1\n", "src/other.py": "w = 1\n"}) as team:
+        yield (*team, skew)
+
+
+def test_an_exclusive_intent_ends_with_its_lease(
+    skewed_team: tuple[ClusterHandle, Path, Path, Path],
+) -> None:
+    handle, api, web, skew = skewed_team
+    trust(handle, api, "parser", A, "--exclusive", "src/lib.py", "--lease", "600")
     trust(handle, web, "lexer", B, "--target", "src/lib.py")
     assert hook(handle, write_call(web, B))[0] == 2
-    # The lease is the only event there is to wait for: until a moment after it ran out.
-    time.sleep(max(0.0, published + 5.05 - time.time()))
+    skew.write_text("300")  # the owners' clock 5 minutes on: the lease still runs
+    assert hook(handle, write_call(web, B))[0] == 2
+    skew.write_text("3600")  # an hour on: the lease ran out
     assert hook(handle, write_call(web, B)) == (0, "", "")
+
+
+def test_the_lease_clock_is_the_wall_clock_unless_a_test_moves_it(tmp_path: Path) -> None:
+    assert lease_clock({}) is time.time
+    skew = tmp_path / "skew"
+    clock = lease_clock({TEST_CLOCK: str(skew)})
+    assert abs(clock() - time.time()) < 60  # no file yet: no skew
+    skew.write_text("86400")
+    assert 86400 - 60 < clock() - time.time() < 86400 + 60
 
 
 def test_exclusivity_is_refused_while_an_owner_cannot_be_asked(

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Coroutine
+import os
+import time
+from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +46,9 @@ class Workspace:
     worktree `observer` looks at before `heads`, refusing `put`s of observed facts, and
     adding the worktree to `stats`."""
 
-    def __init__(self, observer: Observer) -> None:
+    def __init__(self, observer: Observer, clock: Callable[[], float] = time.time) -> None:
         self.observer = observer
+        self._clock = clock  # the intents' leases are read on it
         self._lock = anyio.Lock()
         self._last: dict[str, bytes] = {}  # key -> packed body of its head record
         self._tickets = 0  # looks begun, in order
@@ -55,7 +58,8 @@ class Workspace:
         ordinary = owner_operations(observe=self.observe)
         put = ordinary.operations["put"]
         git = self.observer.git
-        intents = IntentBook(self.observer.root, str(git.common_dir if git else self.observer.root))
+        repo = str(git.common_dir if git else self.observer.root)
+        intents = IntentBook(self.observer.root, repo, self._clock)
         return ordinary.with_rows(
             dataclasses.replace(put, handle=functools.partial(self.put, put.handle)),
             *intents.rows(),
@@ -133,7 +137,31 @@ def owner_runner(cdir: ClusterDir, agent: str) -> Callable[..., Coroutine[Any, A
     root = workspaces(cdir).get(agent)
     if root is None:
         return run_owner
-    return functools.partial(run_workspace_owner, root, cluster=cdir.root)
+    return functools.partial(run_workspace_owner, root, cluster=cdir.root, clock=lease_clock())
+
+
+TEST_CLOCK = "PLANFENCE_TEST_CLOCK_FILE"
+
+
+def lease_clock(environ: Mapping[str, str] = os.environ) -> Callable[[], float]:
+    """The clock a workspace owner process reads its intents' leases on: `time.time`.
+
+    A test hook, for tests only: when `environ` names a file in PLANFENCE_TEST_CLOCK_FILE,
+    `time.time()` plus the seconds that file holds at each reading (0 while it is missing or
+    holds no number), so that a test moves owner processes past a lease instead of sleeping
+    (docs/HOOKS.md, "Leases")."""
+    name = environ.get(TEST_CLOCK)
+    if not name:
+        return time.time
+    path = Path(name)
+
+    def skewed() -> float:
+        try:
+            return time.time() + float(path.read_text())
+        except (OSError, ValueError):
+            return time.time()
+
+    return skewed
 
 
 async def run_workspace_owner(
@@ -147,18 +175,19 @@ async def run_workspace_owner(
     limits: Limits = Limits(),
     accept_loss: bool = False,
     cluster: Path | None = None,
+    clock: Callable[[], float] = time.time,
     task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the worktree at `root` as `identity` until a signal or cancellation; with
     `cluster` (its cluster folder), also the hook's socket (`hookd`), listening before the
-    port is reported.
+    port is reported. The intents' leases are read on `clock`.
 
     Raises ConfigError when `root` is not a folder.
     """
     observer = Observer(root)
 
     def service(store: Store, log: EventLog) -> Service:
-        made = Workspace(observer).service()
+        made = Workspace(observer, clock).service()
         log.write("workspace", root=str(observer.root), git=observer.git is not None)
         return made
 

@@ -22,6 +22,7 @@ first request.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,10 +60,13 @@ SCHEMAS: Schema = {
 
 
 class IntentBook:
-    """The intents of the worktree at `root` (repository `repo`), as service rows."""
+    """The intents of the worktree at `root` (repository `repo`), as service rows. Leases
+    are read on `clock` (seconds since the epoch: `time.time` unless a test injects one):
+    an intent written at `clock()` with lease L is live while `clock()` is under its end."""
 
-    def __init__(self, root: Path, repo: str) -> None:
+    def __init__(self, root: Path, repo: str, clock: Callable[[], float] = time.time) -> None:
         self.root, self.repo = root, repo
+        self._clock = clock
         self._heads: dict[str, Record] | None = None  # intent key -> its latest record
         self._lock = anyio.Lock()  # checks and writes of intents, one at a time
 
@@ -93,7 +97,7 @@ class IntentBook:
         name = owner.agent.name
         async with self._lock:
             heads = await self._index(owner)
-            now = time.time()
+            now = self._clock()
             plan, files = parsed["plan"], parsed["files"]
             for record in self._live(heads, now, set(files)):
                 body = record.body
@@ -135,7 +139,7 @@ class IntentBook:
 
     async def intents(self, call: Call, files: list[str]) -> dict[str, Any]:
         heads = await self._index(call.owner)
-        found = self._live(heads, time.time(), set(files))
+        found = self._live(heads, self._clock(), set(files))
         return {
             "repo": self.repo,
             "worktree": str(self.root),
@@ -148,7 +152,7 @@ class IntentBook:
         session, plans, files = parsed
         async with self._lock:
             heads = await self._index(call.owner)
-            now = time.time()
+            now = self._clock()
             ending = [
                 r
                 for r in heads.values()
