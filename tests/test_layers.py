@@ -1,8 +1,9 @@
 """Each layer of `planfence_net` imports only the layers below it.
 
-core < protocol < net < cluster < owners, executor, traces < workspace, bench < cli. The
-table below is the architecture (docs/ARCHITECTURE.md draws the same picture); a new import
-across layers either fits it or changes it here, on purpose.
+defaults, core < protocol < net < cluster < owners, executor, traces < workspace, bench < mcp
+< cli. The table below is the architecture (docs/ARCHITECTURE.md draws the same picture, and a
+test below fails when the two differ); a new import across layers either fits it or changes
+it here, on purpose.
 """
 
 from __future__ import annotations
@@ -151,3 +152,27 @@ def test_no_folder_of_the_package_holds_more_than_twenty_modules() -> None:
     }
     assert sizes["planfence_net/workspace/plans"] > 5  # the count sees real folders
     assert {folder: n for folder, n in sizes.items() if n > MAX_MODULES} == {}
+
+
+def documented_imports(text: str) -> dict[str, set[str]]:
+    """Layer (or `wing/folder`) -> the "may import" cell of its row in docs/ARCHITECTURE.md's
+    layer tables: `| core | `core/`: ... | nothing | ... |`, `| `bench/paper/` | ... | policies | ... |`."""
+    found: dict[str, set[str]] = {}
+    for line in text.splitlines():
+        cells = [cell.strip() for cell in line.split(" | ")]
+        if len(cells) < 4 or not line.startswith("| ") or not cells[1].startswith("`"):
+            continue
+        name = cells[0].removeprefix("| ").strip("`").rstrip("/")
+        found[name] = set() if cells[2] == "nothing" else set(cells[2].split(", "))
+    return found
+
+
+def test_the_architecture_document_draws_these_tables() -> None:
+    documented = documented_imports((PACKAGE.parent / "docs" / "ARCHITECTURE.md").read_text())
+    expected = {name: allowed for name, allowed in ALLOWED.items() if not name.startswith("__")}
+    for (wing,), table in WINGS.items():
+        expected.update(
+            {f"{wing}/{name}": allowed for name, allowed in table.items() if name != "__init__"}
+        )
+    assert documented["bench/torture"] == {"policies", "paper", "partition"}  # the parse works
+    assert documented == expected

@@ -1,13 +1,18 @@
 """scripts/_venv.sh installs once per set of extras; scripts/demo says how to get `planfence`
-on PATH. Run against a stand-in venv whose `python` only records how it was called."""
+on PATH (run against a stand-in venv whose `python` only records how it was called). Every
+Python script in scripts/ is read by ruff, and what it imports from the package exists."""
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import stat
 import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -76,3 +81,106 @@ def test_demo_says_how_to_put_planfence_on_path(tmp_path: Path) -> None:
     assert proc.stderr.splitlines()[-1] == (
         f'to use planfence by hand: export PATH="{root}/.venv/bin:$PATH"'
     )
+
+
+def python_scripts(root: Path) -> list[str]:
+    """The Python scripts of `root`/scripts: a `.py` suffix or a `python` shebang."""
+    return sorted(
+        path.name
+        for path in (root / "scripts").iterdir()
+        if path.is_file() and (path.suffix == ".py" or is_python_shebang(path))
+    )
+
+
+def is_python_shebang(path: Path) -> bool:
+    first = path.read_text().partition("\n")[0]
+    return first.startswith("#!") and "python" in first
+
+
+def ruff_misses(root: Path) -> list[str]:
+    """The Python scripts of `root`/scripts that `ruff check .`, run in `root` with its
+    pyproject.toml, does not read (so neither does `ruff format`: they share the file set)."""
+    shown = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--show-files", "."],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.splitlines()
+    covered = {Path(line).name for line in shown if Path(line).parent.name == "scripts"}
+    return [name for name in python_scripts(root) if name not in covered]
+
+
+def test_ruff_reads_every_python_script() -> None:
+    assert {"_benchenv.py", "bench-latency", "bench-hook"} <= set(python_scripts(ROOT))
+    assert "test" not in python_scripts(ROOT)  # a bash script is not Python
+    assert ruff_misses(ROOT) == []
+
+
+def test_a_python_script_outside_ruff_is_found(tmp_path: Path) -> None:
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    for name in ("bench-new", "tool", "helper.py"):
+        (tmp_path / "scripts" / name).write_text("#!/usr/bin/env python3\nprint(1)\n")
+    (tmp_path / "scripts" / "run").write_text("#!/usr/bin/env bash\necho 1\n")
+    assert ruff_misses(tmp_path) == ["tool"]
+
+
+def defined_names(module: Path) -> set[str]:
+    """Names bound at the top level of a module's source, without importing it."""
+    names: set[str] = set()
+    for node in ast.parse(module.read_text()).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names
+
+
+def missing_imports(script: Path, root: Path = ROOT) -> list[str]:
+    """`module:name` for every `from planfence_net... import name` in `script` (at any depth)
+    whose module or name is not in the package under `root`; read from source, not imported."""
+    missing = []
+    for node in ast.walk(ast.parse(script.read_text())):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        name = node.module or ""
+        if not name.startswith("planfence_net"):
+            continue
+        base = root.joinpath(*name.split("."))
+        module = base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+        if not module.is_file():
+            missing.append(name)
+            continue
+        for alias in node.names:
+            submodule = base / alias.name
+            if not (
+                submodule.with_suffix(".py").is_file()
+                or submodule.is_dir()
+                or alias.name in defined_names(module)
+            ):
+                missing.append(f"{name}:{alias.name}")
+    return missing
+
+
+@pytest.mark.parametrize("name", python_scripts(ROOT))
+def test_what_a_script_imports_from_the_package_exists(name: str) -> None:
+    assert missing_imports(ROOT / "scripts" / name) == []
+
+
+def test_a_script_importing_a_moved_module_is_found(tmp_path: Path) -> None:
+    script = tmp_path / "bench-x"
+    script.write_text(
+        "from planfence_net.bench.paper.published.report import write_report\n"
+        "from planfence_net.bench.perf import growth, nothing_here\n"
+        "from planfence_net.cli.bench import _notes, _gone\n"
+    )
+    assert missing_imports(script) == [
+        "planfence_net.bench.paper.published.report",
+        "planfence_net.bench.perf:nothing_here",
+        "planfence_net.cli.bench:_gone",
+    ]

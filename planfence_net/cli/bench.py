@@ -25,8 +25,11 @@ from .group import Group
 from .params import Argument, Option
 
 if TYPE_CHECKING:  # imported where used: `planfence --help` never loads the harness
+    from collections.abc import Iterable
+
     from ..bench.paper.experiments import Experiment
     from ..bench.paper.network import LinkModel
+    from ..bench.paper.report import Summary
 
 
 def count_actions(experiment: Experiment, seed: int) -> int:
@@ -40,83 +43,96 @@ def count_actions(experiment: Experiment, seed: int) -> int:
 
 def register(app: Group) -> None:
     """Add the `bench` command to `app`."""
+    app.command("bench")(bench)
 
-    @app.command("bench")
-    def bench(
-        experiment: str = Argument(..., help=f"One of: {', '.join(EXPERIMENTS)}."),
-        profile: str = Option(
-            "loopback", "--profile", help="Link profile (see `planfence profiles`)."
-        ),
-        quick: bool = Option(False, "--quick", help="Few actions: under two minutes."),
-        out: Path | None = Option(
-            None,
-            "--out",
-            help="Output folder (default docs/results/EXPERIMENT-PROFILE; with "
-            "--quick a temporary folder, never the checkout).",
-        ),
-        seed: int = Option(0, "--seed", help="Schedule and trace seed."),
-        sync_k: int = Option(
-            1, "--sync-k", min=1, help="K of the sync baseline: owners push after every K updates."
-        ),
-        phases: str = Option(
-            "paired",
-            "--phases",
-            help="Trace phases per action: paired (every policy meets "
-            "the same) or independent (the ablation).",
-        ),
-    ) -> None:
-        """Run EXPERIMENT against a live cluster it starts and stops; write rows, a Markdown
-        report next to the paper's numbers, and plots."""
-        from ..bench.paper.experiments import build
-        from ..bench.paper.network import PHASES, LinkModel
-        from ..bench.paper.report import write_report
-        from ..traces import require_traces
 
-        command = shlex.join(
-            [
-                "planfence",
-                "bench",
-                experiment,
-                "--profile",
-                profile,
-                *(["--quick"] if quick else []),
-                "--seed",
-                str(seed),
-                *(["--sync-k", str(sync_k)] if sync_k != 1 else []),
-                *(["--phases", phases] if phases != "paired" else []),
-            ]
+def bench(
+    experiment: str = Argument(..., help=f"One of: {', '.join(EXPERIMENTS)}."),
+    profile: str = Option("loopback", "--profile", help="Link profile (see `planfence profiles`)."),
+    quick: bool = Option(False, "--quick", help="Few actions: under two minutes."),
+    out: Path | None = Option(
+        None,
+        "--out",
+        help="Output folder (default docs/results/EXPERIMENT-PROFILE; with "
+        "--quick a temporary folder, never the checkout).",
+    ),
+    seed: int = Option(0, "--seed", help="Schedule and trace seed."),
+    sync_k: int = Option(
+        1, "--sync-k", min=1, help="K of the sync baseline: owners push after every K updates."
+    ),
+    phases: str = Option(
+        "paired",
+        "--phases",
+        help="Trace phases per action: paired (every policy meets "
+        "the same) or independent (the ablation).",
+    ),
+) -> None:
+    """Run EXPERIMENT against a live cluster it starts and stops; write rows, a Markdown
+    report next to the paper's numbers, and plots."""
+    from ..bench.paper.experiments import build
+    from ..bench.paper.network import PHASES, LinkModel
+    from ..bench.paper.report import write_report
+    from ..traces import require_traces
+
+    command = command_line(experiment, profile, quick, seed, sync_k, phases)
+    if phases not in PHASES:
+        raise click.BadParameter(
+            f"{phases!r} is not one of {', '.join(PHASES)}", param_hint="'--phases'"
         )
-        if phases not in PHASES:
-            raise click.BadParameter(
-                f"{phases!r} is not one of {', '.join(PHASES)}", param_hint="'--phases'"
-            )
-        folder = out or default_out(experiment, profile, quick, phases)
-        try:
-            require_plotting()  # before the run, not after it
-            plan = build(experiment, quick=quick)
-            found = require_traces(profile)
-            links = LinkModel(found, phases) if found.shaped else None
-            started = time.monotonic()
-            rows = _run(plan, profile, seed, links, sync_k)
-            summaries = write_report(
-                folder,
-                experiment,
-                profile,
-                rows,
-                command,
-                time.monotonic() - started,
-                _notes(links, sync_k),
-            )
-        except (PlanfenceError, ConfigError) as exc:
-            click.echo(f"error: {exc}", err=True)
-            raise click.exceptions.Exit(1) from None
-        for s in summaries:
-            click.echo(
-                f"{s.case:<16} {s.policy:<18} issued {s.issued:>3}/{s.actions:<3} "
-                f"invalid {s.invalid:>3}  stall mean {s.stall_mean:8.1f} median "
-                f"{s.stall_median:8.1f} ms  {s.kib_mean:7.2f} KiB"
-            )
-        click.echo(f"report: {folder / 'report.md'}")
+    folder = out or default_out(experiment, profile, quick, phases)
+    try:
+        require_plotting()  # before the run, not after it
+        plan = build(experiment, quick=quick)
+        found = require_traces(profile)
+        links = LinkModel(found, phases) if found.shaped else None
+        started = time.monotonic()
+        rows = _run(plan, profile, seed, links, sync_k)
+        summaries = write_report(
+            folder,
+            experiment,
+            profile,
+            rows,
+            command,
+            time.monotonic() - started,
+            _notes(links, sync_k),
+        )
+    except (PlanfenceError, ConfigError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise click.exceptions.Exit(1) from None
+    for line in summary_lines(summaries):
+        click.echo(line)
+    click.echo(f"report: {folder / 'report.md'}")
+
+
+def command_line(
+    experiment: str, profile: str, quick: bool, seed: int, sync_k: int, phases: str
+) -> str:
+    """The `planfence bench` command line that reproduces a run (written into its report);
+    options at their defaults are left out."""
+    return shlex.join(
+        [
+            "planfence",
+            "bench",
+            experiment,
+            "--profile",
+            profile,
+            *(["--quick"] if quick else []),
+            "--seed",
+            str(seed),
+            *(["--sync-k", str(sync_k)] if sync_k != 1 else []),
+            *(["--phases", phases] if phases != "paired" else []),
+        ]
+    )
+
+
+def summary_lines(summaries: Iterable[Summary]) -> list[str]:
+    """One line per case and policy of a finished run: issued, invalid, stall and bytes."""
+    return [
+        f"{s.case:<16} {s.policy:<18} issued {s.issued:>3}/{s.actions:<3} "
+        f"invalid {s.invalid:>3}  stall mean {s.stall_mean:8.1f} median "
+        f"{s.stall_median:8.1f} ms  {s.kib_mean:7.2f} KiB"
+        for s in summaries
+    ]
 
 
 PLOTTING_MISSING = (

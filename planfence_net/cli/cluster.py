@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..core.errors import PlanfenceError
 from .group import Group
 from .params import Option
 from .support import DirArg, JsonOpt, cluster_dir, echo_json, print_table, run_async, user_errors
@@ -105,14 +106,45 @@ def cluster_up(
 ) -> None:
     """Start every owner (and shaper) that is not running; return once each accepts sessions."""
     from ..cluster import processes as clusterlib
-    from ..cluster.ready import wait_cluster_ready
-    from ..core.errors import PlanfenceError
     from ..traces import require_traces
 
     cdir = cluster_dir(path)
     roster = cdir.roster()
     require_traces(profile)  # fail before starting anything
     started = clusterlib.start_owners(cdir)
+    links = wait_up(cdir, roster, started, timeout, profile, delay_ms=delay_ms, loss=loss)
+    if json_out:
+        echo_json(
+            {
+                "started": started,
+                "running": roster.names,
+                "profile": profile,
+                "links": {a: f"{h}:{p}" for a, (h, p) in links.items()},
+            }
+        )
+    else:
+        click.echo(
+            f"started {len(started)} owner(s): {', '.join(started) or '-'}; "
+            f"{len(roster.agents)} running" + (f"; links shaped with {profile}" if links else "")
+        )
+
+
+def wait_up(
+    cdir: ClusterDir,
+    roster: Roster,
+    started: list[str],
+    timeout: float,
+    profile: str,
+    *,
+    delay_ms: int | None,
+    loss: float,
+) -> dict[str, tuple[str, int]]:
+    """Wait for the `started` owners, then start a `profile` shaper in front of every owner
+    (none on loopback) and wait for the owners through them; return the shapers' addresses.
+    On a PlanfenceError, stop the shapers and the `started` owners and raise one naming them."""
+    from ..cluster import processes as clusterlib
+    from ..cluster.ready import wait_cluster_ready
+
     try:
         run_async(wait_cluster_ready, cdir, started, timeout)
         links = clusterlib.start_shapers(cdir, profile, delay_ms=delay_ms, loss=loss)
@@ -138,20 +170,7 @@ def cluster_up(
             f"{exc} (stopped the owners this command started: "
             f"{', '.join(stopped) or 'none were running'})"
         ) from None
-    if json_out:
-        echo_json(
-            {
-                "started": started,
-                "running": roster.names,
-                "profile": profile,
-                "links": {a: f"{h}:{p}" for a, (h, p) in links.items()},
-            }
-        )
-    else:
-        click.echo(
-            f"started {len(started)} owner(s): {', '.join(started) or '-'}; "
-            f"{len(roster.agents)} running" + (f"; links shaped with {profile}" if links else "")
-        )
+    return links
 
 
 @cluster_app.command("status")
@@ -236,7 +255,6 @@ def cluster_down(path: Path = DirArg, json_out: bool = JsonOpt) -> None:
 async def _answering(cdir: ClusterDir, roster: Roster, within: float) -> set[str]:
     """The owners that answer a ping (each asked as itself, at its roster address) within
     `within` seconds, all asked at once."""
-    from ..core.errors import PlanfenceError
     from ..net.api import owner_session
     from ..net.client import collapsing_task_group
 

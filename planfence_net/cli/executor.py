@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..core.errors import PlanfenceError
 from ..core.timeouts import DEFAULT_TIMEOUT
 from .group import EXIT_BLOCKED, EXIT_OK, EXIT_STALE, Group
 from .params import Argument, Option
@@ -29,7 +30,10 @@ from .support import (
 from .text import escaped_lines
 
 if TYPE_CHECKING:  # each command imports what it uses: authorize never loads the bench lab
+    from rich.status import Status
+
     from ..bench.paper.scenario import Outcome
+    from ..cluster.folder import ClusterDir
     from ..core.decision import Decision
 
 
@@ -130,10 +134,7 @@ def demo(
 
     from rich.console import Console
 
-    from ..bench.paper.demo import run_demo
     from ..bench.paper.harness import bench_cluster
-    from ..cluster import processes as clusterlib
-    from ..cluster.ready import wait_cluster_ready
     from ..traces import require_traces
 
     require_traces(profile)  # fail before starting anything
@@ -144,37 +145,49 @@ def demo(
             console.status("starting five owners and the central store on 127.0.0.1 ...") as status,
             bench_cluster(root, agents=5, name="planfence-demo") as cdir,
         ):
-            try:
-                links = clusterlib.start_shapers(cdir, profile)
-                if links:
-                    status.update(f"starting a {profile} shaper in front of every owner ...")
-                    run_async(
-                        functools.partial(
-                            wait_cluster_ready,
-                            cdir,
-                            list(links),
-                            20.0,
-                            links,
-                            watch=clusterlib.shaper_name,
-                        )
-                    )
-                status.update("running the stale-plan scenario ...")
-                outcomes = run_async(
-                    functools.partial(
-                        run_demo,
-                        cdir,
-                        addresses=links,
-                        progress=lambda m: status.update(f"running {m} ..."),
-                    )
-                )
-            finally:
-                clusterlib.stop_shapers(cdir)
+            outcomes = demo_through_shapers(cdir, profile, status)
     where = "5 owners and a central store on 127.0.0.1"
     report_outcomes(
         outcomes,
         json_out,
         where + (f", links shaped with {profile}" if profile != "loopback" else ""),
     )
+
+
+def demo_through_shapers(cdir: ClusterDir, profile: str, status: Status) -> list[Outcome]:
+    """The stale-plan scenario on the running owners of `cdir`, through a `profile` shaper
+    in front of each (none on loopback), reporting its steps on `status`; the shapers are
+    stopped again, also on errors."""
+    from ..bench.paper.demo import run_demo
+    from ..cluster import processes as clusterlib
+    from ..cluster.ready import wait_cluster_ready
+
+    try:
+        links = clusterlib.start_shapers(cdir, profile)
+        if links:
+            status.update(f"starting a {profile} shaper in front of every owner ...")
+            run_async(
+                functools.partial(
+                    wait_cluster_ready,
+                    cdir,
+                    list(links),
+                    20.0,
+                    links,
+                    watch=clusterlib.shaper_name,
+                )
+            )
+        status.update("running the stale-plan scenario ...")
+        outcomes: list[Outcome] = run_async(
+            functools.partial(
+                run_demo,
+                cdir,
+                addresses=links,
+                progress=lambda m: status.update(f"running {m} ..."),
+            )
+        )
+        return outcomes
+    finally:
+        clusterlib.stop_shapers(cdir)
 
 
 @user_errors
@@ -200,7 +213,6 @@ def scenario(
     from ..cluster.processes import link_addresses
     from ..cluster.ready import wait_owners_reachable
     from ..core.decision import plural
-    from ..core.errors import PlanfenceError
     from ..net.api import ping_owners
 
     cdir = cluster_dir(path)

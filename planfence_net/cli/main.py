@@ -109,6 +109,8 @@ class LazyGroup(PlanfenceGroup):
 
 def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
     if value and not ctx.resilient_parsing:
+        # importlib.metadata adds tens of ms of start-up (python -X importtime), which only
+        # --version needs: `planfence --help` must not pay it (tests/cli/test_cli_imports.py)
         from importlib.metadata import version
 
         click.echo(f"planfence-net {version('planfence-net')}")

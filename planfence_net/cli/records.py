@@ -6,9 +6,11 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
+from ..core.errors import ConfigError, PlanfenceError
 from . import inspect as cli_inspect
 from .group import Group
 from .params import Argument, Option
@@ -29,6 +31,12 @@ from .support import (
     write_record,
 )
 from .text import to_jsonable
+
+if TYPE_CHECKING:  # the commands import the library in their bodies: `put --help` loads none
+    from ..cluster.folder import ClusterDir
+    from ..core.identity import Identity
+    from ..core.roster import Roster
+    from ..owners.limits import Limits
 
 
 def register(app: Group) -> None:
@@ -71,13 +79,9 @@ def owner_serve(
     ),
 ) -> None:
     """Run one owner daemon in the foreground until SIGTERM or Ctrl-C."""
-
     from ..cluster.ports import address_in_use, check_port
-    from ..core.errors import ConfigError
     from ..core.roster import parse_address
-    from ..net.client import collapsing_task_group
     from ..owners.limits import Limits
-    from ..workspace.owner.daemon import owner_runner
 
     cdir = cluster_dir(path)
     roster = cdir.roster()
@@ -89,23 +93,16 @@ def owner_serve(
     remedy = "serve on another address with --listen HOST:PORT"
     if port:
         check_port(agent, host, port, remedy)
-
-    async def serve() -> None:
-        async with collapsing_task_group() as tg:  # a refused store: one line, no traceback
-            bound = await tg.start(
-                functools.partial(
-                    owner_runner(cdir, agent),
-                    roster,
-                    identity,
-                    cdir.db(agent),
-                    cdir.log(agent),
-                    listen=bind,
-                    limits=limits,
-                    accept_loss=accept_loss,
-                )
-            )
-            click.echo(f"owner {agent} listening on {host}:{bound}")
-
+    serve = functools.partial(
+        serve_owner,
+        cdir,
+        roster,
+        identity,
+        host=host,
+        bind=bind,
+        limits=limits,
+        accept_loss=accept_loss,
+    )
     try:
         run_async(serve)
     except (OSError, BaseExceptionGroup) as exc:  # the port was taken after the check
@@ -114,6 +111,39 @@ def owner_serve(
         raise ConfigError(
             f"port {port} of {agent} ({host}:{port}) is already in use; {remedy}"
         ) from None
+
+
+async def serve_owner(
+    cdir: ClusterDir,
+    roster: Roster,
+    identity: Identity,
+    *,
+    host: str,
+    bind: tuple[str, int] | None,
+    limits: Limits,
+    accept_loss: bool,
+) -> None:
+    """Serve `identity`'s owner of `cdir` (an ordinary or a workspace owner) until cancelled,
+    on `bind` instead of the roster's address when given; print `host` and the port it
+    listens on once it does."""
+    from ..net.client import collapsing_task_group
+    from ..workspace.owner.daemon import owner_runner
+
+    agent = identity.name
+    async with collapsing_task_group() as tg:  # a refused store: one line, no traceback
+        bound = await tg.start(
+            functools.partial(
+                owner_runner(cdir, agent),
+                roster,
+                identity,
+                cdir.db(agent),
+                cdir.log(agent),
+                listen=bind,
+                limits=limits,
+                accept_loss=accept_loss,
+            )
+        )
+        click.echo(f"owner {agent} listening on {host}:{bound}")
 
 
 # ---- records -------------------------------------------------------------------------------
@@ -217,7 +247,6 @@ def logs(
     """Print an owner's structured log (connections, handshakes, requests, puts, errors), or
     with --shaper the output of the shaper in front of it."""
     from ..cluster.processes import shaper_name
-    from ..core.errors import PlanfenceError
     from ..owners.logs import EVENTS, format_event, read_events, read_lines
 
     cdir = cluster_dir(path)

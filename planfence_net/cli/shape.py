@@ -16,6 +16,8 @@ from ..core.errors import PlanfenceError
 from .group import Group
 from .params import Option
 
+# The library is imported inside the commands: `planfence shape --help` then loads click and
+# this module only (start-up measured by tests/cli/test_cli_imports.py).
 if TYPE_CHECKING:
     from ..traces.shaper import Shaper
 
@@ -65,30 +67,7 @@ def register(app: Group) -> None:
         ),
     ) -> None:
         """Run a trace shaper in the foreground until SIGTERM or SIGINT."""
-        import anyio
-
-        from ..traces.link import DEFAULT_QUEUE_BYTES
-        from ..traces.shaper import Shaper
-
-        listen_host, listen_port = parse_address(listen, "--listen")
-        upstream_host, upstream_port = parse_address(upstream, "--upstream")
-        try:
-            shaper = Shaper(
-                upstream_host,
-                upstream_port,
-                profile,
-                offset_ms=offset_ms,
-                delay_ms=delay_ms,
-                loss=loss,
-                seed=seed,
-                queue_bytes=DEFAULT_QUEUE_BYTES if queue_bytes is None else queue_bytes,
-            )
-            anyio.run(
-                _serve_until_signal, shaper, listen_host, listen_port, upstream, backend="asyncio"
-            )
-        except PlanfenceError as exc:
-            click.echo(f"error: {exc}", err=True)
-            raise click.exceptions.Exit(1) from None
+        run_shaper(listen, upstream, profile, offset_ms, delay_ms, loss, seed, queue_bytes)
 
     @app.command("profiles")
     def profiles(
@@ -108,6 +87,44 @@ def register(app: Group) -> None:
         for p in found:
             traces = f"{p.up} / {p.down}" if p.shaped else "no traces"
             click.echo(f"{p.name:<14} {p.delay_ms:>3} ms  {traces}  {p.description}")
+
+
+def run_shaper(
+    listen: str,
+    upstream: str,
+    profile: str,
+    offset_ms: int,
+    delay_ms: int | None,
+    loss: float,
+    seed: int,
+    queue_bytes: int | None,
+) -> None:
+    """`planfence shape`'s work: serve a `Shaper` on `listen` until SIGTERM or SIGINT; a
+    PlanfenceError ends the command with its one line and exit code 1."""
+    import anyio
+
+    from ..traces.link import DEFAULT_QUEUE_BYTES
+    from ..traces.shaper import Shaper
+
+    listen_host, listen_port = parse_address(listen, "--listen")
+    upstream_host, upstream_port = parse_address(upstream, "--upstream")
+    try:
+        shaper = Shaper(
+            upstream_host,
+            upstream_port,
+            profile,
+            offset_ms=offset_ms,
+            delay_ms=delay_ms,
+            loss=loss,
+            seed=seed,
+            queue_bytes=DEFAULT_QUEUE_BYTES if queue_bytes is None else queue_bytes,
+        )
+        anyio.run(
+            _serve_until_signal, shaper, listen_host, listen_port, upstream, backend="asyncio"
+        )
+    except PlanfenceError as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise click.exceptions.Exit(1) from None
 
 
 async def _serve_until_signal(shaper: Shaper, host: str, port: int, upstream: str) -> None:

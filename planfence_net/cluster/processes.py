@@ -84,18 +84,7 @@ def init_cluster(
     cdir = ClusterDir(root)
     if cdir.roster_path.exists():
         raise ConfigError(f"{cdir.roster_path} already exists; remove the folder or use another")
-    defaults, templates = default_agents(agents)
-    templates = templates + [
-        {
-            "name": ws,
-            "owns": [f"{ws}:*"] + (["plan/*"] if agents < 1 and i == 0 else []),
-            "workspace": str(path.resolve()),
-        }
-        for i, (ws, path) in enumerate(workspaces)
-    ]
-    # the central store of the centralized baseline (bench/policies/central.py) owns nothing
-    if compose:
-        templates = templates + [{"name": COMPOSE_CENTRAL, "owns": []}]
+    defaults, templates = member_templates(agents, workspaces, compose=compose)
     existing = [str(cdir.key(t["name"])) for t in templates if cdir.key(t["name"]).exists()]
     if existing:
         raise ConfigError(
@@ -116,6 +105,41 @@ def init_cluster(
         (root / sub).mkdir(parents=True, exist_ok=True)
     os.chmod(root / "keys", 0o700)
     write_gitignore(root)
+    rows = roster_rows(cdir, templates, host, base)
+    data = {"cluster": name or defaults.get("cluster", "planfence"), "agents": rows}
+    roster = roster_from_dict(data)
+    cdir.roster_path.write_text(tomli_w.dumps(data))
+    if compose:
+        write_compose_view(cdir.root, data)
+    return roster
+
+
+def member_templates(
+    agents: int, workspaces: tuple[tuple[str, Path], ...], *, compose: bool
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """owners/agents.toml's defaults, and the members of a new cluster without keys or
+    addresses (`init_cluster`): `agents` agents, a workspace owner per workspace and, with
+    `compose`, the central store."""
+    defaults, templates = default_agents(agents)
+    templates = templates + [
+        {
+            "name": ws,
+            "owns": [f"{ws}:*"] + (["plan/*"] if agents < 1 and i == 0 else []),
+            "workspace": str(path.resolve()),
+        }
+        for i, (ws, path) in enumerate(workspaces)
+    ]
+    # the central store of the centralized baseline (bench/policies/central.py) owns nothing
+    if compose:
+        templates = templates + [{"name": COMPOSE_CENTRAL, "owns": []}]
+    return defaults, templates
+
+
+def roster_rows(
+    cdir: ClusterDir, templates: list[dict[str, Any]], host: str, base: int
+) -> list[dict[str, Any]]:
+    """Write a fresh key file per member of `templates` and return their roster rows: member
+    i listens on `host`:`base`+i, or on a free port of its own when `base` is 0."""
     rows = []
     taken: set[int] = set()
     for i, template in enumerate(templates):
@@ -133,12 +157,7 @@ def init_cluster(
                 **({"workspace": template["workspace"]} if "workspace" in template else {}),
             }
         )
-    data = {"cluster": name or defaults.get("cluster", "planfence"), "agents": rows}
-    roster = roster_from_dict(data)
-    cdir.roster_path.write_text(tomli_w.dumps(data))
-    if compose:
-        write_compose_view(cdir.root, data)
-    return roster
+    return rows
 
 
 GITIGNORE = ("keys/", "data/", "logs/", "run/", "*.key", "*.sqlite*")

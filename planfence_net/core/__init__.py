@@ -1,4 +1,6 @@
 """PlanFence itself as pure values: records, lineage, the gate, owner answers, the roster.
 
-No I/O: nothing here opens a socket, reads the clock or imports anyio.
+Nothing here opens a socket, reads the clock or imports anyio. The only I/O is local files
+the layers above need before they connect: `identity` reads (or creates) a key file and
+`roster` reads `cluster.toml`.
 """

@@ -73,29 +73,7 @@ def no_args(args: dict[str, Any]) -> None:
 
 def owner_operations(*, owned: Owned = agent_owns, observe: Observe = observe_nothing) -> Service:
     """The service of an ordinary owner: one row per operation of the protocol."""
-
-    def heads_now(
-        call: Call, parsed: tuple[list[str], dict[str, bytes], bool]
-    ) -> dict[str, Any] | None:
-        """`heads` without waiting (nothing to observe): when no key changed (no record to
-        read) and the reply is small (no reply budget to wait for)."""
-        keys, expect, short = parsed
-        keys = list(dict.fromkeys(keys))
-        owned(call.owner, keys)
-        return heads_unchanged(call.owner, keys, expect, short=short)
-
-    async def observed_heads(
-        call: Call, parsed: tuple[list[str], dict[str, bytes], bool]
-    ) -> dict[str, Any]:
-        keys, expect, short = parsed
-        keys = list(dict.fromkeys(keys))  # a key asked twice is answered once
-        owned(call.owner, keys)
-        await observe(call.owner, keys)
-        return await heads_answer(call.owner, keys, expect, short=short)
-
-    heads: Handler = observed_heads
-    if observe is observe_nothing:  # an owner that observes answers heads after it, awaited
-        heads = answers_now(heads_now, repeatable=True)(observed_heads)
+    heads = heads_handler(owned, observe)
 
     async def put(
         call: Call, parsed: tuple[str, str, list[bytes], Any, bytes | None]
@@ -104,14 +82,7 @@ def owner_operations(*, owned: Owned = agent_owns, observe: Observe = observe_no
         owned(call.owner, [key])
         if head is None:
             return await put_record(call, key, kind, parents, body)
-        # A compare-and-set put: written only while the key's head is `head` (b"": none);
-        # else `conflict`. Conditional puts are serialized, so two writers that read the
-        # same head cannot both succeed.
-        async with call.owner.put_if_lock:
-            current = call.owner.store.heads.get(key)
-            if (current.id if current else b"") != head:
-                raise BadRequest("conflict", f"the head of {key!r} is not the one expected")
-            return await put_record(call, key, kind, parents, body)
+        return await put_if_head(call, key, kind, parents, body, head)
 
     async def subscribe(
         call: Call, parsed: tuple[list[str] | None, int, str | None, bool]
@@ -136,6 +107,47 @@ def owner_operations(*, owned: Owned = agent_owns, observe: Observe = observe_no
             Operation("stats", REQUESTS["stats"], no_args, stats, inline=True),
         ]
     )
+
+
+def heads_handler(owned: Owned, observe: Observe) -> Handler:
+    """The `heads` row's handler: the keys checked with `owned`, observed with `observe`,
+    then answered; with nothing to observe, also answered without waiting when it can."""
+
+    def heads_now(
+        call: Call, parsed: tuple[list[str], dict[str, bytes], bool]
+    ) -> dict[str, Any] | None:
+        """`heads` without waiting (nothing to observe): when no key changed (no record to
+        read) and the reply is small (no reply budget to wait for)."""
+        keys, expect, short = parsed
+        keys = list(dict.fromkeys(keys))
+        owned(call.owner, keys)
+        return heads_unchanged(call.owner, keys, expect, short=short)
+
+    async def observed_heads(
+        call: Call, parsed: tuple[list[str], dict[str, bytes], bool]
+    ) -> dict[str, Any]:
+        keys, expect, short = parsed
+        keys = list(dict.fromkeys(keys))  # a key asked twice is answered once
+        owned(call.owner, keys)
+        await observe(call.owner, keys)
+        return await heads_answer(call.owner, keys, expect, short=short)
+
+    if observe is not observe_nothing:  # an owner that observes answers heads after it, awaited
+        return observed_heads
+    return answers_now(heads_now, repeatable=True)(observed_heads)
+
+
+async def put_if_head(
+    call: Call, key: str, kind: str, parents: list[bytes], body: Any, head: bytes
+) -> dict[str, Any]:
+    """A compare-and-set put: written only while the key's head is `head` (b"": none); else
+    BadRequest `conflict`. Conditional puts are serialized, so two writers that read the
+    same head cannot both succeed."""
+    async with call.owner.put_if_lock:
+        current = call.owner.store.heads.get(key)
+        if (current.id if current else b"") != head:
+            raise BadRequest("conflict", f"the head of {key!r} is not the one expected")
+        return await put_record(call, key, kind, parents, body)
 
 
 def parse_heads_args(args: dict[str, Any]) -> tuple[list[str], dict[str, bytes], bool]:

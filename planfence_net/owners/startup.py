@@ -86,16 +86,7 @@ async def run_owner(
     log = EventLog(log_path, identity.name)
     store = None
     try:
-        try:
-            if signs:
-                store = await Store.open(
-                    db_path, signer(identity), identity.name, accept_loss=accept_loss
-                )
-            else:
-                store = await Store.open(db_path, accept_loss=accept_loss)
-        except StoreError as exc:
-            log.write("store_refused", code=exc.code, reason=exc.message)
-            raise
+        store = await open_store(identity, db_path, log, signs=signs, accept_loss=accept_loss)
         if service is not None and not isinstance(service, Service):
             service = service(store, log)
         daemon = OwnerDaemon(
@@ -108,20 +99,47 @@ async def run_owner(
             limits=limits,
             service=service,
         )
-        if not tasks:
-            await daemon.serve(task_status=task_status)
-            return
-        async with anyio.create_task_group() as tg:  # the tasks live as long as the daemon
-
-            async def owner(*, task_status: TaskStatus[int]) -> None:
-                await daemon.serve(task_status=task_status)
-                tg.cancel_scope.cancel()
-
-            port = await tg.start(owner)
-            for task in tasks:
-                await tg.start(task, log)
-            task_status.started(port)
+        await serve_with_tasks(daemon, log, tasks, task_status)
     finally:
         if store is not None:
             await store.close()
         log.close()
+
+
+async def open_store(
+    identity: Identity, db_path: Path, log: EventLog, *, signs: bool, accept_loss: bool
+) -> Store:
+    """The owner's store, signing as `identity` unless `signs` is False; a refusal is logged
+    (`store_refused`) and its StoreError raised."""
+    try:
+        if signs:
+            return await Store.open(
+                db_path, signer(identity), identity.name, accept_loss=accept_loss
+            )
+        return await Store.open(db_path, accept_loss=accept_loss)
+    except StoreError as exc:
+        log.write("store_refused", code=exc.code, reason=exc.message)
+        raise
+
+
+async def serve_with_tasks(
+    daemon: OwnerDaemon,
+    log: EventLog,
+    tasks: Sequence[Callable[..., Coroutine[Any, Any, Any]]],
+    task_status: TaskStatus[int],
+) -> None:
+    """Serve `daemon`; each of `tasks` starts once it listens, before its port is reported,
+    and is cancelled when it stops."""
+    if not tasks:
+        await daemon.serve(task_status=task_status)
+        return
+    async with anyio.create_task_group() as tg:  # the tasks live as long as the daemon
+
+        async def owner(*, task_status: TaskStatus[int]) -> None:
+            await daemon.serve(task_status=task_status)
+            tg.cancel_scope.cancel()
+
+        port = await tg.start(owner)
+        for task in tasks:
+            await tg.start(task, log)
+        task_status.started(port)

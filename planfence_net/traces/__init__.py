@@ -45,7 +45,7 @@ _ASYNC_NAMES = {"Shaper", "ShaperStatistics", "serve_shaper"}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _ASYNC_NAMES:
+    if name in _ASYNC_NAMES:  # the relay loads anyio: only its users pay for it
         from planfence_net.traces import shaper
 
         return getattr(shaper, name)

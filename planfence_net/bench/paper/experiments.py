@@ -81,41 +81,33 @@ def build(name: str, *, quick: bool, templates: list[Template] | None = None) ->
                 for rho in RATES
             ),
         )
-    if name == "keyspace":
-        n = 2 if quick else 10
-        return Experiment(
-            name,
-            tuple(
-                Case(
-                    f"|X|={k}",
-                    "keyspace",
-                    k,
-                    tuple(vary(t, agents=8, keys=k, d=4) for t in base),
-                    ScheduleParams(n),
-                    ("allkeys", "planfence"),
-                )
-                for k in KEYSPACES
-            ),
-        )
-    if name == "scope":
-        n = 2 if quick else 10
-        return Experiment(
-            name,
-            tuple(
-                Case(
-                    f"d={d}",
-                    "scope",
-                    d,
-                    tuple(vary(t, agents=8, keys=8, d=d) for t in base),
-                    ScheduleParams(n),
-                    ("allkeys", "planfence"),
-                )
-                for d in SCOPES
-            ),
-        )
+    if name in ("keyspace", "scope"):
+        return Experiment(name, sweep_cases(name, base, quick))
     if name == "ablations":
         return Experiment(name, ablation_cases(base, quick))
     raise ConfigError(f"unknown experiment {name!r} (known: {', '.join(EXPERIMENTS)})")
+
+
+def sweep_cases(group: str, base: list[Template], quick: bool) -> tuple[Case, ...]:
+    """All-keys against PlanFence on 8 agents, one case per point of the sweep: the shared
+    keys |X| at d = 4 ("keyspace") or the declared dependencies d at |X| = 8 ("scope")."""
+    n = 2 if quick else 10
+    points = (
+        [(f"|X|={k}", k, k, 4) for k in KEYSPACES]
+        if group == "keyspace"
+        else [(f"d={d}", d, 8, d) for d in SCOPES]
+    )
+    return tuple(
+        Case(
+            label,
+            group,
+            x,
+            tuple(vary(t, agents=8, keys=keys, d=d) for t in base),
+            ScheduleParams(n),
+            ("allkeys", "planfence"),
+        )
+        for label, x, keys, d in points
+    )
 
 
 def ablation_cases(base: list[Template], quick: bool) -> tuple[Case, ...]:

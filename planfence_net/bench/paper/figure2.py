@@ -193,6 +193,8 @@ def _estimate(mine: list[Point]) -> Any:
 
 
 def _plot(path: Path, profile: str, points: list[Point]) -> None:
+    # matplotlib is the optional `bench` extra, and its backend must be chosen before pyplot
+    # is imported: both happen here, when the figure is drawn.
     import matplotlib
 
     matplotlib.use("Agg")

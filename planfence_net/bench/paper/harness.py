@@ -40,7 +40,7 @@ from ...core.records import Record
 from ...executor.pool import SessionPool
 from ..policies.baselines import hands_off, make_baseline, make_writer, wired_agents
 from ..policies.faults import CorruptingPool
-from ..policies.policy import Addresses, Baseline, Parts, Workflow
+from ..policies.policy import Addresses, Baseline, Parts, Verdict, Workflow
 from ..policies.writers import Writer
 from .benchcluster import bench_cluster as bench_cluster
 from .experiments import Case, Experiment
@@ -126,16 +126,7 @@ class _Run:
         read = {k: self.writer.heads[k] for k in space.names(spec.deps)}
         plan = await self.write_plan(spec, self.compose(spec, 0), read)
         mark = self.baseline.traffic()  # plan delivery is before the timer and charged to none
-        published = self.clock()
-        async with anyio.create_task_group() as tg:  # other agents' updates, concurrent
-            for j in spec.dirty:
-                tg.start_soon(self.revise, space.keys[j], "background")
-        if spec.revise is not None:
-            await self.revise(space.keys[spec.revise], "revision")
-        settle = getattr(self.writer, "settle", None)
-        if settle is not None:
-            await settle()  # K > 1 sync: the burst completes when every participant has it
-        update = self.clock() - published
+        update = await self.publish_updates(spec, space)
         action = Action(f"{self.policy}/{spec.name}", (plan.id,), space.names(spec.declared))
         attempts, model = [0], [0.0]
 
@@ -159,15 +150,61 @@ class _Run:
         verdict = await self.baseline.validate(action, replan, list(space.keys))
         stall = self.clock() - ready - model[0]
         done_ts = time.time()
-        action_id = None
-        if verdict.issued:
-            record = await self.writer.put(
-                f"{space.executor_prefix}/a{spec.index}",
-                {"action": action.name},
-                verdict.roots,
-                kind="action",
-            )
-            action_id = record.id.hex()
+        action_id = await self.record_action(spec, space, verdict, action) if verdict.issued else ""
+        return self.row(
+            spec,
+            space,
+            verdict,
+            stall=stall,
+            replan=model[0],
+            update=update,
+            mark=mark,
+            action_id=action_id,
+            stamps=(began_ts, ready_ts, done_ts),
+        )
+
+    async def publish_updates(self, spec: ActionSpec, space: KeySpace) -> float:
+        """Other agents' background updates (concurrent), then the revision of this action's
+        input if it has one, until complete (K > 1 sync: settled); returns their time."""
+        published = self.clock()
+        async with anyio.create_task_group() as tg:  # other agents' updates, concurrent
+            for j in spec.dirty:
+                tg.start_soon(self.revise, space.keys[j], "background")
+        if spec.revise is not None:
+            await self.revise(space.keys[spec.revise], "revision")
+        settle = getattr(self.writer, "settle", None)
+        if settle is not None:
+            await settle()  # K > 1 sync: the burst completes when every participant has it
+        return self.clock() - published
+
+    async def record_action(
+        self, spec: ActionSpec, space: KeySpace, verdict: Verdict, action: Action
+    ) -> str:
+        """Write the issued action's record on the verdict's roots; returns its id in hex."""
+        record = await self.writer.put(
+            f"{space.executor_prefix}/a{spec.index}",
+            {"action": action.name},
+            verdict.roots,
+            kind="action",
+        )
+        return record.id.hex()
+
+    def row(
+        self,
+        spec: ActionSpec,
+        space: KeySpace,
+        verdict: Verdict,
+        *,
+        stall: float,
+        replan: float,
+        update: float,
+        mark: int,
+        action_id: str,
+        stamps: tuple[float, float, float],
+    ) -> Row:
+        """The result row of one action (times in seconds in, ms out; `mark` the traffic
+        before the timer; `stamps` when it began, was ready to act and was decided)."""
+        began_ts, ready_ts, done_ts = stamps
         return {
             "case": self.case.label,
             "group": self.case.group,
@@ -191,11 +228,11 @@ class _Run:
             else "",
             "replanned": verdict.replanned,
             "stall_ms": round(stall * 1000, 3),
-            "replan_ms": round(model[0] * 1000, 3),
+            "replan_ms": round(replan * 1000, 3),
             "update_ms": round(update * 1000, 3),
             "bytes": self.baseline.traffic() - mark,
             "invalid": None,
-            "action_id": action_id or "",
+            "action_id": action_id,
             "deps": ";".join(space.names(spec.deps)),
             "load1": load_average(),
             "began_ts": began_ts,

@@ -4,7 +4,7 @@ traffic against its axis with 95% intervals and n, or the safety bars beside the
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .published import PAPER_SAFETY
 
@@ -12,8 +12,27 @@ if TYPE_CHECKING:
     from .report import Summary
 
 
+# (file, metric, x label, log x) of each curve an experiment plots against its axis
+CURVES: dict[str, list[tuple[str, str, str, bool]]] = {
+    "rate": [
+        ("stall-vs-rho.png", "stall", "dirty updates per protected action (rho)", True),
+        ("traffic-vs-rho.png", "kib", "dirty updates per protected action (rho)", True),
+    ],
+    "keyspace": [
+        ("traffic-vs-keyspace.png", "kib", "shared keys |X|", True),
+        ("stall-vs-keyspace.png", "stall", "shared keys |X|", True),
+    ],
+    "scope": [
+        ("traffic-vs-scope.png", "kib", "declared dependencies d", True),
+        ("stall-vs-scope.png", "stall", "declared dependencies d", True),
+    ],
+}
+
+
 def plot(out: Path, experiment: str, profile: str, summaries: list[Summary]) -> list[Path]:
     """PNG plots for the experiment; returns their paths."""
+    # matplotlib is the optional `bench` extra, and its backend must be chosen before pyplot
+    # is imported: both happen here, when a report is drawn.
     import matplotlib
 
     matplotlib.use("Agg")
@@ -21,41 +40,9 @@ def plot(out: Path, experiment: str, profile: str, summaries: list[Summary]) -> 
 
     made = []
     policies = list(dict.fromkeys(s.policy for s in summaries))
-    specs: list[tuple[str, str, str, bool]] = []  # (file, metric, xlabel, log x)
-    if experiment == "rate":
-        specs = [
-            ("stall-vs-rho.png", "stall", "dirty updates per protected action (rho)", True),
-            ("traffic-vs-rho.png", "kib", "dirty updates per protected action (rho)", True),
-        ]
-    elif experiment == "keyspace":
-        specs = [
-            ("traffic-vs-keyspace.png", "kib", "shared keys |X|", True),
-            ("stall-vs-keyspace.png", "stall", "shared keys |X|", True),
-        ]
-    elif experiment == "scope":
-        specs = [
-            ("traffic-vs-scope.png", "kib", "declared dependencies d", True),
-            ("stall-vs-scope.png", "stall", "declared dependencies d", True),
-        ]
-    for name, metric, xlabel, logx in specs:
+    for name, metric, xlabel, logx in CURVES.get(experiment, []):
         fig, ax = plt.subplots(figsize=(6, 4))
-        for policy in policies:
-            mine = sorted((s for s in summaries if s.policy == policy), key=lambda s: s.x)
-            estimates = [s.stall if metric == "stall" else s.kib for s in mine]
-            ys = [e.value for e in estimates]
-            err = [
-                [max(0.0, e.value - e.low) for e in estimates],
-                [max(0.0, e.high - e.value) for e in estimates],
-            ]
-            sizes = sorted({s.actions for s in mine})
-            ax.errorbar(
-                [s.x for s in mine],
-                ys,
-                yerr=err,
-                marker="o",
-                capsize=3,
-                label=f"{policy} (n={'/'.join(map(str, sizes))} per point)",
-            )
+        draw_curves(ax, metric, policies, summaries)
         if logx:
             ax.set_xscale("log", base=2)
         ax.set_xlabel(xlabel)
@@ -74,24 +61,7 @@ def plot(out: Path, experiment: str, profile: str, summaries: list[Summary]) -> 
     if experiment == "safety":
         fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
         for ax, metric in zip(axes, ("stall", "kib"), strict=False):
-            estimates = [s.stall if metric == "stall" else s.kib for s in summaries]
-            ax.bar(
-                [s.policy for s in summaries],
-                [e.value for e in estimates],
-                yerr=[[e.value - e.low for e in estimates], [e.high - e.value for e in estimates]],
-                capsize=4,
-            )
-            if metric == "stall":
-                paper = [
-                    PAPER_SAFETY[s.policy][1] if s.policy in PAPER_SAFETY else float("nan")
-                    for s in summaries
-                ]
-                ax.plot(
-                    [s.policy for s in summaries], paper, "k_", markersize=18, label="paper mean"
-                )
-                ax.legend(fontsize=8)
-            ax.set_ylabel("stall ms (mean, 95% CI)" if metric == "stall" else "KiB (mean, 95% CI)")
-            ax.tick_params(axis="x", rotation=30)
+            draw_safety_bars(ax, metric, summaries)
         n = summaries[0].actions if summaries else 0
         fig.suptitle(f"safety on {profile}: per protected action (n={n} per policy)")
         fig.tight_layout()
@@ -99,3 +69,46 @@ def plot(out: Path, experiment: str, profile: str, summaries: list[Summary]) -> 
         plt.close(fig)
         made.append(out / "safety.png")
     return made
+
+
+def draw_curves(ax: Any, metric: str, policies: list[str], summaries: list[Summary]) -> None:
+    """On matplotlib axes `ax`, one curve per policy of `metric` ("stall" or "kib") against
+    each summary's x, with its 95% interval and the number of actions per point."""
+    for policy in policies:
+        mine = sorted((s for s in summaries if s.policy == policy), key=lambda s: s.x)
+        estimates = [s.stall if metric == "stall" else s.kib for s in mine]
+        ys = [e.value for e in estimates]
+        err = [
+            [max(0.0, e.value - e.low) for e in estimates],
+            [max(0.0, e.high - e.value) for e in estimates],
+        ]
+        sizes = sorted({s.actions for s in mine})
+        ax.errorbar(
+            [s.x for s in mine],
+            ys,
+            yerr=err,
+            marker="o",
+            capsize=3,
+            label=f"{policy} (n={'/'.join(map(str, sizes))} per point)",
+        )
+
+
+def draw_safety_bars(ax: Any, metric: str, summaries: list[Summary]) -> None:
+    """On matplotlib axes `ax`, a bar per policy of `metric` with its 95% interval; for
+    stall, the paper's mean beside each policy it reports."""
+    estimates = [s.stall if metric == "stall" else s.kib for s in summaries]
+    ax.bar(
+        [s.policy for s in summaries],
+        [e.value for e in estimates],
+        yerr=[[e.value - e.low for e in estimates], [e.high - e.value for e in estimates]],
+        capsize=4,
+    )
+    if metric == "stall":
+        paper = [
+            PAPER_SAFETY[s.policy][1] if s.policy in PAPER_SAFETY else float("nan")
+            for s in summaries
+        ]
+        ax.plot([s.policy for s in summaries], paper, "k_", markersize=18, label="paper mean")
+        ax.legend(fontsize=8)
+    ax.set_ylabel("stall ms (mean, 95% CI)" if metric == "stall" else "KiB (mean, 95% CI)")
+    ax.tick_params(axis="x", rotation=30)

@@ -215,18 +215,24 @@ def table(summaries: list[Summary], experiment: str, load: HostLoad | None = Non
             f"{s.kib_median:.2f}",
         ]
         if safety:
-            invalid, stall, kib = paper_safety(s.policy)
-            paper = paper_policy(s.policy)
-            verdict = "-"
-            if paper is not None:
-                verdict = (
-                    f"not claimed (loaded, peak load {load.peak})"
-                    if load is not None and load.loaded
-                    else matches(s.stall_mean, PAPER_SAFETY[paper][1])
-                )
-            cells += [invalid, stall, verdict, kib]
+            cells += paper_cells(s, load)
         lines.append("| " + " | ".join(cells) + " |")
     return lines
+
+
+def paper_cells(s: Summary, load: HostLoad | None) -> list[str]:
+    """The safety table's paper columns for `s`'s policy: the paper's invalid count, mean
+    stall, whether ours is within 10% of it (never claimed under load), and mean KiB."""
+    invalid, stall, kib = paper_safety(s.policy)
+    paper = paper_policy(s.policy)
+    verdict = "-"
+    if paper is not None:
+        verdict = (
+            f"not claimed (loaded, peak load {load.peak})"
+            if load is not None and load.loaded
+            else matches(s.stall_mean, PAPER_SAFETY[paper][1])
+        )
+    return [invalid, stall, verdict, kib]
 
 
 def paired_table(summaries: list[Summary], experiment: str) -> list[str]:

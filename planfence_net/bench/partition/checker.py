@@ -74,12 +74,39 @@ def check(
     """The run's violations (module docstring). `logs`: owner -> its log events; `stores`:
     owner -> {record id: seq} read from its store after the run; `owner_of`: key -> owner."""
     verdict = Verdict()
-    v = verdict.violations
     made = {e["id"]: e["start"] for e in history if e.get("ok")}
     lines = {k: rows for log in logs.values() for k, rows in versions(log).items()}
     decisions = [e for e in history if e["type"] == "authorize"]
     authorized = [e for e in decisions if e.get("outcome") == "authorized"]
+    acknowledged = [e for e in history if e.get("ok")]
+    blocked, checked_blocks = block_violations(decisions, windows, owner_of, block_bound)
+    healed, recovered = recovery_violations(authorized, windows, owner_of, recovery)
+    verdict.violations += [
+        *heads_violations(authorized, lines, made, owner_of),
+        *lost_violations(acknowledged, stores),
+        *blocked,
+        *healed,
+    ]
+    verdict.figures = {
+        "puts_acknowledged": sum(1 for e in acknowledged if e["type"] == "put"),
+        "plans": sum(1 for e in acknowledged if e["type"] == "plan"),
+        "decisions": len(decisions),
+        "authorized": len(authorized),
+        "blocked_while_cut": checked_blocks,
+        "slowest_recovery_s": round(max(recovered), 2) if recovered else None,
+    }
+    return verdict
 
+
+def heads_violations(
+    authorized: list[dict[str, Any]],
+    lines: dict[str, list[tuple[int, str, float]]],
+    made: dict[str, float],
+    owner_of: dict[str, str],
+) -> list[str]:
+    """A "heads:" violation for each authorized action that declared a version of a key which was not
+    its owner's head at some instant of the decision (or was never committed)."""
+    v: list[str] = []
     for e in authorized:
         for key, declared in e["frontier"].items():
             rows = lines.get(key, [])
@@ -99,8 +126,14 @@ def check(
                     f"with {key} {declared[:16]} (seq {rows[i][0]}), the head only over "
                     f"{since:.3f}-{until:.3f}"
                 )
+    return v
 
-    acknowledged = [e for e in history if e.get("ok")]
+
+def lost_violations(
+    acknowledged: list[dict[str, Any]], stores: dict[str, dict[bytes, int]]
+) -> list[str]:
+    """A "lost:" violation for each acknowledged write its owner's store does not hold at its seq."""
+    v: list[str] = []
     for e in acknowledged:
         seq = stores.get(e["owner"], {}).get(bytes.fromhex(e["id"]))
         if seq != e["seq"]:
@@ -108,7 +141,18 @@ def check(
                 f"lost: {e['owner']} acknowledged {e['key']} seq {e['seq']} "
                 f"{e['id'][:16]}; its store has {'seq ' + str(seq) if seq else 'nothing'}"
             )
+    return v
 
+
+def block_violations(
+    decisions: list[dict[str, Any]],
+    windows: list[Window],
+    owner_of: dict[str, str],
+    block_bound: float,
+) -> tuple[list[str], int]:
+    """A "blocked:" violation for each decision made wholly inside a cut of an owner it depends on that
+    did not block as unreachable, or took over `block_bound` s; and how many there were."""
+    v: list[str] = []
     checked_blocks = 0
     for w in windows:
         for e in decisions:
@@ -127,7 +171,18 @@ def check(
                     f"blocked: {e['action']} at {e['start']:.3f} took {took:.2f} s to "
                     f"block on {w.owner} (bound {block_bound:g} s)"
                 )
+    return v, checked_blocks
 
+
+def recovery_violations(
+    authorized: list[dict[str, Any]],
+    windows: list[Window],
+    owner_of: dict[str, str],
+    recovery: float,
+) -> tuple[list[str], list[float]]:
+    """A "healed:" violation for each final heal after which no action declaring that owner's key was
+    authorized within `recovery` s; and the recovery times of the others."""
+    v: list[str] = []
     recovered: list[float] = []
     for heal_at, owner in sorted({(w.heal, w.owner) for w in windows if _last(w, windows)}):
         after = [
@@ -142,16 +197,7 @@ def check(
             )
         else:
             recovered.append(min(after))
-
-    verdict.figures = {
-        "puts_acknowledged": sum(1 for e in acknowledged if e["type"] == "put"),
-        "plans": sum(1 for e in acknowledged if e["type"] == "plan"),
-        "decisions": len(decisions),
-        "authorized": len(authorized),
-        "blocked_while_cut": checked_blocks,
-        "slowest_recovery_s": round(max(recovered), 2) if recovered else None,
-    }
-    return verdict
+    return v, recovered
 
 
 def _last(window: Window, windows: list[Window]) -> bool:

@@ -41,7 +41,7 @@ def missing() -> str | None:
     """Why etcd cannot be measured here (one line), or None when it can."""
     if etcd_binary() is None:
         return "no `etcd` on PATH (Debian: apt-get install etcd-server): etcd skipped"
-    try:
+    try:  # aetcd is the optional `bench` extra: is it installed?
         import aetcd  # noqa: F401
     except ImportError:
         return "no aetcd (pip install -e '.[bench]'): etcd skipped"

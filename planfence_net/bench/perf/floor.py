@@ -103,7 +103,7 @@ async def _serve() -> None:
 
 
 def main() -> None:
-    try:
+    try:  # uvloop is optional: the floor uses it where it is installed
         import uvloop
 
         uvloop.run(_serve())

@@ -31,6 +31,7 @@ from ...executor.replica import Replica
 from ...executor.runner import GateRunner
 from ...net.api import get_records
 from . import etcd as etcdlib
+from .growth_worker import cpu_seconds
 from .latency import (
     EXECUTOR,
     OWNERS,
@@ -281,40 +282,45 @@ def executors_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[R
                         pfs.append(_concurrent(side, spec, c, sizes.seconds, owner_pids))
                     elif etcd_spec is not None:
                         etcds.append(_concurrent(side, etcd_spec, c, sizes.seconds, etcd_pids))
-            pf = _median_run(pfs)
-            row = {
-                "executors": c,
-                "decisions_per_s": pf["per_s"],
-                "p50_us": pf["p50_us"],
-                "p99_us": pf["p99_us"],
-                "owner_cpu": pf["server_cpu"],
-                "client_cpu_us": pf["client_cpu_us"],
-                "owner_cpu_us": pf["server_cpu_us"],
-                "cores": pf["cores"],
-                "idle": pf["idle"],
-            }
-            if etcds:
-                e = _median_run(etcds)
-                row |= {
-                    "etcd_txns_per_s": e["per_s"],
-                    "etcd_p99_us": e["p99_us"],
-                    "etcd_cpu": e["server_cpu"],
-                    "etcd_client_cpu_us": e["client_cpu_us"],
-                    "etcd_cpu_us": e["server_cpu_us"],
-                    "etcd_cores": e["cores"],
-                    "etcd_idle": e["idle"],
-                }
-                if sizes.repeat > 1:  # each pair ran back to back: its ratio is the fair one
-                    ratios = sorted(
-                        a["per_s"] / b["per_s"] for a, b in zip(pfs, etcds, strict=True)
-                    )
-                    row |= {
-                        "ratio_min": ratios[0],
-                        "ratio_median": ratios[len(ratios) // 2],
-                        "ratio_max": ratios[-1],
-                    }
+            row = _executors_row(c, pfs, etcds, sizes.repeat)
             rows.append(row)
     return rows
+
+
+def _executors_row(c: int, pfs: list[Row], etcds: list[Row], repeat: int) -> Row:
+    """The executors curve's row for `c` concurrent clients from each side's runs: the median
+    run of each side and, with `repeat` > 1, the spread of the pairs' rate ratios."""
+    pf = _median_run(pfs)
+    row = {
+        "executors": c,
+        "decisions_per_s": pf["per_s"],
+        "p50_us": pf["p50_us"],
+        "p99_us": pf["p99_us"],
+        "owner_cpu": pf["server_cpu"],
+        "client_cpu_us": pf["client_cpu_us"],
+        "owner_cpu_us": pf["server_cpu_us"],
+        "cores": pf["cores"],
+        "idle": pf["idle"],
+    }
+    if etcds:
+        e = _median_run(etcds)
+        row |= {
+            "etcd_txns_per_s": e["per_s"],
+            "etcd_p99_us": e["p99_us"],
+            "etcd_cpu": e["server_cpu"],
+            "etcd_client_cpu_us": e["client_cpu_us"],
+            "etcd_cpu_us": e["server_cpu_us"],
+            "etcd_cores": e["cores"],
+            "etcd_idle": e["idle"],
+        }
+        if repeat > 1:  # each pair ran back to back: its ratio is the fair one
+            ratios = sorted(a["per_s"] / b["per_s"] for a, b in zip(pfs, etcds, strict=True))
+            row |= {
+                "ratio_min": ratios[0],
+                "ratio_median": ratios[len(ratios) // 2],
+                "ratio_max": ratios[-1],
+            }
+    return row
 
 
 def _median_run(runs: list[Row]) -> Row:
@@ -349,8 +355,6 @@ def _concurrent(
 ) -> Row:
     """Run `c` clients over min(c, 4) worker processes for `seconds` after all are ready;
     their throughput, latency and the servers' CPU (cores) meanwhile."""
-    from .growth_worker import cpu_seconds
-
     procs = min(c, 4)
     shares = [c // procs + (1 if i < c % procs else 0) for i in range(procs)]
     workers = [
@@ -390,6 +394,12 @@ def _concurrent(
             if worker.poll() is None:
                 worker.kill()
                 worker.wait()
+    return _workers_row(outs, cpu, elapsed, busy, idle)
+
+
+def _workers_row(outs: list[Row], cpu: float, elapsed: float, busy: int, idle: int) -> Row:
+    """One run's figures from its workers' reports (`outs`), the servers' cores (`cpu`)
+    over `elapsed` seconds, and the machine's busy and idle ticks meanwhile."""
     latencies = sorted(x for out in outs for x in out["latencies"])
     spread = Spread.of(latencies)
     done = sum(out["done"] for out in outs)

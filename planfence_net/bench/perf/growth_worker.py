@@ -23,6 +23,14 @@ from typing import Any
 
 import anyio
 
+from ...cluster.folder import ClusterDir
+from ...core.gate import Action
+from ...executor.pool import SessionPool
+from ...executor.replica import Replica
+from ...executor.runner import GateRunner
+from ...net.api import get_records
+from .etcd import GrpcEtcd
+
 SAMPLE = 2000  # latencies kept per client: its first SAMPLE calls
 
 
@@ -33,13 +41,6 @@ def cpu_seconds(pid: int) -> float:
 
 
 async def _planfence(spec: dict[str, Any]) -> None:
-    from ...cluster.folder import ClusterDir
-    from ...core.gate import Action
-    from ...executor.pool import SessionPool
-    from ...executor.replica import Replica
-    from ...executor.runner import GateRunner
-    from ...net.api import get_records
-
     cdir = ClusterDir(Path(spec["cluster"]))
     roster, identity = cdir.roster(), cdir.identity("planner")
     plan = bytes.fromhex(spec["plan"])
@@ -65,8 +66,6 @@ async def _planfence(spec: dict[str, Any]) -> None:
 
 
 async def _etcd(spec: dict[str, Any]) -> None:
-    from .etcd import GrpcEtcd
-
     clients = [await GrpcEtcd.connect(spec["port"]) for _ in range(spec["clients"])]
     revisions = spec["revisions"]
 

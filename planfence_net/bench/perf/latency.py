@@ -41,7 +41,7 @@ from ...executor.runner import GateRunner
 from ...net.api import get_records
 from ...net.client import open_session
 from . import etcd as etcdlib
-from .floor import connect_floor
+from .floor import FloorClient, connect_floor
 from .load import owner_load
 
 OWNERS = ("reqs", "inventory")  # the d keys are split evenly over these two
@@ -276,14 +276,7 @@ async def latency_rounds(
         else {}
     )
     limit = etcdlib.DEFAULT_MAX_TXN_OPS
-    etcd_kinds: list[tuple[str, Callable[[int], Awaitable[bool]]]] = []
-    if etcd is not None:
-        grpc = etcd
-        etcd_kinds.append(("etcd", lambda d: grpc.txn_unchanged(revisions[d])))
-        etcd_kinds.append(("etcd_split", lambda d: grpc.txn_unchanged(revisions[d], limit)))
-    if gateway is not None:
-        gw = gateway
-        etcd_kinds.append(("gateway", lambda d: gw.txn_unchanged(revisions[d])))
+    etcd_kinds = txn_kinds(etcd, gateway, revisions, limit)
     samples: dict[str, dict[int, list[float]]] = {
         kind: {} for kind in ("pf", "etcd", "etcd_split", "gateway")
     }
@@ -294,39 +287,11 @@ async def latency_rounds(
         for rnd in range(settings.rounds + 1):  # round 0 warms up and is not kept
             keep = rnd > 0
             for plan in plans:
-                action = Action(f"lat{plan.d}", (plan.plan,), plan.keys)
-                pf = samples["pf"].setdefault(plan.d, [])
-                cpu = time.process_time()
-                for _ in range(settings.per_round):
-                    started = time.perf_counter()
-                    run = await runner.wait_decision(action)
-                    elapsed = time.perf_counter() - started
-                    if not run.decision.authorized:
-                        raise AssertionError(
-                            f"warm authorize d={plan.d} did not authorize: {run.decision.explain()}"
-                        )
-                    if keep:
-                        pf.append(elapsed)
-                results.client_cpu[plan.d] = (time.process_time() - cpu) / settings.per_round * 1e6
-                results.bytes_per_action[plan.d] = (
-                    run.decision.bytes_sent + run.decision.bytes_received
-                )
+                await time_decisions(runner, plan, settings, results, samples["pf"], keep)
                 for kind, txn in etcd_kinds:
                     if kind == "etcd_split" and plan.d <= limit:
                         continue  # one Txn under the default limit: the same as "etcd"
-                    etcd_times = samples[kind].setdefault(plan.d, [])
-                    cpu = time.process_time()
-                    for _ in range(settings.per_round):
-                        started = time.perf_counter()
-                        ok = await txn(plan.d)
-                        elapsed = time.perf_counter() - started
-                        if not ok:
-                            raise AssertionError(f"etcd {kind} Txn d={plan.d} did not succeed")
-                        if keep:
-                            etcd_times.append(elapsed)
-                    if kind == "etcd":
-                        used = time.process_time() - cpu
-                        results.etcd_client_cpu[plan.d] = used / settings.per_round * 1e6
+                    await time_txns(kind, txn, plan.d, settings, results, samples[kind], keep)
             for _ in range(settings.per_round if floor is not None else 0):
                 assert floor is not None
                 elapsed = await floor.wait_round_trip()
@@ -335,17 +300,99 @@ async def latency_rounds(
             progress(f"  round {rnd}/{settings.rounds} done")
         await pool.aclose()
         tg.cancel_scope.cancel()
+    await close_clients(etcd, gateway, floor)
+    results.authorize = {d: Spread.of(v) for d, v in samples["pf"].items()}
+    results.etcd = {d: Spread.of(v) for d, v in samples["etcd"].items()}
+    results.etcd_split = {d: Spread.of(v) for d, v in samples["etcd_split"].items()}
+    results.gateway = {d: Spread.of(v) for d, v in samples["gateway"].items()}
+    results.floor = Spread.of(floor_samples) if floor_samples else None
+
+
+async def close_clients(
+    etcd: etcdlib.GrpcEtcd | None, gateway: etcdlib.EtcdClient | None, floor: FloorClient | None
+) -> None:
+    """Close whichever of the benchmark's etcd, gateway and floor clients were opened."""
     if etcd is not None:
         await etcd.close()
     if gateway is not None:
         gateway.close()
     if floor is not None and floor.transport is not None:
         floor.transport.close()
-    results.authorize = {d: Spread.of(v) for d, v in samples["pf"].items()}
-    results.etcd = {d: Spread.of(v) for d, v in samples["etcd"].items()}
-    results.etcd_split = {d: Spread.of(v) for d, v in samples["etcd_split"].items()}
-    results.gateway = {d: Spread.of(v) for d, v in samples["gateway"].items()}
-    results.floor = Spread.of(floor_samples) if floor_samples else None
+
+
+def txn_kinds(
+    etcd: etcdlib.GrpcEtcd | None,
+    gateway: etcdlib.EtcdClient | None,
+    revisions: dict[int, dict[str, int]],
+    limit: int,
+) -> list[tuple[str, Callable[[int], Awaitable[bool]]]]:
+    """The etcd Txns timed next to each decision, by kind, each a function of d: one gRPC
+    Txn ("etcd"), gRPC Txns of at most `limit` ops ("etcd_split"), one JSON-gateway Txn
+    ("gateway"); only those whose client is given."""
+    kinds: list[tuple[str, Callable[[int], Awaitable[bool]]]] = []
+    if etcd is not None:
+        grpc = etcd
+        kinds.append(("etcd", lambda d: grpc.txn_unchanged(revisions[d])))
+        kinds.append(("etcd_split", lambda d: grpc.txn_unchanged(revisions[d], limit)))
+    if gateway is not None:
+        gw = gateway
+        kinds.append(("gateway", lambda d: gw.txn_unchanged(revisions[d])))
+    return kinds
+
+
+async def time_decisions(
+    runner: GateRunner,
+    plan: Plan,
+    settings: Settings,
+    results: Results,
+    samples: dict[int, list[float]],
+    keep: bool,
+) -> None:
+    """`settings.per_round` warm decisions of `plan`, each timed into `samples[plan.d]` when
+    `keep` (not in the warm-up round); the client's CPU per decision and the bytes of the
+    last go into `results`. Raises AssertionError when a decision does not authorize."""
+    action = Action(f"lat{plan.d}", (plan.plan,), plan.keys)
+    pf = samples.setdefault(plan.d, [])
+    cpu = time.process_time()
+    for _ in range(settings.per_round):
+        started = time.perf_counter()
+        run = await runner.wait_decision(action)
+        elapsed = time.perf_counter() - started
+        if not run.decision.authorized:
+            raise AssertionError(
+                f"warm authorize d={plan.d} did not authorize: {run.decision.explain()}"
+            )
+        if keep:
+            pf.append(elapsed)
+    results.client_cpu[plan.d] = (time.process_time() - cpu) / settings.per_round * 1e6
+    results.bytes_per_action[plan.d] = run.decision.bytes_sent + run.decision.bytes_received
+
+
+async def time_txns(
+    kind: str,
+    txn: Callable[[int], Awaitable[bool]],
+    d: int,
+    settings: Settings,
+    results: Results,
+    samples: dict[int, list[float]],
+    keep: bool,
+) -> None:
+    """`settings.per_round` etcd Txns of `kind` on `d` keys, each timed into `samples[d]`
+    when `keep`; for plain "etcd", the client's CPU per Txn goes into `results`. Raises
+    AssertionError when a Txn does not succeed."""
+    etcd_times = samples.setdefault(d, [])
+    cpu = time.process_time()
+    for _ in range(settings.per_round):
+        started = time.perf_counter()
+        ok = await txn(d)
+        elapsed = time.perf_counter() - started
+        if not ok:
+            raise AssertionError(f"etcd {kind} Txn d={d} did not succeed")
+        if keep:
+            etcd_times.append(elapsed)
+    if kind == "etcd":
+        used = time.process_time() - cpu
+        results.etcd_client_cpu[d] = used / settings.per_round * 1e6
 
 
 def _cli_times(cdir: ClusterDir, plans: list[Plan], settings: Settings, results: Results) -> None:

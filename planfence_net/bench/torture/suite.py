@@ -8,6 +8,7 @@ bound or fails unexpectedly becomes one row saying so; the others still run.
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import sys
 import tempfile
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import anyio
 
-from . import FaultResult, crash, damage, diskfull, partition
+from . import FaultResult, crash, damage, diskfull, format_table, partition
 
 Group = Callable[[Path], Awaitable[list[FaultResult]]]
 BOUND = 300.0  # seconds per group, beyond the kill -9 rounds' own share
@@ -74,15 +75,12 @@ async def run_suite(
 
 def main(argv: list[str] | None = None) -> int:
     """`scripts/torture [--quick] [--rounds N]`: print the table; exit 0 when all held."""
-    import argparse
-
     parser = argparse.ArgumentParser(prog="scripts/torture", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a few rounds, seconds")
     parser.add_argument("--rounds", type=int, default=None, help="kill -9 rounds")
     args = parser.parse_args(argv)
     if args.rounds is not None and args.rounds < 1:
         parser.error("--rounds must be at least 1")
-    from . import format_table
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
