@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from planfence_net.net.syncclient import SyncSessions
 from planfence_net.workspace.owner.daemon import TEST_CLOCK, lease_clock
 from support.cluster import ClusterHandle, wait_exit
 from support.team import A, B, trust
-from support.workspace import payload, quiet, run_cli, run_hook_output
+from support.workspace import payload, quiet, run_cli, run_hook_output, served_team
 
 
 def write_call(root: Path, session: str, rel: str = "src/lib.py") -> dict[str, Any]:
