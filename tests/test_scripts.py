@@ -184,3 +184,22 @@ def test_a_script_importing_a_moved_module_is_found(tmp_path: Path) -> None:
         "planfence_net.bench.perf:nothing_here",
         "planfence_net.cli.bench:_gone",
     ]
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in (ROOT / "scripts").glob("bench-*")))
+def test_every_bench_script_answers_help_from_a_bare_interpreter(script: str) -> None:
+    """Run with no site packages (as `scripts/X` runs on a machine whose python3 lacks the
+    project's dependencies), each bench script prints its usage and exits 0: it brings its own
+    .venv (_benchenv.prepare) before importing anything it needs, and `--help` runs nothing."""
+    env = {k: v for k, v in os.environ.items() if k != "PLANFENCE_BENCH_READY"}
+    proc = subprocess.run(
+        [sys.executable, "-S", ROOT / "scripts" / script, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"usage: {script}") or proc.stdout.startswith(
+        f"usage: scripts/{script}"
+    ), proc.stdout
