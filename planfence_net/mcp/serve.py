@@ -26,7 +26,6 @@ official MCP SDK); the CLI imports this module only inside `planfence mcp serve`
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Literal
 
@@ -40,9 +39,10 @@ from ..core.errors import ConfigError, PlanfenceError, collapse
 from ..core.timeouts import DEFAULT_TIMEOUT
 from ..net.api import query_heads
 from ..owners.logs import read_events
-from ..workspace.place.config import SELECTION, find_cluster
+from ..workspace.place.config import find_cluster
 from ..workspace.plans.access import Caller, person_only
 from ..workspace.plans.usecases import TrustRequest, check_plan, member_of, trust_plan
+from ..workspace.plans.views import plan_selection
 
 __all__ = ["build_server", "person_only", "serve_stdio"]
 
@@ -155,14 +155,7 @@ def build_server(cluster: Path | None, cwd: Path) -> MCPServer:
         (session id -> plan) and `agents` (session id -> subagent -> plan)."""
         with _user_errors():
             cdir = folder()
-            data = _selection(cdir)
-            return {
-                "cluster": str(cdir.root),
-                "current": data.get("current"),
-                "shared": data.get("shared", []),
-                "sessions": data.get("sessions", {}),
-                "agents": data.get("agents", {}),
-            }
+            return {"cluster": str(cdir.root), **plan_selection(cdir)}
 
     @server.tool()
     def history(key: str, limit: int = 50) -> dict[str, Any]:
@@ -198,17 +191,6 @@ class _user_errors:
             raise ToolError(str(exc)) from None
         if isinstance(exc, OSError):
             raise ToolError(f"{exc.filename or ''}: {exc.strerror or exc}") from None
-
-
-def _selection(cdir: ClusterDir) -> dict[str, Any]:
-    """The folder's plan selection (workspace/place/config.py writes it; {} when none)."""
-    try:
-        data = json.loads((cdir.root / SELECTION).read_text())
-    except FileNotFoundError:
-        return {}
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{cdir.root / SELECTION}: not JSON: {exc}") from None
-    return data if isinstance(data, dict) else {}
 
 
 async def serve_stdio(cluster: Path | None, cwd: Path) -> None:

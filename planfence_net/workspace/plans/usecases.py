@@ -154,7 +154,7 @@ def trust_plan(cdir: ClusterDir, request: TrustRequest, caller: Caller) -> Trust
         },
         expect=listed.expect if listed is not None else {},
     )
-    record = _run(functools.partial(wait_trust, cdir, roster, spec, addresses))
+    record = run_blocking(functools.partial(wait_trust, cdir, roster, spec, addresses))
     current = remember_plan(cdir, req.plan, req.session, req.make_current, req.subagent)
     published = TrustIntents(
         req.plan, record["id"], targets + created, held, req.session, req.subagent, span
@@ -223,7 +223,7 @@ def refresh_plan(
     wait_record(cdir.roster(), cdir.identity, plan, Change(rebase=True), step_timeout=step_timeout)
 
 
-def _run(fn: Any) -> Any:
+def run_blocking(fn: Any) -> Any:
     """Run the coroutine function `fn` to its end; a task group's failure that stands for
     one PlanfenceError is raised as that error."""
     try:
