@@ -203,3 +203,12 @@ def test_a_grant_serves_one_command_within_its_time(tmp_path: Path) -> None:
     assert Caller.of_shell(env, tmp_path, "workspace trust", "s1") == Caller.agent("s1")
     assert Caller.of_shell(env, tmp_path, "workspace trust", "s1") == Caller.agent(None)
     assert Caller.of_shell({}, tmp_path, "workspace trust", "s1") == Caller.person()
+
+
+def test_a_refresh_from_an_agents_shell_is_refused(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CODEX_THREAD_ID", VICTIM)  # even the session's own: the user's call
+    code, out, err = run_cli("workspace", "refresh", "--session", VICTIM, "--yes", cwd=repo)
+    assert (code, out) == (1, "")
+    assert err.startswith("error: PlanFence refused workspace refresh: it re-bases a plan")
