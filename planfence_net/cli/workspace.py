@@ -163,7 +163,9 @@ def trust(
     Files are paths (relative to here) inside a served worktree, or NAME:PATH; each must
     exist (--new: must not). Trusting a plan again is its one replan: it declares at least
     what its trusted state declared, and if it drifts after that, checks say "changed again".
-    The hook blocks any agent command carrying --fresh, --narrow or --make-current.
+    The hook blocks any agent command carrying --fresh, --narrow or --make-current, and an
+    agent's --session other than its own: only a session itself or the user may bind a
+    plan to it (`workspace.plans.access`).
     """
     import os
 

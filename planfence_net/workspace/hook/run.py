@@ -7,6 +7,9 @@ checked against the subagent's plan; parallel calls of one plan do not block eac
 (`inflight`). Where no cluster serves the folder, a worktree of a repository that uses
 PlanFence blocks with the step that joins it, and `--scope user` lets other folders through.
 
+A shell command that runs a workspace action on another session than the caller's own is
+blocked with the words every door refuses it with (`plans.access`, `_other_session`).
+
 Every failure blocks: malformed stdin, no trusted plan, an unreachable owner, a timeout, a bug
 (one guard around everything, `main`). Both agents treat any exit code other than 2 as "go
 ahead", so this module never exits 1. It is started for every matching tool call, so it

@@ -26,6 +26,7 @@ from ..model.intents import check_lease
 from ..model.machine import Verdict
 from ..place.config import file_key_for, locate, remember_plan, select_plan, workspaces
 from .access import Caller, authorize
+from .agentsmd import FromList, declared_reads
 from .check import run_check
 from .checklog import log_check
 from .intentclient import before_trust, lease_of
@@ -94,24 +95,79 @@ class Trusted:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class _Declared:
+    """A trust request's files as keys, by role, with the `--from` list they came from."""
+
+    reads: list[str]
+    targets: list[str]  # --target and --exclusive
+    created: list[str]  # --new
+    held: list[str]  # --exclusive
+    inputs: list[str]  # what the evidence ran against
+    locks: list[str]
+    listed: FromList | None
+
+    def files(self) -> list[str]:
+        return self.reads + self.targets + self.created
+
+
 def trust_plan(cdir: ClusterDir, request: TrustRequest, caller: Caller) -> Trusted:
     """Record the trusted state of `request.plan` in the cluster `cdir`: check what the
     caller may do (`access.authorize`), resolve the files, ask the team's owners for
     intents on the targets (exclusivity granted only when no other plan holds them), run
     the evidence, write the plan record, bind it to its session, and publish its intents.
-    Raises access.Refused (nothing looked at), ConfigError (nothing written) or
-    PlanfenceError (an owner failed)."""
+    Raises access.Refused (nothing looked at), ConfigError (nothing written; a `--from` list's
+    problems: agentsmd.ListProblems) or PlanfenceError (an owner failed)."""
     req = request
     authorize(caller, TRUST, req.session, req.person_flags())
     if req.subagent and not req.session:
         raise ConfigError("--agent needs --session (the subagent's parent session)")
-    _utf8(req.plan, *req.evidence, *([req.session] if req.session else []))
+    _utf8(req.plan, *req.evidence, *(t for t in (req.session, req.subagent) if t))
     roster, spaces = cdir.roster(), workspaces(cdir)
+    files = _declare(req, spaces)
+    agent, where = _evidence_place(spaces, req.cwd, files.files())
+    require_files(req.plan, files.files())  # before any evidence runs
+    addresses = link_addresses(cdir)
+    try:
+        span = check_lease(req.lease) if req.lease is not None else lease_of(cdir)
+    except ValueError as exc:
+        raise ConfigError(f"--lease: {exc}") from None
+    seen = before_trust(
+        cdir, roster, req.plan, files.targets + files.created, files.held, addresses
+    )
+    replaces = (
+        None
+        if req.narrow
+        else stale_binding(cdir, roster, req.plan, req.session, addresses, req.subagent)
+    )
+    ran = tuple(
+        Evidence(cmd, agent, run_evidence(cmd, where), tuple(files.inputs + files.locks))
+        for cmd in req.evidence
+    )
+    spec = _spec(req, files, ran, replaces)
+    record = run_blocking(functools.partial(wait_trust, cdir, roster, spec, addresses))
+    current = remember_plan(cdir, req.plan, req.session, req.make_current, req.subagent)
+    published = TrustIntents(
+        req.plan,
+        record["id"],
+        files.targets + files.created,
+        files.held,
+        req.session,
+        req.subagent,
+        span,
+    )
+    intents = after_trust(cdir, roster, published, seen, addresses)
+    counts = (len(files.reads), len(files.targets), len(files.locks))  # as `trust` prints
+    return Trusted(req, record, counts, ran, intents, current)
+
+
+def _declare(req: TrustRequest, spaces: dict[str, Path]) -> _Declared:
+    """The request's files as keys (the `--from` list's reads first, checked before anything
+    runs). Raises ConfigError for a file in no worktree, agentsmd.ListProblems for a list
+    that does not hold."""
     keys = functools.partial(_keys, spaces, req.cwd)
     listed = None
     if req.from_file is not None:
-        from .agentsmd import declared_reads
-
         listed = declared_reads(req.from_file, req.plan, req.section, spaces, req.cwd)
     elif req.section is not None:
         raise ConfigError("--section needs --from FILE")
@@ -120,33 +176,24 @@ def trust_plan(cdir: ClusterDir, request: TrustRequest, caller: Caller) -> Trust
     targets, created = list(dict.fromkeys(keys(req.target) + held)), keys(req.new)
     inputs = keys(req.evidence_input) if req.evidence_input else reads + targets + created
     locks = auto_lockfiles(spaces, reads + targets + inputs) if req.lockfiles == "auto" else []
-    agent, where = _evidence_place(spaces, req.cwd, reads + targets + created)
-    require_files(req.plan, reads + targets + created)  # before any evidence runs
-    addresses = link_addresses(cdir)
-    try:
-        span = check_lease(req.lease) if req.lease is not None else lease_of(cdir)
-    except ValueError as exc:
-        raise ConfigError(f"--lease: {exc}") from None
-    seen = before_trust(cdir, roster, req.plan, targets + created, held, addresses)
-    replaces = (
-        None
-        if req.narrow
-        else stale_binding(cdir, roster, req.plan, req.session, addresses, req.subagent)
-    )
-    ran = tuple(
-        Evidence(cmd, agent, run_evidence(cmd, where), tuple(inputs + locks))
-        for cmd in req.evidence
-    )
-    spec = TrustSpec(
+    return _Declared(reads, targets, created, held, inputs, locks, listed)
+
+
+def _spec(
+    req: TrustRequest, files: _Declared, ran: tuple[Evidence, ...], replaces: str | None
+) -> TrustSpec:
+    """The trusted state to write for `req`."""
+    listed = files.listed
+    return TrustSpec(
         req.plan,
-        tuple(reads),
-        tuple(targets),
-        tuple(locks),
+        tuple(files.reads),
+        tuple(files.targets),
+        tuple(files.locks),
         ran,
         req.session,
         req.fresh,
         narrow=req.narrow,
-        new=tuple(created),
+        new=tuple(files.created),
         replaces=replaces,
         extra={
             **({"agent": req.subagent} if req.subagent else {}),
@@ -154,14 +201,6 @@ def trust_plan(cdir: ClusterDir, request: TrustRequest, caller: Caller) -> Trust
         },
         expect=listed.expect if listed is not None else {},
     )
-    record = run_blocking(functools.partial(wait_trust, cdir, roster, spec, addresses))
-    current = remember_plan(cdir, req.plan, req.session, req.make_current, req.subagent)
-    published = TrustIntents(
-        req.plan, record["id"], targets + created, held, req.session, req.subagent, span
-    )
-    intents = after_trust(cdir, roster, published, seen, addresses)
-    counts = (len(reads), len(targets), len(locks))  # `new` files: not counted as targets
-    return Trusted(req, record, counts, ran, intents, current)
 
 
 def check_plan(
