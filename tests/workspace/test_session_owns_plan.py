@@ -37,7 +37,16 @@ from planfence_net.workspace.plans.access import (
     take_grant,
 )
 from support.cluster import PLANFENCE
-from support.workspace import make_repo, payload, quiet, run_cli, run_hook, served, write
+from support.workspace import (
+    in_process,
+    make_repo,
+    payload,
+    quiet,
+    run_cli,
+    run_hook,
+    served,
+    write,
+)
 
 VICTIM, ATTACKER = "victim-7f3a", "attacker-19c2"
 FILES = {"README.md": "hello\n", "src/a.py": "a = 1\n", "src/b.py": "b = 1\n"}
@@ -106,6 +115,9 @@ def test_every_door_refuses_to_trust_for_another_session(
     for command in spellings(VICTIM):
         code, err = run_hook("claude", shell_call(repo, command, ATTACKER))
         assert (code, err.partition("`: ")[2]) == (2, REFUSAL + "\n"), command
+    with in_process(repo):  # the hook deciding in its own process, not the owner's
+        code, err = run_hook("claude", shell_call(repo, spellings(VICTIM)[0], ATTACKER))
+        assert (code, err.partition("`: ")[2]) == (2, REFUSAL + "\n")
 
     monkeypatch.setenv("CLAUDECODE", "1")  # Claude Code's shell: no grant for VICTIM
     code, out, err = run_cli(*DECOY, "--session", VICTIM, cwd=repo)
