@@ -38,6 +38,8 @@ def user_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     state = tmp_path_factory.mktemp("state")
     before = os.environ.get("XDG_STATE_HOME")
     os.environ["XDG_STATE_HOME"] = str(state)
+    for marker in ("CLAUDECODE", "CODEX_THREAD_ID"):  # run from an agent's shell: the
+        os.environ.pop(marker, None)  # tests are the person unless they say otherwise
     yield state
     if before is None:
         os.environ.pop("XDG_STATE_HOME", None)

@@ -5,17 +5,14 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
 from ..core.timeouts import DEFAULT_TIMEOUT
 from .group import Group
 from .params import Argument, Option
-from .support import JsonOpt, echo_json, print_table, run_async, user_errors
-
-if TYPE_CHECKING:  # imported where used: `planfence --help` loads none of the library
-    from ..core.records import Record
+from .support import JsonOpt, echo_json, print_table, user_errors
 
 ClusterOpt = Option(
     None,
@@ -47,23 +44,6 @@ def _short(session: Any) -> str:
     return session[:8] if isinstance(session, str) and session else "-"
 
 
-def _events(cdir: Any, names: list[str], plan: str | None = None) -> list[dict[str, Any]]:
-    """The `check` lines (and with `plan`, its key's `put` lines) of the owners' logs."""
-    from ..owners.logs import read_events
-    from ..workspace.plans.checklog import CHECK, plan_events
-
-    logs = [cdir.log(name) for name in names]
-    if plan is not None:
-        return list(plan_events(logs, plan))
-    found: list[dict[str, Any]] = []
-    for path in logs:
-        try:
-            found.extend(read_events(path, event=CHECK))
-        except FileNotFoundError:
-            continue
-    return found
-
-
 def _warn(unreachable: dict[str, str]) -> None:
     from ..core.escaping import escape
 
@@ -80,19 +60,11 @@ def plans(
     """List the team's plans from their owners: session, subagent, worktree, declared
     reads, targets and evidence, trust and replan counts, and the last check and its class
     (from the owners' logs). Owners that cannot be asked are named on stderr (exit 0)."""
-    from ..cluster.processes import link_addresses
-    from ..workspace.place.config import find_cluster, select_plan, workspaces
-    from ..workspace.plans.listing import last_checks, plan_row, wait_plan_records
+    from ..workspace.place.config import find_cluster
+    from ..workspace.plans.views import list_plans
 
-    cdir = find_cluster(cluster)
-    roster = cdir.roster()
-    me = roster.owner_of("plan/x") or roster.agents[0].name
-    records, unreachable = run_async(
-        wait_plan_records, roster, cdir.identity(me), link_addresses(cdir), timeout
-    )
-    last = last_checks(_events(cdir, list(roster.names)))
-    spaces, current = workspaces(cdir), select_plan(cdir, None)
-    rows = [plan_row(r, spaces, current, last.get(r.key.removeprefix("plan/"))) for r in records]
+    found = list_plans(find_cluster(cluster), timeout)
+    rows, unreachable = found.rows, found.unreachable
     if json_out:
         echo_json({"plans": rows, "unreachable": unreachable})
         return
@@ -143,39 +115,22 @@ def show(
     """The history of PLAN, oldest first: its trusts and recorded edits (the records its
     owner wrote) and every check of it, allowed or blocked, with the class and what to
     re-read (from the owners' logs in the cluster folder)."""
-    from ..cluster.processes import link_addresses
-    from ..core.errors import ConfigError, PlanfenceError
-    from ..workspace.model.facts import plan_key
     from ..workspace.place.config import find_cluster
-    from ..workspace.plans.listing import history_rows, record_id, wait_records
+    from ..workspace.plans.views import plan_history
 
-    cdir = find_cluster(cluster)
-    roster = cdir.roster()
-    owner = roster.owner_of(plan_key(plan))
-    if owner is None:
-        raise ConfigError(f"no agent owns {plan_key(plan)!r}")
-    events = _events(cdir, list(roster.names), plan)
-    if not events:
-        raise PlanfenceError(
-            f"no trust or check of plan {plan!r} in the logs of {cdir.root / 'logs'}"
-        )
-    ids = [rid for e in events if e.get("event") == "put" and (rid := record_id(e)) is not None]
-    unreachable: dict[str, str] = {}
-    records: dict[bytes, Record] = {}
-    if ids:
-        addresses = link_addresses(cdir)
-        try:
-            records = run_async(
-                wait_records, roster, cdir.identity(owner), owner, ids, addresses, timeout
-            )
-        except PlanfenceError as exc:
-            unreachable[owner] = str(exc)
-    rows = history_rows(events, records)
+    found = plan_history(find_cluster(cluster), plan, timeout)
     if json_out:
-        echo_json({"plan": plan, "owner": owner, "history": rows, "unreachable": unreachable})
+        echo_json(
+            {
+                "plan": plan,
+                "owner": found.owner,
+                "history": found.rows,
+                "unreachable": found.unreachable,
+            }
+        )
         return
-    _warn(unreachable)
-    print_table(["time", "event", "class", "by", "detail"], [show_row(r) for r in rows])
+    _warn(found.unreachable)
+    print_table(["time", "event", "class", "by", "detail"], [show_row(r) for r in found.rows])
 
 
 def show_row(row: dict[str, Any]) -> list[Any]:

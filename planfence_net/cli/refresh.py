@@ -38,21 +38,18 @@ def refresh(
     """Re-base PLAN on the repository, branch, HEAD and git status as they are now, after a
     switch you confirm; its replan count starts over. Files it read or wrote that differ
     still block until re-read. A person's decision: the hook never lets an agent run it."""
+    import os
+
     from ..core.errors import ConfigError, PlanfenceError
-    from ..workspace.model.facts import plan_key
-    from ..workspace.place.config import find_cluster, select_plan
-    from ..workspace.plans.check import run_check
-    from ..workspace.plans.session import Change, auto_plan, wait_record
+    from ..workspace.place.config import find_cluster
+    from ..workspace.plans.access import Caller
+    from ..workspace.plans.usecases import REFRESH, check_plan, refresh_plan, refresh_target
 
     try:
         cdir = find_cluster(cluster)
-        if plan is None:
-            if session is None:
-                raise ConfigError("name the plan (as the block message does), or give --session")
-            plan = select_plan(cdir, session, subagent) or auto_plan(session, subagent)
-        roster = cdir.roster()
-        me = roster.owner_of(plan_key(plan)) or roster.agents[0].name
-        verdict = run_check(roster, cdir.identity(me), plan, timeout=timeout / 2)
+        caller = Caller.of_shell(os.environ, cdir.root, REFRESH, session)
+        plan = refresh_target(cdir, plan, session, subagent, caller)
+        verdict = check_plan(cdir, plan, timeout=timeout / 2, door=None)
         if verdict.reason == "no_plan":
             raise ConfigError(f"no plan {plan!r}")
         for line in verdict.text():
@@ -62,7 +59,7 @@ def refresh(
         ):
             click.echo("not refreshed")
             raise click.exceptions.Exit(1)
-        wait_record(roster, cdir.identity, plan, Change(rebase=True), step_timeout=timeout / 8)
+        refresh_plan(cdir, plan, caller, timeout / 8, session)
     except PlanfenceError as exc:
         click.echo(f"error: {exc}", err=True)
         raise click.exceptions.Exit(1) from None

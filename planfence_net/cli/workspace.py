@@ -14,8 +14,9 @@ from .params import Argument, Option
 from .support import DeadlineAlias, JsonOpt, echo_json, run_async, timeout_of, user_errors
 
 if TYPE_CHECKING:  # imported where used: `planfence --help` loads none of the library
-    from ..workspace.place.config import Spaces
-    from ..workspace.plans.agentsmd import FromList
+    from collections.abc import Callable
+
+    from ..workspace.plans.usecases import Trusted
 
 workspace_app = Group("workspace", help="Workspace owners, trusted states and drift checks.")
 ClusterOpt = Option(
@@ -162,87 +163,63 @@ def trust(
     Files are paths (relative to here) inside a served worktree, or NAME:PATH; each must
     exist (--new: must not). Trusting a plan again is its one replan: it declares at least
     what its trusted state declared, and if it drifts after that, checks say "changed again".
-    The hook blocks any agent command carrying --fresh, --narrow or --make-current.
+    The hook blocks any agent command carrying --fresh, --narrow or --make-current, and an
+    agent's --session other than its own: only a session itself or the user may bind a
+    plan to it (`workspace.plans.access`).
     """
-    from ..cluster.processes import link_addresses
+    import os
+
     from ..workspace.model.intents import check_lease
-    from ..workspace.place.config import find_cluster, remember_plan, workspaces
-    from ..workspace.plans.intentclient import before_trust, lease_of
-    from ..workspace.plans.intentgrant import TrustIntents, after_trust
-    from ..workspace.plans.trust import (
-        Evidence,
-        TrustSpec,
-        auto_lockfiles,
-        require_files,
-        run_evidence,
-        stale_binding,
-        wait_trust,
-    )
+    from ..workspace.place.config import find_cluster
+    from ..workspace.plans.access import Caller
+    from ..workspace.plans.usecases import TRUST, TrustRequest, trust_plan
 
     if lockfiles not in ("auto", "none"):
         raise click.BadParameter("--lockfiles must be auto or none")
     if subagent and not session:
         raise click.BadParameter("--agent needs --session (the subagent's parent session)")
+    if from_file is None and section is not None:
+        raise click.BadParameter("--section needs --from FILE")
+    if lease is not None:
+        try:
+            check_lease(lease)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="'--lease'") from None
     cdir = find_cluster(cluster)
-    roster, spaces, cwd = cdir.roster(), workspaces(cdir), Path.cwd()
-    keys = functools.partial(_keys, spaces, cwd)
-    listed = _from_list(from_file, section, plan, spaces, cwd)  # checked before anything runs
-    read = [*(listed.names() if listed is not None else ()), *read]
-    _utf8(plan, *evidence, *([session] if session else []))
-    held = keys(exclusive)
-    reads, targets, created = keys(read), list(dict.fromkeys(keys(target) + held)), keys(new)
-    inputs = keys(evidence_input) if evidence_input else reads + targets + created
-    locks = auto_lockfiles(spaces, reads + targets + inputs) if lockfiles == "auto" else []
-    agent, where = _evidence_place(spaces, cwd, reads + targets + created)
-    require_files(plan, reads + targets + created)  # before any evidence runs
-    addresses = link_addresses(cdir)
-    try:
-        span = check_lease(lease) if lease is not None else lease_of(cdir)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="'--lease'") from None
-    seen = before_trust(cdir, roster, plan, targets + created, held, addresses)
-    replaces = None if narrow else stale_binding(cdir, roster, plan, session, addresses, subagent)
-    ran = tuple(
-        Evidence(cmd, agent, run_evidence(cmd, where), tuple(inputs + locks)) for cmd in evidence
-    )
-    spec = TrustSpec(
+    request = TrustRequest(
         plan,
-        tuple(reads),
-        tuple(targets),
-        tuple(locks),
-        ran,
+        Path.cwd(),
+        tuple(read),
+        tuple(target),
+        tuple(new),
+        tuple(exclusive),
+        lease,
+        tuple(evidence),
+        tuple(evidence_input),
+        "auto" if lockfiles == "auto" else "none",
         session,
+        subagent,
         fresh,
-        narrow=narrow,
-        new=tuple(created),
-        replaces=replaces,
-        extra={
-            **({"agent": subagent} if subagent else {}),
-            **({"from": listed.record()} if listed is not None else {}),
-        },
-        expect=listed.expect if listed is not None else {},
+        narrow,
+        make_current,
+        from_file,
+        section,
     )
-    result = run_async(wait_trust, cdir, roster, spec, addresses)
-    current = remember_plan(cdir, plan, session, make_current, subagent)
-    published = TrustIntents(plan, result["id"], targets + created, held, session, subagent, span)
-    intents = after_trust(cdir, roster, published, seen, addresses)
-    _warn_unguarded(cwd)
+    caller = Caller.of_shell(os.environ, cdir.root, TRUST, session)
+    done = _listed_problems(plan, functools.partial(trust_plan, cdir, request, caller))
+    _warn_unguarded(request.cwd)
     if json_out:
-        ran_json = [{"command": e.command, "exit": e.exit} for e in ran]
-        echo_json({**result, "evidence": ran_json, "intents": intents})
+        ran_json = [{"command": e.command, "exit": e.exit} for e in done.evidence]
+        echo_json({**done.record, "evidence": ran_json, "intents": done.intents})
         return
-    click.echo(
-        f"trusted {plan} (trust {result['trust']}): {len(reads)} read, "
-        f"{len(targets)} target, {len(locks)} lockfile, {len(ran)} evidence; "
-        f"record {result['id'].hex()}"
-    )
-    for e in ran:
+    click.echo(done.text())
+    for e in done.evidence:
         click.echo(f"evidence `{e.command}` exited {e.exit}")
-    for line in intents:
+    for line in done.intents:
         click.echo(line)
-    if current != plan:
+    if done.current != plan:
         click.echo(
-            f"the current plan stays {current} (sessions without a plan of their own are "
+            f"the current plan stays {done.current} (sessions without a plan of their own are "
             f"checked against it){'' if session else f'; {plan} is bound to no session'}"
         )
 
@@ -271,32 +248,17 @@ def check(
     Exit 0: none or informational. Exit 2: relevant or critical. Exit 3: cannot decide (an
     owner unreachable, the worktree gone, no trusted state): fail closed.
     """
-    from ..cluster.processes import link_addresses
-    from ..core.errors import ConfigError, PlanfenceError
-    from ..workspace.model.facts import plan_key
-    from ..workspace.place.config import find_cluster, select_plan
-    from ..workspace.plans.check import run_check
+    from ..core.errors import PlanfenceError
+    from ..workspace.place.config import find_cluster
+    from ..workspace.plans.usecases import check_plan
 
     try:
-        cdir = find_cluster(cluster)
-        plan = plan or select_plan(cdir, None)
-        if plan is None:
-            raise ConfigError(f"no current plan in {cdir.root}; name one")
-        roster = cdir.roster()
-        me = as_agent or roster.owner_of(plan_key(plan)) or roster.agents[0].name
-        verdict = run_check(
-            roster,
-            cdir.identity(me),
-            plan,
-            addresses=link_addresses(cdir),
-            timeout=timeout_of(timeout, deadline),
+        verdict = check_plan(
+            find_cluster(cluster), plan, as_agent=as_agent, timeout=timeout_of(timeout, deadline)
         )
     except PlanfenceError as exc:
         click.echo(f"error: {exc}", err=True)
         raise click.exceptions.Exit(EXIT_UNDECIDED) from None
-    from ..workspace.plans.checklog import log_check
-
-    log_check(cdir.root, roster, verdict, "cli")
     _warn_unguarded(Path.cwd())
     if json_out:
         echo_json(verdict.to_json())
@@ -306,37 +268,19 @@ def check(
     raise click.exceptions.Exit(verdict.exit_code)
 
 
-def _from_list(
-    path: Path | None, section: str | None, plan: str, spaces: Spaces, cwd: Path
-) -> FromList | None:
-    """The checked dependency list of `--from` (None without it); its problems are printed
-    one line each and exit 1, nothing recorded."""
-    if path is None:
-        if section is not None:
-            raise click.BadParameter("--section needs --from FILE")
-        return None
+def _listed_problems(plan: str, trust: Callable[[], Trusted]) -> Trusted:
+    """`trust()`; the problems of a `--from` list are printed one line each and exit 1,
+    nothing recorded."""
     from ..core.escaping import escape
-    from ..workspace.plans.agentsmd import ListProblems, declared_reads
+    from ..workspace.plans.agentsmd import ListProblems
 
     try:
-        return declared_reads(path, plan, section, spaces, cwd)
+        return trust()
     except ListProblems as exc:
         for line in exc.problems:
             click.echo(f"error: {escape(line)}", err=True)
         click.echo(f"error: nothing was recorded for {escape(plan)}", err=True)
         raise click.exceptions.Exit(1) from None
-
-
-def _utf8(*texts: str) -> None:
-    """Raise ConfigError for a text the shell passed as bytes that are not UTF-8."""
-    from ..core.errors import ConfigError
-
-    for text in texts:
-        try:
-            text.encode()
-        except UnicodeEncodeError:
-            shown = text.encode(errors="surrogateescape").decode(errors="backslashreplace")
-            raise ConfigError(f"{shown!r} is not UTF-8 text") from None
 
 
 @workspace_app.command("join")
@@ -389,27 +333,3 @@ def _warn_unguarded(cwd: Path) -> None:
             f"(`planfence hook status --project {root}` says what to do)",
             err=True,
         )
-
-
-def _keys(spaces: Spaces, cwd: Path, files: list[str]) -> list[str]:
-    from ..workspace.place.config import file_key_for
-
-    return list(dict.fromkeys(file_key_for(spaces, f, cwd) for f in files))
-
-
-def _evidence_place(spaces: Spaces, cwd: Path, keys: list[str]) -> tuple[str, Path]:
-    """Which worktree evidence commands run in: the one holding the current folder, else the
-    one of the first declared file, else the only one."""
-    from ..core.errors import ConfigError
-    from ..workspace.place.config import locate
-
-    here = locate(spaces, cwd / "x")
-    if here is not None:
-        return here[0], cwd
-    for key in keys:
-        agent = key.partition(":")[0]
-        if agent in spaces:
-            return agent, spaces[agent]
-    if len(spaces) == 1:
-        return next(iter(spaces.items()))
-    raise ConfigError("cannot tell which worktree the evidence runs in: run trust from inside one")

@@ -5,12 +5,15 @@ Five tools, each the library call of the matching command, against one workspace
 
     check    a plan's drift check (`workspace check`): its level, exit code and the lines a
              person reads
-    trust    record a plan's trusted state (`workspace trust`) with the limits an agent has
-             on its own fence: the person-only flags (facts.PERSON_FLAGS) are refused, a plan
-             declares at least one file, declared files exist, a re-trust declares at least
-             what it replaces. Evidence commands are not offered: they run a shell command,
-             which through MCP no hook would see (run `workspace trust --evidence` in the
-             shell instead, where the hook checks it)
+    trust    record a plan's trusted state and publish its intents (`workspace trust`, the
+             one use case `plans.usecases.trust_plan`) as an agent whose session the
+             server cannot know (`access.Caller.mcp`): the person-only flags
+             (facts.PERSON_FLAGS) are refused, and so is binding the plan to a session
+             (only that session itself or the user may); a plan declares at least one file,
+             declared files exist, a re-trust declares at least what it replaces. Evidence
+             commands are not offered: they run a shell command, which through MCP no hook
+             would see (run `workspace trust --evidence` in the shell instead, where the
+             hook checks it)
     heads    the current head of each key, asked from its owner (`net.api.query_heads`)
     plans    the plans the cluster folder keeps (`workspace.json`): the current plan, the
              session-free ones, and the sessions and subagents each is bound to
@@ -23,7 +26,6 @@ official MCP SDK); the CLI imports this module only inside `planfence mcp serve`
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Literal
 
@@ -34,27 +36,15 @@ from mcp.server.mcpserver.exceptions import ToolError
 from ..cluster.folder import ClusterDir
 from ..cluster.processes import link_addresses
 from ..core.errors import ConfigError, PlanfenceError, collapse
-from ..core.roster import Roster
 from ..core.timeouts import DEFAULT_TIMEOUT
 from ..net.api import query_heads
 from ..owners.logs import read_events
-from ..workspace.model.facts import PERSON_FLAGS, plan_key
-from ..workspace.place.config import (
-    SELECTION,
-    file_key_for,
-    find_cluster,
-    remember_plan,
-    select_plan,
-    workspaces,
-)
-from ..workspace.plans.check import run_check
-from ..workspace.plans.trust import (
-    TrustSpec,
-    auto_lockfiles,
-    require_files,
-    stale_binding,
-    wait_trust,
-)
+from ..workspace.place.config import find_cluster
+from ..workspace.plans.access import Caller, person_only
+from ..workspace.plans.usecases import TrustRequest, check_plan, member_of, trust_plan
+from ..workspace.plans.views import plan_selection
+
+__all__ = ["build_server", "person_only", "serve_stdio"]
 
 INSTRUCTIONS = (
     "PlanFence checks a plan against what it read. `trust` records the files a plan read "
@@ -63,15 +53,6 @@ INSTRUCTIONS = (
     "and report. Lowering the fence (--fresh, --narrow, --make-current) is the user's "
     "decision, never yours."
 )
-
-
-def person_only(flag: str) -> str:
-    """The refusal of a trust carrying person-only `flag`: the words the hook blocks a shell
-    `workspace trust` with."""
-    return (
-        f"PlanFence blocked the trust tool: {flag} lowers the plan's fence and is the "
-        f"user's decision, never the agent's. Do not try another way; ask the user."
-    )
 
 
 def build_server(cluster: Path | None, cwd: Path) -> MCPServer:
@@ -95,18 +76,7 @@ def build_server(cluster: Path | None, cwd: Path) -> MCPServer:
         with _user_errors():
             if not 0.01 <= timeout <= 600:
                 raise ConfigError("timeout must be between 0.01 and 600 seconds")
-            cdir = folder()
-            name = plan or select_plan(cdir, session)
-            if name is None:
-                raise ConfigError(f"no current plan in {cdir.root}; name one")
-            roster = cdir.roster()
-            verdict = run_check(
-                roster,
-                cdir.identity(_member(roster, plan_key(name))),
-                name,
-                addresses=link_addresses(cdir),
-                timeout=timeout,
-            )
+            verdict = check_plan(folder(), plan, session=session, timeout=timeout, door="mcp")
             return {**verdict.to_json(), "text": verdict.text()}
 
     @server.tool()
@@ -126,59 +96,36 @@ def build_server(cluster: Path | None, cwd: Path) -> MCPServer:
         will change (`target`) and will create (`new`, must not exist yet), plus the
         lockfiles found (`lockfiles`: auto). Paths are relative to the server's folder, or
         NAME:PATH. Trusting a plan again is its one replan and must declare at least what
-        it declared. `session` (and `agent`, a subagent of it) binds the plan to that
-        session. `fresh`, `narrow` and `make_current` are the user's decision: always
-        refused here."""
-        for flag, given in zip(PERSON_FLAGS, (narrow, fresh, make_current), strict=True):
-            if given:
-                raise ToolError(person_only(flag))
+        it declared. `session` (and `agent`, a subagent of it) would bind the plan to that
+        session: refused here, since this server cannot tell which session calls it (only a
+        session itself, through its hook, or the user may). `fresh`, `narrow` and
+        `make_current` are the user's decision: always refused here."""
+        request = TrustRequest(
+            plan,
+            cwd,
+            tuple(read or ()),
+            tuple(target or ()),
+            tuple(new or ()),
+            lockfiles=lockfiles,
+            session=session,
+            subagent=agent,
+            fresh=fresh,
+            narrow=narrow,
+            make_current=make_current,
+        )
         with _user_errors():
-            if agent and not session:
-                raise ConfigError("agent needs session (the subagent's parent session)")
-            _utf8(plan, *([session] if session else []), *([agent] if agent else []))
-            cdir = folder()
-            roster, spaces = cdir.roster(), workspaces(cdir)
-
-            def keys(files: list[str] | None) -> list[str]:
-                return list(dict.fromkeys(file_key_for(spaces, f, cwd) for f in files or []))
-
-            reads, targets, created = keys(read), keys(target), keys(new)
-            declared = reads + targets + created
-            locks = auto_lockfiles(spaces, declared) if lockfiles == "auto" else []
-            require_files(plan, declared)
-            addresses = link_addresses(cdir)
-            replaces = await anyio.to_thread.run_sync(
-                stale_binding, cdir, roster, plan, session, addresses, agent
-            )
-            spec = TrustSpec(
-                plan,
-                tuple(reads),
-                tuple(targets),
-                tuple(locks),
-                (),
-                session,
-                new=tuple(created),
-                replaces=replaces,
-                extra={"agent": agent} if agent else {},
-            )
-            try:
-                result = await wait_trust(cdir, roster, spec, addresses)
-            except BaseExceptionGroup as group:
-                raise collapse(group) from None
-            current = remember_plan(cdir, plan, session, False, agent)
+            done = await anyio.to_thread.run_sync(trust_plan, folder(), request, Caller.mcp())
+            record = done.record
             return {
                 "plan": plan,
-                "key": result["key"],
-                "id": result["id"].hex(),
-                "seq": result["seq"],
-                "trust": result["trust"],
-                "declaration": result["declaration"],
-                "current": current,
-                "text": (
-                    f"trusted {plan} (trust {result['trust']}): {len(reads)} read, "
-                    f"{len(targets) + len(created)} target, {len(locks)} lockfile; "
-                    f"record {result['id'].hex()}"
-                ),
+                "key": record["key"],
+                "id": record["id"].hex(),
+                "seq": record["seq"],
+                "trust": record["trust"],
+                "declaration": record["declaration"],
+                "current": done.current,
+                "intents": done.intents,
+                "text": done.text(),
             }
 
     @server.tool()
@@ -193,7 +140,7 @@ def build_server(cluster: Path | None, cwd: Path) -> MCPServer:
             try:
                 rows = await query_heads(
                     roster,
-                    cdir.identity(_member(roster, keys[0])),
+                    cdir.identity(member_of(roster, keys[0])),
                     keys,
                     link_addresses(cdir),
                 )
@@ -208,14 +155,7 @@ def build_server(cluster: Path | None, cwd: Path) -> MCPServer:
         (session id -> plan) and `agents` (session id -> subagent -> plan)."""
         with _user_errors():
             cdir = folder()
-            data = _selection(cdir)
-            return {
-                "cluster": str(cdir.root),
-                "current": data.get("current"),
-                "shared": data.get("shared", []),
-                "sessions": data.get("sessions", {}),
-                "agents": data.get("agents", {}),
-            }
+            return {"cluster": str(cdir.root), **plan_selection(cdir)}
 
     @server.tool()
     def history(key: str, limit: int = 50) -> dict[str, Any]:
@@ -251,37 +191,6 @@ class _user_errors:
             raise ToolError(str(exc)) from None
         if isinstance(exc, OSError):
             raise ToolError(f"{exc.filename or ''}: {exc.strerror or exc}") from None
-
-
-def _member(roster: Roster, key: str) -> str:
-    """The roster member to ask as: the owner of `key`, else the first member."""
-    try:
-        owner = roster.owner_of(key)
-    except ConfigError:
-        owner = None
-    return owner or roster.agents[0].name
-
-
-def _selection(cdir: ClusterDir) -> dict[str, Any]:
-    """The folder's plan selection (workspace/place/config.py writes it; {} when none)."""
-    try:
-        data = json.loads((cdir.root / SELECTION).read_text())
-    except FileNotFoundError:
-        return {}
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{cdir.root / SELECTION}: not JSON: {exc}") from None
-    return data if isinstance(data, dict) else {}
-
-
-def _utf8(*texts: str) -> None:
-    """Raise ConfigError for a text that is not UTF-8 (a lone surrogate in the JSON)."""
-    for text in texts:
-        try:
-            text.encode()
-        except UnicodeEncodeError:
-            raise ConfigError(
-                f"{text.encode(errors='backslashreplace').decode()!r} is not UTF-8 text"
-            ) from None
 
 
 async def serve_stdio(cluster: Path | None, cwd: Path) -> None:

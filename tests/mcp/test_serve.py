@@ -131,7 +131,7 @@ def test_tools_have_schemas(client: Client) -> None:
 
 
 def test_trust_check_drift_heads_history(client: Client, repo: Path) -> None:
-    trusted = client.call("trust", plan="fix", read=["src/a.py"], target=["src/b.py"], session="s1")
+    trusted = client.call("trust", plan="fix", read=["src/a.py"], target=["src/b.py"])
     assert (trusted["plan"], trusted["key"], trusted["trust"]) == ("fix", "plan/fix", 1)
     assert trusted["declaration"]["ws:file/src/a.py"] == ["read"]
     assert trusted["declaration"]["ws:file/src/b.py"] == ["target"]
@@ -143,7 +143,7 @@ def test_trust_check_drift_heads_history(client: Client, repo: Path) -> None:
     assert (code, clean["text"]) == (0, out.splitlines())
 
     write(repo, {"src/a.py": "a = 2\n"})  # another agent changes a file the plan read
-    stale = client.call("check", session="s1")  # the plan bound to the session
+    stale = client.call("check", session="s1")  # a session without its own: the current plan
     assert (stale["plan"], stale["class"], stale["exit_code"]) == ("fix", "relevant", 2)
     assert stale["reread"] == ["src/a.py"]
     code, out, _ = run_cli("workspace", "check", "fix", cwd=repo)
@@ -162,8 +162,8 @@ def test_trust_check_drift_heads_history(client: Client, repo: Path) -> None:
     assert client.call("plans") == {
         "cluster": str(repo / ".planfence"),
         "current": "fix",
-        "shared": [],
-        "sessions": {"s1": "fix"},
+        "shared": ["fix"],
+        "sessions": {},
         "agents": {},
     }
 

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from ...cluster.folder import ClusterDir
     from ...core.roster import Roster
     from ..model.machine import Verdict
-    from .run import Answer
+    from .run import Answer, HookOptions
 
 CONTEXT = (
     "PlanFence is active in this worktree: it records the files you read and write, and "
@@ -128,7 +128,7 @@ def start_plan(call: ToolCall, cdir: ClusterDir, plan: str, roster: Roster, step
     return ""
 
 
-def after(call: ToolCall, options: dict[str, str]) -> tuple[int, str]:
+def after(call: ToolCall, options: HookOptions) -> tuple[int, str]:
     """PostToolUse (or PostToolUseFailure) of a call that named no written file: record the
     files it read and, for a test command, its evidence in the session's plan. Exit 2 only
     shows the model why that failed (the call already ran)."""
@@ -144,9 +144,7 @@ def after(call: ToolCall, options: dict[str, str]) -> tuple[int, str]:
     from ..place.config import NoCluster, find_cluster, select_plan
 
     try:
-        cdir = find_cluster(
-            Path(options["--cluster"]) if "--cluster" in options else None, Path(call.cwd)
-        )
+        cdir = find_cluster(options.cluster, Path(call.cwd))
         selected = select_plan(cdir, call.session or None, call.agent_id)
         if working_plan(cdir, call, selected) is None:
             return 0, ""  # an explicitly trusted plan takes precedence
@@ -162,13 +160,13 @@ def after(call: ToolCall, options: dict[str, str]) -> tuple[int, str]:
 
 
 def _record(
-    call: ToolCall, cdir: ClusterDir, operands: list[str], shell: bool, options: dict[str, str]
+    call: ToolCall, cdir: ClusterDir, operands: list[str], shell: bool, options: HookOptions
 ) -> tuple[int, str]:
     from ..model.facts import evidence_key
     from ..model.reads import is_test_command
     from ..place.config import hook_policy, workspaces
     from ..plans.session import Change, wait_record
-    from .run import DEFAULT_TIMEOUT, STEPS, cache_path
+    from .run import cache_path
 
     keys = resolve_reads(workspaces(cdir), call.cwd, operands)
     plan = session_plan(call)
@@ -188,7 +186,7 @@ def _record(
         cdir.identity,
         plan,
         Change(files=dict.fromkeys(keys, "read"), agents=here, extra=_who(call)),
-        step_timeout=float(options.get("--timeout", DEFAULT_TIMEOUT)) / STEPS,
+        step_timeout=options.step,
         cache=cache_path(cdir.root, plan),
         evidence=evidence,
     )

@@ -7,6 +7,9 @@ checked against the subagent's plan; parallel calls of one plan do not block eac
 (`inflight`). Where no cluster serves the folder, a worktree of a repository that uses
 PlanFence blocks with the step that joins it, and `--scope user` lets other folders through.
 
+A shell command that runs a workspace action on another session than the caller's own is
+blocked with the words every door refuses it with (`plans.access`, `_other_session`).
+
 Every failure blocks: malformed stdin, no trusted plan, an unreachable owner, a timeout, a bug
 (one guard around everything, `main`). Both agents treat any exit code other than 2 as "go
 ahead", so this module never exits 1. It is started for every matching tool call, so it
@@ -39,6 +42,29 @@ USAGE = (
     "usage: planfence hook claude|codex [--cluster DIR] [--plan NAME] [--as AGENT] "
     "[--timeout SECONDS] [--scope user|project] [--mode auto|explicit]"
 )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class HookOptions:
+    """The hook's command-line options, parsed once (`_options`)."""
+
+    cluster: Path | None = None  # --cluster: the cluster folder (else found from the cwd)
+    plan: str | None = None  # --plan: check every call against this plan
+    as_agent: str | None = None  # --as: the roster member to connect as
+    timeout: float = DEFAULT_TIMEOUT  # --timeout: for the whole answer
+    scope: str = "project"  # --scope user: let folders no cluster serves through
+    mode: str = "explicit"  # --mode auto: sessions without a trusted plan make their own
+
+    @property
+    def auto(self) -> bool:
+        """Automatic mode (`--mode auto`): a session without a trusted plan works under its
+        own plan, made from its reads and writes (`session`); else it is blocked."""
+        return self.mode == "auto" and self.plan is None
+
+    @property
+    def step(self) -> float:
+        """The deadline of one of the STEPS rounds of a check."""
+        return self.timeout / STEPS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,20 +123,19 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
     if call.event == "SessionEnd":  # never blocks: ends the session's intents
         from ..plans.intentclient import session_end
 
-        explicit = Path(options["--cluster"]) if "--cluster" in options else None
-        timeout = float(options.get("--timeout", DEFAULT_TIMEOUT))
+        timeout = options.timeout
         if agent == "codex":  # Codex kills a SessionEnd hook after END_TIMEOUT s
             from ..installers.clients import END_TIMEOUT
 
             timeout = min(timeout, END_TIMEOUT - END_MARGIN)
-        return session_end(call, explicit, timeout)
+        return session_end(call, options.cluster, timeout)
     from .text import person_only
 
-    refused = person_only(call)
+    refused = person_only(call) or _other_session(call, options)
     if refused:
         return BLOCK, refused
     if call.event in AFTER and not call.files:
-        if not _auto(options):
+        if not options.auto:
             return ALLOW, ""  # reads and test runs make a session's own plan only
         from .auto import after
 
@@ -128,13 +153,13 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
     try:
         cdir, plan, roster, identity, step = _context(call, options)
         auto = False
-        if _auto(options):
+        if options.auto:
             from .auto import working_plan
 
             session_plan = working_plan(cdir, call, plan)
             if session_plan is not None:
                 plan, auto = session_plan, True
-                me = options.get("--as") or roster.owner_of(plan_key(plan)) or ""
+                me = options.as_agent or roster.owner_of(plan_key(plan)) or ""
                 identity = cdir.identity(me)
         by_policy = _policy(call, cdir, blocked)
     except NoCluster as exc:
@@ -235,7 +260,7 @@ def _policy(call: ToolCall, cdir: ClusterDir, blocked: str) -> tuple[int, str] |
 
 
 def _context(
-    call: ToolCall, options: dict[str, str]
+    call: ToolCall, options: HookOptions
 ) -> tuple[ClusterDir, str | None, Roster, Identity, float]:
     """The cluster folder, the plan (None: none trusted), the roster, who to connect as, and
     the deadline per step. Raises PlanfenceError (NoCluster: none serves the call's folder)
@@ -243,27 +268,19 @@ def _context(
     from ..model.facts import plan_key
     from ..place.config import find_cluster, select_plan
 
-    cdir = find_cluster(
-        Path(options["--cluster"]) if "--cluster" in options else None, Path(call.cwd)
-    )
-    plan = options.get("--plan") or select_plan(cdir, call.session or None, call.agent_id)
+    cdir = find_cluster(options.cluster, Path(call.cwd))
+    plan = options.plan or select_plan(cdir, call.session or None, call.agent_id)
     roster = cdir.roster()
     me = (
-        options.get("--as")
+        options.as_agent
         or (roster.owner_of(plan_key(plan)) if plan else None)
         or roster.agents[0].name
     )
-    return (
-        cdir,
-        plan,
-        roster,
-        cdir.identity(me),
-        float(options.get("--timeout", DEFAULT_TIMEOUT)) / STEPS,
-    )
+    return cdir, plan, roster, cdir.identity(me), options.step
 
 
 def _unserved(
-    call: ToolCall, options: dict[str, str], exc: Exception, blocked: str
+    call: ToolCall, options: HookOptions, exc: Exception, blocked: str
 ) -> tuple[int, str]:
     """No cluster serves the call's folder. A worktree of a repository that uses PlanFence
     (its marker is in the common git dir) blocks with the step that joins it; another
@@ -276,12 +293,12 @@ def _unserved(
         from .text import join_message
 
         return BLOCK, join_message(call, root)
-    if options.get("--scope") == "user":
+    if options.scope == "user":
         return ALLOW, ""
     return BLOCK, f"{blocked}: {exc}"
 
 
-def _session_start(call: ToolCall, options: dict[str, str]) -> tuple[int, str] | Answer:
+def _session_start(call: ToolCall, options: HookOptions) -> tuple[int, str] | Answer:
     """Claude Code's SessionStart: join the session's worktree to its repository's cluster
     when the repository uses PlanFence and nothing serves the worktree yet (a worktree the
     agent created); in automatic mode, in a served worktree, start the session's plan and tell
@@ -292,13 +309,11 @@ def _session_start(call: ToolCall, options: dict[str, str]) -> tuple[int, str] |
     from ..place.paths import marker
 
     try:
-        cdir = find_cluster(
-            Path(options["--cluster"]) if "--cluster" in options else None, Path(call.cwd)
-        )
-        if _auto(options):
+        cdir = find_cluster(options.cluster, Path(call.cwd))
+        if options.auto:
             from .auto import session_start
 
-            return session_start(call, cdir, float(options.get("--timeout", DEFAULT_TIMEOUT)))
+            return session_start(call, cdir, options.timeout)
         return ALLOW, ""
     except NoCluster as exc:
         if exc.root is None or marker(exc.root) is None:
@@ -322,18 +337,44 @@ def cache_path(cluster: Path, plan: str) -> Path:
     return cluster / "run" / f"hook-{hashlib.blake2b(plan.encode(), digest_size=8).hexdigest()}"
 
 
-def _options(argv: list[str]) -> dict[str, str]:
-    """--name VALUE pairs; raises ValueError (the guard blocks) for anything else."""
+def _options(argv: list[str]) -> HookOptions:
+    """The options of `--name VALUE` pairs; raises ValueError (the guard blocks) for anything
+    else."""
     known = ("--cluster", "--plan", "--as", "--timeout", "--scope", "--mode")
     if len(argv) % 2 or any(argv[i] not in known for i in range(0, len(argv), 2)):
         raise ValueError(USAGE)
-    options = dict(zip(argv[::2], argv[1::2], strict=False))
-    if options.get("--mode", "explicit") not in ("auto", "explicit"):
+    given = dict(zip(argv[::2], argv[1::2], strict=False))
+    if given.get("--mode", "explicit") not in ("auto", "explicit"):
         raise ValueError(USAGE)
-    return options
+    return HookOptions(
+        cluster=Path(given["--cluster"]) if "--cluster" in given else None,
+        plan=given.get("--plan") or None,
+        as_agent=given.get("--as") or None,
+        timeout=float(given.get("--timeout", DEFAULT_TIMEOUT)),
+        scope=given.get("--scope", "project"),
+        mode=given.get("--mode", "explicit"),
+    )
 
 
-def _auto(options: dict[str, str]) -> bool:
-    """Automatic mode (`--mode auto`): a session without a trusted plan works under its own
-    plan, made from its reads and writes (`session`); else it is blocked."""
-    return options.get("--mode") == "auto" and "--plan" not in options
+def _other_session(call: ToolCall, options: HookOptions) -> str:
+    """The reason to block an agent's shell command that runs a workspace action on another
+    session than its own (`plans.access`: the rule every door applies), or "". A command on
+    its own session leaves a grant in the cluster folder, by which the command, run from
+    Claude Code's shell, knows which session runs it."""
+    if call.event != "PreToolUse" or call.command is None or call.tool == "apply_patch":
+        return ""
+    from ..plans.access import grant, named_session, shell_refusal
+
+    refused = shell_refusal(call.command, call.session or None)
+    if refused:
+        return f"PlanFence blocked {call.describe()}{call.subagent()}: {refused}"
+    named = named_session(call.command)
+    if named is not None:
+        from ...core.errors import PlanfenceError
+        from ..place.config import find_cluster
+
+        try:
+            grant(find_cluster(options.cluster, Path(call.cwd)).root, *named)
+        except (PlanfenceError, OSError):
+            pass  # no grant: the command refuses to act on the session, with its reason
+    return ""
