@@ -141,6 +141,11 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
         return _unserved(call, options, exc, blocked)
     except (PlanfenceError, ValueError, OSError) as exc:
         return BLOCK, f"{blocked}: {no_chores(str(exc))}"
+    from .guard import person_only_write
+
+    touched = person_only_write(call, cdir)  # the fence's own files: a person's, always
+    if touched:
+        return BLOCK, touched
     if by_policy is not None:
         return by_policy
     if plan is None:

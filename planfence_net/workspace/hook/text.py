@@ -119,3 +119,12 @@ def person_only(call: ToolCall) -> str:
         f"PlanFence blocked {call.describe()}{call.subagent()}: {flag} lowers the plan's fence and is the "
         f"user's decision, never the agent's. Do not try another way; ask the user."
     )
+
+
+def person_path_message(call: ToolCall, touched: str) -> str:
+    """Why a write to one of the fence's own files (`touched` names it) is blocked."""
+    return (
+        f"PlanFence blocked {call.describe()}{call.subagent()}: it would change {touched}, "
+        f"one of the fence's own files, which only a person may change (whatever the plan). "
+        f"Do not try another way; ask the user to make this change."
+    )

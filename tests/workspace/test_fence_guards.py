@@ -1,0 +1,117 @@
+"""The fence guards itself (issue 28, H4): with a fresh plan, an agent's tool or shell command
+that would change the cluster folder, the clients' hook settings or the git gate exits 2 with
+a reason saying a person must do it; the same session's ordinary writes, and reads of those
+files, still pass. Real hook processes against a real workspace owner."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from planfence_net.workspace.model.guarded import Guarded, shell_touches
+from support.workspace import git, make_repo, payload, run_hook, served
+
+AUTO = ("--mode", "auto")
+FILES = {"lib.py": "def f():\n    return 1\n", "main.py": "import lib\n"}
+PERSON = (
+    "one of the fence's own files, which only a person may change (whatever the plan). Do "
+    "not try another way; ask the user to make this change.\n"
+)
+
+
+def claude(repo: Path, tool: str, tool_input: dict[str, Any], n: int) -> dict[str, Any]:
+    return {
+        **payload("claude-read", repo),
+        "tool_name": tool,
+        "tool_input": tool_input,
+        "tool_use_id": f"toolu_{n:04}",
+    }
+
+
+def fresh_session(repo: Path) -> None:
+    """The session read lib.py: its plan is fresh, so only the fence's rule can block."""
+    data = claude(repo, "Read", {"file_path": str(repo / "lib.py")}, 0)
+    assert run_hook("claude", {**data, "hook_event_name": "PostToolUse"}, *AUTO) == (0, "")
+
+
+FILE_WRITES = [
+    ("Edit", ".planfence/cluster.toml", {"old_string": "[", "new_string": "["}),
+    ("Write", ".planfence/workspace.json", {"content": "{}"}),
+    ("Write", ".claude/settings.local.json", {"content": "{}"}),
+    ("MultiEdit", ".claude/settings.json", {"edits": []}),
+    ("Write", ".codex/hooks.json", {"content": "{}"}),
+    ("Write", ".git/hooks/pre-commit", {"content": "#!/bin/sh\n"}),
+    ("Edit", ".git/config", {"old_string": "[core]", "new_string": "[core]\nhooksPath=/x"}),
+    ("Write", ".githooks/pre-commit", {"content": "#!/bin/sh\n"}),  # core.hooksPath
+    ("Write", "alias/config", {"content": "[core]\n"}),  # a symlink to .git
+]
+SHELL_WRITES = [
+    "echo '[hook]' >> .planfence/cluster.toml",
+    "sed -i s/a/b/ .planfence/workspace.json",
+    "cp /dev/null .planfence/keys/ws.key",
+    "printf '{}' > .claude/settings.local.json",
+    "rm -rf .codex",
+    "cat x > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit",
+    "git config core.hooksPath /tmp/elsewhere",
+    "git -C . config diff.x.textconv 'sh -c id'",
+    "cd .git && echo x >> config",
+    "python3 -c \"open('.g''it/config','a').write('x')\"",
+    "tee .githooks/pre-commit < /dev/null",
+]
+
+
+def test_every_person_only_path_is_refused_to_an_agent_with_a_fresh_plan(
+    tmp_path: Path,
+) -> None:
+    repo = make_repo(tmp_path / "repo", FILES)
+    git(repo, "config", "core.hooksPath", ".githooks")
+    (repo / "alias").symlink_to(repo / ".git")
+    with served(repo):
+        fresh_session(repo)
+        for n, (tool, rel, extra) in enumerate(FILE_WRITES, start=1):
+            data = claude(repo, tool, {"file_path": str(repo / rel), **extra}, n)
+            code, reason = run_hook("claude", data, *AUTO)
+            assert code == 2, (rel, reason)
+            assert reason.startswith(f"PlanFence blocked {tool} of {repo / rel}: it would change ")
+            assert reason.endswith(PERSON)
+        for n, command in enumerate(SHELL_WRITES, start=100):
+            data = claude(repo, "Bash", {"command": command}, n)
+            code, reason = run_hook("claude", data, *AUTO)
+            assert code == 2 and reason.endswith(PERSON), (command, reason)
+        patch = "*** Begin Patch\n*** Add File: .git/hooks/post-checkout\n+x\n*** End Patch\n"
+        codex = payload("codex-apply-patch", repo, command=patch)
+        code, reason = run_hook("codex", codex, *AUTO)
+        assert code == 2 and reason.endswith(PERSON), reason
+        # The same session's ordinary work goes on: a write, a shell write, a look at .git.
+        for n, tool_input, tool in (
+            (200, {"file_path": str(repo / "main.py"), "content": "x\n"}, "Write"),
+            (201, {"command": "echo hi > out.txt && git add out.txt"}, "Bash"),
+            (202, {"command": "cat .git/config .planfence/cluster.toml"}, "Bash"),
+            (203, {"command": "git commit -qm x && git log --oneline"}, "Bash"),
+        ):
+            assert run_hook("claude", claude(repo, tool, tool_input, n), *AUTO) == (0, ""), tool
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["git add .gitignore .gitattributes", "cat .git/HEAD > head.txt", "echo .claude-notes > x"],
+)
+def test_names_that_only_look_like_the_fences_files_pass(command: str) -> None:
+    assert shell_touches(command, "/r", Guarded(("/r/.planfence",))) is None
+
+
+@pytest.mark.parametrize(
+    ("command", "touched"),
+    [
+        ("cp x /c/cluster/cluster.toml", "/c/cluster (/c/cluster)"),
+        ("git remote add evil ext::sh", "`git remote`"),
+        ("git init --template=/t", "`git init`"),
+        ("X=1 git config alias.x '!sh'", "`git config`"),
+        ("rm -rf ~/.claude/", ".claude/ (the Claude Code settings in .claude)"),
+    ],
+)
+def test_shell_forms_name_what_they_touch(command: str, touched: str) -> None:
+    found = shell_touches(command, "/r", Guarded(("/c/cluster",)))
+    assert found is not None and found.startswith(touched)
