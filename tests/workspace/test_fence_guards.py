@@ -10,10 +10,13 @@ from typing import Any
 
 import pytest
 
+from planfence_net.cluster.command import executable
 from planfence_net.workspace.model.guarded import Guarded, shell_touches
-from support.workspace import git, make_repo, payload, run_hook, served
+from planfence_net.workspace.plans.session import auto_plan
+from support.workspace import git, make_repo, payload, run_cli, run_hook, served, write
 
 AUTO = ("--mode", "auto")
+PLAN = auto_plan("9f2c6a1e-4b7d-4e0a-9c55-2f1d8e7b3a10")  # the recorded payloads' session
 FILES = {"lib.py": "def f():\n    return 1\n", "main.py": "import lib\n"}
 PERSON = (
     "one of the fence's own files, which only a person may change (whatever the plan). Do "
@@ -115,3 +118,78 @@ def test_names_that_only_look_like_the_fences_files_pass(command: str) -> None:
 def test_shell_forms_name_what_they_touch(command: str, touched: str) -> None:
     found = shell_touches(command, "/r", Guarded(("/c/cluster",)))
     assert found is not None and found.startswith(touched)
+
+
+def write_main(repo: Path, n: int, event: str = "PreToolUse") -> tuple[int, str]:
+    data = claude(repo, "Write", {"file_path": str(repo / "main.py"), "content": "x\n"}, n)
+    return run_hook("claude", {**data, "hook_event_name": event}, *AUTO)
+
+
+def read_lib(repo: Path, n: int) -> None:
+    data = claude(repo, "Read", {"file_path": str(repo / "lib.py")}, n)
+    assert run_hook("claude", {**data, "hook_event_name": "PostToolUse"}, *AUTO) == (0, "")
+
+
+def test_changed_again_stops_the_plans_writes_until_a_person_refreshes(tmp_path: Path) -> None:
+    """H8: after the one replan, a second change stops the plan; a re-read, round after
+    round, does not lift it, nor does a write that landed meanwhile; `workspace refresh`
+    (a person's) does."""
+    repo = make_repo(tmp_path / "repo", FILES)
+    with served(repo):
+        fresh_session(repo)
+        write(repo, {"lib.py": "v2\n"})
+        assert write_main(repo, 1)[0] == 2  # re-read lib.py, then retry
+        read_lib(repo, 2)  # the one replan
+        assert write_main(repo, 3) == (0, "")  # let through, lands later
+        write(repo, {"lib.py": "v3\n"})
+        code, reason = write_main(repo, 4)
+        stop_line = (
+            f"The plan's writes now stay blocked until the user re-bases it with "
+            f"`{executable()} workspace refresh {PLAN}` (never run it yourself); re-reading "
+            f"does not lift this."
+        )
+        assert code == 2 and reason.splitlines()[-2:] == [
+            "A file you already re-read has changed again: stop and report the drift above "
+            "to the user; do not retry this call and do not re-read again.",
+            stop_line,
+        ]
+        stopped = (
+            f"PlanFence blocked Write of {repo / 'main.py'}: plan '{PLAN}' changed again after "
+            f"its one replan, so it is stopped. {stop_line} Stop and report the drift to the "
+            f"user.\n"
+        )
+        for n in range(5, 11, 2):  # round after round: re-read, retry
+            read_lib(repo, n)
+            assert write_main(repo, n + 1) == (2, stopped)
+        assert write_main(repo, 3, "PostToolUse") == (0, "")  # the earlier write lands
+        assert write_main(repo, 20) == (2, stopped)
+        code, out, err = run_cli("workspace", "refresh", PLAN, "--yes", cwd=repo)
+        assert (code, err) == (0, ""), out
+        assert write_main(repo, 21) == (0, "")
+
+
+def test_an_explicit_plan_stops_too_until_a_person_starts_its_count_over(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", FILES)
+    with served(repo):
+        for _ in range(2):  # trust, drift, re-trust (its one replan), drift again
+            code, out, err = run_cli(
+                "workspace", "trust", "fix", "--read", "lib.py", "--target", "main.py",
+                "--lockfiles", "none", cwd=repo,
+            )  # fmt: skip
+            assert code == 0, out + err
+            write(repo, {"lib.py": out})
+        edit = claude(repo, "Write", {"file_path": str(repo / "main.py"), "content": "x"}, 1)
+        code, reason = run_hook("claude", edit)
+        assert code == 2 and "changed again" in reason
+        code, out, err = run_cli(
+            "workspace", "trust", "fix", "--read", "lib.py", "--target", "main.py",
+            "--lockfiles", "none", cwd=repo,
+        )  # fmt: skip
+        assert code == 0 and "(trust 3)" in out, out + err  # an agent may re-trust: no lift
+        assert run_hook("claude", edit)[1].endswith("Stop and report the drift to the user.\n")
+        code, out, err = run_cli(
+            "workspace", "trust", "fix", "--read", "lib.py", "--target", "main.py",
+            "--lockfiles", "none", "--fresh", cwd=repo,
+        )  # fmt: skip
+        assert code == 0 and "(trust 1)" in out, out + err
+        assert run_hook("claude", edit) == (0, "")

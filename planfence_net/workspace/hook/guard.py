@@ -7,7 +7,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ...cluster.folder import ClusterDir
+    from ..model.machine import Verdict
     from ..model.payload import ToolCall
 
 
@@ -25,3 +28,22 @@ def person_only_write(call: ToolCall, cdir: ClusterDir) -> str:
     guarded = guarded_paths(cdir.root, workspaces(cdir).values())
     touched = person_only_path(call, guarded, real_paths(call.cwd, call.files))
     return person_path_message(call, touched) if touched else ""
+
+
+def stopped_plan(call: ToolCall, cluster: Path, verdict: Verdict) -> str:
+    """After a check: stop the plan when it changed again (its block message says so), and
+    the reason to block a call of a plan stopped earlier that a person has not re-based
+    since (a re-read does not lift it), else ""."""
+    from ..model.machine import UNDECIDED
+    from ..place import stops
+
+    if verdict.level == UNDECIDED:
+        return ""  # blocked anyway, and its count is not known
+    if verdict.changed_again:
+        stops.stop(cluster, verdict.plan, verdict.trust)
+        return ""
+    if stops.lifted(cluster, verdict.plan, verdict.trust):
+        return ""
+    from .text import stopped_message
+
+    return stopped_message(call, verdict.plan)

@@ -80,7 +80,7 @@ class PlanWrites:
         agent just wrote (see `advance`). Exit 2 only shows the reason: the call already
         ran."""
         from ...core.errors import PlanfenceError
-        from ..place import inflight
+        from ..place import inflight, stops
 
         root, plan = self.root, self.plan
         note = (
@@ -96,7 +96,8 @@ class PlanWrites:
         cwd, files = note
         keys = file_keys(root, cwd, [f for f in files if f in call.files])
         try:
-            self.advance(keys, landed=True)
+            # A stopped plan's count stays: only a person's re-base lifts the stop (`stops`).
+            self.advance(keys, landed=not stops.stopped(root, plan))
         except (PlanfenceError, ValueError) as exc:
             return BLOCK, (
                 f"PlanFence could not record {call.describe()}{call.subagent()} in plan "

@@ -181,6 +181,11 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
     from ..plans.checklog import log_check
 
     log_check(cdir.root, roster, verdict, "hook", call)  # `workspace show` reads it back
+    from .guard import stopped_plan
+
+    halted = stopped_plan(call, cdir.root, verdict)  # changed again: until a person re-bases
+    if halted:
+        return BLOCK, halted
     if verdict.exit_code != 0:
         from ..place.config import bound_plan
 
