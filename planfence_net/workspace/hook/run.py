@@ -59,12 +59,13 @@ def main(
     stdout: IO[str] | None = None,
 ) -> int:
     """Run the hook on stdin; returns the exit code (0 allow, 2 block). Never raises."""
+    from .client import read_payload, write_answer
+
     try:
-        data = (stdin or sys.stdin.buffer).read()
+        data: bytes | BaseException = read_payload(stdin or sys.stdin.buffer)
     except BaseException as exc:
         data = exc
     result = decide(agent, argv, data)
-    from .client import write_answer
 
     write_answer(result.stderr, result.stdout, stderr, stdout)
     return result.code
@@ -72,10 +73,14 @@ def main(
 
 def decide(agent: str, argv: list[str], data: bytes | BaseException) -> Answer:
     """The hook's answer to one payload (`data`, or the error reading it); never raises:
-    anything unexpected blocks."""
+    anything unexpected blocks; a payload larger than `client.MAX_PAYLOAD` is refused unread."""
     try:
         if isinstance(data, BaseException):
             raise data
+        from .client import MAX_PAYLOAD, oversize
+
+        if len(data) > MAX_PAYLOAD:
+            return Answer(BLOCK, oversize())
         got = _run(agent, argv, data)
     except BaseException as exc:  # the one guard: anything unexpected blocks
         return Answer(

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -41,7 +42,7 @@ def add(
     folder = _folder(cluster, plan)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / _name(tool_use_id)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_text(
         json.dumps({"cwd": cwd, "files": list(files), "owner": owner, "time": time.time()})
     )

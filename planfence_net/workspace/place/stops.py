@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -24,7 +25,7 @@ def stop(cluster: Path, plan: str, trust: int) -> None:
     """Stop `plan`'s writes: it changed again at replan count `trust`."""
     path = _path(cluster, plan)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_text(json.dumps({"plan": plan, "trust": trust, "time": time.time()}))
     tmp.replace(path)
 
