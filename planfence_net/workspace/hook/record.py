@@ -24,6 +24,31 @@ def owner(call: ToolCall) -> str:
     return f"{call.session}/{call.agent_id or ''}"
 
 
+def expected(call: ToolCall, data: bytes) -> dict[str, str | None]:
+    """What the file-changing `call` (its payload `data`) makes of each of its files, as
+    `model.outcome.made` says from the files' content now (None: cannot be said)."""
+    import json
+    import os
+
+    from ..model.outcome import made
+
+    tool_input = json.loads(data).get("tool_input")
+    out: dict[str, str | None] = {}
+    for name in call.files:
+        before: bytes | None = None
+        if call.tool in ("Edit", "MultiEdit"):
+            try:
+                with open(os.path.join(call.cwd, name), "rb") as file:
+                    before = file.read()
+            except FileNotFoundError:
+                before = None
+            except OSError:
+                out[name] = None
+                continue
+        out[name] = made(call.tool, tool_input, name, before)
+    return out
+
+
 def file_keys(root: Path, cwd: str, files: list[str] | tuple[str, ...]) -> list[str]:
     """The file keys of `files` (relative to `cwd`) inside the cluster's worktrees."""
     from ...cluster.folder import ClusterDir

@@ -209,9 +209,10 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
         return Answer(*intents)
     if call.files and call.tool_use_id:
         from ..place import inflight
-        from .record import owner
+        from .record import expected, owner
 
-        inflight.add(cdir.root, plan, call.tool_use_id, call.cwd, call.files, owner(call))
+        made = expected(call, data)  # only what the call makes is ever taken for its own
+        inflight.add(cdir.root, plan, call.tool_use_id, call.cwd, call.files, owner(call), made)
     return Answer(*intents)  # allowed; other plans' intents on these files, on stdout
 
 
