@@ -1,7 +1,9 @@
 """The fence guards itself (issue 28, H4): with a fresh plan, an agent's tool or shell command
 that would change the cluster folder, the clients' hook settings or the git gate exits 2 with
 a reason saying a person must do it; the same session's ordinary writes, and reads of those
-files, still pass. Real hook processes against a real workspace owner."""
+files, still pass. And "once" enforced (H8): after a plan's one replan, a second change
+stops its writes, re-read or not, until a person re-bases it. Real hook processes against a
+real workspace owner."""
 
 from __future__ import annotations
 
@@ -170,26 +172,32 @@ def test_changed_again_stops_the_plans_writes_until_a_person_refreshes(tmp_path:
 
 def test_an_explicit_plan_stops_too_until_a_person_starts_its_count_over(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", FILES)
-    with served(repo):
-        for _ in range(2):  # trust, drift, re-trust (its one replan), drift again
-            code, out, err = run_cli(
-                "workspace", "trust", "fix", "--read", "lib.py", "--target", "main.py",
-                "--lockfiles", "none", cwd=repo,
-            )  # fmt: skip
-            assert code == 0, out + err
-            write(repo, {"lib.py": out})
-        edit = claude(repo, "Write", {"file_path": str(repo / "main.py"), "content": "x"}, 1)
+    edit = claude(repo, "Write", {"file_path": str(repo / "main.py"), "content": "x"}, 1)
+
+    def trust(*extra: str) -> str:
+        code, out, err = run_cli(
+            "workspace", "trust", "fix", "--read", "lib.py", "--target", "main.py",
+            "--lockfiles", "none", *extra, cwd=repo,
+        )  # fmt: skip
+        assert code == 0, out + err
+        return out
+
+    def changed_twice() -> None:  # drift, re-trust (its one replan), drift again
+        write(repo, {"lib.py": "v1\n"})
+        assert run_hook("claude", edit)[0] == 2
+        assert "(trust 2)" in trust()
+        write(repo, {"lib.py": "v2\n"})
         code, reason = run_hook("claude", edit)
         assert code == 2 and "changed again" in reason
-        code, out, err = run_cli(
-            "workspace", "trust", "fix", "--read", "lib.py", "--target", "main.py",
-            "--lockfiles", "none", cwd=repo,
-        )  # fmt: skip
-        assert code == 0 and "(trust 3)" in out, out + err  # an agent may re-trust: no lift
+
+    with served(repo):
+        trust()
+        changed_twice()
+        assert "(trust 3)" in trust()  # an agent may re-trust: it does not lift the stop
         assert run_hook("claude", edit)[1].endswith("Stop and report the drift to the user.\n")
-        code, out, err = run_cli(
-            "workspace", "trust", "fix", "--read", "lib.py", "--target", "main.py",
-            "--lockfiles", "none", "--fresh", cwd=repo,
-        )  # fmt: skip
-        assert code == 0 and "(trust 1)" in out, out + err
+        code, out, err = run_cli("workspace", "refresh", "fix", "--yes", cwd=repo)
+        assert (code, err) == (0, ""), out
+        assert run_hook("claude", edit) == (0, "")
+        changed_twice()
+        assert "(trust 1)" in trust("--fresh")  # a person's: starts the count over
         assert run_hook("claude", edit) == (0, "")

@@ -53,9 +53,8 @@ NAMED = (
 GIT_CONFIG_WRITERS = {
     "config": None,  # any form the read-only screen did not accept
     "remote": ("add", "set-url", "rename", "remove", "rm", "set-head", "set-branches"),
-    "submodule": ("add", "init", "sync", "deinit", "update"),
+    "submodule": ("add", "init", "sync", "deinit", "--init"),
     "init": ("--template", "--separate-git-dir"),
-    "worktree": ("add",),
 }
 _GIT_GLOBAL_WITH_VALUE = ("-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path")
 _SEPARATORS = frozenset((";", "&&", "||", "|", "&", "(", ")", "\n", "|&", ";;"))
