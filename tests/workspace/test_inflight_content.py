@@ -75,6 +75,29 @@ def test_the_change_a_call_makes_is_its_own_before_its_post_tool_use(tmp_path: P
         assert code == 2 and "lib.py" in reason
 
 
+def test_a_call_the_client_reports_failed_is_no_longer_in_flight(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", FILES)
+    notes = repo / ".planfence" / "run"
+    with served(repo):
+        read(repo, "main.py", 0)
+        content = {"file_path": str(repo / "main.py"), "content": "mine\n"}
+        assert call(repo, "PreToolUse", "Write", content, 1) == (0, "")
+        assert len(list(notes.glob("inflight-*/*.json"))) == 1
+        failure = {**payload("claude-read", repo), "session_id": "another session"}
+        failure.update(
+            hook_event_name="PostToolUseFailure",
+            tool_name="Write",
+            tool_input=content,
+            tool_use_id="toolu_0001",
+            error="EACCES",
+        )
+        assert run_hook("claude", failure, *AUTO)[0] == 0
+        assert len(list(notes.glob("inflight-*/*.json"))) == 1  # not that session's call
+        own = {**failure, "session_id": payload("claude-read", repo)["session_id"]}
+        assert run_hook("claude", own, *AUTO) == (0, "")
+        assert list(notes.glob("inflight-*/*.json")) == []
+
+
 @pytest.mark.parametrize(
     ("tool", "tool_input", "before", "after"),
     [

@@ -47,3 +47,22 @@ def stopped_plan(call: ToolCall, cluster: Path, verdict: Verdict) -> str:
     from .text import stopped_message
 
     return stopped_message(call, verdict.plan)
+
+
+def forget_failed(call: ToolCall, cluster: str | None) -> None:
+    """A call the client reports failed (Claude Code's PostToolUseFailure) made no change:
+    it is no longer in flight (`place.inflight`). Nothing to do without a cluster."""
+    if call.event != "PostToolUseFailure" or not call.tool_use_id:
+        return
+    from pathlib import Path
+
+    from ...core.errors import PlanfenceError
+    from ..place import inflight
+    from ..place.config import find_cluster
+    from .record import owner
+
+    try:
+        cdir = find_cluster(Path(cluster) if cluster else None, Path(call.cwd))
+    except (PlanfenceError, OSError):
+        return
+    inflight.failed(cdir.root, call.tool_use_id, owner(call))

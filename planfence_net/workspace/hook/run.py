@@ -115,6 +115,9 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
     if refused:
         return BLOCK, refused
     if call.event in AFTER and not call.files:
+        from .guard import forget_failed
+
+        forget_failed(call, options.get("--cluster"))  # a failed call is no longer in flight
         if not _auto(options):
             return ALLOW, ""  # reads and test runs make a session's own plan only
         from .auto import after

@@ -130,3 +130,17 @@ def mine(cluster: Path, plan: str, tool_use_id: str, owner: str) -> tuple[str, l
 def remove(cluster: Path, plan: str, tool_use_id: str) -> None:
     """The call's PostToolUse recorded it: it is no longer in flight."""
     (_folder(cluster, plan) / _name(tool_use_id)).unlink(missing_ok=True)
+
+
+def failed(cluster: Path, tool_use_id: str, owner: str) -> int:
+    """The call `tool_use_id` of `owner` failed (its client said so): it made no change, so
+    its notes, under whichever plan, are no longer in flight. Returns how many were removed."""
+    removed = 0
+    for path in (cluster / "run").glob(f"inflight-*/{_name(tool_use_id)}"):
+        try:
+            if json.loads(path.read_text())["owner"] == owner:
+                path.unlink()
+                removed += 1
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return removed
