@@ -101,7 +101,14 @@ def test_every_person_only_path_is_refused_to_an_agent_with_a_fresh_plan(
 
 @pytest.mark.parametrize(
     "command",
-    ["git add .gitignore .gitattributes", "cat .git/HEAD > head.txt", "echo .claude-notes > x"],
+    [
+        "git add .gitignore .gitattributes",
+        "cat .git/HEAD > head.txt",
+        "echo .claude-notes > x",
+        "grep -rl old --exclude-dir=.git . | xargs sed -i s/old/new/",
+        "find . -not -path './.git/*' -name '*.py' -exec sed -i s/a/b/ {} +",
+        "find . -path ./.git -prune -o -name '*.orig' -delete",
+    ],
 )
 def test_names_that_only_look_like_the_fences_files_pass(command: str) -> None:
     assert shell_touches(command, "/r", Guarded(("/r/.planfence",))) is None
@@ -115,6 +122,9 @@ def test_names_that_only_look_like_the_fences_files_pass(command: str) -> None:
         ("git init --template=/t", "`git init`"),
         ("X=1 git config alias.x '!sh'", "`git config`"),
         ("rm -rf ~/.claude/", ".claude/ (the Claude Code settings in .claude)"),
+        ("find . -path './.git/*' -delete", ".git/* (the git gate"),
+        ("find .git -name '*.sample' -exec mv {} x \\;", ".git (the git gate"),
+        ("tar xf evil.tar -C .git --exclude=x", ".git (the git gate"),
     ],
 )
 def test_shell_forms_name_what_they_touch(command: str, touched: str) -> None:

@@ -10,7 +10,8 @@ not proven read-only and names one of them, is blocked whether the plan is fresh
 For a shell command the rule is conservative by design: it does not parse what the command
 does, it looks for a person-only path anywhere in its text (quotes and backslashes removed, so
 `.g''it/config` is `.git/config`), as an operand, an option's value, a redirection target, a
-`cd`/`-C` folder, or inside a nested `sh -c '...'`; and it refuses the git subcommands that
+`cd`/`-C` folder, or inside a nested `sh -c '...'` (but not where it only leaves a folder
+out, `EXCLUDED`); and it refuses the git subcommands that
 write `.git/config` without naming it (`git config`, `git remote add`, ...). A command that
 passes the read-only screen (`reads.is_read_only`) is never asked: looking is always allowed.
 
@@ -48,6 +49,13 @@ NAMED = (
         ),
         "the git gate in .git (hooks, config)",
     ),
+)
+# Where a name only leaves a folder out (`grep -r --exclude-dir=.git`, `find . -not -path
+# './.git/*'`, `find . -path ./.git -prune`): such a mention is not a target.
+EXCLUDED = re.compile(
+    r"--(?:exclude-dir|exclude|ignore-dir)=\S+"
+    r"|(?:-not|!)\s+-(?:i?path|i?name)\s+\S+"
+    r"|-(?:i?path|i?name)\s+\S+\s+-prune(?![\w-])"
 )
 # git subcommands that write the repository's config (a hooks path, a driver) unnamed.
 GIT_CONFIG_WRITERS = {
@@ -96,7 +104,7 @@ def person_only_path(call: ToolCall, guarded: Guarded, real: dict[str, str]) -> 
 def shell_touches(command: str, cwd: str, guarded: Guarded) -> str | None:
     """The person-only path (or the git command writing one) the shell `command`, run in
     `cwd`, may write, or None; conservative (see the module doc)."""
-    text = command.translate(_QUOTING)
+    text = EXCLUDED.sub(" ", command.translate(_QUOTING))
     found = _named(text)
     if found:
         return found
