@@ -81,13 +81,21 @@ def test_block_reread_go_on_once(tmp_path: Path) -> None:
                 "- 1 previously inspected file changed: lib.py",
                 "A file you already re-read has changed again: stop and report the drift "
                 "above to the user; do not retry this call and do not re-read again.",
+                f"The plan's writes now stay blocked until the user re-bases it with "
+                f"`{executable()} workspace refresh {PLAN}` (never run it yourself); "
+                f"re-reading does not lift this.",
             )
             + "\n",
         )
         assert "changed again: stop and report" in reason
-        # The write that went through (its PostToolUse) starts the count over: per write.
+        # Stopped (issue 28, H8): the write that went through lands, but neither it nor a
+        # re-read starts the count over; only a person's refresh does.
         assert read(repo, "lib.py", 6) == (0, "")
         assert write_call(repo, "main.py", "PostToolUse", n=3) == (0, "")
+        assert check(repo)["trust"] == 3
+        assert write_call(repo, "main.py", n=7)[0] == 2
+        code, out, err = run_cli("workspace", "refresh", PLAN, "--yes", cwd=repo)
+        assert (code, err) == (0, ""), out
         assert check(repo)["trust"] == 1
         # Someone else edits the file the session wrote: critical, re-read it.
         write(repo, {"main.py": "someone else\n"})

@@ -52,7 +52,10 @@ def test_twenty_parallel_calls_of_one_plan_neither_block_nor_lose_an_advance(
         assert code == 0, out + err
 
         def call(i: int, event: str) -> dict[str, object]:
-            data = payload("claude-write", repo, file_path=str(repo / names[i]))
+            # the content the test then writes as the tool: only what a call makes is its own
+            data = payload(
+                "claude-write", repo, file_path=str(repo / names[i]), content=f"new {i}\n"
+            )
             return {**data, "hook_event_name": event, "tool_use_id": f"toolu_{i:02}"}
 
         # Edit i lands between its PreToolUse and PostToolUse; the odd calls' Pre hooks run

@@ -227,6 +227,8 @@ ENVIRONMENT_READERS = {
     # $PLANFENCE_CLUSTER; Path.cwd() only as the default of `start` (decide passes the cwd)
     "workspace/place/anchor.py": ["os.environ", "Path.cwd"],
     "workspace/place/paths.py": ["os.environ", "expanduser"],  # state_dir(): XDG_STATE_HOME, HOME
+    # the fence's own files: HOME, CODEX_HOME, XDG_CONFIG_HOME
+    "workspace/place/guarded.py": ["os.environ", "expanduser", "Path.home"],
 }
 NOT_REACHED = ("workspace/installers/", "workspace/hook/client.py")  # installers; the client itself
 

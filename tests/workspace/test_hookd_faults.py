@@ -232,9 +232,14 @@ def test_the_owner_caps_the_request(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", FILES)
     with served(repo):
         sock = hook_socket(repo)
-        for sent in (
-            b"x" * (70 * 1024),  # a header line longer than the cap
-            json.dumps({"v": 1}).encode() + b"\n" + b" " * (hookclient.MAX_PAYLOAD + 1),
+        refused = {"code": 2, "stderr": hookclient.oversize(), "stdout": ""}
+        for sent, answer in (
+            (b"x" * (70 * 1024), b""),  # a header line longer than the cap: closed unanswered
+            # a payload past the cap: refused with the reason, unparsed (issue 28, H9)
+            (
+                json.dumps({"v": 1}).encode() + b"\n" + b" " * (hookclient.MAX_PAYLOAD + 1),
+                json.dumps(refused).encode(),
+            ),
         ):
             got = b""
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
@@ -246,7 +251,7 @@ def test_the_owner_caps_the_request(tmp_path: Path) -> None:
                     got = conn.recv(65536)
                 except (BrokenPipeError, ConnectionResetError):
                     pass
-            assert got == b""  # closed unanswered
+            assert got == answer
         assert hook_calls(repo) == 0
 
 

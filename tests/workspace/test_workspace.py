@@ -11,6 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from planfence_net.cluster.command import executable
 from planfence_net.cluster.folder import ClusterDir
 from planfence_net.net.client import open_session
 from support.workspace import git, make_repo, payload, quiet, run_cli, run_hook, served, write
@@ -159,10 +160,13 @@ def test_a_second_drift_after_the_replan_is_changed_again(tmp_path: Path) -> Non
         )
         code, reason = run_hook("claude", payload("claude-edit", repo))
         assert code == 2
-        assert reason.endswith(
+        assert reason.splitlines()[-2:] == [
             "It changed again after the plan was already re-made once. "
-            "Stop: do not replan again; report the drift above to the user.\n"
-        )
+            "Stop: do not replan again; report the drift above to the user.",
+            "The plan's writes now stay blocked until the user re-bases it with "
+            f"`{executable()} workspace refresh auth-fix` (never run it yourself); "
+            "re-reading does not lift this.",
+        ]
         assert trust(repo, "--read", "auth.ts", "--fresh").startswith("trusted auth-fix (trust 1)")
 
 

@@ -243,6 +243,7 @@ def block_message(call: ToolCall, verdict: Verdict) -> str:
     from ...cluster.command import executable
     from ..model.machine import UNDECIDED
     from .text import block_message as trusted_message
+    from .text import stopped_line
 
     if verdict.level == UNDECIDED:
         return trusted_message(call, verdict)
@@ -258,6 +259,7 @@ def block_message(call: ToolCall, verdict: Verdict) -> str:
             "A file you already re-read has changed again: stop and report the drift above "
             "to the user; do not retry this call and do not re-read again."
         )
+        lines.append(stopped_line(plan))
         return "\n".join(lines)
     moved = [
         line

@@ -8,11 +8,14 @@ state directory, sends the payload, and prints the owner's answer, which the own
 with the same `hook.decide` (`hookd`). Where the fast path does not apply it runs today's
 in-process hook (`hook.main`) on the same bytes, so answers and messages stay the same:
 
-    - the options are not `--name VALUE` pairs of the hook's, or stdin is larger than
-      MAX_PAYLOAD, not a JSON object with an absolute `cwd`, or a SessionStart (the join);
+    - the options are not `--name VALUE` pairs of the hook's, or stdin is not a JSON object
+      with an absolute `cwd`, or a SessionStart (the join);
     - no cluster folder serves the call's folder, or the one found is refused (`anchor`);
     - no socket for that folder (no owner serves it, or its path is too long for AF_UNIX);
     - the owner answers "fallback" (its environment or installation differs from ours).
+
+A payload larger than MAX_PAYLOAD is refused (exit 2, `oversize`) before anything parses
+it, here, in the in-process hook and by the owner: the hook's work is bounded by its input.
 
 Once a socket is found the answer is the owner's or a block, never a fallback: a socket
 directory or socket that another user owns or that group or others may use, a peer running
@@ -20,8 +23,9 @@ as another user, a refused connection, no answer within `--timeout` (plus GRACE)
 or cut-off answer: each exits 2 with the reason. Never 1, never 0 without the owner's word.
 
 The wire (both ways one connection, one request): the request is one line of JSON (`v`,
-`agent`, `argv`, `cluster`, `exe`, `env`: what `decide` reads, `environment`) and then the payload's
-bytes up to end-of-stream; the answer is one JSON object, `{"code", "stderr", "stdout"}` or
+`agent`, `argv`, `cluster`, `exe`, `env`: what `decide` reads, `environment`; `left`: the
+seconds left of the client's deadline, after which the owner gives the call up) and then the
+payload's bytes up to end-of-stream; the answer is one JSON object, `{"code", "stderr", "stdout"}` or
 `{"fallback": why}`.
 """
 
@@ -45,7 +49,7 @@ if TYPE_CHECKING:
 
 VERSION = 1
 ALLOW, BLOCK = 0, 2
-MAX_PAYLOAD = 16 * 1024 * 1024  # larger payloads go in-process (and the owner refuses them)
+MAX_PAYLOAD = 1024 * 1024  # bytes of a hook payload, at most: larger ones are refused unread
 MAX_ANSWER = 1024 * 1024
 GRACE = 1.0  # seconds past --timeout the owner's own deadline may run over
 DEFAULT_TIMEOUT = 10.0  # hook.DEFAULT_TIMEOUT (equal: tests/workspace/test_hookd.py)
@@ -67,10 +71,17 @@ def socket_path(cluster: Path) -> Path:
 
 
 def environment() -> dict[str, str | None]:
-    """What `decide` reads from the environment, here: $PLANFENCE_CLUSTER and the state
-    directory ($XDG_STATE_HOME, else from $HOME). The owner answers only when its own are
-    the same (`tests/workspace/test_hookd.py` keeps this list complete)."""
-    return {ENV: os.environ.get(ENV), "state": str(state_dir())}
+    """What `decide` reads from the environment, here: $PLANFENCE_CLUSTER, the state
+    directory ($XDG_STATE_HOME, else from $HOME), and where the fence's own files are
+    (`place.guarded`: $HOME, $CODEX_HOME, $XDG_CONFIG_HOME). The owner answers only when its
+    own are the same (`tests/workspace/test_hookd.py` keeps this list complete)."""
+    return {
+        ENV: os.environ.get(ENV),
+        "state": str(state_dir()),
+        "home": str(Path.home()),
+        "CODEX_HOME": os.environ.get("CODEX_HOME"),
+        "XDG_CONFIG_HOME": os.environ.get("XDG_CONFIG_HOME"),
+    }
 
 
 def unsafe(path: Path, kind: int, others: int = 0o077) -> str | None:
@@ -93,9 +104,12 @@ def run(agent: str, argv: list[str], stdin: IO[bytes] | None = None) -> int:
     """Answer one hook call (see module doc) and print the answer; returns the exit code."""
     started = time.monotonic()
     try:
-        data = (stdin or sys.stdin.buffer).read()
+        data = read_payload(stdin or sys.stdin.buffer)
     except BaseException as exc:
         return _in_process(agent, argv, exc)
+    if len(data) > MAX_PAYLOAD:
+        write_answer(oversize(), "")
+        return BLOCK
     where = _route(argv, data)
     if where is None:
         return _in_process(agent, argv, data)
@@ -106,6 +120,25 @@ def run(agent: str, argv: list[str], stdin: IO[bytes] | None = None) -> int:
     code, err, out = answer
     write_answer(err, out)  # exactly as hook.main prints
     return code
+
+
+def read_payload(stream: IO[bytes]) -> bytes:
+    """Stdin up to MAX_PAYLOAD + 1 bytes (more means too large: the rest is read and
+    dropped, so the agent's write of it never fails)."""
+    data = stream.read(MAX_PAYLOAD + 1)
+    if len(data) > MAX_PAYLOAD:
+        while stream.read(1024 * 1024):
+            pass
+    return data
+
+
+def oversize() -> str:
+    """Why a payload larger than MAX_PAYLOAD is blocked, unread."""
+    return (
+        f"PlanFence blocked this call: its hook input is larger than {MAX_PAYLOAD} bytes, the "
+        f"most the hook reads, so it was refused unread. Make the change in smaller calls "
+        f"(a shorter command, a smaller write)."
+    )
 
 
 def write_answer(
@@ -131,7 +164,7 @@ def _route(argv: list[str], data: bytes) -> tuple[Path, Path, float] | None:
         timeout = float(options.get("--timeout", DEFAULT_TIMEOUT))
     except ValueError:
         return None
-    if not 0 < timeout < 3600 or len(data) > MAX_PAYLOAD:
+    if not 0 < timeout < 3600:
         return None
     try:
         call = json.loads(data)
@@ -178,6 +211,7 @@ def _ask(
         "cluster": str(cluster),
         "exe": sys.executable,
         "env": environment(),
+        "left": deadline - time.monotonic(),
     }
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:

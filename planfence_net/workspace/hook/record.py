@@ -24,6 +24,31 @@ def owner(call: ToolCall) -> str:
     return f"{call.session}/{call.agent_id or ''}"
 
 
+def expected(call: ToolCall, data: bytes) -> dict[str, str | None]:
+    """What the file-changing `call` (its payload `data`) makes of each of its files, as
+    `model.outcome.made` says from the files' content now (None: cannot be said)."""
+    import json
+    import os
+
+    from ..model.outcome import made
+
+    tool_input = json.loads(data).get("tool_input")
+    out: dict[str, str | None] = {}
+    for name in call.files:
+        before: bytes | None = None
+        if call.tool in ("Edit", "MultiEdit"):
+            try:
+                with open(os.path.join(call.cwd, name), "rb") as file:
+                    before = file.read()
+            except FileNotFoundError:
+                before = None
+            except OSError:
+                out[name] = None
+                continue
+        out[name] = made(call.tool, tool_input, name, before)
+    return out
+
+
 def file_keys(root: Path, cwd: str, files: list[str] | tuple[str, ...]) -> list[str]:
     """The file keys of `files` (relative to `cwd`) inside the cluster's worktrees."""
     from ...cluster.folder import ClusterDir
@@ -80,7 +105,7 @@ class PlanWrites:
         agent just wrote (see `advance`). Exit 2 only shows the reason: the call already
         ran."""
         from ...core.errors import PlanfenceError
-        from ..place import inflight
+        from ..place import inflight, stops
 
         root, plan = self.root, self.plan
         note = (
@@ -96,7 +121,8 @@ class PlanWrites:
         cwd, files = note
         keys = file_keys(root, cwd, [f for f in files if f in call.files])
         try:
-            self.advance(keys, landed=True)
+            # A stopped plan's count stays: only a person's re-base lifts the stop (`stops`).
+            self.advance(keys, landed=not stops.stopped(root, plan))
         except (PlanfenceError, ValueError) as exc:
             return BLOCK, (
                 f"PlanFence could not record {call.describe()}{call.subagent()} in plan "

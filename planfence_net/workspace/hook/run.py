@@ -85,12 +85,13 @@ def main(
     stdout: IO[str] | None = None,
 ) -> int:
     """Run the hook on stdin; returns the exit code (0 allow, 2 block). Never raises."""
+    from .client import read_payload, write_answer
+
     try:
-        data = (stdin or sys.stdin.buffer).read()
+        data: bytes | BaseException = read_payload(stdin or sys.stdin.buffer)
     except BaseException as exc:
         data = exc
     result = decide(agent, argv, data)
-    from .client import write_answer
 
     write_answer(result.stderr, result.stdout, stderr, stdout)
     return result.code
@@ -98,10 +99,14 @@ def main(
 
 def decide(agent: str, argv: list[str], data: bytes | BaseException) -> Answer:
     """The hook's answer to one payload (`data`, or the error reading it); never raises:
-    anything unexpected blocks."""
+    anything unexpected blocks; a payload larger than `client.MAX_PAYLOAD` is refused unread."""
     try:
         if isinstance(data, BaseException):
             raise data
+        from .client import MAX_PAYLOAD, oversize
+
+        if len(data) > MAX_PAYLOAD:
+            return Answer(BLOCK, oversize())
         got = _run(agent, argv, data)
     except BaseException as exc:  # the one guard: anything unexpected blocks
         return Answer(
@@ -135,6 +140,9 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
     if refused:
         return BLOCK, refused
     if call.event in AFTER and not call.files:
+        from .guard import forget_failed
+
+        forget_failed(call, options.cluster)  # a failed call is no longer in flight
         if not options.auto:
             return ALLOW, ""  # reads and test runs make a session's own plan only
         from .auto import after
@@ -166,6 +174,11 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
         return _unserved(call, options, exc, blocked)
     except (PlanfenceError, ValueError, OSError) as exc:
         return BLOCK, f"{blocked}: {no_chores(str(exc))}"
+    from .guard import person_only_write
+
+    touched = person_only_write(call, cdir)  # the fence's own files: a person's, always
+    if touched:
+        return BLOCK, touched
     if by_policy is not None:
         return by_policy
     if plan is None:
@@ -201,6 +214,11 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
     from ..plans.checklog import log_check
 
     log_check(cdir.root, roster, verdict, "hook", call)  # `workspace show` reads it back
+    from .guard import stopped_plan
+
+    halted = stopped_plan(call, cdir.root, verdict)  # changed again: until a person re-bases
+    if halted:
+        return BLOCK, halted
     if verdict.exit_code != 0:
         from ..place.config import bound_plan
 
@@ -219,9 +237,10 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
         return Answer(*intents)
     if call.files and call.tool_use_id:
         from ..place import inflight
-        from .record import owner
+        from .record import expected, owner
 
-        inflight.add(cdir.root, plan, call.tool_use_id, call.cwd, call.files, owner(call))
+        made = expected(call, data)  # only what the call makes is ever taken for its own
+        inflight.add(cdir.root, plan, call.tool_use_id, call.cwd, call.files, owner(call), made)
     return Answer(*intents)  # allowed; other plans' intents on these files, on stdout
 
 

@@ -34,6 +34,7 @@ def block_message(call: ToolCall, verdict: Verdict, session_bound: bool = False)
             "It changed again after the plan was already re-made once. Stop: do not "
             "replan again; report the drift above to the user."
         )
+        lines.append(stopped_line(plan))
     else:
         reread = ", ".join(verdict.reread)
         lines.append(
@@ -118,4 +119,36 @@ def person_only(call: ToolCall) -> str:
     return (
         f"PlanFence blocked {call.describe()}{call.subagent()}: {flag} lowers the plan's fence and is the "
         f"user's decision, never the agent's. Do not try another way; ask the user."
+    )
+
+
+def person_path_message(call: ToolCall, touched: str) -> str:
+    """Why a write to one of the fence's own files (`touched` names it) is blocked."""
+    return (
+        f"PlanFence blocked {call.describe()}{call.subagent()}: it would change {touched}, "
+        f"one of the fence's own files, which only a person may change (whatever the plan). "
+        f"Do not try another way; ask the user to make this change."
+    )
+
+
+def stopped_line(plan: str) -> str:
+    """What a stopped plan (changed again after its one replan) waits for, as said to the
+    model: a person's re-base, which no re-read replaces."""
+    import shlex
+
+    from ...cluster.command import executable
+
+    return (
+        f"The plan's writes now stay blocked until the user re-bases it with "
+        f"`{shlex.quote(executable())} workspace refresh {plan}` (never run it yourself); "
+        f"re-reading does not lift this."
+    )
+
+
+def stopped_message(call: ToolCall, plan: str) -> str:
+    """Why a write of a stopped plan is blocked (`place.stops`), fresh re-read or not."""
+    return (
+        f"PlanFence blocked {call.describe()}{call.subagent()}: plan {plan!r} changed again "
+        f"after its one replan, so it is stopped. {stopped_line(plan)} Stop and report the "
+        f"drift to the user."
     )

@@ -11,14 +11,18 @@ socket appears under its name only once it listens with its final mode (bound un
 temporary name, then renamed), and is removed when the owner stops.
 
 Per connection: the peer must run as this user (SO_PEERCRED, else the connection is closed
-unanswered, which the client reports as a block); the request is read within READ_TIMEOUT and
-at most `hookclient.MAX_PAYLOAD` bytes after its header line. A request this owner cannot
+unanswered, which the client reports as a block); the request is read within READ_TIMEOUT,
+and a payload larger than `hookclient.MAX_PAYLOAD` is refused with its reason (`oversize`)
+as soon as it grows past it, unparsed. A request this owner cannot
 answer exactly as the in-process hook would (another installation's `planfence`, another
 value of an environment variable `decide` reads, another cluster folder, another protocol
-version) gets `{"fallback": why}`. Otherwise `decide` runs in a worker thread, one call at a
-time (it writes files named after the process id, as every hook process does), and its
-answer is sent back. Each call is logged as a `hook` event with its exit code and how long
-`decide` took (`ms`).
+version) gets `{"fallback": why}`. Otherwise `decide` runs in a worker thread (at most
+WORKERS at once), concurrently with every other call: one slow or huge call never holds
+another session's (each writes its files under names unique to its thread). A call still
+unanswered when its client's deadline has passed (the request's `left` seconds, else its
+`--timeout` plus GRACE) is given up: the client has already blocked, so nothing is sent and
+it is logged as `hook_abandoned`. Each answered call is logged as a `hook` event with its
+exit code and how long `decide` took (`ms`).
 """
 
 from __future__ import annotations
@@ -39,10 +43,20 @@ import anyio
 from anyio.abc import SocketAttribute, SocketStream, TaskStatus
 
 from ...owners.logs import EventLog
-from ..hook.client import MAX_PAYLOAD, VERSION, environment, socket_path, unsafe
+from ..hook.client import (
+    DEFAULT_TIMEOUT,
+    GRACE,
+    MAX_PAYLOAD,
+    VERSION,
+    environment,
+    oversize,
+    socket_path,
+    unsafe,
+)
 
 READ_TIMEOUT = 30.0  # seconds for a client to send its request
 MAX_HEADER = 64 * 1024
+WORKERS = 32  # hook calls decided at once (threads; each mostly waits on the owners)
 TAKEOVER_POLL = 0.5  # seconds between a standing-by owner's tries at the socket's lock
 STANDBY = "another owner of this cluster serves it; standing by to take over"
 
@@ -131,12 +145,12 @@ async def _listen(
     os.replace(temporary, path)  # appears listening, 0600, or not at all
     inode = os.lstat(path).st_ino
     log.write("hookd", socket=str(path), serving=True)
-    one_at_a_time = anyio.Lock()
+    workers = anyio.CapacityLimiter(WORKERS)
     try:
         async with listener, anyio.create_task_group() as tg:
             report(path)
             await listener.serve(
-                lambda stream: _answer(stream, cluster, log, one_at_a_time), task_group=tg
+                lambda stream: _answer(stream, cluster, log, workers), task_group=tg
             )
     finally:
         try:
@@ -146,17 +160,21 @@ async def _listen(
             pass
 
 
-async def _answer(stream: SocketStream, cluster: Path, log: EventLog, lock: anyio.Lock) -> None:
+async def _answer(
+    stream: SocketStream, cluster: Path, log: EventLog, workers: anyio.CapacityLimiter
+) -> None:
     """Answer one connection; never raises (a failure closes it unanswered: the client
     blocks)."""
     try:
         async with stream:
-            await _answer_one(stream, cluster, log, lock)
+            await _answer_one(stream, cluster, log, workers)
     except Exception as exc:
         log.write("hookd_error", error=f"{type(exc).__name__}: {exc}")
 
 
-async def _answer_one(stream: SocketStream, cluster: Path, log: EventLog, lock: anyio.Lock) -> None:
+async def _answer_one(
+    stream: SocketStream, cluster: Path, log: EventLog, workers: anyio.CapacityLimiter
+) -> None:
     raw = stream.extra(SocketAttribute.raw_socket)
     creds = raw.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
     uid = int.from_bytes(creds[4:8], sys.byteorder)
@@ -168,6 +186,10 @@ async def _answer_one(stream: SocketStream, cluster: Path, log: EventLog, lock: 
         request = await _read(stream)
     if request is None:
         return
+    if request is TOO_LARGE:
+        log.write("hook_refused", reason="oversize", limit=MAX_PAYLOAD)
+        await _send(stream, {"code": 2, "stderr": oversize(), "stdout": ""})
+        return
     header, data = request
     why = _not_mine(header, cluster)
     if why is not None:
@@ -175,16 +197,39 @@ async def _answer_one(stream: SocketStream, cluster: Path, log: EventLog, lock: 
         return
     from ..hook.run import decide
 
-    async with lock:
-        started = time.perf_counter()
-        answer = await anyio.to_thread.run_sync(decide, header["agent"], header["argv"], data)
-        took = time.perf_counter() - started
+    started = time.perf_counter()
+    answer = None
+    with anyio.move_on_after(_left(header)):
+        answer = await anyio.to_thread.run_sync(
+            decide, header["agent"], header["argv"], data, abandon_on_cancel=True, limiter=workers
+        )
+    took = time.perf_counter() - started
+    if answer is None:  # the client's deadline passed: it blocked already
+        log.write("hook_abandoned", client=header["agent"], ms=round(took * 1000, 3))
+        return
     log.write("hook", client=header["agent"], code=answer.code, ms=round(took * 1000, 3))
     await _send(stream, {"code": answer.code, "stderr": answer.stderr, "stdout": answer.stdout})
 
 
+def _left(header: dict[str, Any]) -> float:
+    """Seconds until the client's deadline: its `left`, else its --timeout plus GRACE."""
+    left = header.get("left")
+    if isinstance(left, (int, float)) and not isinstance(left, bool):
+        return max(float(left), 0.0)
+    argv = header["argv"]
+    options = dict(zip(argv[::2], argv[1::2], strict=False))
+    try:
+        return float(options.get("--timeout", DEFAULT_TIMEOUT)) + GRACE
+    except ValueError:
+        return DEFAULT_TIMEOUT + GRACE
+
+
+TOO_LARGE: Any = object()  # `_read`'s answer for a payload past MAX_PAYLOAD
+
+
 async def _read(stream: SocketStream) -> tuple[dict[str, Any], bytes] | None:
-    """(header, payload) until the client's end of stream; None when malformed or too large."""
+    """(header, payload) until the client's end of stream; None when malformed, TOO_LARGE
+    as soon as the payload grows past MAX_PAYLOAD (the rest is not read)."""
     buffer = bytearray()
     header_end = -1
     try:
@@ -195,7 +240,7 @@ async def _read(stream: SocketStream) -> tuple[dict[str, Any], bytes] | None:
                 if header_end < 0 and len(buffer) > MAX_HEADER:
                     return None
             if len(buffer) > (header_end if header_end >= 0 else MAX_HEADER) + 1 + MAX_PAYLOAD:
-                return None
+                return TOO_LARGE if header_end >= 0 else None
     except (anyio.EndOfStream, anyio.BrokenResourceError):
         pass
     if header_end < 0:

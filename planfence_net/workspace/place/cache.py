@@ -5,6 +5,7 @@ Kept apart from the check's loop so a hook call that only records a read loads n
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 from ...core.answers import verified_records, verifier
@@ -25,7 +26,7 @@ def load_records(path: Path, roster: Roster) -> dict[bytes, Record]:
 
 def save_records(path: Path, records: list[Record]) -> None:
     """Cache `records` at `path` (atomically; a failure to write only costs speed)."""
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_bytes(pack([r.to_wire() for r in {r.id: r for r in records}.values()]))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 
 TYPE_CHECKING = False  # not `typing`'s: the hook's fast path imports this module (`hookclient`)
@@ -70,7 +71,7 @@ def _read(path: Path) -> dict[str, Any]:
 
 
 def _write(path: Path, value: dict[str, Any]) -> None:
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_text(json.dumps(value, indent=2) + "\n")
     tmp.replace(path)
 
@@ -143,7 +144,7 @@ def record_served(folder: Path, cluster: Path) -> Path:
     os.chmod(path.parent.parent, 0o700)
     os.chmod(path.parent, 0o700)
     value = {"path": os.path.realpath(folder), "cluster": os.path.realpath(cluster)}
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(json.dumps(value, indent=2) + "\n")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -83,7 +84,7 @@ def save_notes(cluster: Path, session: str | None, slot: str, notes: dict[str, f
         data = {}
     data = data if isinstance(data, dict) else {}
     data[slot] = {**load_notes(cluster, session, slot), **notes}
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_text(json.dumps(data))

@@ -1,0 +1,81 @@
+"""Where the fence's own files are on this machine (`model.guarded` says which writes touch
+them): the cluster folder, the user's state directory (hook sockets, served folders), each
+served worktree's client settings and git gate (its git dirs' `hooks/` and `config`, a
+`core.hooksPath` configured in them or in the user's git config), and the user's own client
+settings (`~/.claude/settings*.json`, $CODEX_HOME)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+from ..model.guarded import Guarded
+from .paths import git_dirs, state_dir
+
+_SECTION = re.compile(r"^\s*\[\s*([A-Za-z0-9.-]+)(?:\s+\"[^\"]*\")?\s*\]")
+_HOOKS_PATH = re.compile(r"^\s*hookspath\s*=\s*(.*?)\s*$", re.IGNORECASE)
+
+
+def guarded_paths(cluster: Path, worktrees: Iterable[Path]) -> Guarded:
+    """The person-only paths of the cluster folder `cluster` and its served `worktrees`,
+    each in its written and real form."""
+    home = Path.home()
+    found: list[Path] = [
+        cluster,
+        state_dir(),
+        home / ".claude" / "settings.json",
+        home / ".claude" / "settings.local.json",
+        Path(os.environ.get("CODEX_HOME") or home / ".codex"),
+    ]
+    user_configs = [home / ".gitconfig", _xdg_config() / "git" / "config"]
+    for root in worktrees:
+        found += [
+            root / ".claude" / "settings.json",
+            root / ".claude" / "settings.local.json",
+            root / ".codex",
+        ]
+        dirs = git_dirs(root)
+        configs = list(user_configs)
+        if dirs is not None:
+            own, common = dirs
+            found += [common / "hooks", common / "config", own / "config.worktree"]
+            configs += [common / "config", own / "config.worktree"]
+        found += [root / hooks for hooks in _hooks_paths(configs)]
+    paths: dict[str, None] = {}
+    for path in found:
+        written = os.path.normpath(os.path.abspath(os.path.expanduser(path)))
+        paths[written] = None
+        paths[os.path.realpath(written)] = None
+    return Guarded(tuple(paths))
+
+
+def real_paths(cwd: str, files: Iterable[str]) -> dict[str, str]:
+    """Each of `files` (relative to `cwd`) with its real absolute path (symlinks resolved)."""
+    return {name: os.path.realpath(os.path.join(cwd, name)) for name in files}
+
+
+def _hooks_paths(configs: Iterable[Path]) -> list[str]:
+    """The `core.hooksPath` values set in the git config files `configs` (unreadable ones are
+    passed over); a relative value is relative to the worktree, as git reads it."""
+    values = []
+    for config in configs:
+        try:
+            text = config.read_text(errors="replace")
+        except OSError:
+            continue
+        section = ""
+        for line in text.splitlines():
+            head = _SECTION.match(line)
+            if head:
+                section = head.group(1).lower()
+                continue
+            value = _HOOKS_PATH.match(line)
+            if section == "core" and value and value.group(1):
+                values.append(os.path.expanduser(value.group(1).strip('"')))
+    return values
+
+
+def _xdg_config() -> Path:
+    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
