@@ -10,8 +10,10 @@ Before each commit the hook runs `planfence hook git` in the worktree being comm
 refuses (exit 1, the reason on stderr) a commit that stages:
 
 - a target of a live plan of this worktree (a plan with a live intent on the file here)
-  whose check does not pass: the same drift summary the agents' hook prints, and what to do
-  (re-read, re-trust); after the re-trust the commit goes through;
+  whose check does not pass: the same drift summary the agents' hook prints, and the step that
+  fixes it (re-read, re-trust; for a HEAD or branch that moved past the plan, the person's
+  `workspace refresh`). Commits that record only what the plan holds moved HEAD inside it
+  (`advance.check_commits`): they never refuse the next commit;
 - a file of this repository that a plan of another worktree holds exclusively.
 
 It fails closed: an owner that cannot be asked, a plan that cannot be checked, or a worktree
@@ -185,7 +187,7 @@ def _check(cwd: Path, cluster: Path | None) -> tuple[int, str]:
     from ..model.facts import plan_key
     from ..place.config import NoCluster, find_cluster, locate, workspaces
     from ..place.paths import marker, worktree_root
-    from ..plans.check import run_check
+    from ..plans.advance import check_commits
     from ..plans.intentclient import collect
 
     root = worktree_root(cwd.resolve())
@@ -243,8 +245,13 @@ def _check(cwd: Path, cluster: Path | None) -> tuple[int, str]:
     for plan in plans:
         targets = sorted({i.file for i in got.intents if i.plan == plan and i.owner == here})
         owner = roster.owner_of(plan_key(plan)) or me
-        verdict = run_check(
-            roster, cdir.identity(owner), plan, addresses=addresses, timeout=CHECK_TIMEOUT
+        verdict = check_commits(
+            cdir.root,
+            roster,
+            cdir.identity(owner),
+            plan,
+            addresses=addresses,
+            timeout=CHECK_TIMEOUT,
         )
         if verdict.exit_code == 0:
             continue
@@ -255,28 +262,46 @@ def _check(cwd: Path, cluster: Path | None) -> tuple[int, str]:
 
 def stale_lines(plan: str, shown: str, verdict: Verdict) -> list[str]:
     """Why the staged files `shown`, targets of `plan`, cannot be committed: the drift
-    summary the agents' hook prints, and what to do."""
+    summary the agents' hook prints, and what fixes it: a re-read of the files it names
+    (then, for a trusted plan, its re-trust), and for a repository, branch or HEAD that moved
+    past what the plan holds (commits that bring in other content, a switch), the person's
+    `workspace refresh`, which a re-read cannot replace."""
     if verdict.level == "undecided":
         return [f"{shown}: cannot validate plan {plan!r}: {verdict.detail}."]
+    from ...cluster.command import executable
     from ..plans.session import PREFIX
 
     reread = ", ".join(verdict.reread)
+    moved = any(ln.startswith(MOVED) for ln in verdict.lines)
+    then = []
     if plan.startswith(PREFIX):  # a session's automatic plan: its re-read records the files
-        then = (
-            f"Re-read {reread} in the agent's session (with Read, or cat in the shell), then "
-            f"commit again."
-            if reread
-            else "Re-check the workspace in the agent's session, then commit again."
+        if reread:
+            then.append(
+                f"Re-read {reread} in the agent's session (with Read, or cat in the shell)"
+                + (", then commit again." if not moved else ".")
+            )
+    elif reread or not moved:
+        then.append(
+            (f"Re-read {reread}, then" if reread else "Re-check the workspace, then")
+            + f" re-trust the plan (planfence workspace trust {plan} ...) and commit again."
         )
-    else:
-        then = (
-            f"Re-read {reread}, then" if reread else "Re-check the workspace, then"
-        ) + f" re-trust the plan (planfence workspace trust {plan} ...) and commit again."
+    if moved:
+        what = "HEAD" if not any(ln.startswith(MOVED[:2]) for ln in verdict.lines) else "The branch"
+        then.append(
+            f"{what} moved past what the plan holds: re-reading cannot fix that. Check the "
+            f"commits, then re-base the plan with `{shlex.quote(executable())} workspace "
+            f"refresh {plan}` and commit again."
+        )
+    if not then:
+        then.append("Re-check the workspace in the agent's session, then commit again.")
     return [
         f"{shown} is a target of plan {plan!r}, which is stale ({verdict.level} drift).",
         *verdict.lines,
-        then,
+        *then,
     ]
+
+
+MOVED = ("- Repository changed", "- Branch changed", "- HEAD changed")
 
 
 def refusal(lines: list[str]) -> str:

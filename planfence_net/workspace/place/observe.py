@@ -305,6 +305,27 @@ def run_git(cwd: Path, *args: str) -> str:
     return proc.stdout
 
 
+def commit_changes(root: Path, old: str | None, new: str) -> dict[str, str | None]:
+    """The files under `root` (a worktree or a folder of it) whose content differs between
+    commits `old` (None: an unborn branch, the empty tree) and `new`: path relative to `root`
+    -> its hash in `new` as `Observer` writes it ("git:<blob id>"), or None where `new` has
+    none. Raw `diff-tree` output only: no textconv, external diff or pager runs. Raises
+    ConfigError when git cannot tell (a commit that is gone, not a repository)."""
+    base = old or run_git(root, "hash-object", "-t", "tree", "--stdin").strip()
+    out = run_git(
+        root, "diff-tree", "-r", "-z", "--no-renames", "--relative", "--no-commit-id", base, new
+    )
+    fields = out.split("\0")
+    changed: dict[str, str | None] = {}
+    for meta, path in zip(fields[::2], fields[1::2], strict=False):
+        parts = meta.lstrip(":").split()
+        if len(parts) < 5:
+            raise ConfigError(f"git diff-tree printed {meta!r}")
+        blob = parts[3]
+        changed[printable(path)] = None if parts[4] == "D" else "git:" + blob
+    return changed
+
+
 def find_git(root: Path) -> GitDirs | None:
     """The git directories of the worktree at `root`, or None when it is not in a git repo."""
     if not root.is_dir():

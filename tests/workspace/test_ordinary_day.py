@@ -1,0 +1,94 @@
+"""An ordinary day with PlanFence, as real processes (a served worktree, the agent's hook, the
+git gate): commits of what a session's plan holds move HEAD inside the plan; a commit that
+brings in other content is drift, named; the commit gate's advice names the step that fixes
+what it refuses."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from planfence_net.cluster.command import executable
+from support.auto_hook import AUTO, PLAN, claude, read, write_call
+from support.workspace import git, make_repo, run_cli, run_hook, served, write
+
+FILES = {"lib.py": "def f():\n    return 1\n", "main.py": "import lib\n"}
+BYPASS = "To commit anyway, `git commit --no-verify` skips this check: that is your decision."
+
+
+def commit(root: Path, *paths: str) -> tuple[int, str]:
+    """`git add PATHS` (all when none) and `git commit`; returns (exit code, stderr)."""
+    git(root, "add", *(paths or ("-A",)))
+    proc = subprocess.run(
+        ["git", "commit", "-q", "-m", "change"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return proc.returncode, proc.stderr
+
+
+def bash(repo: Path, command: str, event: str = "PreToolUse", n: int = 2) -> tuple[int, str]:
+    data = claude(event, "Bash", {"command": command, "description": "run"}, repo, n)
+    return run_hook("claude", data, *AUTO)
+
+
+def edit(repo: Path, rel: str, text: str, n: int) -> None:
+    """The agent's Write of `rel`: let through, landed, recorded."""
+    assert write_call(repo, rel, n=n) == (0, "")
+    write(repo, {rel: text})
+    assert write_call(repo, rel, "PostToolUse", n=n) == (0, "")
+
+
+def test_commits_of_the_sessions_own_work_never_stop_it(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", FILES)
+    with served(repo):
+        assert run_cli("hook", "install", "git", "--project", repo)[0] == 0
+        assert read(repo, "lib.py") == (0, "")
+        edit(repo, "main.py", "import lib\nlib.f()\n", 1)
+        assert commit(repo) == (0, "")  # the person commits the agent's edit
+        edit(repo, "main.py", "import lib\nprint(lib.f())\n", 3)
+        assert commit(repo) == (0, "")  # no refusal at the next commit either
+        assert bash(repo, "git commit -qam wip", n=4) == (0, "")  # the agent's own commit
+        edit(repo, "lib.py", "def f():\n    return 2\n", 5)
+        git(repo, "commit", "-qam", "by the agent")  # what the Bash call runs
+        edit(repo, "main.py", "import lib\n", 6)
+        assert commit(repo) == (0, "")
+        # A commit that brings in another agent's change: blocked, naming it.
+        write(repo, {"other.py": "x = 1\n"})
+        git(repo, "add", "other.py")
+        git(repo, "commit", "-qm", "another agent")
+        code, reason = write_call(repo, "main.py", n=7)
+        assert code == 2
+        lines = reason.splitlines()
+        assert lines[2].startswith("- HEAD changed: ")
+        assert lines[3] == "- The new HEAD brings in content this plan does not hold: other.py"
+        assert lines[-1] == (
+            "The branch or HEAD changed: stop and tell the user. Only the user can re-base "
+            f"this plan on it, with `{executable()} workspace refresh {PLAN}` (never run it "
+            "yourself)."
+        )
+
+
+def test_the_gate_refusing_a_moved_head_names_refresh(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", FILES)
+    with served(repo):
+        assert run_cli("hook", "install", "git", "--project", repo)[0] == 0
+        edit(repo, "main.py", "import lib\nlib.f()\n", 1)
+        write(repo, {"other.py": "x = 1\n"})
+        assert commit(repo, "other.py") == (0, "")  # not a target: the gate lets it through
+        code, err = commit(repo, "main.py")
+        assert code == 1
+        lines = err.splitlines()
+        assert lines[1] == f"main.py is a target of plan '{PLAN}', which is stale (critical drift)."
+        assert lines[4] == "- The new HEAD brings in content this plan does not hold: other.py"
+        assert lines[-2] == (
+            f"HEAD moved past what the plan holds: re-reading cannot fix that. Check the "
+            f"commits, then re-base the plan with `{executable()} workspace refresh {PLAN}` "
+            f"and commit again."
+        )
+        assert lines[-1] == BYPASS
+        code, out, err = run_cli("workspace", "refresh", PLAN, "--yes", cwd=repo)
+        assert code == 0, out + err
+        assert commit(repo, "main.py") == (0, "")
