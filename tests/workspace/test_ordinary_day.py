@@ -9,8 +9,8 @@ import subprocess
 from pathlib import Path
 
 from planfence_net.cluster.command import executable
-from support.auto_hook import AUTO, PLAN, claude, read, write_call
-from support.workspace import git, make_repo, run_cli, run_hook, served, write
+from support.auto_hook import AUTO, PLAN, SESSION, claude, read, write_call
+from support.workspace import git, make_repo, run_cli, run_hook, run_hook_output, served, write
 
 FILES = {"lib.py": "def f():\n    return 1\n", "main.py": "import lib\n"}
 BYPASS = "To commit anyway, `git commit --no-verify` skips this check: that is your decision."
@@ -92,3 +92,37 @@ def test_the_gate_refusing_a_moved_head_names_refresh(tmp_path: Path) -> None:
         code, out, err = run_cli("workspace", "refresh", PLAN, "--yes", cwd=repo)
         assert code == 0, out + err
         assert commit(repo, "main.py") == (0, "")
+
+
+def session_start(repo: Path, session: str = SESSION) -> None:
+    """Claude Code's SessionStart of `session` in `repo`, as a fresh hook process."""
+    start = {
+        "session_id": session,
+        "transcript_path": None,
+        "cwd": str(repo),
+        "hook_event_name": "SessionStart",
+        "source": "startup",
+    }
+    code, out, err = run_hook_output("claude", start, *AUTO)
+    assert (code, err) == (0, ""), out
+
+
+def test_a_shared_plan_never_captures_a_session_that_started_its_own(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {**FILES, "README.md": "hi\n"})
+    with served(repo):
+        # A plan trusted without a session (by a person, an agent's shell, `mcp serve`).
+        code, out, err = run_cli("workspace", "trust", "shared", "--read", "README.md", cwd=repo)
+        assert code == 0, out + err
+        session_start(repo)  # the session starts its own plan all the same
+        assert read(repo, "lib.py") == (0, "")  # recorded in the session's plan
+        write(repo, {"lib.py": "def f():\n    return 2\n"})  # another process
+        code, reason = write_call(repo, "main.py")
+        assert code == 2 and f"plan '{PLAN}'" in reason, reason
+        assert "- 1 previously inspected file changed: lib.py" in reason
+        # The shared plan is not this session's, nor its subagent's: its drift stops neither.
+        assert read(repo, "lib.py", 3) == (0, "")
+        write(repo, {"README.md": "changed\n"})
+        assert write_call(repo, "main.py") == (0, "")
+        tool = {"file_path": str(repo / "main.py"), "content": ""}
+        task = {**claude("PreToolUse", "Write", tool, repo, 9), "agent_id": "sub1"}
+        assert run_hook_output("claude", task, *AUTO)[::2] == (0, "")
