@@ -5,8 +5,12 @@ what it refuses."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from planfence_net.cluster.command import executable
 from support.auto_hook import AUTO, PLAN, SESSION, claude, read, write_call
@@ -85,8 +89,8 @@ def test_the_gate_refusing_a_moved_head_names_refresh(tmp_path: Path) -> None:
         assert lines[4] == "- The new HEAD brings in content this plan does not hold: other.py"
         assert lines[-2] == (
             f"HEAD moved past what the plan holds: re-reading cannot fix that. Check the "
-            f"commits, then re-base the plan with `{executable()} workspace refresh {PLAN}` "
-            f"and commit again."
+            f"commits, then re-base the plan with `planfence workspace refresh {PLAN}` and "
+            f"commit again."
         )
         assert lines[-1] == BYPASS
         code, out, err = run_cli("workspace", "refresh", PLAN, "--yes", cwd=repo)
@@ -126,3 +130,46 @@ def test_a_shared_plan_never_captures_a_session_that_started_its_own(tmp_path: P
         tool = {"file_path": str(repo / "main.py"), "content": ""}
         task = {**claude("PreToolUse", "Write", tool, repo, 9), "agent_id": "sub1"}
         assert run_hook_output("claude", task, *AUTO)[::2] == (0, "")
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh HOME (the user's Claude Code settings and PlanFence's served records)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_STATE_HOME", raising=False)
+    return home
+
+
+def claude_status(repo: Path) -> tuple[int, dict[str, Any]]:
+    code, out, err = run_cli("hook", "status", "claude", "--project", repo, "--json")
+    assert err == "", err
+    [found] = json.loads(out)["agents"]
+    return code, found
+
+
+def test_hook_status_is_active_only_where_an_owner_serves(tmp_path: Path, home: Path) -> None:
+    repo = make_repo(tmp_path / "repo", FILES)
+    serve = f"planfence workspace serve {repo}"
+    code, out, err = run_cli("hook", "install", "claude", "--project", repo)
+    assert code == 0, out + err
+    assert err == (
+        f"warning: no workspace owner serves {repo}: every write there will be blocked\n"
+        f"  to activate: {serve}\n"
+    )
+    code, found = claude_status(repo)
+    assert (code, found["state"], found["active"], found["step"]) == (
+        1,
+        "not served",
+        False,
+        serve,
+    )
+    with served(repo):
+        code, found = claude_status(repo)
+        assert (code, found["state"]) == (0, "active"), found
+        code, out, err = run_cli("hook", "install", "claude", "--project", repo)
+        assert (code, err) == (0, ""), out + err
+    code, found = claude_status(repo)  # its folder is there, its owner is not
+    assert (code, found["state"], found["step"]) == (1, "not served", serve)
+    assert found["detail"].startswith(f"the workspace owner ws of {repo} does not answer (")

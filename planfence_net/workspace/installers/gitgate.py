@@ -262,42 +262,49 @@ def _check(cwd: Path, cluster: Path | None) -> tuple[int, str]:
 
 def stale_lines(plan: str, shown: str, verdict: Verdict) -> list[str]:
     """Why the staged files `shown`, targets of `plan`, cannot be committed: the drift
-    summary the agents' hook prints, and what fixes it: a re-read of the files it names
-    (then, for a trusted plan, its re-trust), and for a repository, branch or HEAD that moved
-    past what the plan holds (commits that bring in other content, a switch), the person's
-    `workspace refresh`, which a re-read cannot replace."""
+    summary the agents' hook prints, and what fixes it. A trusted plan: the re-read of the
+    files it names, then its re-trust (which also re-bases it on the current branch and
+    HEAD). A session's automatic plan: the re-read in the agent's session, and for a
+    repository, branch or HEAD that moved past what the plan holds (commits that bring in
+    other content, a switch) the person's `workspace refresh`, which no re-read replaces."""
     if verdict.level == "undecided":
         return [f"{shown}: cannot validate plan {plan!r}: {verdict.detail}."]
-    from ...cluster.command import executable
     from ..plans.session import PREFIX
 
     reread = ", ".join(verdict.reread)
-    moved = any(ln.startswith(MOVED) for ln in verdict.lines)
-    then = []
-    if plan.startswith(PREFIX):  # a session's automatic plan: its re-read records the files
-        if reread:
-            then.append(
-                f"Re-read {reread} in the agent's session (with Read, or cat in the shell)"
-                + (", then commit again." if not moved else ".")
-            )
-    elif reread or not moved:
-        then.append(
+    if not plan.startswith(PREFIX):
+        then = [
             (f"Re-read {reread}, then" if reread else "Re-check the workspace, then")
             + f" re-trust the plan (planfence workspace trust {plan} ...) and commit again."
-        )
-    if moved:
-        what = "HEAD" if not any(ln.startswith(MOVED[:2]) for ln in verdict.lines) else "The branch"
-        then.append(
-            f"{what} moved past what the plan holds: re-reading cannot fix that. Check the "
-            f"commits, then re-base the plan with `{shlex.quote(executable())} workspace "
-            f"refresh {plan}` and commit again."
-        )
-    if not then:
-        then.append("Re-check the workspace in the agent's session, then commit again.")
+        ]
+    else:  # a session's automatic plan: its re-read records the files
+        then = moved_lines(plan, verdict)
+        if reread:
+            then.insert(
+                0,
+                f"Re-read {reread} in the agent's session (with Read, or cat in the shell)"
+                + (", then commit again." if not then else "."),
+            )
+        if not then:
+            then.append("Re-check the workspace in the agent's session, then commit again.")
     return [
         f"{shown} is a target of plan {plan!r}, which is stale ({verdict.level} drift).",
         *verdict.lines,
         *then,
+    ]
+
+
+def moved_lines(plan: str, verdict: Verdict) -> list[str]:
+    """The step for a repository, branch or HEAD that moved past what automatic plan `plan`
+    holds (no line when none did): only the person's `workspace refresh` re-bases it."""
+    lines = [ln for ln in verdict.lines if ln.startswith(MOVED)]
+    if not lines:
+        return []
+    what = "HEAD" if all(ln.startswith(MOVED[-1]) for ln in lines) else "The branch"
+    return [
+        f"{what} moved past what the plan holds: re-reading cannot fix that. Check the "
+        f"commits, then re-base the plan with `planfence workspace refresh {plan}` and commit "
+        f"again."
     ]
 
 
