@@ -173,3 +173,28 @@ def test_hook_status_is_active_only_where_an_owner_serves(tmp_path: Path, home: 
     code, found = claude_status(repo)  # its folder is there, its owner is not
     assert (code, found["state"], found["step"]) == (1, "not served", serve)
     assert found["detail"].startswith(f"the workspace owner ws of {repo} does not answer (")
+
+
+def test_serve_refuses_a_missing_path_and_joins_a_subfolder_to_its_repository(
+    tmp_path: Path, home: Path
+) -> None:
+    repo = make_repo(tmp_path / "repo", {**FILES, "src/app.py": "x = 1\n"})
+    typo = tmp_path / "rpeo"
+    assert run_cli("workspace", "serve", typo) == (
+        1,
+        "",
+        f"error: {typo} does not exist: nothing to serve (check the path)\n",
+    )
+    assert not typo.exists()
+    assert run_cli("workspace", "serve", repo / "lib.py")[::2] == (
+        1,
+        f"error: {repo / 'lib.py'} is not a folder: serve the folder that holds it\n",
+    )
+    with served(repo):
+        pass  # the repository is served (and uses PlanFence) from now on
+    with served(repo / "src") as line:  # a subfolder joins it: one cluster, the whole repo
+        assert f" serving {repo} on " in line, line
+        assert line.endswith(f"(cluster folder {repo / '.planfence'})\n"), line
+        assert not (repo / "src" / ".planfence").exists()
+        assert read(repo, "src/app.py") == (0, "")
+        assert write_call(repo, "lib.py") == (0, "")  # the rest of the repo is the same plan's
