@@ -6,7 +6,10 @@ what it refuses."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +17,17 @@ import pytest
 
 from planfence_net.cluster.command import executable
 from support.auto_hook import AUTO, PLAN, SESSION, claude, read, write_call
-from support.workspace import git, make_repo, run_cli, run_hook, run_hook_output, served, write
+from support.cluster import PLANFENCE
+from support.workspace import (
+    git,
+    make_repo,
+    run_cli,
+    run_hook,
+    run_hook_output,
+    served,
+    stop,
+    write,
+)
 
 FILES = {"lib.py": "def f():\n    return 1\n", "main.py": "import lib\n"}
 BYPASS = "To commit anyway, `git commit --no-verify` skips this check: that is your decision."
@@ -198,3 +211,47 @@ def test_serve_refuses_a_missing_path_and_joins_a_subfolder_to_its_repository(
         assert not (repo / "src" / ".planfence").exists()
         assert read(repo, "src/app.py") == (0, "")
         assert write_call(repo, "lib.py") == (0, "")  # the rest of the repo is the same plan's
+
+
+@contextmanager
+def served_without_root_reads(repo: Path) -> Iterator[None]:
+    """`workspace serve REPO` as a real process that file permissions bind: as root, without
+    the capabilities that let root read any file (setpriv drops them before the exec)."""
+    prefix = []
+    if os.geteuid() == 0:
+        prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
+    proc = subprocess.Popen(
+        [*prefix, str(PLANFENCE), "workspace", "serve", str(repo)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert "serving" in line, line + proc.stdout.read()
+        yield
+    finally:
+        stop(proc)
+
+
+def test_an_unreadable_file_is_refused_with_its_reason_and_its_changes_show(
+    tmp_path: Path,
+) -> None:
+    repo = make_repo(tmp_path / "repo", {**FILES, "secret.txt": "one\n"})
+    (repo / "secret.txt").chmod(0)
+    with served_without_root_reads(repo):
+        code, out, err = run_cli("workspace", "trust", "p", "--read", "secret.txt", cwd=repo)
+        assert (code, out, err) == (
+            1,
+            "",
+            "error: declared file refused by its owner: ws:secret.txt (cannot read it: "
+            "Permission denied)\n",
+        )
+        # A session that read it (as its agent could, another user) sees its next change.
+        assert read(repo, "secret.txt") == (0, "")
+        assert write_call(repo, "main.py") == (0, "")
+        (repo / "secret.txt").write_text("two\n")  # the owner still cannot read it
+        code, reason = write_call(repo, "main.py", n=2)
+        assert code == 2 and "- 1 previously inspected file changed: secret.txt" in reason
