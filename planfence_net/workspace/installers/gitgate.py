@@ -142,8 +142,9 @@ class GateStatus:
 
 
 def status(project: Path) -> GateStatus:
-    """Whether our pre-commit hook is installed, executable, and names a `planfence` that
-    exists."""
+    """Whether our pre-commit hook is installed, executable, names a `planfence` that
+    exists, and a workspace owner serves the repository's worktree (`status.serving`:
+    without one, every commit of a repository that uses PlanFence is refused)."""
     from .clients import project_root
 
     hooks = hooks_dir(project_root(project))
@@ -156,6 +157,13 @@ def status(project: Path) -> GateStatus:
     exe = shlex.split(line.removesuffix(" || exit $?"))[0]
     if not os.access(exe, os.X_OK):
         return GateStatus(path, False, f"{exe} cannot start; planfence hook install git")
+    from .status import serving
+
+    words = shlex.split(line.removesuffix(" || exit $?"))
+    given = Path(words[words.index("--cluster") + 1]) if "--cluster" in words[:-1] else None
+    unserved = serving(project_root(project), given, "every commit there will be refused")
+    if unserved:
+        return GateStatus(path, False, f"{unserved[0]}; {unserved[1]}")
     chained = hooks / CHAINED
     tail = f", then {chained}" if chained.exists() else ""
     return GateStatus(path, True, f"{path} runs {exe}{tail}")

@@ -239,17 +239,18 @@ def cluster_of(handlers: list[dict[str, Any]]) -> Path | None:
     return None
 
 
-def serving(root: Path, cluster: Path | None = None) -> tuple[str, str] | None:
+def serving(
+    root: Path, cluster: Path | None = None, blocked: str = "every write there will be blocked"
+) -> tuple[str, str] | None:
     """None when a workspace owner serves the folder `root` (the cluster `cluster`, else the
     one found for `root`) and answers a ping within PING_TIMEOUT seconds; else (why not,
-    the step that fixes it)."""
+    ending with what that means, `blocked`; the step that fixes it)."""
     from ...cluster.processes import link_addresses
     from ...core.errors import PlanfenceError
     from ...net.syncclient import SyncSessions
     from ..place.config import NoCluster, find_cluster, locate, workspaces
 
     serve = f"planfence workspace serve {shlex.quote(str(root))}"
-    blocked = "every write there will be blocked"
     try:
         cdir = find_cluster(cluster, root)
         spaces = workspaces(cdir)
