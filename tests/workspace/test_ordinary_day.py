@@ -1,7 +1,14 @@
 """An ordinary day with PlanFence, as real processes (a served worktree, the agent's hook, the
-git gate): commits of what a session's plan holds move HEAD inside the plan; a commit that
-brings in other content is drift, named; the commit gate's advice names the step that fixes
-what it refuses."""
+git gate), the refusals a person met that were false:
+
+- commits of what a session's plan holds (the person's commit of the agent's edit, the
+  agent's own) move HEAD inside the plan; a commit that brings in other content is drift,
+  named; the commit gate's advice names the step that fixes what it refuses;
+- a plan trusted without a session never captures a session that started its own;
+- `hook status` is active only where an owner serves the folder; `hook install` says so;
+- `workspace serve` refuses a missing path and joins a subfolder to its served repository;
+- an unreadable file is refused with its reason, and its later changes show.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +23,7 @@ from typing import Any
 import pytest
 
 from planfence_net.cluster.command import executable
+from planfence_net.workspace.model.commits import foreign
 from support.auto_hook import AUTO, PLAN, SESSION, claude, read, write_call
 from support.cluster import PLANFENCE
 from support.workspace import (
@@ -255,3 +263,22 @@ def test_an_unreadable_file_is_refused_with_its_reason_and_its_changes_show(
         (repo / "secret.txt").write_text("two\n")  # the owner still cannot read it
         code, reason = write_call(repo, "main.py", n=2)
         assert code == 2 and "- 1 previously inspected file changed: secret.txt" in reason
+
+
+def test_a_new_head_is_foreign_where_it_differs_from_what_the_plan_holds() -> None:
+    held = {
+        "a.py": {"hash": "git:aa", "size": 1, "mode": "100644"},
+        "gone.py": {"missing": True},
+        "odd": {"missing": True, "kind": "not a regular file"},
+        "big.bin": {"refused": "over the cap", "size": 9, "stat": [1, 2, 3]},
+    }
+    assert foreign({"a.py": "git:aa", "gone.py": None}, held) == []
+    changed = {"a.py": "git:ab", "gone.py": "git:cc", "odd": None, "big.bin": "git:dd"}
+    assert foreign({**changed, "new.py": "git:ee"}, held) == [
+        "a.py",
+        "big.bin",
+        "gone.py",
+        "new.py",
+        "odd",
+    ]
+    assert foreign({"a.py": None}, held) == ["a.py"]
