@@ -190,8 +190,6 @@ def wait_commits(
     branch changed, or whose commits git cannot compare, is left as it is (its drift stays).
     Raises PlanfenceError when an owner fails or refuses, ValueError for an unreadable plan;
     the plan write retries on a conflicting write as `wait_advance` does."""
-    from ..place.observe import commit_changes
-
     pkey = plan_key(plan)
     owner = roster.owner_of(pkey)
     if owner is None:
@@ -215,28 +213,11 @@ def wait_commits(
             new: dict[str, Record] = {}
             brought: dict[str, list[str]] = {}
             for agent in agents:
-                key, branch = fact_key(agent, HEAD), fact_key(agent, BRANCH)
-                if key not in held or held[key].body == current[key].body:
-                    continue
-                if branch in held and held[branch].body != current[branch].body:
-                    continue  # a switch, not a commit: a person re-bases the plan
-                old, now = (_sha(r.body) for r in (held[key], current[key]))
-                if now is None or agent not in spaces:
-                    continue
-                try:
-                    changed = commit_changes(spaces[agent], old, now)
-                except ConfigError:
-                    continue
-                files = {
-                    rel: r.body
-                    for k, r in held.items()
-                    if k.startswith(f"{agent}:") and (rel := file_of(k)) is not None
-                }
-                paths = foreign(changed, files)
-                if paths:
+                moved, paths = _commits_of(agent, held, current, spaces.get(agent))
+                if moved:
+                    new[fact_key(agent, HEAD)] = current[fact_key(agent, HEAD)]
+                elif paths:
                     brought[agent] = paths
-                else:
-                    new[key] = current[key]
             if not new:
                 return Commits(False, brought, tuple(agents))
             body, parents = with_versions(record, lineage, new, time.time())
@@ -303,6 +284,35 @@ def check_commits(
     at = max((i + 1 for i, ln in enumerate(lines) if ln.startswith("- HEAD changed")), default=0)
     at = at or len(lines)
     return dataclasses.replace(verdict, lines=tuple(lines[:at] + named + lines[at:]))
+
+
+def _commits_of(
+    agent: str, held: Mapping[str, Record], current: Mapping[str, Record], root: Path | None
+) -> tuple[bool, list[str]]:
+    """Whether the HEAD of worktree `agent` (at `root`) may move inside the plan from the
+    record it holds (`held`, by key) to the current one, and else the paths the new HEAD
+    brings in ([] where it did not move, its branch changed, or git cannot compare)."""
+    from ..place.observe import commit_changes
+
+    key, branch = fact_key(agent, HEAD), fact_key(agent, BRANCH)
+    if key not in held or held[key].body == current[key].body:
+        return False, []
+    if branch in held and held[branch].body != current[branch].body:
+        return False, []  # a switch, not a commit: a person re-bases the plan
+    old, now = (_sha(r.body) for r in (held[key], current[key]))
+    if now is None or root is None:
+        return False, []
+    try:
+        changed = commit_changes(root, old, now)
+    except ConfigError:
+        return False, []
+    files = {
+        rel: r.body
+        for k, r in held.items()
+        if k.startswith(f"{agent}:") and (rel := file_of(k)) is not None
+    }
+    paths = foreign(changed, files)
+    return not paths, paths
 
 
 def _sha(body: Any) -> str | None:
