@@ -75,9 +75,10 @@ def test_commits_of_the_sessions_own_work_never_stop_it(tmp_path: Path) -> None:
         assert commit(repo) == (0, "")  # the person commits the agent's edit
         edit(repo, "main.py", "import lib\nprint(lib.f())\n", 3)
         assert commit(repo) == (0, "")  # no refusal at the next commit either
-        assert bash(repo, "git commit -qam wip", n=4) == (0, "")  # the agent's own commit
         edit(repo, "lib.py", "def f():\n    return 2\n", 5)
-        git(repo, "commit", "-qam", "by the agent")  # what the Bash call runs
+        assert bash(repo, "git commit -qam wip", n=4) == (0, "")  # the agent's own commit
+        git(repo, "commit", "-qam", "wip")  # what the Bash call runs (the gate too)
+        assert bash(repo, "git commit -qam wip", "PostToolUse", n=4) == (0, "")
         edit(repo, "main.py", "import lib\n", 6)
         assert commit(repo) == (0, "")
         # A commit that brings in another agent's change: blocked, naming it.
