@@ -263,13 +263,14 @@ def serving(
         join = f"planfence workspace join {shlex.quote(str(root))}"
         return f"the cluster {cdir.root} does not serve {root}: {blocked}", join
     agent = found[0]
-    sessions = SyncSessions(cdir.roster(), cdir.identity(agent), link_addresses(cdir))
     try:
-        sessions.request(agent, "ping", {}, time.monotonic() + PING_TIMEOUT)
+        sessions = SyncSessions(cdir.roster(), cdir.identity(agent), link_addresses(cdir))
+        try:
+            sessions.request(agent, "ping", {}, time.monotonic() + PING_TIMEOUT)
+        finally:
+            sessions.close()
     except (PlanfenceError, OSError) as exc:
         local = cdir.root.parent == spaces[agent]
         start = serve if local else f"planfence cluster up {shlex.quote(str(cdir.root))}"
         return f"the workspace owner {agent} of {root} does not answer ({exc}): {blocked}", start
-    finally:
-        sessions.close()
     return None
