@@ -225,6 +225,7 @@ def install(
         )
         return
     click.echo(f"installed the PlanFence hooks (PreToolUse, PostToolUse) for {agent} in {path}")
+    click.echo(installer.unserved_note(root, cluster), nl=False, err=True)
     for other in moved:
         click.echo(f"moved ours out of {other} (Codex would run both forms)")
     if trusted:

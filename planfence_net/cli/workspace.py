@@ -65,7 +65,7 @@ def serve(
     agent = next(iter(workspaces(cdir)))
     bind = parse_address(listen) if listen else None
 
-    root = path.resolve()
+    root = cdir.root.parent  # PATH, or the served repository's root above it
 
     async def run() -> None:
         async with anyio.create_task_group() as tg:

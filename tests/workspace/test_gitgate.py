@@ -45,7 +45,11 @@ def test_install_keeps_chains_and_restores_an_existing_hook(tmp_path: Path) -> N
     )
     assert (hooks / "pre-commit.planfence-chained").read_text() == theirs
     code, out, _ = run_cli("hook", "status", "git", "--project", repo)
-    assert code == 0 and out.startswith(f"git: active: {hooks / 'pre-commit'} runs ")
+    assert (code, out) == (  # no owner serves it: every commit would be refused
+        1,
+        f"git: not active: no workspace owner serves {repo}: every commit there will be "
+        f"refused; planfence workspace serve {repo}\n",
+    )
     # Installing marked the repository as one that uses PlanFence: nothing serves it yet, so
     # the commit is refused (their hook does not run); served, it goes through, then theirs.
     write(repo, {"lib.py": "v = 2\n"})
@@ -58,6 +62,8 @@ def test_install_keeps_chains_and_restores_an_existing_hook(tmp_path: Path) -> N
     )
     assert not ran.exists()
     with served(repo):
+        code, out, _ = run_cli("hook", "status", "git", "--project", repo)
+        assert code == 0 and out.startswith(f"git: active: {hooks / 'pre-commit'} runs ")
         assert commit(repo) == (0, "")
     assert ran.read_text() == "ran\n"
     assert run_cli("hook", "uninstall", "git", "--project", repo)[:2] == (

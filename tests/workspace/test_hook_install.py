@@ -294,8 +294,10 @@ def test_claude_status_names_the_step(tmp_path: Path, home: Path) -> None:
     code, found = status(repo, "claude")
     assert (code, found["state"], found["step"]) == (1, "missing", install)
     assert run_cli("hook", "install", "claude", "--project", repo)[0] == 0
-    code, found = status(repo, "claude")
-    assert (code, found["state"], found["active"]) == (0, "active", True)
+    assert status(repo, "claude")[1]["state"] == "not served"  # no owner: writes would block
+    with served(repo):
+        code, found = status(repo, "claude")
+        assert (code, found["state"], found["active"]) == (0, "active", True)
     local = repo / ".claude" / "settings.local.json"
     config = json.loads(local.read_text())
     del config["hooks"]["PostToolUse"][0]["hooks"][0]["onFailure"]
@@ -451,5 +453,6 @@ def test_codex_status_needs_our_session_hooks_trusted_too(tmp_path: Path, home: 
     )
     listed[3]["trustStatus"] = "trusted"
     fake.write_text(FAKE_CODEX.format(python=sys.executable, hooks=json.dumps(listed)))
-    code, out, _ = run_cli("hook", "status", "codex", "--project", repo, "--codex", fake)
+    with served(repo):  # active only where an owner serves the folder
+        code, out, _ = run_cli("hook", "status", "codex", "--project", repo, "--codex", fake)
     assert (code, out) == (0, "codex: active: Codex lists our hooks enabled and trusted\n")

@@ -24,6 +24,7 @@ the plan's one replan, so a drift after it is "changed again: stop and report".
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shlex
@@ -61,8 +62,9 @@ def working_plan(cdir: ClusterDir, call: ToolCall, selected: str | None) -> str 
     """The session's automatic plan when the call is to be checked against it, else None
     (the `selected` plan, `config.select_plan`'s, is). A plan trusted for this session (or
     subagent) takes precedence; the folder's shared current plan does only for a session
-    that has not started its own: trusting a shared plan never moves a session off its
-    automatic plan (nor, `trust.stale_binding`, does trusting one for the session while
+    that has not started its own (its SessionStart starts it, `session_start`; a subagent
+    of a session that has is that session's too): trusting a shared plan never moves a
+    session off its automatic plan (nor, `trust.stale_binding`, does trusting one for the session while
     the automatic plan is stale, unless it covers it)."""
     from ..place.config import bound_plan
 
@@ -74,7 +76,8 @@ def working_plan(cdir: ClusterDir, call: ToolCall, selected: str | None) -> str 
     if own is not None:
         return None
     plan = session_plan(call)
-    if selected is None or session_marker(cdir.root, plan).exists():
+    mine = (plan, session_plan(dataclasses.replace(call, agent_id=None)))  # or its session's
+    if selected is None or any(session_marker(cdir.root, p).exists() for p in mine):
         return plan
     return None
 
@@ -286,13 +289,12 @@ def block_message(call: ToolCall, verdict: Verdict) -> str:
 
 
 def session_start(call: ToolCall, cdir: ClusterDir, timeout: float) -> Answer:
-    """SessionStart in a served worktree: start the session's plan unless it has an explicit
-    one, and tell the model (Claude Code reads `hookSpecificOutput.additionalContext`)."""
-    from ..place.config import select_plan
+    """SessionStart in a served worktree: start the session's plan unless one is bound to it
+    (a plan trusted without a session never captures it), and tell the model (Claude Code reads `hookSpecificOutput.additionalContext`)."""
     from .run import STEPS
 
     why = ""
-    plan = working_plan(cdir, call, select_plan(cdir, call.session or None, call.agent_id))
+    plan = working_plan(cdir, call, None)  # its own plan, whatever plan is shared
     if plan is not None:
         why = start_plan(call, cdir, plan, cdir.roster(), timeout / STEPS)
     return session_start_answer(why)

@@ -154,7 +154,7 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
     from ..model.facts import plan_key
     from ..place.config import NoCluster
     from ..place.inflight import others as others_in_flight
-    from ..plans.check import run_check
+    from ..plans.advance import check_commits
     from .text import no_chores, no_plan_message
 
     blocked = f"PlanFence blocked {call.describe()}{call.subagent()}"
@@ -190,7 +190,9 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
 
     def check(step: float) -> Verdict:
         cache = cache_path(cdir.root, plan)
-        return run_check(roster, identity, plan, timeout=step, informational=False, cache=cache)
+        return check_commits(
+            cdir.root, roster, identity, plan, timeout=step, informational=False, cache=cache
+        )
 
     end = time.monotonic() + step * STEPS  # the whole answer fits in --timeout
     verdict = check(step)

@@ -409,3 +409,13 @@ def _write(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".planfence-tmp")
     tmp.write_text(text)
     tmp.replace(path)
+
+
+def unserved_note(root: Path, cluster: Path | None = None) -> str:
+    """What `hook install` adds when the hooks it wrote will not be active yet: "warning:
+    WHY\n  to activate: STEP\n" when no workspace owner serves `root` (`status.serving`),
+    else ""."""
+    from .status import serving
+
+    missing = serving(root, cluster)
+    return f"warning: {missing[0]}\n  to activate: {missing[1]}\n" if missing else ""

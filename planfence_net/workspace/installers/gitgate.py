@@ -10,8 +10,10 @@ Before each commit the hook runs `planfence hook git` in the worktree being comm
 refuses (exit 1, the reason on stderr) a commit that stages:
 
 - a target of a live plan of this worktree (a plan with a live intent on the file here)
-  whose check does not pass: the same drift summary the agents' hook prints, and what to do
-  (re-read, re-trust); after the re-trust the commit goes through;
+  whose check does not pass: the same drift summary the agents' hook prints, and the step that
+  fixes it (re-read, re-trust; for a HEAD or branch that moved past the plan, the person's
+  `workspace refresh`). Commits that record only what the plan holds moved HEAD inside it
+  (`advance.check_commits`): they never refuse the next commit;
 - a file of this repository that a plan of another worktree holds exclusively.
 
 It fails closed: an owner that cannot be asked, a plan that cannot be checked, or a worktree
@@ -140,8 +142,9 @@ class GateStatus:
 
 
 def status(project: Path) -> GateStatus:
-    """Whether our pre-commit hook is installed, executable, and names a `planfence` that
-    exists."""
+    """Whether our pre-commit hook is installed, executable, names a `planfence` that
+    exists, and a workspace owner serves the repository's worktree (`status.serving`:
+    without one, every commit of a repository that uses PlanFence is refused)."""
     from .clients import project_root
 
     hooks = hooks_dir(project_root(project))
@@ -154,6 +157,13 @@ def status(project: Path) -> GateStatus:
     exe = shlex.split(line.removesuffix(" || exit $?"))[0]
     if not os.access(exe, os.X_OK):
         return GateStatus(path, False, f"{exe} cannot start; planfence hook install git")
+    from .status import serving
+
+    words = shlex.split(line.removesuffix(" || exit $?"))
+    given = Path(words[words.index("--cluster") + 1]) if "--cluster" in words[:-1] else None
+    unserved = serving(project_root(project), given, "every commit there will be refused")
+    if unserved:
+        return GateStatus(path, False, f"{unserved[0]}; {unserved[1]}")
     chained = hooks / CHAINED
     tail = f", then {chained}" if chained.exists() else ""
     return GateStatus(path, True, f"{path} runs {exe}{tail}")
@@ -185,7 +195,7 @@ def _check(cwd: Path, cluster: Path | None) -> tuple[int, str]:
     from ..model.facts import plan_key
     from ..place.config import NoCluster, find_cluster, locate, workspaces
     from ..place.paths import marker, worktree_root
-    from ..plans.check import run_check
+    from ..plans.advance import check_commits
     from ..plans.intentclient import collect
 
     root = worktree_root(cwd.resolve())
@@ -243,8 +253,13 @@ def _check(cwd: Path, cluster: Path | None) -> tuple[int, str]:
     for plan in plans:
         targets = sorted({i.file for i in got.intents if i.plan == plan and i.owner == here})
         owner = roster.owner_of(plan_key(plan)) or me
-        verdict = run_check(
-            roster, cdir.identity(owner), plan, addresses=addresses, timeout=CHECK_TIMEOUT
+        verdict = check_commits(
+            cdir.root,
+            roster,
+            cdir.identity(owner),
+            plan,
+            addresses=addresses,
+            timeout=CHECK_TIMEOUT,
         )
         if verdict.exit_code == 0:
             continue
@@ -255,28 +270,53 @@ def _check(cwd: Path, cluster: Path | None) -> tuple[int, str]:
 
 def stale_lines(plan: str, shown: str, verdict: Verdict) -> list[str]:
     """Why the staged files `shown`, targets of `plan`, cannot be committed: the drift
-    summary the agents' hook prints, and what to do."""
+    summary the agents' hook prints, and what fixes it. A trusted plan: the re-read of the
+    files it names, then its re-trust (which also re-bases it on the current branch and
+    HEAD). A session's automatic plan: the re-read in the agent's session, and for a
+    repository, branch or HEAD that moved past what the plan holds (commits that bring in
+    other content, a switch) the person's `workspace refresh`, which no re-read replaces."""
     if verdict.level == "undecided":
         return [f"{shown}: cannot validate plan {plan!r}: {verdict.detail}."]
     from ..plans.session import PREFIX
 
     reread = ", ".join(verdict.reread)
-    if plan.startswith(PREFIX):  # a session's automatic plan: its re-read records the files
-        then = (
-            f"Re-read {reread} in the agent's session (with Read, or cat in the shell), then "
-            f"commit again."
-            if reread
-            else "Re-check the workspace in the agent's session, then commit again."
-        )
-    else:
-        then = (
-            f"Re-read {reread}, then" if reread else "Re-check the workspace, then"
-        ) + f" re-trust the plan (planfence workspace trust {plan} ...) and commit again."
+    if not plan.startswith(PREFIX):
+        then = [
+            (f"Re-read {reread}, then" if reread else "Re-check the workspace, then")
+            + f" re-trust the plan (planfence workspace trust {plan} ...) and commit again."
+        ]
+    else:  # a session's automatic plan: its re-read records the files
+        then = moved_lines(plan, verdict)
+        if reread:
+            then.insert(
+                0,
+                f"Re-read {reread} in the agent's session (with Read, or cat in the shell)"
+                + (", then commit again." if not then else "."),
+            )
+        if not then:
+            then.append("Re-check the workspace in the agent's session, then commit again.")
     return [
         f"{shown} is a target of plan {plan!r}, which is stale ({verdict.level} drift).",
         *verdict.lines,
-        then,
+        *then,
     ]
+
+
+def moved_lines(plan: str, verdict: Verdict) -> list[str]:
+    """The step for a repository, branch or HEAD that moved past what automatic plan `plan`
+    holds (no line when none did): only the person's `workspace refresh` re-bases it."""
+    lines = [ln for ln in verdict.lines if ln.startswith(MOVED)]
+    if not lines:
+        return []
+    what = "HEAD" if all(ln.startswith(MOVED[-1]) for ln in lines) else "The branch"
+    return [
+        f"{what} moved past what the plan holds: re-reading cannot fix that. Check the "
+        f"commits, then re-base the plan with `planfence workspace refresh {plan}` and commit "
+        f"again."
+    ]
+
+
+MOVED = ("- Repository changed", "- Branch changed", "- HEAD changed")
 
 
 def refusal(lines: list[str]) -> str:

@@ -12,6 +12,10 @@ by its hash. When a `codex` is at hand (on PATH, or given) it is asked (`hooks/l
 otherwise the config files are read, and the answer says trust could not be verified. Ours
 is active when our PreToolUse and PostToolUse are listed and every handler of ours Codex
 lists (SessionStart and SessionEnd too) is enabled and trusted.
+
+Hooks that would start are active only where a workspace owner serves the folder and answers
+(`serving`): elsewhere every write would be blocked (or, for a user-scope hook, let through
+unchecked), so the state is "not served" and the step starts the owner.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import json
 import os
 import shlex
 import subprocess
+import time
 import tomllib
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -29,6 +34,8 @@ from ...core.errors import ConfigError
 from .clients import EVENTS, codex_home, config_path, is_ours, load
 
 ACTIVE, MISSING, FAILS_OPEN, BROKEN = "active", "missing", "fails open", "broken"
+UNSERVED = "not served"
+PING_TIMEOUT = 5.0
 UNTRUSTED, UNVERIFIED = "untrusted", "unverified"
 PROBE_TIMEOUT = 20.0
 
@@ -109,6 +116,9 @@ def claude_status(root: Path) -> AgentStatus:
         problem = probe(h, root)
         if problem:
             return AgentStatus("claude", BROKEN, problem, install, where)
+    unserved = serving(root, cluster_of(handlers))
+    if unserved:
+        return AgentStatus("claude", UNSERVED, unserved[0], unserved[1], where)
     return AgentStatus(
         "claude", ACTIVE, "PreToolUse and PostToolUse fail closed; the command runs", "", where
     )
@@ -205,8 +215,62 @@ def codex_status(root: Path, codex: Path | None) -> AgentStatus:
         states = ", ".join(f"{h['key']}: {h.get('trustStatus')}" for h in bad)
         state = UNTRUSTED if all(h.get("enabled") for h in bad) else "disabled"
         return AgentStatus("codex", state, f"Codex skips {states}", trust, where)
+    unserved = serving(root, cluster_of([f[3] for fs in found.values() for f in fs]))
+    if unserved:
+        return AgentStatus("codex", UNSERVED, unserved[0], unserved[1], where)
     return AgentStatus("codex", ACTIVE, "Codex lists our hooks enabled and trusted", "", where)
 
 
 def _runs(hook: dict[str, Any]) -> bool:
     return bool(hook.get("enabled")) and hook.get("trustStatus") in ("trusted", "managed")
+
+
+def cluster_of(handlers: list[dict[str, Any]]) -> Path | None:
+    """The `--cluster DIR` our handlers name (the first that names one), else None."""
+    for h in handlers:
+        args = h.get("args")
+        words = [str(a) for a in args] if isinstance(args, list) else []
+        try:
+            words += shlex.split(str(h.get("command", "")))
+        except ValueError:
+            continue
+        if "--cluster" in words[:-1]:
+            return Path(words[words.index("--cluster") + 1])
+    return None
+
+
+def serving(
+    root: Path, cluster: Path | None = None, blocked: str = "every write there will be blocked"
+) -> tuple[str, str] | None:
+    """None when a workspace owner serves the folder `root` (the cluster `cluster`, else the
+    one found for `root`) and answers a ping within PING_TIMEOUT seconds; else (why not,
+    ending with what that means, `blocked`; the step that fixes it)."""
+    from ...cluster.processes import link_addresses
+    from ...core.errors import PlanfenceError
+    from ...net.syncclient import SyncSessions
+    from ..place.config import NoCluster, find_cluster, locate, workspaces
+
+    serve = f"planfence workspace serve {shlex.quote(str(root))}"
+    try:
+        cdir = find_cluster(cluster, root)
+        spaces = workspaces(cdir)
+    except NoCluster:
+        return f"no workspace owner serves {root}: {blocked}", serve
+    except ConfigError as exc:
+        return f"no usable cluster for {root} ({exc}): {blocked}", serve
+    found = locate(spaces, root / "x")
+    if found is None:
+        join = f"planfence workspace join {shlex.quote(str(root))}"
+        return f"the cluster {cdir.root} does not serve {root}: {blocked}", join
+    agent = found[0]
+    try:
+        sessions = SyncSessions(cdir.roster(), cdir.identity(agent), link_addresses(cdir))
+        try:
+            sessions.request(agent, "ping", {}, time.monotonic() + PING_TIMEOUT)
+        finally:
+            sessions.close()
+    except (PlanfenceError, OSError) as exc:
+        local = cdir.root.parent == spaces[agent]
+        start = serve if local else f"planfence cluster up {shlex.quote(str(cdir.root))}"
+        return f"the workspace owner {agent} of {root} does not answer ({exc}): {blocked}", start
+    return None

@@ -31,7 +31,7 @@ from ...core.errors import ConfigError
 from ..model.facts import file_key
 from ..model.reads import DEFAULT_TEST_COMMANDS
 from .anchor import FOLDER, Unanchored, Unserved, find_folder, safe
-from .paths import record_served, worktree_root
+from .paths import marker, record_served, served_cluster, worktree_root
 
 SELECTION = "workspace.json"
 Spaces = dict[str, Path]  # workspace agent -> worktree
@@ -216,14 +216,32 @@ def parse_workspace_option(text: str) -> tuple[str, Path]:
     return name, Path(path)
 
 
+def served_folder(path: Path) -> Path:
+    """The folder `workspace serve PATH` serves (a real path): PATH, or the root of the git
+    worktree holding it when that repository is served or uses PlanFence (a subfolder joins
+    the served repository above it: a cluster of a part of it would capture the sessions
+    there and block their writes to the rest). Raises ConfigError when PATH does not exist
+    or is not a folder: a mistyped path is never created."""
+    if not path.exists():
+        raise ConfigError(f"{path} does not exist: nothing to serve (check the path)")
+    if not path.is_dir():
+        raise ConfigError(f"{path} is not a folder: serve the folder that holds it")
+    real = path.resolve()
+    root = worktree_root(real)
+    if root is not None and root != real and (served_cluster(root) or marker(root)):
+        return root
+    return real
+
+
 def ensure_local_cluster(path: Path, name: str) -> tuple[ClusterDir, bool]:
-    """The single-worktree cluster of PATH (PATH/.planfence), created when missing and
+    """The single-worktree cluster of the folder PATH serves (`served_folder`; in it,
+    .planfence), created when missing and
     recorded in the user's state directory; returns it and whether it was created. An
     existing folder that `paths.unsafe` refuses (shipped by the repository, another user's)
     is never adopted: ConfigError."""
     from ...cluster.processes import init_cluster  # only serve creates folders
 
-    path = path.resolve()
+    path = served_folder(path)
     cdir = ClusterDir(path / FOLDER)
     created = not cdir.roster_path.exists()
     if created:

@@ -79,8 +79,8 @@ class Observer:
     ) -> dict[str, Any]:
         """{"hash", "size", "mode"} of the file at `rel`, {"missing": True} (with a "kind"
         for something that is not a regular file or symlink), or {"refused": WHY, ...} for a
-        file it will not hash: over `max_bytes`, or reached through a symlink that leads out
-        of the worktree. A symlink at `rel` itself is hashed as its target text, as git does.
+        file it will not or cannot hash: over `max_bytes`, unreadable (permissions), in a
+        folder it may not enter, or reached through a symlink that leads out of the worktree. A symlink at `rel` itself is hashed as its target text, as git does.
 
         `folders` keeps the folders walked to (descriptors, or why not) for the caller to
         close; without it, the folder is closed before returning.
@@ -91,13 +91,16 @@ class Observer:
         if where not in walked:
             try:
                 walked[where] = walk_inside(self.root, parts[:-1])
-            except (Outside, FileNotFoundError, NotADirectoryError) as exc:
+            except (Outside, FileNotFoundError, NotADirectoryError, PermissionError) as exc:
                 walked[where] = exc
         folder = walked[where]
         try:
             if isinstance(folder, Outside):
                 self._cache.pop(rel, None)
                 return {"refused": str(folder)}
+            if isinstance(folder, PermissionError):
+                self._cache.pop(rel, None)
+                return {"refused": f"cannot enter its folder: {folder.strerror}"}
             if isinstance(folder, BaseException):
                 self._cache.pop(rel, None)
                 return {"missing": True}
@@ -132,6 +135,8 @@ class Observer:
             fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
         except FileNotFoundError:
             return {"missing": True}
+        except PermissionError as exc:  # there, but not for us to read: never "missing"
+            return _refused(f"cannot read it: {exc.strerror}", st)
         except OSError as exc:  # replaced by a symlink or a fifo since the stat
             return {"missing": True, "kind": f"cannot open: {exc.strerror}"}
         try:
@@ -146,11 +151,7 @@ class Observer:
             if not stat.S_ISREG(st.st_mode):
                 return {"missing": True, "kind": "not a regular file"}
             if st.st_size > self.max_bytes:
-                return {
-                    "refused": f"{st.st_size} bytes, over the cap of {self.max_bytes}",
-                    "size": st.st_size,  # and the stat signature: any rewrite shows
-                    "stat": [st.st_ino, st.st_mtime_ns, st.st_ctime_ns],
-                }
+                return _refused(f"{st.st_size} bytes, over the cap of {self.max_bytes}", st)
             hasher, done = self._hasher(st.st_size), 0
             os.lseek(fd, 0, os.SEEK_SET)
             while done <= st.st_size:
@@ -216,6 +217,12 @@ class Observer:
             except FileNotFoundError:
                 rows.append([printable(rel), None, None])
         return sorted(rows)
+
+
+def _refused(why: str, st: os.stat_result) -> dict[str, Any]:
+    """The body of a file that is there but not hashed (`why`): its size and stat signature
+    stand in for the content, so any rewrite of it still shows as a change."""
+    return {"refused": why, "size": st.st_size, "stat": [st.st_ino, st.st_mtime_ns, st.st_ctime_ns]}
 
 
 class Outside(Exception):
@@ -303,6 +310,27 @@ def run_git(cwd: Path, *args: str) -> str:
     if proc.returncode != 0:
         raise ConfigError(f"git {' '.join(args)} failed in {cwd}: {proc.stderr.strip()}")
     return proc.stdout
+
+
+def commit_changes(root: Path, old: str | None, new: str) -> dict[str, str | None]:
+    """The files under `root` (a worktree or a folder of it) whose content differs between
+    commits `old` (None: an unborn branch, the empty tree) and `new`: path relative to `root`
+    -> its hash in `new` as `Observer` writes it ("git:<blob id>"), or None where `new` has
+    none. Raw `diff-tree` output only: no textconv, external diff or pager runs. Raises
+    ConfigError when git cannot tell (a commit that is gone, not a repository)."""
+    base = old or run_git(root, "hash-object", "-t", "tree", "--stdin").strip()
+    out = run_git(
+        root, "diff-tree", "-r", "-z", "--no-renames", "--relative", "--no-commit-id", base, new
+    )
+    fields = out.split("\0")
+    changed: dict[str, str | None] = {}
+    for meta, path in zip(fields[::2], fields[1::2], strict=False):
+        parts = meta.lstrip(":").split()
+        if len(parts) < 5:
+            raise ConfigError(f"git diff-tree printed {meta!r}")
+        blob = parts[3]
+        changed[printable(path)] = None if parts[4] == "D" else "git:" + blob
+    return changed
 
 
 def find_git(root: Path) -> GitDirs | None:

@@ -10,13 +10,22 @@ stays; a test run after the edit can be trusted anew). Only the touched targets 
 other drift still blocks the next call.
 
 `advanced` is the pure rule; `wait_advance` the thin I/O around it.
+
+Commits move HEAD inside a plan the same way (`wait_commits`): when the plan's worktree is on
+the branch the plan holds and the new HEAD's tree differs from the HEAD the plan holds only in
+files the plan holds at the committed content (`model.commits.foreign`), the plan record is
+written again holding the new HEAD. A commit that brings in anything else stays drift, and
+`check_commits` names what it brought in.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ...core.answers import HeadsQuery, Malformed, check_answer, verified_records, verifier
 from ...core.errors import ConfigError, PlanfenceError, RequestError
@@ -24,8 +33,12 @@ from ...core.identity import Identity
 from ...core.records import Record
 from ...core.roster import Roster
 from ...net.syncclient import SyncSessions
-from ..model.facts import plan_key
+from ..model.commits import brings_in_line, foreign
+from ..model.facts import BRANCH, HEAD, fact_key, file_of, plan_key, split_key
 from ..model.machine import NO_PLAN, trusted_state
+
+if TYPE_CHECKING:
+    from ..model.machine import Verdict
 
 
 def advanced(
@@ -76,7 +89,6 @@ def wait_advance(
     owner = roster.owner_of(pkey)
     if owner is None:
         raise ConfigError(f"no agent owns {pkey!r}")
-    verify = verifier(roster)
     sessions = SyncSessions(roster, identity)
     lineage: dict[bytes, Record] = {}  # immutable records: kept across attempts
     give_up = time.monotonic() + RETRY_STEPS * step_timeout
@@ -87,14 +99,7 @@ def wait_advance(
             targets = [k for k in dict.fromkeys(keys) if "target" in roles.get(k, ())]
             if not targets:
                 return []
-            missing = [rid for rid in record.parents if rid not in lineage]
-            holders = {roster.owner_of(k) for k in roles} - {None} if missing else set()
-            for holder in holders:
-                answer = sessions.request(
-                    str(holder), "get", {"ids": missing}, _until(step_timeout)
-                )
-                wires = answer.get("records")
-                lineage.update((r.id, r) for r in verified_records(wires, verify, bad="drop"))
+            _lineage(sessions, roster, record, roles, lineage, step_timeout)
             new = _heads(sessions, roster, targets, step_timeout)
             body, parents = advanced(record, lineage, new, time.time())
             args = {"key": pkey, "kind": "plan", "parents": parents, "body": body}
@@ -141,3 +146,194 @@ def _heads(
             raise PlanfenceError(f"no record for {', '.join(missing)} at {owner!r}")
         found.update(inline)
     return found
+
+
+def with_versions(
+    plan: Record, lineage: Mapping[bytes, Record], new: Mapping[str, Record], now: float
+) -> tuple[dict[str, Any], list[bytes]]:
+    """The body and parents of the plan record that holds the `new` versions of its keys
+    instead of those `plan` holds; same declaration and trust count. Raises ValueError when a
+    parent of `plan` is not in `lineage`."""
+    parents = []
+    for rid in plan.parents:
+        parent = lineage.get(rid)
+        if parent is None:
+            raise ValueError(f"parent {rid.hex()[:12]} of the plan is not at hand")
+        parents.append(new[parent.key].id if parent.key in new else rid)
+    body = dict(plan.body)
+    body.update(previous=plan.id, time=round(now, 3), advanced=int(body.get("advanced", 0)) + 1)
+    return body, parents
+
+
+@dataclass(frozen=True, slots=True)
+class Commits:
+    """What `wait_commits` did: whether it wrote the plan holding a new HEAD, and, by
+    workspace agent, the paths a new HEAD brings in that the plan does not hold."""
+
+    moved: bool
+    foreign: Mapping[str, list[str]]
+    agents: tuple[str, ...] = ()
+
+
+def wait_commits(
+    roster: Roster,
+    identity: Identity,
+    plan: str,
+    spaces: Mapping[str, Path],
+    *,
+    step_timeout: float,
+    addresses: dict[str, tuple[str, int]] | None = None,
+) -> Commits:
+    """Move the HEAD that `plan` holds of each worktree in `spaces` (workspace agent -> its
+    root) to the current one where the commits in between record only what the plan holds
+    (see the module docstring); each step within `step_timeout` seconds. A worktree whose
+    branch changed, or whose commits git cannot compare, is left as it is (its drift stays).
+    Raises PlanfenceError when an owner fails or refuses, ValueError for an unreadable plan;
+    the plan write retries on a conflicting write as `wait_advance` does."""
+    pkey = plan_key(plan)
+    owner = roster.owner_of(pkey)
+    if owner is None:
+        raise ConfigError(f"no agent owns {pkey!r}")
+    sessions = SyncSessions(roster, identity, addresses)
+    lineage: dict[bytes, Record] = {}
+    give_up = time.monotonic() + RETRY_STEPS * step_timeout
+    try:
+        while True:
+            record = _heads(sessions, roster, [pkey], step_timeout)[pkey]
+            roles = trusted_state(plan, record.body).roles
+            agents = [p[0] for k in roles if (p := split_key(k)) and p[1] == HEAD]
+            if not agents:
+                return Commits(False, {})
+            _lineage(sessions, roster, record, roles, lineage, step_timeout)
+            held = {lineage[rid].key: lineage[rid] for rid in record.parents if rid in lineage}
+            facts = [
+                fact_key(a, f) for a in agents for f in (HEAD, BRANCH) if fact_key(a, f) in held
+            ]
+            current = _heads(sessions, roster, facts, step_timeout)
+            new: dict[str, Record] = {}
+            brought: dict[str, list[str]] = {}
+            for agent in agents:
+                moved, paths = _commits_of(agent, held, current, spaces.get(agent))
+                if moved:
+                    new[fact_key(agent, HEAD)] = current[fact_key(agent, HEAD)]
+                elif paths:
+                    brought[agent] = paths
+            if not new:
+                return Commits(False, brought, tuple(agents))
+            body, parents = with_versions(record, lineage, new, time.time())
+            args = {"key": pkey, "kind": "plan", "parents": parents, "body": body}
+            try:
+                sessions.request(owner, "put", {**args, "head": record.id}, _until(step_timeout))
+                return Commits(True, brought, tuple(agents))
+            except RequestError as exc:
+                if exc.code != "conflict" or time.monotonic() >= give_up:
+                    raise
+    finally:
+        sessions.close()
+
+
+def check_commits(
+    root: Path,
+    roster: Roster,
+    identity: Identity,
+    plan: str,
+    *,
+    timeout: float,
+    informational: bool = True,
+    cache: Path | None = None,
+    addresses: dict[str, tuple[str, int]] | None = None,
+) -> Verdict:
+    """`check.run_check` of `plan` (each look within `timeout` seconds) for the cluster at
+    `root`, after moving HEAD inside the plan where only commits of what it holds moved it
+    (`wait_commits`): when the first look blocks, the commits are looked at and, if the plan
+    moved, it is checked again. A new HEAD that brings in other content is named in the
+    verdict's lines, after its "HEAD changed" line. Never raises: a failure to look at the
+    commits leaves the first verdict."""
+    from ...cluster.folder import ClusterDir
+    from ..place.config import workspaces
+    from .check import run_check
+
+    def look() -> Verdict:
+        return run_check(
+            roster,
+            identity,
+            plan,
+            addresses=addresses,
+            timeout=timeout,
+            informational=informational,
+            cache=cache,
+        )
+
+    verdict = look()
+    if verdict.exit_code != 2:
+        return verdict
+    try:
+        spaces = workspaces(ClusterDir(root))
+        seen = wait_commits(
+            roster, identity, plan, spaces, step_timeout=timeout, addresses=addresses
+        )
+    except (PlanfenceError, ValueError, OSError):
+        return verdict
+    if seen.moved:
+        verdict = look()
+    many = len(seen.agents) > 1
+    named = [brings_in_line(paths, agent if many else "") for agent, paths in seen.foreign.items()]
+    if not named or verdict.exit_code != 2:
+        return verdict
+    lines = list(verdict.lines)
+    at = max((i + 1 for i, ln in enumerate(lines) if ln.startswith("- HEAD changed")), default=0)
+    at = at or len(lines)
+    return dataclasses.replace(verdict, lines=tuple(lines[:at] + named + lines[at:]))
+
+
+def _commits_of(
+    agent: str, held: Mapping[str, Record], current: Mapping[str, Record], root: Path | None
+) -> tuple[bool, list[str]]:
+    """Whether the HEAD of worktree `agent` (at `root`) may move inside the plan from the
+    record it holds (`held`, by key) to the current one, and else the paths the new HEAD
+    brings in ([] where it did not move, its branch changed, or git cannot compare)."""
+    from ..place.observe import commit_changes
+
+    key, branch = fact_key(agent, HEAD), fact_key(agent, BRANCH)
+    if key not in held or held[key].body == current[key].body:
+        return False, []
+    if branch in held and held[branch].body != current[branch].body:
+        return False, []  # a switch, not a commit: a person re-bases the plan
+    old, now = (_sha(r.body) for r in (held[key], current[key]))
+    if now is None or root is None:
+        return False, []
+    try:
+        changed = commit_changes(root, old, now)
+    except ConfigError:
+        return False, []
+    files = {
+        rel: r.body
+        for k, r in held.items()
+        if k.startswith(f"{agent}:") and (rel := file_of(k)) is not None
+    }
+    paths = foreign(changed, files)
+    return not paths, paths
+
+
+def _sha(body: Any) -> str | None:
+    sha = body.get("head") if isinstance(body, dict) else None
+    return sha if isinstance(sha, str) else None
+
+
+def _lineage(
+    sessions: SyncSessions,
+    roster: Roster,
+    record: Record,
+    roles: Mapping[str, tuple[str, ...]],
+    lineage: dict[bytes, Record],
+    step_timeout: float,
+) -> None:
+    """Put the parents of `record` into `lineage`, asking the owners of its declared keys."""
+    missing = [rid for rid in record.parents if rid not in lineage]
+    holders = {roster.owner_of(k) for k in roles} - {None} if missing else set()
+    verify = verifier(roster)
+    for holder in sorted(str(h) for h in holders):
+        answer = sessions.request(holder, "get", {"ids": missing}, _until(step_timeout))
+        lineage.update(
+            (r.id, r) for r in verified_records(answer.get("records"), verify, bad="drop")
+        )
