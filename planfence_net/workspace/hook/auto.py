@@ -57,6 +57,14 @@ def session_plan(call: ToolCall) -> str:
     return auto_plan(call.session, call.agent_id)
 
 
+def parent_plan(call: ToolCall) -> str | None:
+    """For a subagent's call, the plan its own derives from: its session's automatic plan
+    (a Claude Code subagent shares its parent's session id and cannot start another)."""
+    from ..plans.session import auto_plan
+
+    return auto_plan(call.session) if call.agent_id else None
+
+
 def working_plan(cdir: ClusterDir, call: ToolCall, selected: str | None) -> str | None:
     """The session's automatic plan when the call is to be checked against it, else None
     (the `selected` plan, `config.select_plan`'s, is). A plan trusted for this session (or
@@ -74,16 +82,37 @@ def working_plan(cdir: ClusterDir, call: ToolCall, selected: str | None) -> str 
     if own is not None:
         return None
     plan = session_plan(call)
+    parent = parent_plan(call)
     if selected is None or session_marker(cdir.root, plan).exists():
         return plan
+    if parent is not None and session_marker(cdir.root, parent).exists():
+        return plan  # the parent works under its automatic plan: its subagents derive from it
     return None
 
 
-def note_working(root: Path, plan: str) -> None:
-    """Remember that a session works under its automatic plan `plan` (see `working_plan`)."""
+def note_working(root: Path, plan: str, call: ToolCall | None = None) -> None:
+    """Remember that a session works under its automatic plan `plan` (see `working_plan`);
+    for a subagent's `call`, also whose plan it derives from (see `parent_of`)."""
     path = session_marker(root, plan)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.touch()
+    parent = parent_plan(call) if call is not None else None
+    if parent is None:
+        path.touch()
+        return
+    note = {"parent": parent, "subagent": call.agent_id, "type": call.agent_type} if call else {}
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(note))
+    tmp.replace(path)
+
+
+def parent_of(root: Path, plan: str) -> dict[str, str | None]:
+    """What `note_working` noted about a subagent's plan `plan`: its parent's plan
+    (`parent`), `subagent` and `type`; {} for a session's own plan."""
+    try:
+        note = json.loads(session_marker(root, plan).read_text() or "{}")
+    except (OSError, ValueError):
+        return {}
+    return note if isinstance(note, dict) and isinstance(note.get("parent"), str) else {}
 
 
 def agents_here(cdir: ClusterDir, cwd: str) -> tuple[str, ...]:
@@ -115,12 +144,12 @@ def start_plan(call: ToolCall, cdir: ClusterDir, plan: str, roster: Roster, step
     from ..plans.session import Change, wait_record
 
     try:
-        note_working(cdir.root, plan)
+        note_working(cdir.root, plan, call)
         wait_record(
             roster,
             cdir.identity,
             plan,
-            Change(agents=agents_here(cdir, call.cwd), extra=_who(call)),
+            Change(agents=agents_here(cdir, call.cwd), extra=_who(call), derive=parent_plan(call)),
             step_timeout=step,
         )
     except (PlanfenceError, ValueError, OSError) as exc:
@@ -128,13 +157,15 @@ def start_plan(call: ToolCall, cdir: ClusterDir, plan: str, roster: Roster, step
     return ""
 
 
-def after(call: ToolCall, options: dict[str, str]) -> tuple[int, str]:
+def after(call: ToolCall, options: dict[str, str]) -> tuple[int, str] | Answer:
     """PostToolUse (or PostToolUseFailure) of a call that named no written file: record the
-    files it read and, for a test command, its evidence in the session's plan. Exit 2 only
-    shows the model why that failed (the call already ran)."""
+    files it read or its output showed (`shown`; a manifest's lockfiles with it) and, for a
+    test command, its evidence in the session's plan, and tell the model what its subagents
+    changed among the files it had read (`told`). Exit 2 only shows the model why recording
+    failed (the call already ran)."""
     from ..model.reads import read_operands
 
-    operands = list(call.reads)
+    operands = [*call.reads, *call.shown]
     shell = call.command is not None and call.tool in SHELLS
     if shell and call.event == "PostToolUse":
         operands += read_operands(call.command or "")
@@ -150,7 +181,9 @@ def after(call: ToolCall, options: dict[str, str]) -> tuple[int, str]:
         selected = select_plan(cdir, call.session or None, call.agent_id)
         if working_plan(cdir, call, selected) is None:
             return 0, ""  # an explicitly trusted plan takes precedence
-        return _record(call, cdir, operands, shell, options)
+        from .run import Answer
+
+        return with_told(cdir.root, call, Answer(*_record(call, cdir, operands, shell, options)))
     except NoCluster:
         return 0, ""
     except (PlanfenceError, ValueError, OSError) as exc:
@@ -170,7 +203,9 @@ def _record(
     from ..plans.session import Change, wait_record
     from .run import DEFAULT_TIMEOUT, STEPS, cache_path
 
-    keys = resolve_reads(workspaces(cdir), call.cwd, operands)
+    spaces = workspaces(cdir)
+    keys = resolve_reads(spaces, call.cwd, operands)
+    files = {**dict.fromkeys(lockfiles_of(spaces, keys), "lockfile"), **dict.fromkeys(keys, "read")}
     plan = session_plan(call)
     here = agents_here(cdir, call.cwd)
     evidence = None
@@ -179,15 +214,20 @@ def _record(
         if ran is not None:
             key = evidence_key(here[0], f"{plan}\n{ran}")  # this session's run, not another's
             evidence = (key, {"command": ran, "exit": call.exit, "time": round(time.time(), 3)})
-    if not keys and evidence is None:
+    if not files and evidence is None:
         return 0, ""
-    note_working(cdir.root, plan)
+    note_working(cdir.root, plan, call)
     roster = cdir.roster()
     wait_record(
         roster,
         cdir.identity,
         plan,
-        Change(files=dict.fromkeys(keys, "read"), agents=here, extra=_who(call)),
+        Change(
+            files=files,
+            agents=here,
+            extra=_who(call),
+            derive=parent_plan(call),
+        ),
         step_timeout=float(options.get("--timeout", DEFAULT_TIMEOUT)) / STEPS,
         cache=cache_path(cdir.root, plan),
         evidence=evidence,
@@ -204,7 +244,7 @@ def record_writes(
     from ..plans.session import Change, wait_record
     from .run import cache_path
 
-    return wait_record(
+    written = wait_record(
         roster,
         ClusterDir(root).identity,
         plan,
@@ -212,6 +252,116 @@ def record_writes(
         step_timeout=step,
         cache=cache_path(root, plan),
     )
+    if landed and keys:
+        _tell_parent(root, plan, roster, keys, step)
+    return written
+
+
+SEEN_ROLES = ("read", "target", "lockfile", "input")  # a file the plan's agent has seen
+
+
+def _tell_parent(root: Path, plan: str, roster: Roster, keys: list[str], step: float) -> None:
+    """A subagent's write of `keys` landed: note for its parent (see `told`) the files among
+    them that the parent's plan holds as seen. Best effort: a failure only loses the note."""
+    from ...cluster.folder import ClusterDir
+    from ...core.errors import PlanfenceError
+    from ..plans.session import wait_declaration
+
+    info = parent_of(root, plan)
+    parent = info.get("parent")
+    if not parent:
+        return
+    try:
+        declared = wait_declaration(roster, ClusterDir(root).identity, parent, step_timeout=step)
+    except (PlanfenceError, OSError):
+        return
+    seen = [k for k in keys if set(declared.get(k, ())) & set(SEEN_ROLES)]
+    if not seen:
+        return
+    line = json.dumps({"files": seen, "subagent": info.get("subagent"), "type": info.get("type")})
+    path = root / "run" / f"{parent}.told"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def told(root: Path, call: ToolCall) -> str:
+    """What the session's subagents changed among the files it had seen since it was last
+    told (each note said once), as a sentence per subagent, or ""; "" for a subagent's call."""
+    from ..model.facts import file_of
+
+    if call.agent_id:
+        return ""
+    path = root / "run" / f"{session_plan(call)}.told"
+    taken = path.with_name(f"{path.name}.{os.getpid()}")
+    try:
+        path.rename(taken)
+    except OSError:
+        return ""
+    try:
+        rows = [json.loads(line) for line in taken.read_text().splitlines() if line.strip()]
+    except (OSError, ValueError):
+        rows = []
+    finally:
+        taken.unlink(missing_ok=True)
+    by_agent: dict[tuple[str, str], list[str]] = {}
+    for row in rows:
+        if isinstance(row, dict) and isinstance(row.get("files"), list):
+            who = (str(row.get("subagent") or "?"), str(row.get("type") or ""))
+            names = by_agent.setdefault(who, [])
+            names += [n for k in row["files"] if (n := file_of(str(k)) or str(k)) not in names]
+    return "\n".join(
+        f"PlanFence: subagent {agent}{f' ({kind})' if kind else ''} changed {', '.join(names)}, "
+        f"which this session had read; re-read {'it' if len(names) == 1 else 'them'} before "
+        f"relying on what you read."
+        for (agent, kind), names in by_agent.items()
+    )
+
+
+def with_told(root: Path, call: ToolCall, answer: Answer) -> Answer:
+    """`answer` with what `told` has for the call's session: on a block, after the reason;
+    else as context for the model (`hookSpecificOutput.additionalContext`, added to any the
+    answer carries)."""
+    from .run import Answer
+
+    text = told(root, call)
+    if not text:
+        return answer
+    if answer.code != 0:
+        return Answer(
+            answer.code, f"{answer.stderr}\n{text}" if answer.stderr else text, answer.stdout
+        )
+    try:
+        out = json.loads(answer.stdout) if answer.stdout else {}
+    except ValueError:
+        out = {}
+    out = out if isinstance(out, dict) else {}
+    spec = out.setdefault("hookSpecificOutput", {})
+    spec.setdefault("hookEventName", call.event)
+    had = spec.get("additionalContext")
+    spec["additionalContext"] = f"{had}\n{text}" if had else text
+    return Answer(answer.code, answer.stderr, json.dumps(out))
+
+
+def lockfiles_of(spaces: Mapping[str, Path], keys: list[str]) -> list[str]:
+    """The file keys of the existing lockfiles beside the manifests among `keys`
+    (`manifests.beside`)."""
+    from ..model.facts import file_key, file_of
+    from ..model.manifests import beside
+
+    found: list[str] = []
+    for key in keys:
+        agent, rel = key.partition(":")[0], file_of(key)
+        root = spaces.get(agent)
+        if rel is None or root is None:
+            continue
+        for lock in beside(rel):
+            lkey = file_key(agent, lock)
+            if lkey not in found and lkey not in keys and (Path(root) / lock).is_file():
+                found.append(lkey)
+    return found
 
 
 def resolve_reads(spaces: Mapping[str, Path], cwd: str, operands: list[str]) -> list[str]:

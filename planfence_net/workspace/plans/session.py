@@ -29,6 +29,7 @@ head (`put` with `head`), retried on `conflict`, so parallel hooks never lose a 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import time
 from collections.abc import Callable, Mapping
@@ -75,7 +76,10 @@ class Change:
     status the plan must hold (the session's worktree at its first call); `evidence` is an
     evidence key and its record, joined with the plan's read and target files as inputs;
     `rebase` moves those facts to their current versions (refresh); `landed`: the targets'
-    write went through (its PostToolUse), so the replan count starts over."""
+    write went through (its PostToolUse), so the replan count starts over. A file with
+    role "lockfile" (beside a manifest read) joins at its current version but never moves
+    when it is already held: only its own re-read moves it. `derive`: the plan of the
+    subagent's parent, whose record the new plan derives from (see `recorded`)."""
 
     files: Mapping[str, str] = field(default_factory=dict)
     agents: tuple[str, ...] = ()
@@ -83,6 +87,7 @@ class Change:
     rebase: bool = False
     extra: Mapping[str, Any] = field(default_factory=dict)
     landed: bool = False  # the targets' write went through (its PostToolUse): count anew
+    derive: str | None = None  # a subagent's: its parent's plan, inherited when it starts
 
 
 def fact_keys(agent: str) -> list[str]:
@@ -95,27 +100,36 @@ def recorded(
     current: Mapping[str, Record],
     change: Change,
     now: float,
+    parent: Record | None = None,
 ) -> tuple[dict[str, Any], list[bytes]] | None:
     """The body and parents of the plan record after `change`, given the current record of
     every key it names (`current`), or None when the plan already says exactly that. Raises
-    ValueError when a parent of `plan` is not in `lineage`, a needed current record is
-    missing, or the plan would hold more than MAX_PARENTS facts."""
-    body: dict[str, Any] = dict(plan.body) if plan is not None else {"trust": 1}
-    declaration: dict[str, list[str]] = {
-        k: list(v) for k, v in dict(body.get("declaration", {})).items()
-    }
-    held: dict[str, bytes] = {}  # key -> the parent the plan holds for it
-    order: list[str] = []
-    for rid in plan.parents if plan is not None else ():
-        parent = lineage.get(rid)
-        if parent is None:
-            raise ValueError(f"parent {rid.hex()[:12]} of the plan is not at hand")
-        held[parent.key] = rid
-        order.append(parent.key)
+    ValueError when a parent of `plan` (or of `parent`) is not in `lineage`, a needed
+    current record is missing, or the plan would hold more than MAX_PARENTS facts.
+
+    A re-read (a file joining as read that moves from the version the plan held) spends the
+    replan count (`trust` + 1, the key listed under `reread`) unless the plan's repository,
+    branch or HEAD drifted (`current` holds them then): no re-read fixes that. A landed
+    write or a rebase starts the count over.
+
+    `parent` (used only when `plan` is None): the record of the parent's plan
+    (`change.derive`); the new plan starts as its copy: its facts at the versions it held
+    (its targets as reads), its replan count, its record as a lineage parent (the link, kept
+    as long as none of those facts moves), the keys listed under `inherited` until they
+    move."""
+    link: bytes | None
+    if plan is None and parent is not None:
+        body, declaration, held, order, link = _derived(parent, lineage, change.derive or "")
+    else:
+        body = dict(plan.body) if plan is not None else {"trust": 1}
+        declaration = {k: list(v) for k, v in dict(body.get("declaration", {})).items()}
+        held, order, link = _held(plan, lineage)
+    inherited = set(_listed(body, "inherited"))
+    reread = _listed(body, "reread")
     trust = int(body.get("trust", 1))
     changed = plan is None
-
     extra: dict[str, Record] = {}
+    moved: set[str] = set()
 
     def need(key: str) -> Record:
         record = extra.get(key) or current.get(key)
@@ -139,11 +153,13 @@ def recorded(
             return False
         if held[key] != now_id:
             held[key] = now_id
+            moved.add(key)
             changed = True
             return True
         return False
 
     before = lineage_bodies(lineage, held)  # the held records' bodies, before the change
+    based = not _base_drifted(declaration, held, current)
     agents = {*change.agents, *filter(None, map(_agent, change.files))}
     for agent in sorted(agents):
         for fact, role in FACT_ROLES.items():
@@ -153,20 +169,15 @@ def recorded(
         for key, roles in list(declaration.items()):
             if _fact(key):
                 join(key, roles[0], move=True)
-        trust = 1
-    moved = set()
+        trust, reread = 1, []
     for key, role in change.files.items():
-        if join(key, role, move=True):
-            moved.add(key)
-            if role != "target":
-                trust += 1  # a re-read of a drifted fact: the plan's one replan
+        lock = role == "lockfile" and key in held  # a lockfile moves by its own re-read only
+        if join(key, role, move=not lock) and role != "target" and based:
+            trust += 1  # a re-read of a drifted fact: the plan's one replan
+            reread = [*reread, key] if key not in reread else reread
     if change.landed:
-        trust = 1  # the write went through: the single-replan rule holds per write
-    for key, roles in list(declaration.items()):
-        inputs = before.get(key, {}).get("inputs") if "evidence" in roles else None
-        if isinstance(inputs, list) and set(inputs) & moved:
-            del declaration[key]  # it ran against a version that is gone
-            held.pop(key, None)
+        trust, reread = 1, []  # the write went through: the single-replan rule holds per write
+    _drop_stale_evidence(declaration, held, before, moved)
     if change.evidence is not None:
         key, record = change.evidence
         inputs = record.body.get("inputs", []) if isinstance(record.body, dict) else []
@@ -175,11 +186,14 @@ def recorded(
                 declaration[name].append("input")
         extra[key] = record
         join(key, "evidence", move=True)
-    if trust != int(body.get("trust", 1)):
+    if link is not None and (moved & inherited or change.rebase):
+        link, changed = None, True  # the plan no longer holds what the parent's did
+    if trust != int(body.get("trust", 1)) or reread != _listed(body, "reread"):
         changed = True
     if not changed:
         return None
     parents = [held[k] for k in dict.fromkeys(order) if k in held and k in declaration]
+    parents = [link, *parents] if link is not None else parents
     if len(parents) > MAX_PARENTS:
         raise ValueError(f"the plan would hold {len(parents)} facts, more than {MAX_PARENTS}")
     body.update(
@@ -190,7 +204,88 @@ def recorded(
         time=round(now, 3),
         **change.extra,
     )
+    if reread or "reread" in body:
+        body["reread"] = reread
+    if "derived_from" in body:
+        body["inherited"] = sorted(k for k in inherited - moved if k in declaration)
     return body, parents
+
+
+INHERITED_ROLES = {"target": "read"}  # what the parent wrote, its subagent knows as read
+BASE_ROLES = ("repo", "branch", "head")
+
+
+def _derived(
+    parent: Record, lineage: Mapping[bytes, Record], name: str
+) -> tuple[dict[str, Any], dict[str, list[str]], dict[str, bytes], list[str], bytes]:
+    """A subagent's new plan as a copy of its parent's plan record `parent` (named `name`):
+    body, declaration, held ids, key order, and the link (the parent record's id)."""
+    pbody = parent.body if isinstance(parent.body, dict) else {}
+    held, order, _ = _held(parent, lineage)
+    declaration = {
+        k: list(dict.fromkeys(INHERITED_ROLES.get(r, r) for r in v))
+        for k, v in dict(pbody.get("declaration", {})).items()
+        if k in held
+    }
+    body: dict[str, Any] = {
+        "trust": int(pbody.get("trust", 1)),
+        "parent_plan": name,
+        "derived_from": parent.id.hex(),
+        "inherited": sorted(declaration),
+    }
+    return body, declaration, held, order, parent.id
+
+
+def _held(
+    plan: Record | None, lineage: Mapping[bytes, Record]
+) -> tuple[dict[str, bytes], list[str], bytes | None]:
+    """Key -> the parent id `plan` holds for it, the keys in order, and its link to a
+    parent's plan record (a parent of kind "plan"), if any. Raises ValueError for a parent
+    not in `lineage`."""
+    held: dict[str, bytes] = {}
+    order: list[str] = []
+    link = None
+    for rid in plan.parents if plan is not None else ():
+        parent = lineage.get(rid)
+        if parent is None:
+            raise ValueError(f"parent {rid.hex()[:12]} of the plan is not at hand")
+        if parent.kind == "plan":
+            link = rid
+            continue
+        held[parent.key] = rid
+        order.append(parent.key)
+    return held, order, link
+
+
+def _listed(body: Mapping[str, Any], name: str) -> list[str]:
+    found = body.get(name)
+    return [k for k in found if isinstance(k, str)] if isinstance(found, list) else []
+
+
+def _base_drifted(
+    declaration: Mapping[str, list[str]], held: Mapping[str, bytes], current: Mapping[str, Record]
+) -> bool:
+    """Whether a repository, branch or HEAD fact the plan holds has another current record
+    (only facts `current` has are looked at)."""
+    return any(
+        key in current and key in held and current[key].id != held[key]
+        for key, roles in declaration.items()
+        if set(roles) & set(BASE_ROLES)
+    )
+
+
+def _drop_stale_evidence(
+    declaration: dict[str, list[str]],
+    held: dict[str, bytes],
+    before: Mapping[str, Any],
+    moved: set[str],
+) -> None:
+    """Evidence that ran against a version that moved leaves the plan."""
+    for key, roles in list(declaration.items()):
+        inputs = before.get(key, {}).get("inputs") if "evidence" in roles else None
+        if isinstance(inputs, list) and set(inputs) & moved:
+            del declaration[key]
+            held.pop(key, None)
 
 
 def lineage_bodies(lineage: Mapping[bytes, Record], held: Mapping[str, bytes]) -> dict[str, Any]:
@@ -259,15 +354,23 @@ def wait_record(
                 if cache is not None:
                     lineage = [known[rid] for rid in record.parents if rid in known]
                     save_records(cache, [record, *lineage])
-            declared = record.body.get("declaration", {}) if record is not None else {}
+            parent = None
+            if record is None and change.derive:
+                parent = _parent_plan(sessions, roster, change.derive, known, step_timeout)
+            base = record or parent
+            declared = base.body.get("declaration", {}) if base is not None else {}
             rebase_keys = [k for k in declared if change.rebase and split_key(k) and _fact(k)]
             agents = {*change.agents, *filter(None, map(_agent, change.files))}
-            missing = [
-                k
-                for a in sorted(agents)
-                for k in fact_keys(a)
-                if k not in declared and k not in current
-            ] + [k for k in rebase_keys if k not in current]
+            missing = (
+                [
+                    k
+                    for a in sorted(agents)
+                    for k in fact_keys(a)
+                    if k not in declared and k not in current
+                ]
+                + [k for k in rebase_keys if k not in current]
+                + _base_keys(base, declared, change, current)
+            )
             if missing:
                 current.update(heads(sessions, roster, missing, step_timeout))
             step = change
@@ -296,17 +399,10 @@ def wait_record(
                     },
                     step_timeout,
                 )
-                step = Change(
-                    change.files,
-                    change.agents,
-                    (ekey, erecord),
-                    change.rebase,
-                    change.extra,
-                    change.landed,
-                )
+                step = dataclasses.replace(change, evidence=(ekey, erecord))
                 evidence = None  # written once, also when the plan write is retried
             present = {k: r for k, r in current.items() if r is not None}
-            result = recorded(record, known, present, step, time.time())
+            result = recorded(record, known, present, step, time.time(), parent)
             if result is None:
                 return False
             body, parents = result
@@ -321,6 +417,72 @@ def wait_record(
                 change = step
     finally:
         sessions.close()
+
+
+def _parent_plan(
+    sessions: SyncSessions,
+    roster: Roster,
+    name: str,
+    known: dict[bytes, Record],
+    step_timeout: float,
+) -> Record | None:
+    """The current record of plan `name` (a subagent's parent's), its parents put in
+    `known`; None when it has none or it is not an automatic plan."""
+    record = heads(sessions, roster, [plan_key(name)], step_timeout).get(plan_key(name))
+    if record is None or not isinstance(record.body, dict) or not record.body.get("auto"):
+        return None
+    _fetch_parents(sessions, roster, record, known, step_timeout)
+    return record
+
+
+def _base_keys(
+    plan: Record | None,
+    declared: Mapping[str, Any],
+    change: Change,
+    current: Mapping[str, Record | None],
+) -> list[str]:
+    """The plan's repository, branch and HEAD facts, when `change` re-reads a file the plan
+    holds at another version (`recorded` spends the replan count only if they did not drift),
+    else none: a read of an unchanged or new file needs no more round trips."""
+    held = set(plan.parents) if plan is not None else set()
+    rereads = [
+        k
+        for k, role in change.files.items()
+        if role == "read"
+        and k in declared
+        and (r := current.get(k)) is not None
+        and r.id not in held
+    ]
+    if not rereads:
+        return []
+    return [
+        k
+        for k, roles in declared.items()
+        if isinstance(roles, list) and set(roles) & set(BASE_ROLES) and k not in current
+    ]
+
+
+def wait_declaration(
+    roster: Roster, identity_of: Callable[[str], Identity], plan: str, *, step_timeout: float
+) -> dict[str, list[str]]:
+    """The declaration (key -> roles) of plan `plan`'s current record, {} when it has none;
+    one request within `step_timeout` seconds. Raises PlanfenceError when its owner fails."""
+    pkey = plan_key(plan)
+    owner = roster.owner_of(pkey)
+    if owner is None:
+        raise ConfigError(f"no agent owns {pkey!r}")
+    sessions = SyncSessions(roster, identity_of(owner))
+    try:
+        record = heads(sessions, roster, [pkey], step_timeout).get(pkey)
+    finally:
+        sessions.close()
+    body = record.body if record is not None else None
+    found = body.get("declaration") if isinstance(body, dict) else None
+    if not isinstance(found, dict):
+        return {}
+    return {
+        k: [r for r in v if isinstance(r, str)] for k, v in found.items() if isinstance(v, list)
+    }
 
 
 def _fact(key: str) -> bool:
@@ -358,7 +520,7 @@ def _fetch_parents(
     if not missing:
         return False
     declared = record.body.get("declaration", {}) if isinstance(record.body, dict) else {}
-    holders = {roster.owner_of(k) for k in declared} - {None}
+    holders = {roster.owner_of(k) for k in [record.key, *declared]} - {None}  # with a link
     verify = verifier(roster)
     for holder in sorted(str(h) for h in holders):
         answer = sessions.request(holder, "get", {"ids": missing}, _until(step_timeout))
