@@ -390,8 +390,11 @@ def resolve_reads(spaces: Mapping[str, Path], cwd: str, operands: list[str]) -> 
 
 
 def block_message(call: ToolCall, verdict: Verdict) -> str:
-    """The reason the model reads when its session's plan drifted: the drift, then what to do
-    (re-read and retry; a branch/HEAD change is the user's to re-base; changed again: stop)."""
+    """The reason the model reads when its session's plan drifted: the drift, then the one
+    thing to do. A repository, branch or HEAD change: stop and tell the user (no re-read
+    fixes it, so none is asked for, also when files changed too). Changed again after the
+    plan's one replan: stop and report (saying a re-read file changed again only when one
+    did, `Verdict.again`). Else: re-read the files named and retry."""
     from ...cluster.command import executable
     from ..model.machine import UNDECIDED
     from .text import block_message as trusted_message
@@ -405,30 +408,34 @@ def block_message(call: ToolCall, verdict: Verdict) -> str:
         f"({verdict.level} drift).",
         *verdict.lines,
     ]
-    if verdict.changed_again:
-        lines.append(
-            "A file you already re-read has changed again: stop and report the drift above "
-            "to the user; do not retry this call and do not re-read again."
-        )
-        return "\n".join(lines)
     moved = [
         line
         for line in verdict.lines
         if line.startswith(("- Branch changed", "- HEAD changed", "- Repository changed"))
     ]
-    if verdict.reread:
-        lines.append(
-            f"Re-read {', '.join(verdict.reread)} (with Read, or cat in the shell), then retry "
-            f"the same call: the re-read records what the files hold now. If one changes "
-            f"again, stop and report."
-        )
     if moved:
         lines.append(
             f"The branch or HEAD changed: stop and tell the user. Only the user can re-base "
             f"this plan on it, with `{shlex.quote(executable())} workspace refresh {plan}` "
             f"(never run it yourself)."
         )
-    if not verdict.reread and not moved:
+    elif verdict.changed_again:
+        lines.append(
+            (
+                "A file you already re-read has changed again"
+                if verdict.again
+                else "This plan was already re-made once after a re-read and has changed since"
+            )
+            + ": stop and report the drift above to the user; do not retry this call and "
+            "do not re-read again."
+        )
+    elif verdict.reread:
+        lines.append(
+            f"Re-read {', '.join(verdict.reread)} (with Read, or cat in the shell), then retry "
+            f"the same call: the re-read records what the files hold now. If one changes "
+            f"again, stop and report."
+        )
+    else:
         lines.append(
             "Re-check what changed, then retry once; if it is blocked again, stop and report."
         )
