@@ -15,7 +15,16 @@ from planfence_net.core.roster import Roster
 from planfence_net.net.syncclient import SyncSessions
 from planfence_net.workspace.model.facts import plan_key
 from planfence_net.workspace.plans.session import auto_plan, heads
-from support.workspace import make_repo, payload, run_cli, run_hook_output, served, write
+from support.workspace import (
+    make_repo,
+    payload,
+    run_cli,
+    run_hook,
+    run_hook_output,
+    served,
+    served_team,
+    write,
+)
 
 AUTO = ("--mode", "auto")
 SESSION = "9f2c6a1e-4b7d-4e0a-9c55-2f1d8e7b3a10"  # the recorded Claude Code payloads' session
@@ -153,3 +162,30 @@ def test_a_told_parent_that_is_blocked_reads_it_after_the_reason(tmp_path: Path)
             "PlanFence: subagent agent-7 (general-purpose) changed lib.py, which this session "
             "had read; re-read it before relying on what you read.",
         ]
+
+
+def test_in_a_team_the_plans_owner_is_not_the_files_owner(tmp_path: Path) -> None:
+    """The planner owns the plans, `api` the files: the subagent's check fetches the link
+    (the parent's plan record) from the planner."""
+    with served_team(tmp_path, FILES, {"page.tsx": "<Login />\n"}) as (handle, api, _):
+        hook = ("--cluster", str(handle.path), *AUTO)
+
+        def run(rel: str, tool: str, event: str, n: int, sub: bool) -> tuple[int, str]:
+            data = {
+                **payload("claude-read", api),
+                "hook_event_name": event,
+                "tool_name": tool,
+                "tool_input": {"file_path": str(api / rel), "content": "x\n"},
+                "tool_use_id": f"toolu_{n:04}",
+            }
+            if sub:
+                data.update(agent_id="agent-7", agent_type="general-purpose")
+            return run_hook("claude", data, *hook)
+
+        assert run("lib.py", "Read", "PostToolUse", 1, False) == (0, "")
+        write(api, {"lib.py": "changed\n"})
+        code, reason = run("main.py", "Write", "PreToolUse", 2, True)
+        assert code == 2
+        assert reason.splitlines()[2] == "- 1 file the parent agent read changed: lib.py", reason
+        assert run("lib.py", "Read", "PostToolUse", 3, True) == (0, "")
+        assert run("main.py", "Write", "PreToolUse", 2, True) == (0, "")
