@@ -7,8 +7,11 @@ works under its own plan (`session.auto_plan`), made from what its agent actuall
     PreToolUse of a write         check the session's plan like any trusted state; the first
                                   gated call of a session without a plan starts it and runs
     PostToolUse of a read         Read/NotebookRead, or a shell command that reads files
-                                  (`reads.read_operands`, a heuristic): existing files inside
-                                  a served worktree join the plan as `read`
+                                  (`reads.read_operands`, a heuristic), or a search or diff
+                                  whose output showed files (`shown`: grep -r, rg, git grep,
+                                  git diff/log -p/show, a content-mode Grep): existing files
+                                  inside a served worktree join the plan as `read`, and the
+                                  lockfiles beside a manifest among them as `lockfile`
     PostToolUse of a write        the written files join as `target` (`hookrecord.PlanWrites.advance`)
     PostToolUse(Failure) of a     a configured test command (`[hook] tests` in the cluster's
     test command                  cluster.toml, else `reads.DEFAULT_TEST_COMMANDS`) records
@@ -18,8 +21,15 @@ works under its own plan (`session.auto_plan`), made from what its agent actuall
 An explicitly trusted plan of the session (or the folder's shared current plan) takes
 precedence: then nothing here runs and the hook behaves as in explicit mode. A block names
 the files to re-read (relevant) or the branch/HEAD change (critical: only a person re-bases
-the plan, `planfence workspace refresh`); a re-read moves the fact to its new version and is
-the plan's one replan, so a drift after it is "changed again: stop and report".
+the plan, `planfence workspace refresh`; no re-read is asked for then); a re-read moves the
+fact to its new version and is the plan's one replan, so a drift after it is "changed
+again: stop and report".
+
+A subagent's call (`agent_id`) works under the subagent's own plan, which derives from its
+session's plan when it starts (`parent_plan`, `session.Change.derive`): what the parent had
+read blocks the subagent's writes when it drifts, named as the parent's read. When a
+subagent's write lands on a file the parent's plan had seen, the parent's next call is told
+(`told`: after a block's reason, else as `additionalContext`).
 """
 
 from __future__ import annotations
@@ -92,7 +102,7 @@ def working_plan(cdir: ClusterDir, call: ToolCall, selected: str | None) -> str 
 
 def note_working(root: Path, plan: str, call: ToolCall | None = None) -> None:
     """Remember that a session works under its automatic plan `plan` (see `working_plan`);
-    for a subagent's `call`, also whose plan it derives from (see `parent_of`)."""
+    for a subagent's `call`, also whose plan it derives from (see `told.parent_of`)."""
     path = session_marker(root, plan)
     path.parent.mkdir(parents=True, exist_ok=True)
     parent = parent_plan(call) if call is not None else None
@@ -103,16 +113,6 @@ def note_working(root: Path, plan: str, call: ToolCall | None = None) -> None:
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(note))
     tmp.replace(path)
-
-
-def parent_of(root: Path, plan: str) -> dict[str, str | None]:
-    """What `note_working` noted about a subagent's plan `plan`: its parent's plan
-    (`parent`), `subagent` and `type`; {} for a session's own plan."""
-    try:
-        note = json.loads(session_marker(root, plan).read_text() or "{}")
-    except (OSError, ValueError):
-        return {}
-    return note if isinstance(note, dict) and isinstance(note.get("parent"), str) else {}
 
 
 def agents_here(cdir: ClusterDir, cwd: str) -> tuple[str, ...]:
@@ -182,6 +182,7 @@ def after(call: ToolCall, options: dict[str, str]) -> tuple[int, str] | Answer:
         if working_plan(cdir, call, selected) is None:
             return 0, ""  # an explicitly trusted plan takes precedence
         from .run import Answer
+        from .told import with_told
 
         return with_told(cdir.root, call, Answer(*_record(call, cdir, operands, shell, options)))
     except NoCluster:
@@ -253,96 +254,10 @@ def record_writes(
         cache=cache_path(root, plan),
     )
     if landed and keys:
-        _tell_parent(root, plan, roster, keys, step)
+        from .told import tell_parent
+
+        tell_parent(root, plan, roster, keys, step)
     return written
-
-
-SEEN_ROLES = ("read", "target", "lockfile", "input")  # a file the plan's agent has seen
-
-
-def _tell_parent(root: Path, plan: str, roster: Roster, keys: list[str], step: float) -> None:
-    """A subagent's write of `keys` landed: note for its parent (see `told`) the files among
-    them that the parent's plan holds as seen. Best effort: a failure only loses the note."""
-    from ...cluster.folder import ClusterDir
-    from ...core.errors import PlanfenceError
-    from ..plans.session import wait_declaration
-
-    info = parent_of(root, plan)
-    parent = info.get("parent")
-    if not parent:
-        return
-    try:
-        declared = wait_declaration(roster, ClusterDir(root).identity, parent, step_timeout=step)
-    except (PlanfenceError, OSError):
-        return
-    seen = [k for k in keys if set(declared.get(k, ())) & set(SEEN_ROLES)]
-    if not seen:
-        return
-    line = json.dumps({"files": seen, "subagent": info.get("subagent"), "type": info.get("type")})
-    path = root / "run" / f"{parent}.told"
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        os.write(fd, (line + "\n").encode())
-    finally:
-        os.close(fd)
-
-
-def told(root: Path, call: ToolCall) -> str:
-    """What the session's subagents changed among the files it had seen since it was last
-    told (each note said once), as a sentence per subagent, or ""; "" for a subagent's call."""
-    from ..model.facts import file_of
-
-    if call.agent_id:
-        return ""
-    path = root / "run" / f"{session_plan(call)}.told"
-    taken = path.with_name(f"{path.name}.{os.getpid()}")
-    try:
-        path.rename(taken)
-    except OSError:
-        return ""
-    try:
-        rows = [json.loads(line) for line in taken.read_text().splitlines() if line.strip()]
-    except (OSError, ValueError):
-        rows = []
-    finally:
-        taken.unlink(missing_ok=True)
-    by_agent: dict[tuple[str, str], list[str]] = {}
-    for row in rows:
-        if isinstance(row, dict) and isinstance(row.get("files"), list):
-            who = (str(row.get("subagent") or "?"), str(row.get("type") or ""))
-            names = by_agent.setdefault(who, [])
-            names += [n for k in row["files"] if (n := file_of(str(k)) or str(k)) not in names]
-    return "\n".join(
-        f"PlanFence: subagent {agent}{f' ({kind})' if kind else ''} changed {', '.join(names)}, "
-        f"which this session had read; re-read {'it' if len(names) == 1 else 'them'} before "
-        f"relying on what you read."
-        for (agent, kind), names in by_agent.items()
-    )
-
-
-def with_told(root: Path, call: ToolCall, answer: Answer) -> Answer:
-    """`answer` with what `told` has for the call's session: on a block, after the reason;
-    else as context for the model (`hookSpecificOutput.additionalContext`, added to any the
-    answer carries)."""
-    from .run import Answer
-
-    text = told(root, call)
-    if not text:
-        return answer
-    if answer.code != 0:
-        return Answer(
-            answer.code, f"{answer.stderr}\n{text}" if answer.stderr else text, answer.stdout
-        )
-    try:
-        out = json.loads(answer.stdout) if answer.stdout else {}
-    except ValueError:
-        out = {}
-    out = out if isinstance(out, dict) else {}
-    spec = out.setdefault("hookSpecificOutput", {})
-    spec.setdefault("hookEventName", call.event)
-    had = spec.get("additionalContext")
-    spec["additionalContext"] = f"{had}\n{text}" if had else text
-    return Answer(answer.code, answer.stderr, json.dumps(out))
 
 
 def lockfiles_of(spaces: Mapping[str, Path], keys: list[str]) -> list[str]:

@@ -181,7 +181,7 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
         log_check(cdir.root, roster, verdict, "hook", call)  # `workspace show` reads it back
         if auto:
             from .auto import block_message as session_block_message
-            from .auto import with_told
+            from .told import with_told
 
             return with_told(cdir.root, call, Answer(BLOCK, session_block_message(call, verdict)))
         from .text import block_message
@@ -200,7 +200,7 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
 
         inflight.add(cdir.root, plan, call.tool_use_id, call.cwd, call.files, owner(call))
     if auto:
-        from .auto import with_told
+        from .told import with_told
 
         return with_told(cdir.root, call, Answer(*intents))
     return Answer(*intents)  # allowed; other plans' intents on these files, on stdout
