@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -110,7 +111,7 @@ def note_working(root: Path, plan: str, call: ToolCall | None = None) -> None:
         path.touch()
         return
     note = {"parent": parent, "subagent": call.agent_id, "type": call.agent_type} if call else {}
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_text(json.dumps(note))
     tmp.replace(path)
 

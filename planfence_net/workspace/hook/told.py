@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -79,7 +80,7 @@ def told(root: Path, call: ToolCall) -> str:
     if call.agent_id:
         return ""
     path = root / "run" / f"{session_plan(call)}.told"
-    taken = path.with_name(f"{path.name}.{os.getpid()}")
+    taken = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}")  # this call's
     try:
         path.rename(taken)
     except OSError:
