@@ -68,85 +68,40 @@ def recorded(
     (its targets as reads), its replan count, its record as a lineage parent (the link, kept
     as long as none of those facts moves), the keys listed under `inherited` until they
     move."""
-    link: bytes | None
-    if plan is None and parent is not None:
-        body, declaration, held, order, link = _derived(parent, lineage, change.derive or "")
-    else:
-        body = dict(plan.body) if plan is not None else {"trust": 1}
-        declaration = {k: list(v) for k, v in dict(body.get("declaration", {})).items()}
-        held, order, link = _held(plan, lineage)
+    draft = _Draft(plan, lineage, current, parent, change.derive or "")
+    body, declaration, held = draft.body, draft.declaration, draft.held
     inherited = set(_listed(body, "inherited"))
     reread = _listed(body, "reread")
     trust = int(body.get("trust", 1))
-    changed = plan is None
-    extra: dict[str, Record] = {}
-    moved: set[str] = set()
-
-    def need(key: str) -> Record:
-        record = extra.get(key) or current.get(key)
-        if record is None:
-            raise ValueError(f"no current record of {key!r}")
-        return record
-
-    def join(key: str, role: str, *, move: bool) -> bool:
-        """Declare `key` with `role`; move it to its current version when `move` (or new).
-        Returns whether its version moved from one the plan held before."""
-        nonlocal changed
-        roles = declaration.setdefault(key, [])
-        if role not in roles:
-            roles.append(role)
-            changed = True
-        now_id = need(key).id if (move or key not in held) else held[key]
-        if key not in held:
-            order.append(key)
-            held[key] = now_id
-            changed = True
-            return False
-        if held[key] != now_id:
-            held[key] = now_id
-            moved.add(key)
-            changed = True
-            return True
-        return False
-
     before = lineage_bodies(lineage, held)  # the held records' bodies, before the change
     based = not _base_drifted(declaration, held, current)
     agents = {*change.agents, *filter(None, map(key_agent, change.files))}
     for agent in sorted(agents):
         for fact, role in FACT_ROLES.items():
             if fact_key(agent, fact) not in declaration:
-                join(fact_key(agent, fact), role, move=True)
+                draft.join(fact_key(agent, fact), role, move=True)
     if change.rebase:
         for key, roles in list(declaration.items()):
             if is_fact(key):
-                join(key, roles[0], move=True)
+                draft.join(key, roles[0], move=True)
         trust, reread = 1, []
     for key, role in change.files.items():
         lock = role == "lockfile" and key in held  # a lockfile moves by its own re-read only
-        if join(key, role, move=not lock) and role != "target" and based:
+        if draft.join(key, role, move=not lock) and role != "target" and based:
             trust += 1  # a re-read of a drifted fact: the plan's one replan
             reread = [*reread, key] if key not in reread else reread
     if change.landed:
         trust, reread = 1, []  # the write went through: the single-replan rule holds per write
-    _drop_stale_evidence(declaration, held, before, moved)
+    _drop_stale_evidence(declaration, held, before, draft.moved)
     if change.evidence is not None:
-        key, record = change.evidence
-        inputs = record.body.get("inputs", []) if isinstance(record.body, dict) else []
-        for name in inputs:
-            if name in declaration and "input" not in declaration[name]:
-                declaration[name].append("input")
-        extra[key] = record
-        join(key, "evidence", move=True)
-    if link is not None and (moved & inherited or change.rebase):
-        link, changed = None, True  # the plan no longer holds what the parent's did
+        draft.evidence(*change.evidence)
+    if draft.link is not None and (draft.moved & inherited or change.rebase):
+        draft.link, draft.changed = None, True  # the plan no longer holds what the parent's did
     if trust != int(body.get("trust", 1)) or reread != _listed(body, "reread"):
-        changed = True
-    if not changed:
+        draft.changed = True
+    if not draft.changed:
         return None
-    parents = [held[k] for k in dict.fromkeys(order) if k in held and k in declaration]
-    parents = [link, *parents] if link is not None else parents
-    if len(parents) > MAX_PARENTS:
-        raise ValueError(f"the plan would hold {len(parents)} facts, more than {MAX_PARENTS}")
+    parents = draft.parents()
     body.update(
         declaration={k: v for k, v in declaration.items() if v},
         trust=trust,
@@ -158,8 +113,79 @@ def recorded(
     if reread or "reread" in body:
         body["reread"] = reread
     if "derived_from" in body:
-        body["inherited"] = sorted(k for k in inherited - moved if k in declaration)
+        body["inherited"] = sorted(k for k in inherited - draft.moved if k in declaration)
     return body, parents
+
+
+class _Draft:
+    """The plan record being made: its body, declaration, held ids (key -> parent id, in
+    `order`), its link to a parent's plan record, and what moved or changed so far."""
+
+    def __init__(
+        self,
+        plan: Record | None,
+        lineage: Mapping[bytes, Record],
+        current: Mapping[str, Record],
+        parent: Record | None,
+        name: str,
+    ) -> None:
+        self.link: bytes | None
+        if plan is None and parent is not None:
+            self.body, self.declaration, self.held, self.order, self.link = _derived(
+                parent, lineage, name
+            )
+        else:
+            self.body = dict(plan.body) if plan is not None else {"trust": 1}
+            declared = dict(self.body.get("declaration", {}))
+            self.declaration = {k: list(v) for k, v in declared.items()}
+            self.held, self.order, self.link = _held(plan, lineage)
+        self.current = current
+        self.extra: dict[str, Record] = {}
+        self.moved: set[str] = set()
+        self.changed = plan is None
+
+    def join(self, key: str, role: str, *, move: bool) -> bool:
+        """Declare `key` with `role`; move it to its current version when `move` (or new).
+        Returns whether its version moved from one the plan held before. Raises ValueError
+        when its current record is needed and missing."""
+        roles = self.declaration.setdefault(key, [])
+        if role not in roles:
+            roles.append(role)
+            self.changed = True
+        if not move and key in self.held:
+            return False
+        record = self.extra.get(key) or self.current.get(key)
+        if record is None:
+            raise ValueError(f"no current record of {key!r}")
+        if key not in self.held:
+            self.order.append(key)
+        elif self.held[key] == record.id:
+            return False
+        else:
+            self.moved.add(key)
+        new = key not in self.held
+        self.held[key] = record.id
+        self.changed = True
+        return not new
+
+    def evidence(self, key: str, record: Record) -> None:
+        """Join the evidence record `record` of `key`; its inputs get the role `input`."""
+        inputs = record.body.get("inputs", []) if isinstance(record.body, dict) else []
+        for name in inputs:
+            if name in self.declaration and "input" not in self.declaration[name]:
+                self.declaration[name].append("input")
+        self.extra[key] = record
+        self.join(key, "evidence", move=True)
+
+    def parents(self) -> list[bytes]:
+        """The record's parents: the link first, then the held ids of declared keys. Raises
+        ValueError past MAX_PARENTS."""
+        held, declared = self.held, self.declaration
+        parents = [held[k] for k in dict.fromkeys(self.order) if k in held and k in declared]
+        parents = [self.link, *parents] if self.link is not None else parents
+        if len(parents) > MAX_PARENTS:
+            raise ValueError(f"the plan would hold {len(parents)} facts, more than {MAX_PARENTS}")
+        return parents
 
 
 INHERITED_ROLES = {"target": "read"}  # what the parent wrote, its subagent knows as read
