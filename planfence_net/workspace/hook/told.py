@@ -4,8 +4,9 @@ input), the parent's next hook call says so, once:
 
     tell_parent   after the subagent's write (its PostToolUse): append a note for the
                   parent's plan (CLUSTER/run/PLAN.told, one JSON line per write)
-    told          the parent's next call: take the notes (renamed away, so each is said
-                  once) and word them, one sentence per subagent
+    told          the parent's next call whose answer reaches the model (a checked
+                  PreToolUse; Claude Code's PostToolUse): take the notes (renamed away, so
+                  each is said once) and word them, one sentence per subagent
     with_told     add them to that call's answer: after a block's reason, else as
                   `hookSpecificOutput.additionalContext` (merged with any the answer has)
 
@@ -77,7 +78,7 @@ def told(root: Path, call: ToolCall) -> str:
     told (each note said once), as a sentence per subagent, or ""; "" for a subagent's call."""
     from ..model.facts import file_of
 
-    if call.agent_id:
+    if call.agent_id or not _can_tell(call):
         return ""
     path = root / "run" / f"{session_plan(call)}.told"
     taken = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}")  # this call's
@@ -128,3 +129,10 @@ def with_told(root: Path, call: ToolCall, answer: Answer) -> Answer:
     had = spec.get("additionalContext")
     spec["additionalContext"] = f"{had}\n{text}" if had else text
     return Answer(answer.code, answer.stderr, json.dumps(out))
+
+
+def _can_tell(call: ToolCall) -> bool:
+    """Whether the answer to `call` reaches the model: a PreToolUse's (its block reason or
+    `additionalContext`, both agents), or Claude Code's PostToolUse `additionalContext`.
+    Notes wait for such a call (never a PostToolUseFailure, nor Codex's PostToolUse)."""
+    return call.event == "PreToolUse" or (call.event == "PostToolUse" and call.agent == "claude")
