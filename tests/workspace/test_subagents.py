@@ -153,6 +153,9 @@ def test_a_told_parent_that_is_blocked_reads_it_after_the_reason(tmp_path: Path)
         assert write_call(repo, "lib.py", 2, sub=True) == (0, "", "")
         write(repo, {"lib.py": "changed by the subagent\n"})
         assert write_call(repo, "lib.py", 2, sub=True, event="PostToolUse") == (0, "", "")
+        failed = {"command": "false", "description": "fail"}
+        # A failed call's answer does not reach the model: the note waits.
+        assert call(repo, "PostToolUseFailure", "Bash", failed, 3) == (0, "", "")
         code, out, reason = write_call(repo, "main.py", 3)
         assert (code, out) == (2, "")
         assert reason.splitlines()[2:] == [
