@@ -152,3 +152,27 @@ def test_a_write_held_by_an_exclusive_intent_is_logged_as_a_block(tmp_path: Path
         log = (repo / ".planfence" / "logs" / "ws.jsonl").read_text().splitlines()
         [line] = [json.loads(x) for x in log if '"event":"check"' in x and PLAN in x]
         assert line["held"] == reason.rstrip("\n")
+
+
+def test_an_explicit_plan_after_a_branch_switch_is_told_only_to_stop(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", FILES)
+    with served(repo):
+        code, out, err = run_cli(
+            "workspace", "trust", "fix", "--read", "lib.py", "--lockfiles", "none", cwd=repo
+        )
+        assert code == 0, out + err
+        git(repo, "checkout", "-q", "-b", "other")
+        write(repo, {"lib.py": "def f():\n    return 2\n"})
+        data = {**payload("claude-write", repo), "tool_input": {"file_path": str(repo / "main.py")}}
+        code, reason = run_hook("claude", data)
+        assert (code, reason.splitlines()) == (
+            2,
+            [
+                f"PlanFence blocked Write of {repo / 'main.py'}: plan 'fix' is stale (critical "
+                "drift).",
+                "Workspace drift detected since the previous trusted state:",
+                "- Branch changed: main -> other",
+                "- 1 previously inspected file changed: lib.py",
+                STOP.replace(PLAN, "fix"),
+            ],
+        )

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import threading
 import time
 from collections.abc import Mapping
@@ -311,8 +310,8 @@ def block_message(call: ToolCall, verdict: Verdict) -> str:
     fixes it, so none is asked for, also when files changed too). Changed again after the
     plan's one replan: stop and report (saying a re-read file changed again only when one
     did, `Verdict.again`). Else: re-read the files named and retry."""
-    from ...cluster.command import executable
     from ..model.machine import UNDECIDED
+    from .text import base_moved, stop_for_person
     from .text import block_message as trusted_message
 
     if verdict.level == UNDECIDED:
@@ -324,17 +323,8 @@ def block_message(call: ToolCall, verdict: Verdict) -> str:
         f"({verdict.level} drift).",
         *verdict.lines,
     ]
-    moved = [
-        line
-        for line in verdict.lines
-        if line.startswith(("- Branch changed", "- HEAD changed", "- Repository changed"))
-    ]
-    if moved:
-        lines.append(
-            f"The branch or HEAD changed: stop and tell the user. Only the user can re-base "
-            f"this plan on it, with `{shlex.quote(executable())} workspace refresh {plan}` "
-            f"(never run it yourself)."
-        )
+    if base_moved(verdict):
+        lines.append(stop_for_person(plan))
     elif verdict.changed_again:
         lines.append(
             (
