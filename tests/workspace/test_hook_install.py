@@ -49,7 +49,7 @@ command = "python3 .codex/hooks/guard.py"
 timeout = 10
 """
 CLAUDE_PRE = "Write|Edit|MultiEdit|NotebookEdit|Bash|PowerShell"
-CLAUDE_POST = "Write|Edit|MultiEdit|NotebookEdit|Read|NotebookRead|Bash|PowerShell"
+CLAUDE_POST = "Write|Edit|MultiEdit|NotebookEdit|Read|NotebookRead|Grep|Bash|PowerShell"
 CODEX_POST = "apply_patch|Edit|Write|Bash"
 AUTO = ("--mode", "auto")
 

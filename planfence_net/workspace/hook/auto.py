@@ -7,8 +7,11 @@ works under its own plan (`session.auto_plan`), made from what its agent actuall
     PreToolUse of a write         check the session's plan like any trusted state; the first
                                   gated call of a session without a plan starts it and runs
     PostToolUse of a read         Read/NotebookRead, or a shell command that reads files
-                                  (`reads.read_operands`, a heuristic): existing files inside
-                                  a served worktree join the plan as `read`
+                                  (`reads.read_operands`, a heuristic), or a search or diff
+                                  whose output showed files (`shown`: grep -r, rg, git grep,
+                                  git diff/log -p/show, a content-mode Grep): existing files
+                                  inside a served worktree join the plan as `read`, and the
+                                  lockfiles beside a manifest among them as `lockfile`
     PostToolUse of a write        the written files join as `target` (`hookrecord.PlanWrites.advance`)
     PostToolUse(Failure) of a     a configured test command (`[hook] tests` in the cluster's
     test command                  cluster.toml, else `reads.DEFAULT_TEST_COMMANDS`) records
@@ -18,16 +21,22 @@ works under its own plan (`session.auto_plan`), made from what its agent actuall
 An explicitly trusted plan of the session (or the folder's shared current plan) takes
 precedence: then nothing here runs and the hook behaves as in explicit mode. A block names
 the files to re-read (relevant) or the branch/HEAD change (critical: only a person re-bases
-the plan, `planfence workspace refresh`); a re-read moves the fact to its new version and is
-the plan's one replan, so a drift after it is "changed again: stop and report".
+the plan, `planfence workspace refresh`; no re-read is asked for then); a re-read moves the
+fact to its new version and is the plan's one replan, so a drift after it is "changed
+again: stop and report".
+
+A subagent's call (`agent_id`) works under the subagent's own plan, which derives from its
+session's plan when it starts (`parent_plan`, `session.Change.derive`): what the parent had
+read blocks the subagent's writes when it drifts, named as the parent's read. When a
+subagent's write lands on a file the parent's plan had seen, the parent's next call is told
+(`told`: after a block's reason, else as `additionalContext`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
-import shlex
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -58,6 +67,14 @@ def session_plan(call: ToolCall) -> str:
     return auto_plan(call.session, call.agent_id)
 
 
+def parent_plan(call: ToolCall) -> str | None:
+    """For a subagent's call, the plan its own derives from: its session's automatic plan
+    (a Claude Code subagent shares its parent's session id and cannot start another)."""
+    from ..plans.session import auto_plan
+
+    return auto_plan(call.session) if call.agent_id else None
+
+
 def working_plan(cdir: ClusterDir, call: ToolCall, selected: str | None) -> str | None:
     """The session's automatic plan when the call is to be checked against it, else None
     (the `selected` plan, `config.select_plan`'s, is). A plan trusted for this session (or
@@ -76,17 +93,27 @@ def working_plan(cdir: ClusterDir, call: ToolCall, selected: str | None) -> str 
     if own is not None:
         return None
     plan = session_plan(call)
-    mine = (plan, session_plan(dataclasses.replace(call, agent_id=None)))  # or its session's
-    if selected is None or any(session_marker(cdir.root, p).exists() for p in mine):
+    parent = parent_plan(call)  # a subagent's: its session's plan
+    if selected is None or session_marker(cdir.root, plan).exists():
         return plan
+    if parent is not None and session_marker(cdir.root, parent).exists():
+        return plan  # the parent works under its automatic plan: its subagents derive from it
     return None
 
 
-def note_working(root: Path, plan: str) -> None:
-    """Remember that a session works under its automatic plan `plan` (see `working_plan`)."""
+def note_working(root: Path, plan: str, call: ToolCall | None = None) -> None:
+    """Remember that a session works under its automatic plan `plan` (see `working_plan`);
+    for a subagent's `call`, also whose plan it derives from (see `told.parent_of`)."""
     path = session_marker(root, plan)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.touch()
+    parent = parent_plan(call) if call is not None else None
+    if parent is None:
+        path.touch()
+        return
+    note = {"parent": parent, "subagent": call.agent_id, "type": call.agent_type} if call else {}
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(json.dumps(note))
+    tmp.replace(path)
 
 
 def agents_here(cdir: ClusterDir, cwd: str) -> tuple[str, ...]:
@@ -118,12 +145,12 @@ def start_plan(call: ToolCall, cdir: ClusterDir, plan: str, roster: Roster, step
     from ..plans.session import Change, wait_record
 
     try:
-        note_working(cdir.root, plan)
+        note_working(cdir.root, plan, call)
         wait_record(
             roster,
             cdir.identity,
             plan,
-            Change(agents=agents_here(cdir, call.cwd), extra=_who(call)),
+            Change(agents=agents_here(cdir, call.cwd), extra=_who(call), derive=parent_plan(call)),
             step_timeout=step,
         )
     except (PlanfenceError, ValueError, OSError) as exc:
@@ -131,13 +158,15 @@ def start_plan(call: ToolCall, cdir: ClusterDir, plan: str, roster: Roster, step
     return ""
 
 
-def after(call: ToolCall, options: HookOptions) -> tuple[int, str]:
+def after(call: ToolCall, options: HookOptions) -> tuple[int, str] | Answer:
     """PostToolUse (or PostToolUseFailure) of a call that named no written file: record the
-    files it read and, for a test command, its evidence in the session's plan. Exit 2 only
-    shows the model why that failed (the call already ran)."""
+    files it read or its output showed (`shown`; a manifest's lockfiles with it) and, for a
+    test command, its evidence in the session's plan, and tell the model what its subagents
+    changed among the files it had read (`told`). Exit 2 only shows the model why recording
+    failed (the call already ran)."""
     from ..model.reads import read_operands
 
-    operands = list(call.reads)
+    operands = [*call.reads, *call.shown]
     shell = call.command is not None and call.tool in SHELLS
     if shell and call.event == "PostToolUse":
         operands += read_operands(call.command or "")
@@ -151,7 +180,10 @@ def after(call: ToolCall, options: HookOptions) -> tuple[int, str]:
         selected = select_plan(cdir, call.session or None, call.agent_id)
         if working_plan(cdir, call, selected) is None:
             return 0, ""  # an explicitly trusted plan takes precedence
-        return _record(call, cdir, operands, shell, options)
+        from .run import Answer
+        from .told import with_told
+
+        return with_told(cdir.root, call, Answer(*_record(call, cdir, operands, shell, options)))
     except NoCluster:
         return 0, ""
     except (PlanfenceError, ValueError, OSError) as exc:
@@ -171,7 +203,9 @@ def _record(
     from ..plans.session import Change, wait_record
     from .run import cache_path
 
-    keys = resolve_reads(workspaces(cdir), call.cwd, operands)
+    spaces = workspaces(cdir)
+    keys = resolve_reads(spaces, call.cwd, operands)
+    files = {**dict.fromkeys(lockfiles_of(spaces, keys), "lockfile"), **dict.fromkeys(keys, "read")}
     plan = session_plan(call)
     here = agents_here(cdir, call.cwd)
     evidence = None
@@ -180,15 +214,15 @@ def _record(
         if ran is not None:
             key = evidence_key(here[0], f"{plan}\n{ran}")  # this session's run, not another's
             evidence = (key, {"command": ran, "exit": call.exit, "time": round(time.time(), 3)})
-    if not keys and evidence is None:
+    if not files and evidence is None:
         return 0, ""
-    note_working(cdir.root, plan)
+    note_working(cdir.root, plan, call)
     roster = cdir.roster()
     wait_record(
         roster,
         cdir.identity,
         plan,
-        Change(files=dict.fromkeys(keys, "read"), agents=here, extra=_who(call)),
+        Change(files=files, agents=here, extra=_who(call), derive=parent_plan(call)),
         step_timeout=options.step,
         cache=cache_path(cdir.root, plan),
         evidence=evidence,
@@ -205,7 +239,7 @@ def record_writes(
     from ..plans.session import Change, wait_record
     from .run import cache_path
 
-    return wait_record(
+    written = wait_record(
         roster,
         ClusterDir(root).identity,
         plan,
@@ -213,6 +247,30 @@ def record_writes(
         step_timeout=step,
         cache=cache_path(root, plan),
     )
+    if landed and keys:
+        from .told import tell_parent
+
+        tell_parent(root, plan, roster, keys, step)
+    return written
+
+
+def lockfiles_of(spaces: Mapping[str, Path], keys: list[str]) -> list[str]:
+    """The file keys of the existing lockfiles beside the manifests among `keys`
+    (`manifests.beside`)."""
+    from ..model.facts import file_key, file_of
+    from ..model.manifests import beside
+
+    found: list[str] = []
+    for key in keys:
+        agent, rel = key.partition(":")[0], file_of(key)
+        root = spaces.get(agent)
+        if rel is None or root is None:
+            continue
+        for lock in beside(rel):
+            lkey = file_key(agent, lock)
+            if lkey not in found and lkey not in keys and (Path(root) / lock).is_file():
+                found.append(lkey)
+    return found
 
 
 def resolve_reads(spaces: Mapping[str, Path], cwd: str, operands: list[str]) -> list[str]:
@@ -241,12 +299,14 @@ def resolve_reads(spaces: Mapping[str, Path], cwd: str, operands: list[str]) -> 
 
 
 def block_message(call: ToolCall, verdict: Verdict) -> str:
-    """The reason the model reads when its session's plan drifted: the drift, then what to do
-    (re-read and retry; a branch/HEAD change is the user's to re-base; changed again: stop)."""
-    from ...cluster.command import executable
+    """The reason the model reads when its session's plan drifted: the drift, then the one
+    thing to do. A repository, branch or HEAD change: stop and tell the user (no re-read
+    fixes it, so none is asked for, also when files changed too). Changed again after the
+    plan's one replan: stop and report (saying a re-read file changed again only when one
+    did, `Verdict.again`). Else: re-read the files named and retry."""
     from ..model.machine import UNDECIDED
+    from .text import base_moved, stop_for_person, stopped_line
     from .text import block_message as trusted_message
-    from .text import stopped_line
 
     if verdict.level == UNDECIDED:
         return trusted_message(call, verdict)
@@ -257,31 +317,26 @@ def block_message(call: ToolCall, verdict: Verdict) -> str:
         f"({verdict.level} drift).",
         *verdict.lines,
     ]
-    if verdict.changed_again:
+    if base_moved(verdict):
+        lines.append(stop_for_person(plan))
+    elif verdict.changed_again:
         lines.append(
-            "A file you already re-read has changed again: stop and report the drift above "
-            "to the user; do not retry this call and do not re-read again."
+            (
+                "A file you already re-read has changed again"
+                if verdict.again
+                else "This plan was already re-made once after a re-read and has changed since"
+            )
+            + ": stop and report the drift above to the user; do not retry this call and "
+            "do not re-read again."
         )
         lines.append(stopped_line(plan))
-        return "\n".join(lines)
-    moved = [
-        line
-        for line in verdict.lines
-        if line.startswith(("- Branch changed", "- HEAD changed", "- Repository changed"))
-    ]
-    if verdict.reread:
+    elif verdict.reread:
         lines.append(
             f"Re-read {', '.join(verdict.reread)} (with Read, or cat in the shell), then retry "
             f"the same call: the re-read records what the files hold now. If one changes "
             f"again, stop and report."
         )
-    if moved:
-        lines.append(
-            f"The branch or HEAD changed: stop and tell the user. Only the user can re-base "
-            f"this plan on it, with `{shlex.quote(executable())} workspace refresh {plan}` "
-            f"(never run it yourself)."
-        )
-    if not verdict.reread and not moved:
+    else:
         lines.append(
             "Re-check what changed, then retry once; if it is blocked again, stop and report."
         )

@@ -214,20 +214,21 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
         if rest > 0 and writes.in_flight(call):
             verdict = check(rest)
     from ..plans.checklog import log_check
-
-    log_check(cdir.root, roster, verdict, "hook", call)  # `workspace show` reads it back
     from .guard import stopped_plan
 
     halted = stopped_plan(call, cdir.root, verdict)  # changed again: until a person re-bases
     if halted:
+        log_check(cdir.root, roster, verdict, "hook", call, held=halted)  # logged as a block
         return BLOCK, halted
     if verdict.exit_code != 0:
         from ..place.config import bound_plan
 
+        log_check(cdir.root, roster, verdict, "hook", call)  # `workspace show` reads it back
         if auto:
             from .auto import block_message as session_block_message
+            from .told import with_told
 
-            return BLOCK, session_block_message(call, verdict)
+            return with_told(cdir.root, call, Answer(BLOCK, session_block_message(call, verdict)))
         from .text import block_message
 
         own = bound_plan(cdir, call.session or None) == plan  # keep it this session's
@@ -235,6 +236,7 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
     from ..plans.intentnotes import first_write_intents
 
     intents = first_write_intents(call, cdir, plan, roster, identity, verdict.plan_id, end)
+    log_check(cdir.root, roster, verdict, "hook", call, held=intents[1] if intents[0] else "")
     if intents[0] != ALLOW:
         return Answer(*intents)
     if call.files and call.tool_use_id:
@@ -243,6 +245,10 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
 
         made = expected(call, data)  # only what the call makes is ever taken for its own
         inflight.add(cdir.root, plan, call.tool_use_id, call.cwd, call.files, owner(call), made)
+    if auto:
+        from .told import with_told
+
+        return with_told(cdir.root, call, Answer(*intents))
     return Answer(*intents)  # allowed; other plans' intents on these files, on stdout
 
 

@@ -29,7 +29,9 @@ def block_message(call: ToolCall, verdict: Verdict, session_bound: bool = False)
         f"{blocked}: plan {plan!r} is stale ({verdict.level} drift).",
         *verdict.lines,
     ]
-    if verdict.changed_again:
+    if base_moved(verdict):
+        lines.append(stop_for_person(plan))  # no re-read or re-trust of the agent's fixes it
+    elif verdict.changed_again:
         lines.append(
             "It changed again after the plan was already re-made once. Stop: do not "
             "replan again; report the drift above to the user."
@@ -44,6 +46,27 @@ def block_message(call: ToolCall, verdict: Verdict, session_bound: bool = False)
             f"...`. If it changes again, stop and report."
         )
     return "\n".join(lines)
+
+
+BASE_LINES = ("- Branch changed", "- HEAD changed", "- Repository changed")
+
+
+def base_moved(verdict: Verdict) -> bool:
+    """Whether the drift moved the plan's repository, branch or HEAD (`classify`'s lines)."""
+    return any(line.startswith(BASE_LINES) for line in verdict.lines)
+
+
+def stop_for_person(plan: str) -> str:
+    """What to do when the repository, branch or HEAD moved: stop; a person re-bases."""
+    import shlex
+
+    from ...cluster.command import executable
+
+    return (
+        f"The branch or HEAD changed: stop and tell the user. Only the user can re-base "
+        f"this plan on it, with `{shlex.quote(executable())} workspace refresh {plan}` "
+        f"(never run it yourself)."
+    )
 
 
 def no_plan_message(call: ToolCall, root: Path, blocked: str) -> str:

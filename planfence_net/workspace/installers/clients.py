@@ -58,11 +58,12 @@ MATCHERS = {
     "codex": {"PreToolUse": "Bash|apply_patch|Edit|Write", "PostToolUse": "apply_patch|Edit|Write"},
 }
 # Automatic mode (the default; `--explicit` keeps MATCHERS): PostToolUse also sees the calls
-# that read (a session's plan is made from them) and shell commands (reads, test runs);
+# that read or search (a session's plan is made from them) and shell commands (reads,
+# searches, test runs);
 # Claude Code reports a shell command that exited non-zero as PostToolUseFailure.
 AUTO_MATCHERS = {
     "claude": {
-        "PostToolUse": "Write|Edit|MultiEdit|NotebookEdit|Read|NotebookRead|Bash|PowerShell",
+        "PostToolUse": "Write|Edit|MultiEdit|NotebookEdit|Read|NotebookRead|Grep|Bash|PowerShell",
         "PostToolUseFailure": "Bash|PowerShell",
     },
     "codex": {"PostToolUse": "apply_patch|Edit|Write|Bash"},

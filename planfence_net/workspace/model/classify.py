@@ -26,22 +26,28 @@ HEADER = "Workspace drift detected since the previous trusted state:"
 @dataclass(frozen=True, slots=True)
 class TrustedState:
     """A plan record, read: its name, how many times it was trusted (1 = never replanned),
-    each declared key's roles, and the bodies of its evidence records."""
+    each declared key's roles, and the bodies of its evidence records; `reread`: the keys
+    whose re-read spent the replan count (an automatic plan's); `inherited`: the keys a
+    subagent's plan holds as its parent's plan read them."""
 
     plan: str
     trust: int
     roles: Mapping[str, tuple[str, ...]]
     evidence: Mapping[str, Mapping[str, Any]]
+    reread: frozenset[str] = frozenset()
+    inherited: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
 class DriftReport:
-    """The class of a drift, the summary lines, and what to re-read."""
+    """The class of a drift, the summary lines, and what to re-read; `again`: the files
+    among the drifted ones that were already re-read once (`TrustedState.reread`)."""
 
     level: str
     lines: tuple[str, ...]
     reread: tuple[str, ...]
     changed_again: bool
+    again: tuple[str, ...] = ()
 
     @property
     def blocks(self) -> bool:
@@ -70,12 +76,19 @@ def classify(state: TrustedState, drift: Mapping[str, tuple[Any, Any]]) -> Drift
         )
         level, reread = CRITICAL, reread + targets
     inspected = [k for k in _files_with_role(state, drift, "read") if k not in targets]
-    if inspected:
+    own = [k for k in inspected if k not in state.inherited]
+    if own:
         lines.append(
-            f"- {_count(len(inspected), 'previously inspected file')} changed: "
-            f"{names.files(inspected, drift)}"
+            f"- {_count(len(own), 'previously inspected file')} changed: {names.files(own, drift)}"
         )
-        level, reread = _max(level, RELEVANT), reread + inspected
+    theirs = [k for k in inspected if k in state.inherited]
+    if theirs:
+        lines.append(
+            f"- {_count(len(theirs), 'file')} the parent agent read changed: "
+            f"{names.files(theirs, drift)}"
+        )
+    if inspected:
+        level, reread = _max(level, RELEVANT), reread + own + theirs
     for key in _files_with_role(state, drift, "lockfile"):
         if key not in targets and key not in inspected:
             lines.append(f"- {names.file(key, drift)} changed")
@@ -92,7 +105,8 @@ def classify(state: TrustedState, drift: Mapping[str, tuple[Any, Any]]) -> Drift
         lines.append(f"- Unrelated tracked files changed (informational): {', '.join(unrelated)}")
         level = _max(level, INFORMATIONAL)
     again = state.trust > 1 and level in (RELEVANT, CRITICAL)
-    return DriftReport(level, tuple(lines), tuple(names.file(k, {}) for k in reread), again)
+    twice = tuple(names.file(k, {}) for k in reread if k in state.reread) if again else ()
+    return DriftReport(level, tuple(lines), tuple(names.file(k, {}) for k in reread), again, twice)
 
 
 def summary(report: DriftReport) -> list[str]:

@@ -53,7 +53,8 @@ class RunGate:
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """The outcome: a drift report, or `undecided` with the reason the check could not
-    decide. `exit_code` is 0 (none, informational), 2 (relevant, critical), 3 (undecided)."""
+    decide. `exit_code` is 0 (none, informational), 2 (relevant, critical), 3 (undecided).
+    `again`: the drifted files that were already re-read once (`DriftReport.again`)."""
 
     plan: str
     level: str
@@ -64,6 +65,7 @@ class Verdict:
     reason: str | None
     detail: str
     plan_id: bytes | None
+    again: tuple[str, ...] = ()
 
     @property
     def exit_code(self) -> int:
@@ -230,6 +232,7 @@ class CheckMachine:
             "changed_again" if report.changed_again else None,
             decision.detail,
             self.record.id,
+            report.again,
         )
 
     def _undecided(self, reason: str, detail: str) -> Verdict:
@@ -272,4 +275,14 @@ def trusted_state(plan: str, body: Any) -> TrustedState:
     trust = body.get("trust")
     if not isinstance(trust, int) or isinstance(trust, bool) or trust < 1:
         raise ValueError("'trust' is not a positive integer")
-    return TrustedState(plan, trust, roles, {})
+    return TrustedState(plan, trust, roles, {}, _keys(body, "reread"), _keys(body, "inherited"))
+
+
+def _keys(body: dict[str, Any], name: str) -> frozenset[str]:
+    """The keys listed under `name` in a plan body (an automatic plan's), else none."""
+    found = body.get(name)
+    return (
+        frozenset(k for k in found if isinstance(k, str))
+        if isinstance(found, list)
+        else frozenset()
+    )

@@ -78,6 +78,7 @@ class ToolCall:
     unknown: bool = False  # a tool the hook does not know: the cluster's policy decides
     reads: tuple[str, ...] = ()  # the file a reading tool read (Read, NotebookRead)
     exit: int | None = None  # after a shell command: its exit code, when the agent says
+    shown: tuple[str, ...] = ()  # after a search or diff: the files its output showed (`shown`)
 
     def subagent(self) -> str:
         """` (subagent ID, TYPE)` for a subagent's call, else ""."""
@@ -153,9 +154,14 @@ def parse_payload(agent: str, data: bytes) -> ToolCall:
     read = tool_input.get(READ_TOOLS.get(tool, ""))
     reads = (read,) if isinstance(read, str) and read else ()
     exit = None
+    shown: tuple[str, ...] = ()
     if event == "PostToolUse":
         gated, unknown = bool(files), False  # only edits with named files are recorded
         exit = 0 if agent == "claude" and tool in SHELLS else None  # Codex does not say
+        if not files:
+            from .shown import shown_paths
+
+            shown = shown_paths(tool, command, value.get("tool_response"))
     elif event == "PostToolUseFailure":
         files, gated, unknown = (), False, False  # the call failed: nothing to record
         error = value.get("error")
@@ -174,6 +180,7 @@ def parse_payload(agent: str, data: bytes) -> ToolCall:
         unknown=unknown,
         reads=reads,
         exit=exit,
+        shown=shown,
     )
 
 

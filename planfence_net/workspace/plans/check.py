@@ -103,7 +103,9 @@ def _drive(
             else:
                 machine.plan_failed(failure_reason(in_time(outcome, deadline)))
         elif isinstance(event, RunGate):
-            decision, changed, why = _run_gate(event, roster, sessions, records, verify, deadline)
+            decision, changed, why = _run_gate(
+                event, roster, sessions, records, verify, deadline, machine.key
+            )
             machine.gate_finished(decision, changed)
             verdict = machine.next_event()
             if isinstance(verdict, Verdict) and verdict.level == UNDECIDED and why:
@@ -117,6 +119,7 @@ def _run_gate(
     records: dict[bytes, Record],
     verify: Verify,
     deadline: float,
+    pkey: str,
 ) -> tuple[Decision, list[Record], str]:
     """Drive the gate to its decision (`blocking.drive_gate`); a drift's replan returns the
     same roots (the check reports, it does not replan). Returns the decision, the changed
@@ -136,18 +139,19 @@ def _run_gate(
         records,
         verify,
         deadline,
-        holders=_holders(roster, action),
+        holders=_holders(roster, action, pkey),
         replan=replan,
         policy=GatePolicy(query_keys=event.also or None),
     )
     return decision, changed, why
 
 
-def _holders(roster: Roster, action: Action) -> list[str]:
-    """Owners that may hold the plan's lineage: the owners of its declared keys. (An id does
-    not name its owner; a parent none of them has blocks, as it should.)"""
+def _holders(roster: Roster, action: Action, pkey: str) -> list[str]:
+    """Owners that may hold the plan's lineage: the owners of its declared keys, and of the
+    plan key (a subagent's plan links its parent's plan record). (An id does not name its
+    owner; a parent none of them has blocks, as it should.)"""
     owners: dict[str, None] = {}
-    for key in action.deps:
+    for key in [*action.deps, pkey]:
         try:
             owner = roster.owner_of(key)
         except ConfigError:

@@ -9,10 +9,12 @@ cluster folder (`logs/OWNER.jsonl`), as one JSON line of the owners' own format:
      "source": "hook" | "cli", "class": "none" | "informational" | "relevant" |
      "critical" | "undecided", "exit": 0 | 2 | 3, "trust": N, "changed_again": BOOL,
      "record": PLAN RECORD ID (hex) or null, "reread": [PATH, ...], "lines": [SUMMARY, ...],
-     "detail": WHY UNDECIDED, and for the hook "session", "subagent", "tool", "files"}
+     "detail": WHY UNDECIDED, "held": WHY BLOCKED AFTER THE CHECK, and for the hook
+     "session", "subagent", "tool", "files"}
 
 (`lines` only for a drift that blocks, `detail` only when undecided, `reread` when not
-empty; `files` relative to the call's folder when inside it). One write(2) with O_APPEND, the
+empty; `held` when another plan's exclusive intent blocked the write the check allowed,
+whose line then has exit 2; `files` relative to the call's folder when inside it). One write(2) with O_APPEND, the
 way the owner appends its own lines, so lines never interleave. Logging never fails a
 check: a log that cannot be written is skipped. The owner's own `put` lines of the plan key
 are the other half of a plan's history (trusts, recorded edits).
@@ -35,13 +37,17 @@ if TYPE_CHECKING:
 CHECK = "check"
 
 
-def check_event(verdict: Verdict, source: str, call: ToolCall | None = None) -> dict[str, Any]:
-    """The fields of the `check` line of `verdict` (see module doc), without ts and agent."""
+def check_event(
+    verdict: Verdict, source: str, call: ToolCall | None = None, held: str = ""
+) -> dict[str, Any]:
+    """The fields of the `check` line of `verdict` (see module doc), without ts and agent;
+    `held`: why the write the check allowed was blocked after it (another plan's
+    exclusive intent), making the line a block."""
     event: dict[str, Any] = {
         "plan": verdict.plan,
         "source": source,
         "class": verdict.level,
-        "exit": verdict.exit_code,
+        "exit": 2 if held else verdict.exit_code,
         "trust": verdict.trust,
         "changed_again": verdict.changed_again,
         "record": verdict.plan_id.hex() if verdict.plan_id else None,
@@ -50,6 +56,7 @@ def check_event(verdict: Verdict, source: str, call: ToolCall | None = None) -> 
         ("reread", list(verdict.reread)),
         ("lines", list(verdict.lines) if verdict.exit_code else []),
         ("detail", verdict.detail if verdict.level == "undecided" else ""),
+        ("held", held),
     ):
         if value:
             event[name] = value
@@ -64,10 +71,16 @@ def check_event(verdict: Verdict, source: str, call: ToolCall | None = None) -> 
 
 
 def log_check(
-    cluster: Path, roster: Roster, verdict: Verdict, source: str, call: ToolCall | None = None
+    cluster: Path,
+    roster: Roster,
+    verdict: Verdict,
+    source: str,
+    call: ToolCall | None = None,
+    held: str = "",
 ) -> None:
     """Append the `check` line of `verdict` to the log of the plan key's owner in the
-    cluster folder `cluster`. Never raises for a log that cannot be written."""
+    cluster folder `cluster` (`held`: see `check_event`). Never raises for a log that
+    cannot be written."""
     from ..model.facts import plan_key
 
     try:
@@ -75,7 +88,7 @@ def log_check(
         if owner is None:
             return
         line = {"ts": round(time.time(), 6), "agent": owner, "event": CHECK}
-        line.update(check_event(verdict, source, call))
+        line.update(check_event(verdict, source, call, held))
         data = (json.dumps(line, separators=(",", ":")) + "\n").encode()
         logs = cluster / "logs"
         logs.mkdir(parents=True, exist_ok=True)

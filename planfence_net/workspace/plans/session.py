@@ -10,7 +10,9 @@ its own plan `auto-<digest of session/agent>`, the same durable plan record as a
                     (`reads.read_operands`): each file's current record joins as `read`; a
                     file already in the plan moves to its current version, and when that
                     version differs from the one the plan held (a re-read after a drift) the
-                    plan's replan count (`trust`) goes up by one
+                    plan's replan count (`trust`) goes up by one, unless the plan's repo,
+                    branch or HEAD drifted (no re-read fixes that); the lockfiles beside a
+                    manifest read join as `lockfile`
     a write         PostToolUse of an edit the PreToolUse let through: each touched file
                     joins (or moves) as `target`; the write went through, so the replan count
                     starts over (the single-replan rule holds per write), and evidence that
@@ -20,19 +22,23 @@ its own plan `auto-<digest of session/agent>`, the same durable plan record as a
                     read and target files, joined as `evidence` (its inputs as `input`)
     refresh         `planfence workspace refresh` (a person's command): repo, branch, HEAD and
                     status move to their current versions and the replan count starts over
+    a subagent      its plan's first record derives from its parent's plan record (`derive`):
+                    the parent's facts at the versions it held, its replan count, and its
+                    record as a lineage parent until the subagent moves one of those facts
 
 A drift of the plan blocks the next write as any plan's does (`machine`, `classify`); with a
-replan count above one it is "changed again": stop and report. `recorded` is the pure rule,
-`wait_record` the thin I/O around it; every plan write is a compare-and-set on the plan key's
-head (`put` with `head`), retried on `conflict`, so parallel hooks never lose a read.
+replan count above one it is "changed again": stop and report. `model.autoplan.recorded` is
+the pure rule, `wait_record` the thin I/O around it; every plan write is a compare-and-set
+on the plan key's head (`put` with `head`), retried on `conflict`, so parallel hooks never
+lose a read.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,182 +48,29 @@ from ...core.identity import Identity
 from ...core.records import ID_LEN, Record
 from ...core.roster import Roster
 from ...net.syncclient import SyncSessions
-from ..model.facts import (
-    BRANCH,
-    HEAD,
-    OBSERVED,
-    REPO,
-    STATUS,
-    fact_key,
-    file_of,
-    plan_key,
-    split_key,
+from ..model.autoplan import (
+    BASE_ROLES,
+    Change,
+    fact_keys,
+    inputs_of,
+    is_fact,
+    key_agent,
+    recorded,
 )
+from ..model.facts import file_of, plan_key, split_key
 from ..place.cache import load_records, save_records
+
+__all__ = ["PREFIX", "Change", "auto_plan", "heads", "wait_declaration", "wait_record"]
 
 PREFIX = "auto-"
 NO_PLAN = b"\0" * ID_LEN  # an id no record has: the owner answers with the head inline
-MAX_PARENTS = 256  # a put carries at most 256 parents (PROTOCOL.md): reads past that are dropped
 RETRY_STEPS = 4  # a contended write may use the hook's whole budget, not one step
-FACT_ROLES = {REPO: "repo", BRANCH: "branch", HEAD: "head", STATUS: "status"}
 
 
 def auto_plan(session: str, agent: str | None = None) -> str:
     """The automatic plan of `session` (with `agent`: of that subagent of it)."""
     digest = hashlib.blake2b(f"{session}/{agent or ''}".encode(), digest_size=8).hexdigest()
     return PREFIX + digest
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    """What one hook call adds to a session's plan. `files` maps file keys to the role they
-    join with ("read" or "target"); `agents` are workspace agents whose repo, branch, HEAD and
-    status the plan must hold (the session's worktree at its first call); `evidence` is an
-    evidence key and its record, joined with the plan's read and target files as inputs;
-    `rebase` moves those facts to their current versions (refresh); `landed`: the targets'
-    write went through (its PostToolUse), so the replan count starts over."""
-
-    files: Mapping[str, str] = field(default_factory=dict)
-    agents: tuple[str, ...] = ()
-    evidence: tuple[str, Record] | None = None
-    rebase: bool = False
-    extra: Mapping[str, Any] = field(default_factory=dict)
-    landed: bool = False  # the targets' write went through (its PostToolUse): count anew
-
-
-def fact_keys(agent: str) -> list[str]:
-    return [fact_key(agent, fact) for fact in OBSERVED]
-
-
-def recorded(
-    plan: Record | None,
-    lineage: Mapping[bytes, Record],
-    current: Mapping[str, Record],
-    change: Change,
-    now: float,
-) -> tuple[dict[str, Any], list[bytes]] | None:
-    """The body and parents of the plan record after `change`, given the current record of
-    every key it names (`current`), or None when the plan already says exactly that. Raises
-    ValueError when a parent of `plan` is not in `lineage`, a needed current record is
-    missing, or the plan would hold more than MAX_PARENTS facts."""
-    body: dict[str, Any] = dict(plan.body) if plan is not None else {"trust": 1}
-    declaration: dict[str, list[str]] = {
-        k: list(v) for k, v in dict(body.get("declaration", {})).items()
-    }
-    held: dict[str, bytes] = {}  # key -> the parent the plan holds for it
-    order: list[str] = []
-    for rid in plan.parents if plan is not None else ():
-        parent = lineage.get(rid)
-        if parent is None:
-            raise ValueError(f"parent {rid.hex()[:12]} of the plan is not at hand")
-        held[parent.key] = rid
-        order.append(parent.key)
-    trust = int(body.get("trust", 1))
-    changed = plan is None
-
-    extra: dict[str, Record] = {}
-
-    def need(key: str) -> Record:
-        record = extra.get(key) or current.get(key)
-        if record is None:
-            raise ValueError(f"no current record of {key!r}")
-        return record
-
-    def join(key: str, role: str, *, move: bool) -> bool:
-        """Declare `key` with `role`; move it to its current version when `move` (or new).
-        Returns whether its version moved from one the plan held before."""
-        nonlocal changed
-        roles = declaration.setdefault(key, [])
-        if role not in roles:
-            roles.append(role)
-            changed = True
-        now_id = need(key).id if (move or key not in held) else held[key]
-        if key not in held:
-            order.append(key)
-            held[key] = now_id
-            changed = True
-            return False
-        if held[key] != now_id:
-            held[key] = now_id
-            changed = True
-            return True
-        return False
-
-    before = lineage_bodies(lineage, held)  # the held records' bodies, before the change
-    agents = {*change.agents, *filter(None, map(_agent, change.files))}
-    for agent in sorted(agents):
-        for fact, role in FACT_ROLES.items():
-            if fact_key(agent, fact) not in declaration:
-                join(fact_key(agent, fact), role, move=True)
-    if change.rebase:
-        for key, roles in list(declaration.items()):
-            if _fact(key):
-                join(key, roles[0], move=True)
-        trust = 1
-    moved = set()
-    for key, role in change.files.items():
-        if join(key, role, move=True):
-            moved.add(key)
-            if role != "target":
-                trust += 1  # a re-read of a drifted fact: the plan's one replan
-    if change.landed:
-        trust = 1  # the write went through: the single-replan rule holds per write
-    for key, roles in list(declaration.items()):
-        inputs = before.get(key, {}).get("inputs") if "evidence" in roles else None
-        if isinstance(inputs, list) and set(inputs) & moved:
-            del declaration[key]  # it ran against a version that is gone
-            held.pop(key, None)
-    if change.evidence is not None:
-        key, record = change.evidence
-        inputs = record.body.get("inputs", []) if isinstance(record.body, dict) else []
-        for name in inputs:
-            if name in declaration and "input" not in declaration[name]:
-                declaration[name].append("input")
-        extra[key] = record
-        join(key, "evidence", move=True)
-    if trust != int(body.get("trust", 1)):
-        changed = True
-    if not changed:
-        return None
-    parents = [held[k] for k in dict.fromkeys(order) if k in held and k in declaration]
-    if len(parents) > MAX_PARENTS:
-        raise ValueError(f"the plan would hold {len(parents)} facts, more than {MAX_PARENTS}")
-    body.update(
-        declaration={k: v for k, v in declaration.items() if v},
-        trust=trust,
-        auto=True,
-        previous=plan.id if plan is not None else None,
-        time=round(now, 3),
-        **change.extra,
-    )
-    return body, parents
-
-
-def lineage_bodies(lineage: Mapping[bytes, Record], held: Mapping[str, bytes]) -> dict[str, Any]:
-    """The bodies (maps only) of the held records at hand, by key."""
-    out = {}
-    for key, rid in held.items():
-        record = lineage.get(rid)
-        if record is not None and isinstance(record.body, dict):
-            out[key] = record.body
-    return out
-
-
-def inputs_of(plan: Record | None) -> list[str]:
-    """The file keys a test run depends on: the plan's read and target files."""
-    if plan is None or not isinstance(plan.body, dict):
-        return []
-    declaration = plan.body.get("declaration", {})
-    return [
-        k
-        for k, roles in declaration.items()
-        if file_of(k) is not None and ({"read", "target"} & set(roles))
-    ]
-
-
-def _agent(key: str) -> str | None:
-    parts = split_key(key)
-    return parts[0] if parts else None
 
 
 def wait_record(
@@ -259,15 +112,23 @@ def wait_record(
                 if cache is not None:
                     lineage = [known[rid] for rid in record.parents if rid in known]
                     save_records(cache, [record, *lineage])
-            declared = record.body.get("declaration", {}) if record is not None else {}
-            rebase_keys = [k for k in declared if change.rebase and split_key(k) and _fact(k)]
-            agents = {*change.agents, *filter(None, map(_agent, change.files))}
-            missing = [
-                k
-                for a in sorted(agents)
-                for k in fact_keys(a)
-                if k not in declared and k not in current
-            ] + [k for k in rebase_keys if k not in current]
+            parent = None
+            if record is None and change.derive:
+                parent = _parent_plan(sessions, roster, change.derive, known, step_timeout)
+            base = record or parent
+            declared = base.body.get("declaration", {}) if base is not None else {}
+            rebase_keys = [k for k in declared if change.rebase and split_key(k) and is_fact(k)]
+            agents = {*change.agents, *filter(None, map(key_agent, change.files))}
+            missing = (
+                [
+                    k
+                    for a in sorted(agents)
+                    for k in fact_keys(a)
+                    if k not in declared and k not in current
+                ]
+                + [k for k in rebase_keys if k not in current]
+                + _base_keys(base, declared, change, current)
+            )
             if missing:
                 current.update(heads(sessions, roster, missing, step_timeout))
             step = change
@@ -296,17 +157,10 @@ def wait_record(
                     },
                     step_timeout,
                 )
-                step = Change(
-                    change.files,
-                    change.agents,
-                    (ekey, erecord),
-                    change.rebase,
-                    change.extra,
-                    change.landed,
-                )
+                step = dataclasses.replace(change, evidence=(ekey, erecord))
                 evidence = None  # written once, also when the plan write is retried
             present = {k: r for k, r in current.items() if r is not None}
-            result = recorded(record, known, present, step, time.time())
+            result = recorded(record, known, present, step, time.time(), parent)
             if result is None:
                 return False
             body, parents = result
@@ -323,9 +177,70 @@ def wait_record(
         sessions.close()
 
 
-def _fact(key: str) -> bool:
-    parts = split_key(key)
-    return parts is not None and parts[1] in FACT_ROLES
+def _parent_plan(
+    sessions: SyncSessions,
+    roster: Roster,
+    name: str,
+    known: dict[bytes, Record],
+    step_timeout: float,
+) -> Record | None:
+    """The current record of plan `name` (a subagent's parent's), its parents put in
+    `known`; None when it has none or it is not an automatic plan."""
+    record = heads(sessions, roster, [plan_key(name)], step_timeout).get(plan_key(name))
+    if record is None or not isinstance(record.body, dict) or not record.body.get("auto"):
+        return None
+    _fetch_parents(sessions, roster, record, known, step_timeout)
+    return record
+
+
+def _base_keys(
+    plan: Record | None,
+    declared: Mapping[str, Any],
+    change: Change,
+    current: Mapping[str, Record | None],
+) -> list[str]:
+    """The plan's repository, branch and HEAD facts, when `change` re-reads a file the plan
+    holds at another version (`recorded` spends the replan count only if they did not drift),
+    else none: a read of an unchanged or new file needs no more round trips."""
+    held = set(plan.parents) if plan is not None else set()
+    rereads = [
+        k
+        for k, role in change.files.items()
+        if role == "read"
+        and k in declared
+        and (r := current.get(k)) is not None
+        and r.id not in held
+    ]
+    if not rereads:
+        return []
+    return [
+        k
+        for k, roles in declared.items()
+        if isinstance(roles, list) and set(roles) & set(BASE_ROLES) and k not in current
+    ]
+
+
+def wait_declaration(
+    roster: Roster, identity_of: Callable[[str], Identity], plan: str, *, step_timeout: float
+) -> dict[str, list[str]]:
+    """The declaration (key -> roles) of plan `plan`'s current record, {} when it has none;
+    one request within `step_timeout` seconds. Raises PlanfenceError when its owner fails."""
+    pkey = plan_key(plan)
+    owner = roster.owner_of(pkey)
+    if owner is None:
+        raise ConfigError(f"no agent owns {pkey!r}")
+    sessions = SyncSessions(roster, identity_of(owner))
+    try:
+        record = heads(sessions, roster, [pkey], step_timeout).get(pkey)
+    finally:
+        sessions.close()
+    body = record.body if record is not None else None
+    found = body.get("declaration") if isinstance(body, dict) else None
+    if not isinstance(found, dict):
+        return {}
+    return {
+        k: [r for r in v if isinstance(r, str)] for k, v in found.items() if isinstance(v, list)
+    }
 
 
 def _write_evidence(
@@ -358,7 +273,7 @@ def _fetch_parents(
     if not missing:
         return False
     declared = record.body.get("declaration", {}) if isinstance(record.body, dict) else {}
-    holders = {roster.owner_of(k) for k in declared} - {None}
+    holders = {roster.owner_of(k) for k in [record.key, *declared]} - {None}  # with a link
     verify = verifier(roster)
     for holder in sorted(str(h) for h in holders):
         answer = sessions.request(holder, "get", {"ids": missing}, _until(step_timeout))
