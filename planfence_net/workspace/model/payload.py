@@ -149,7 +149,8 @@ def parse_payload(agent: str, data: bytes) -> ToolCall:
     if tool in SHELLS and command is not None and event == "PreToolUse":
         from .reads import is_read_only
 
-        gated = gated and not is_read_only(command)  # `cat lib.py` changes nothing
+        # `cat lib.py` changes nothing; `git diff` too, where git's configuration starts nothing
+        gated = gated and not is_read_only(command, lambda: git_setup(cwd))
     read = tool_input.get(READ_TOOLS.get(tool, ""))
     reads = (read,) if isinstance(read, str) and read else ()
     exit = None
@@ -212,3 +213,40 @@ def is_exempt(command: str, cwd: str) -> bool:
     return os.path.isabs(ours) and os.path.realpath(
         os.path.join(cwd, words[0])
     ) == os.path.realpath(ours)
+
+
+def git_setup(cwd: str) -> frozenset[str]:
+    """The configuration triggers (`readonly.TRIGGERS`) of the git repository at `cwd`: what
+    its configuration (`git config --list -z`, every scope, includes followed) can make a
+    reading git command start, plus "hook" when a post-index-change hook exists and
+    "submodule" when the worktree has a .gitmodules. Every trigger when git cannot tell
+    (not a repository, git missing, an error): a git command there is checked as a write."""
+    import subprocess
+
+    from .readonly import TRIGGERS, git_triggers
+
+    def git(*args: str) -> str | None:
+        try:
+            proc = subprocess.run(
+                ["git", *args],
+                cwd=cwd,
+                capture_output=True,
+                text=True,
+                timeout=5,
+                stdin=subprocess.DEVNULL,
+            )
+        except (OSError, ValueError, subprocess.SubprocessError):
+            return None
+        return proc.stdout if proc.returncode == 0 else None
+
+    places = git("rev-parse", "--show-toplevel", "--git-path", "hooks/post-index-change")
+    listing = git("config", "--list", "-z")
+    if places is None or listing is None or len(places.splitlines()) != 2:
+        return TRIGGERS
+    top, hook = places.splitlines()
+    found = set(git_triggers(listing))
+    if os.path.lexists(os.path.join(cwd, hook)):
+        found.add("hook")
+    if os.path.lexists(os.path.join(top, ".gitmodules")):
+        found.add("submodule")
+    return frozenset(found)

@@ -17,6 +17,10 @@ import fnmatch
 import re
 import shlex
 
+from .readonly import is_read_only
+
+__all__ = ["is_read_only", "is_test_command", "read_operands", "simple_commands"]
+
 WRAPPERS = frozenset({"env", "command", "time", "nice", "sudo", "nohup", "builtin"})
 PLAIN_READERS = frozenset(
     {
@@ -258,47 +262,3 @@ def is_test_command(command: str, patterns: tuple[str, ...] = DEFAULT_TEST_COMMA
         if any(fnmatch.fnmatchcase(text, pattern) for pattern in patterns):
             return text
     return None
-
-
-# Programs whose every run only reads (no option of theirs writes a file or runs a command),
-# for `is_read_only`; sed only as `sed -n 'Np'`-style printing.
-SAFE_READERS = frozenset(
-    {
-        "cat", "head", "tail", "nl", "wc", "diff", "cmp", "stat", "tac", "od",
-        "hexdump", "strings", "md5sum", "sha256sum", "cut", "column", "grep", "egrep",
-        "fgrep", "rg", "ls", "pwd",
-    }
-)  # fmt: skip
-_UNSAFE_TEXT = re.compile(r"[$`<>(){}]|(?<!&)&(?!&)|--pre\b|--output|--ext-diff|--textconv")
-_SED_PRINT = re.compile(r"^(\d+|\$)?(,(\d+|\$))?p$")
-
-
-def is_read_only(command: str) -> bool:
-    """True when every simple command of `command` is a program that only reads, run
-    directly (no variable assignment, wrapper, substitution, redirection or background job):
-    `cat lib.py`, `sed -n '1,80p' lib.py`, `rg -n foo src | head`, `git show HEAD:lib.py`.
-    Conservative: anything it does not know is not read-only (and is checked as a write)."""
-    if not command.strip() or _UNSAFE_TEXT.search(command):
-        return False
-    for part in _SEPARATORS.split(command):
-        try:
-            words = shlex.split(part, comments=True)
-        except ValueError:
-            return False
-        if not words:
-            continue
-        program = words[0]
-        if "=" in program or "/" in program:
-            return False
-        if program == "sed":
-            scripts = [w for w in words[1:] if not w.startswith("-")]
-            if words[1:2] != ["-n"] or not scripts or not _SED_PRINT.match(scripts[0]):
-                return False
-        elif program == "git":
-            if words[1:2] not in (["show"], ["cat-file"]) or any(
-                w.startswith("-") and w != "-p" for w in words[2:]
-            ):
-                return False
-        elif program not in SAFE_READERS:
-            return False
-    return True
