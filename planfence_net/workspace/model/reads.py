@@ -256,9 +256,57 @@ def _git_paths(args: list[str]) -> list[str]:
 
 def is_test_command(command: str, patterns: tuple[str, ...] = DEFAULT_TEST_COMMANDS) -> str | None:
     """The first simple command of `command` that matches a test-command pattern (shell
-    glob over the words joined by single spaces), or None."""
+    glob over the words joined by single spaces), or None. A command matches as written or
+    as `runner_words` reduces it (`.venv/bin/python -m pytest -q` as `pytest -q`, `uv run
+    pytest` as `pytest`, `npx jest` as `jest`)."""
     for words in simple_commands(command):
         text = " ".join(words)
-        if any(fnmatch.fnmatchcase(text, pattern) for pattern in patterns):
+        reduced = " ".join(runner_words(words))
+        if any(fnmatch.fnmatchcase(t, p) for t in (text, reduced) for p in patterns):
             return text
     return None
+
+
+# Runners that start the program named after them: (words, options that take a value).
+_RUNNERS: dict[tuple[str, ...], frozenset[str]] = {
+    ("uv", "run"): frozenset({"--with", "--python", "-p", "--extra", "--group", "--env-file"}),
+    ("poetry", "run"): frozenset(),
+    ("pipenv", "run"): frozenset(),
+    ("pdm", "run"): frozenset(),
+    ("hatch", "run"): frozenset(),
+    ("rye", "run"): frozenset(),
+    ("uvx",): frozenset({"--with", "--from", "--python"}),
+    ("pipx", "run"): frozenset(),
+    ("npx",): frozenset({"-p", "--package"}),
+    ("pnpx",): frozenset(),
+    ("bunx",): frozenset(),
+    ("pnpm", "exec"): frozenset(),
+    ("npm", "exec"): frozenset(),
+    ("yarn", "exec"): frozenset(),
+    ("timeout",): frozenset({"-s", "--signal", "-k", "--kill-after"}),
+}
+_PYTHON = re.compile(r"^python[0-9.]*$")
+
+
+def runner_words(words: list[str]) -> list[str]:
+    """`words` less what stands between the agent and the test runner: a path before the
+    program (`.venv/bin/pytest`), a runner (`uv run`, `poetry run`, `npx`, `timeout 600`)
+    and `python -m`, with `python3.11` read as `python`."""
+    words = list(words)
+    while words:
+        words[0] = words[0].rsplit("/", 1)[-1]
+        if _PYTHON.match(words[0]):
+            words[0] = "python"
+            if words[1:2] == ["-m"] and len(words) > 2:
+                words = words[2:]
+                continue
+            return words
+        runner = next((r for r in _RUNNERS if tuple(words[: len(r)]) == r), None)
+        if runner is None:
+            return words
+        words = words[len(runner) :]
+        while words and words[0].startswith("-"):
+            words = words[2 if words[0] in _RUNNERS[runner] else 1 :]
+        if runner == ("timeout",) and words:
+            words = words[1:]  # the duration
+    return words
