@@ -263,7 +263,7 @@ READERS: dict[str, Reader] = {
     "pwd": Reader(flags="LP", max_operands=0), "echo": Reader(flags="neE", files=False),
     "basename": Reader(files=False), "dirname": Reader(files=False),
     "realpath": Reader(flags="esq"), "true": Reader(files=False),
-    "grep": _GREP, "egrep": _GREP, "fgrep": _GREP,
+    "grep": _GREP,  # not egrep/fgrep: scripts that start sh and grep
     "rg": Reader(
         flags="niSswvlcFuHNxoPLU0",
         valued={**_GREP_VALUED, "g": _any, "t": _any, "T": _any, "M": _number, "d": _number},
