@@ -219,66 +219,74 @@ SED_SCRIPTS = [
 SEPARATORS = [" ; ", " && ", " || ", " | ", "\n", " & "]
 
 
+def _with_hostile(words: st.SearchStrategy[list[str]]) -> st.SearchStrategy[list[str]]:
+    """`words`, half the time with one hostile word inserted somewhere after the program."""
+    insert = st.tuples(st.sampled_from(HOSTILE), st.integers(1, 8))
+    return st.tuples(words, st.one_of(st.none(), insert)).map(
+        lambda t: t[0] if t[1] is None else [*t[0][: t[1][1]], t[1][0], *t[0][t[1][1] :]]
+    )
+
+
+def _option_words(
+    flags: list[str], valued: dict[str, object], long_valued: dict[str, object]
+) -> st.SearchStrategy[list[str]]:
+    """One option of a row as words: a flag, `-X VALUE`, `-XVALUE`, `--long=VALUE`."""
+    choices: list[st.SearchStrategy[list[str]]] = []
+    if flags:
+        choices.append(st.sampled_from(flags).map(lambda f: [f]))
+    for options, glue in ((sorted(valued), ""), (sorted(long_valued), "=")):
+        if options:
+            choices.append(
+                st.tuples(st.sampled_from(options), st.sampled_from(VALUES), st.booleans()).map(
+                    lambda t, g=glue: [t[0] + g + t[1]] if t[2] else [t[0], t[1]]
+                )
+            )
+    return st.one_of(*choices) if choices else st.just([])
+
+
 def _reader_words(name: str) -> st.SearchStrategy[list[str]]:
     reader = READERS[name]
-    options: list[str] = [f"-{c}" for c in reader.flags]
-    options += [f"-{c}" for c in reader.valued] + sorted(reader.long)
-    options += [f"{o}=" for o in reader.long_valued] + list(reader.long_valued)
+    flags = [f"-{c}" for c in reader.flags] + sorted(reader.long)
+    if len(reader.flags) > 1:
+        flags.append("-" + reader.flags[:2])
+    valued = {f"-{c}": 1 for c in reader.valued}
+    option = _option_words(flags, valued, dict(reader.long_valued))
     if name == "sed":
         firsts = SED_SCRIPTS
     elif reader.first:
         firsts = ["needle", ".", ".a", "needle|hay"]
     else:
         firsts = OPERANDS
-    pieces = st.one_of(
-        st.sampled_from(options or ["-x"]),
-        st.sampled_from(options or ["-x"]).flatmap(
-            lambda o: st.sampled_from(VALUES).map(lambda v: o + v)
-        ),
-        st.sampled_from(VALUES),
-        st.sampled_from(OPERANDS),
-        st.sampled_from(HOSTILE),
-    )
-    return st.tuples(st.lists(pieces, max_size=4), st.sampled_from(firsts), st.lists(
-        st.sampled_from(OPERANDS), max_size=3
-    )).map(lambda t: [name, *t[0], t[1], *t[2]])  # fmt: skip
+    words = st.tuples(
+        st.lists(option, max_size=3), st.sampled_from(firsts), st.lists(st.sampled_from(OPERANDS), max_size=3)
+    ).map(lambda t: [name, *(w for o in t[0] for w in o), t[1], *t[2]])  # fmt: skip
+    return _with_hostile(words)
 
 
 def _find_words() -> st.SearchStrategy[list[str]]:
-    tests = st.one_of(
-        st.sampled_from(sorted(_FIND_UNARY)),
-        st.sampled_from(sorted(_FIND_VALUED)).flatmap(
-            lambda t: st.sampled_from(["*.py", "f", "1", "lib.py", "%p\\n"]).map(lambda v: [t, v])
-        ),
-        st.sampled_from(["-delete", "-exec", "-fprint", "-ok", "-name"]),
+    test = st.one_of(
+        st.sampled_from(sorted(_FIND_UNARY - {"(", ")", "!", ","})).map(lambda t: [t]),
+        st.tuples(
+            st.sampled_from(sorted(_FIND_VALUED)), st.sampled_from(["*.py", "f", "1", "lib.py"])
+        ).map(list),
     )
-    flat = tests.map(lambda t: t if isinstance(t, list) else [t])
-    return st.tuples(st.lists(st.sampled_from(OPERANDS[:12]), max_size=2), st.lists(flat, max_size=4)).map(
-        lambda t: ["find", *t[0], *(w for part in t[1] for w in part)]
-    )  # fmt: skip
+    words = st.tuples(
+        st.lists(st.sampled_from(OPERANDS[:12]), max_size=2), st.lists(test, max_size=4)
+    ).map(lambda t: ["find", *t[0], *(w for part in t[1] for w in part)])
+    return _with_hostile(words)
 
 
 def _git_words() -> st.SearchStrategy[list[str]]:
     def words(sub: str) -> st.SearchStrategy[list[str]]:
         row = GIT[sub]
-        options = sorted(row.options) + sorted(row.valued)
-        pieces = st.one_of(
-            st.sampled_from(options),
-            st.sampled_from(sorted(row.valued) or ["-n"]).flatmap(
-                lambda o: st.sampled_from(VALUES).map(lambda v: f"{o}={v}")
-            ),
-            st.sampled_from(["HEAD", "HEAD~1", "HEAD:lib.py", "main", "--", "lib.py", "src"]),
-            st.sampled_from(["needle", "-e", "needle"] if sub == "grep" else ["HEAD"]),
-            st.sampled_from(HOSTILE),
-        )
-        lead = st.lists(
-            st.sampled_from(["--no-pager", "-P", "--no-optional-locks", "-c"]), max_size=1
-        )
-        return st.tuples(lead, st.lists(pieces, max_size=5)).map(
-            lambda t: ["git", *t[0], sub, *t[1]]
-        )  # fmt: skip
+        option = _option_words(sorted(row.options), {}, dict(row.valued))
+        operands = ["HEAD", "HEAD~1", "HEAD:lib.py", "main", "lib.py", "src", "needle"]
+        lead = st.lists(st.sampled_from(["--no-pager", "-P", "--no-optional-locks"]), max_size=1)
+        return st.tuples(
+            lead, st.lists(option, max_size=3), st.lists(st.sampled_from(operands), max_size=2)
+        ).map(lambda t: ["git", *t[0], sub, *(w for o in t[1] for w in o), *t[2]])
 
-    return st.sampled_from(sorted(GIT)).flatmap(words)
+    return _with_hostile(st.sampled_from(sorted(GIT)).flatmap(words))
 
 
 def _quote(word: str, raw: bool) -> str:
@@ -288,9 +296,9 @@ def _quote(word: str, raw: bool) -> str:
 SIMPLE = st.one_of(
     st.sampled_from(sorted(READERS)).flatmap(_reader_words), _find_words(), _git_words()
 )
-QUOTED_SIMPLE = st.tuples(SIMPLE, st.lists(st.booleans(), min_size=12, max_size=12)).map(
-    lambda t: " ".join(_quote(w, t[1][i % 12]) for i, w in enumerate(t[0]))
-)
+QUOTED_SIMPLE = st.tuples(SIMPLE, st.lists(st.integers(0, 3), min_size=12, max_size=12)).map(
+    lambda t: " ".join(_quote(w, t[1][i % 12] == 0) for i, w in enumerate(t[0]))
+)  # a word is left unquoted (globs, expansions, redirections stay live) one time in four
 COMMANDS = st.tuples(
     st.lists(QUOTED_SIMPLE, min_size=1, max_size=3), st.lists(st.sampled_from(SEPARATORS), min_size=2, max_size=2)
 ).map(lambda t: "".join(c + (t[1][i] if i < len(t[0]) - 1 else "") for i, c in enumerate(t[0])))  # fmt: skip
