@@ -36,6 +36,8 @@ INVESTIGATION = [
     "cat src/*.py",  # a glob that starts with a literal cannot become an option
     "git --no-pager diff --stat",
     "git status --short && git log -n 5 --format='%h %s'",
+    "grep -rn needle . 2>/dev/null | head -n 20",  # nothing written but to /dev/null
+    "cat lib.py 2>&1 >/dev/null",
 ]
 H1 = [
     "sed -n 1p -i -e '1i X' f",
@@ -79,6 +81,10 @@ WRITES = [
     "pytest -q",
     "",
     "cat a |& tee b",
+    "cat a 3>/dev/null",
+    "cat a >/dev/null2",
+    "cat a &>/dev/null",
+    "cat a2>/dev/null",
     "cat a; (rm b)",
 ]
 

@@ -203,7 +203,7 @@ HOSTILE = [
     "$(touch PWNED)", "`touch PWNED`", "{-i,x}", "~", "X=1", "&", ";", "|", "||", "&&",
     "-exec", "touch", "PWNED", "{}", "\\;", "-delete", "-fprint", "--pre", "-z", "--ext-diff",
     "--textconv", "-c", "core.pager=touch PWNED", "-O", "--show-signature", "-p",
-    "GIT_EXTERNAL_DIFF=touch", "env", "export GIT_PAGER=x;", "tee", "out", "*", "(", ")",
+    "2>/dev/null", "2>&1", ">/dev/null", ">&3", "3>/dev/null", ">/dev/nullx", "GIT_EXTERNAL_DIFF=touch", "env", "export GIT_PAGER=x;", "tee", "out", "*", "(", ")",
 ]  # fmt: skip
 SED_SCRIPTS = [
     "1p",

@@ -5,7 +5,7 @@ A command is read-only only when every simple command in it is one of READERS' p
 only the argument forms its row allows: each option is listed (an unknown one, `sed -i`,
 `find -delete`, `rg --pre`, `git diff --output` is a write); scripts are parsed (`sed`: only
 printing); nothing may be substituted or redirected. The shell's own work is refused before
-any program is looked at: a redirection, `$`, a backquote, a subshell, a brace, a background
+any program is looked at: a redirection (but to /dev/null, or `2>&1`), `$`, a backquote, a subshell, a brace, a background
 `&`, a leading `VAR=value`, a program by path, a wrapper (`env`, `time`, `sudo`). A word with
 an unquoted glob character is taken only as a file operand of a program that reads files, and
 only when it starts with a literal other than `-`: `src/*.py` cannot expand into an option,
@@ -95,6 +95,10 @@ def simple_commands(command: str) -> list[list[Word]]:
             elif c == "&" or command[i + 1 : i + 2] == "&":
                 raise NotRead("background job")
             split()
+        elif c == ">" and (not started or "".join(text) in _FDS):
+            text.clear()
+            started = False
+            i = _harmless_redirection(command, i)
         elif c in _REFUSED or (c == "~" and not started) or (ord(c) < 32 and c != "\t"):
             raise NotRead(f"shell syntax {c!r}")
         elif c == "#" and not started:
@@ -127,6 +131,20 @@ def simple_commands(command: str) -> list[list[Word]]:
         i += 1
     split()
     return out
+
+
+_FDS = ("", "1", "2")
+_HARMLESS = re.compile(r">>?[ \t]*/dev/null|>&[12]")
+_WORD_END = frozenset(" \t\n;&|")
+
+
+def _harmless_redirection(command: str, i: int) -> int:
+    """The index of the last character of a redirection at `i` that writes nothing:
+    `>/dev/null`, `2>/dev/null`, `>>/dev/null`, `2>&1`. Raises NotRead on any other."""
+    match = _HARMLESS.match(command, i)
+    if match is None or (match.end() < len(command) and command[match.end()] not in _WORD_END):
+        raise NotRead("a redirection")
+    return match.end() - 1
 
 
 def _double_quoted(command: str, i: int, text: list[str]) -> int:
