@@ -64,6 +64,7 @@ WRITES = [
     "git show --output=x HEAD",
     "git diff --ext-diff",
     "git log --format=%G?",
+    "git log --pretty --output=out",  # --pretty takes no next word: --output is its own
     "git -c core.pager=evil log",
     "git -C /elsewhere status",
     "git branch topic",

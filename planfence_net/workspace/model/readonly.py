@@ -245,6 +245,8 @@ _GREP = Reader(
         "null-data",
         "dereference-recursive",
         "no-ignore-case",
+        "color",
+        "colour",
     ),  # fmt: skip
     long_valued=_GREP_LONG_VALUED,
     first="pattern",
@@ -258,14 +260,14 @@ READERS: dict[str, Reader] = {
     "tail": Reader(flags="qv", valued={"n": _any, "c": _any}, numeric=True,
                    long_valued=_lv("lines", "bytes")),
     "wc": Reader(flags="lwcmL", long=_long("lines", "words", "bytes", "chars")),
-    "ls": Reader(flags="laAhR1trSdFpiGgnoUXcu", long=_long("all", "almost-all"),
+    "ls": Reader(flags="laAhR1trSdFpiGgnoUXcu", long=_long("all", "almost-all", "color"),
                  long_valued=_lv("color", "sort", "time-style")),
     "nl": Reader(flags="p", valued={"b": _any, "n": _any, "w": _number, "s": _any, "v": _number}),
     "tac": _PLAIN, "stat": Reader(flags="Lt", valued={"c": _any}),
     "file": Reader(flags="bhiLN", long=_long("mime", "brief")),
     "diff": Reader(flags="uqrNwbBiytsc", valued={"U": _number, "C": _number},
                    long=_long("unified", "brief", "recursive", "new-file", "ignore-all-space",
-                              "side-by-side", "report-identical-files"),
+                              "side-by-side", "report-identical-files", "color"),
                    long_valued=_lv("color")),
     "cmp": Reader(flags="bls"), "od": Reader(flags="bcdox", valued={"A": _any, "t": _any,
                                                                   "N": _number, "j": _number}),
@@ -330,9 +332,9 @@ def _reader_ok(reader: Reader, args: list[Word]) -> bool:
             if name in reader.long and not eq:
                 pass
             elif name in reader.long_valued:
-                if not eq:
+                if not eq:  # `--color -i`: a word like an option is never taken as a value
                     i += 1
-                    if i >= len(args) or args[i].glob:
+                    if i >= len(args) or args[i].glob or args[i].text.startswith("-"):
                         return False
                     value = args[i].text
                 if not reader.long_valued[name](value):
@@ -546,9 +548,9 @@ def _git_ok(args: list[Word], configured: frozenset[str]) -> bool:
             if eq or name not in row.options:
                 if name not in row.valued:
                     return False
-                if not eq:
+                if not eq:  # `--pretty --output=x`: `--pretty` takes no next word there
                     i += 1
-                    if i >= len(args):
+                    if i >= len(args) or args[i].text.startswith("-"):
                         return False
                     value = args[i].text
                 if not row.valued[name](value):
