@@ -221,26 +221,14 @@ def git_setup(cwd: str) -> frozenset[str]:
     reading git command start, plus "hook" when a post-index-change hook exists and
     "submodule" when the worktree has a .gitmodules. Every trigger when git cannot tell
     (not a repository, git missing, an error): a git command there is checked as a write."""
-    import subprocess
-
     from .readonly import TRIGGERS, git_triggers
 
-    def git(*args: str) -> str | None:
-        try:
-            proc = subprocess.run(
-                ["git", *args],
-                cwd=cwd,
-                capture_output=True,
-                text=True,
-                timeout=5,
-                stdin=subprocess.DEVNULL,
-            )
-        except (OSError, ValueError, subprocess.SubprocessError):
-            return None
-        return proc.stdout if proc.returncode == 0 else None
-
-    places = git("rev-parse", "--show-toplevel", "--git-path", "hooks/post-index-change")
-    listing = git("config", "--list", "-z")
+    outputs = _git_outputs(
+        cwd,
+        ("rev-parse", "--show-toplevel", "--git-path", "hooks/post-index-change"),
+        ("config", "--list", "-z"),
+    )
+    places, listing = outputs if outputs else (None, None)
     if places is None or listing is None or len(places.splitlines()) != 2:
         return TRIGGERS
     top, hook = places.splitlines()
@@ -250,3 +238,38 @@ def git_setup(cwd: str) -> frozenset[str]:
     if os.path.lexists(os.path.join(top, ".gitmodules")):
         found.add("submodule")
     return frozenset(found)
+
+
+def _git_outputs(cwd: str, *commands: tuple[str, ...]) -> list[str | None] | None:
+    """The stdout of each git command, run side by side in `cwd` (None for one that failed
+    or took over 5 s); None when git could not be started."""
+    import subprocess
+
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        for args in commands:
+            procs.append(
+                subprocess.Popen(
+                    ["git", *args],
+                    cwd=cwd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                    text=True,
+                )
+            )
+    except (OSError, ValueError):
+        for proc in procs:
+            proc.kill()
+            proc.communicate()
+        return None
+    outputs: list[str | None] = []
+    for proc in procs:
+        try:
+            out, _ = proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            out = ""
+        outputs.append(out if proc.returncode == 0 else None)
+    return outputs
