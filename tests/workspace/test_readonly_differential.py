@@ -89,6 +89,7 @@ def _make_template(root: Path, hostile: bool, evil: Path) -> Path:
     git(repo, *SETTLE, "commit", "-q", "-am", "two")
     (repo / "src/a.py").write_text("import lib\nneedle = 2\n")  # a change to diff
     if hostile:
+        _signed_commit(repo)
         for key, value in HOSTILE_CONFIG.items():
             git(repo, "config", key, value.format(evil=evil))
         hook = repo / ".git" / "hooks" / "post-index-change"
@@ -97,6 +98,23 @@ def _make_template(root: Path, hostile: bool, evil: Path) -> Path:
     for path in [repo, *repo.rglob("*")]:
         os.utime(path, (OLD, OLD), follow_symlinks=False)
     return repo
+
+
+def _signed_commit(repo: Path) -> None:
+    """A commit on HEAD that carries a (bogus) signature: showing it with log.showSignature
+    runs gpg.program."""
+    head, tree = git(repo, "rev-parse", "HEAD", "HEAD^{tree}").split()
+    who = "t <t@example.invalid> 1600000000 +0000"
+    body = (
+        f"tree {tree}\nparent {head}\nauthor {who}\ncommitter {who}\n"
+        "gpgsig -----BEGIN PGP SIGNATURE-----\n \n iQEzBAABCAAdFiEE\n -----END PGP SIGNATURE-----\n"
+        "\nthree\n"
+    )
+    commit = subprocess.run(
+        ["git", "hash-object", "-t", "commit", "-w", "--stdin"],
+        cwd=repo, input=body, capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    git(repo, "update-ref", "HEAD", commit)
 
 
 def tree_hash(root: Path) -> str:
@@ -338,6 +356,7 @@ def test_the_hostile_worktree_is_configured_as_intended(sandboxes: dict[str, San
         ("hostile", "git show HEAD"),
         ("hostile", "git diff"),
         ("hostile", "git status"),
+        ("hostile", "git --no-pager log --oneline -n 1"),  # gpg for the signed commit
     ],
 )
 def test_the_check_sees_what_the_screen_refuses(
@@ -368,5 +387,23 @@ def test_the_investigation_forms_run_clean_in_the_plain_worktree(
     sandboxes: dict[str, Sandbox], command: str
 ) -> None:
     box = sandboxes["plain"]
+    assert is_read_only(command, box.facts)
+    assert box.run(command) is None
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git --no-pager log --oneline --no-show-signature",
+        "git --no-pager show --no-textconv --no-ext-diff --no-show-signature HEAD",
+        "git --no-pager log -p --no-textconv --no-ext-diff --no-show-signature",
+        "git cat-file -p HEAD:lib.py",
+        "git rev-parse --show-toplevel",
+    ],
+)
+def test_forms_that_avoid_every_trigger_run_clean_in_the_hostile_worktree(
+    sandboxes: dict[str, Sandbox], command: str
+) -> None:
+    box = sandboxes["hostile"]
     assert is_read_only(command, box.facts)
     assert box.run(command) is None
