@@ -68,6 +68,7 @@ WRITES = [
     "git -c core.pager=evil log",
     "git -C /elsewhere status",
     "git branch topic",
+    "git remote add origin x",
     "git grep -O foo",
     "find . -delete",
     "find . -exec touch {} ;",
@@ -108,6 +109,8 @@ def test_writes_and_what_cannot_be_proven_are_not(command: str) -> None:
         ("textconv", "git log -p"),
         ("extdiff", "git diff"),
         ("pager", "git log --oneline"),
+        ("pager", "git status"),  # pager.status = true
+        ("textconv", "git blame lib.py"),
         ("signature", "git log --oneline"),
         ("filter", "git status"),
         ("fsmonitor", "git grep needle"),

@@ -124,7 +124,20 @@ GIT: dict[str, GitCommand] = {
     "cat-file": GitCommand(frozenset({"-p", "-t", "-s", "-e"}), {}, frozenset()),
     "branch": GitCommand(frozenset("--show-current -a -r -v -vv --no-color".split()),
                          {}, frozenset(), operands=False),
+    "blame": GitCommand(
+        frozenset("-w -M -C -e -s -l -p -n -c --porcelain --line-porcelain --root "
+                  "--show-email --no-textconv".split()),
+        {"-L": _any, "--date": _any}, frozenset({"textconv", "filter"}) | _WORKTREE,
+        removes={"--no-textconv": frozenset({"textconv"})},
+    ),
+    "describe": GitCommand(frozenset("--tags --all --always --long --exact-match".split()),
+                           {"--abbrev": _number, "--match": _any}, frozenset()),
+    "remote": GitCommand(frozenset({"-v", "--verbose"}), {}, frozenset(), operands=False),
 }  # fmt: skip
+
+# What every git command can reach: a key not known to be inert, and a pager
+# (`pager.<command> = true` pages any command).
+EVERY_ROW = frozenset({"unknown", "pager"})
 _GIT_GLOBAL = {"--no-pager": frozenset({"pager"}), "-P": frozenset({"pager"}),
                "--no-optional-locks": frozenset({"hook"}), "--literal-pathspecs": frozenset(),
                "--no-replace-objects": frozenset()}  # fmt: skip
@@ -140,7 +153,7 @@ def git_form_ok(args: list[Word], configured: frozenset[str]) -> bool:
     if not args or args[0].text not in GIT or any(w.glob for w in args):
         return False
     row = GIT[args[0].text]
-    reached = set(row.triggers) | {"unknown"}
+    reached = set(row.triggers) | EVERY_ROW
     operands: list[str] = []
     given, ended, i = False, False, 1
     while i < len(args):
