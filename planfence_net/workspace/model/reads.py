@@ -8,7 +8,9 @@ operands of known reading programs are kept: `cat`, `head`, `tail`, `sed -n`, `n
 (after the pattern) and `git show REV:PATH` / `git cat-file -p REV:PATH`. What it cannot see
 (a script that opens files, `$(...)`, globs, redirections `< file`, aliases) it does not
 guess: the caller keeps only operands that name existing files inside the worktree, so a
-wrong guess costs a fact the plan did not need, never a missed write.
+wrong guess costs a fact the plan did not need, never a missed write. Whether a command
+only reads (so the hook may let it through unchecked) is proven elsewhere, strictly:
+`readonly.is_read_only`, re-exported here.
 """
 
 from __future__ import annotations
