@@ -22,11 +22,13 @@ TRIGGERS = frozenset(
 )
 
 
-def _any(value: str) -> bool:
+def anything(value: str) -> bool:
+    """An option value that may be any text."""
     return True
 
 
-def _number(value: str) -> bool:
+def digits(value: str) -> bool:
+    """An option value that must be a count."""
     return value.isdigit()
 
 
@@ -59,8 +61,8 @@ _DIFF_OPTS = frozenset(
     "--word-diff --color-words --check --exit-code --quiet --no-textconv --no-ext-diff "
     "--full-index --binary --abbrev --no-prefix --text -a --dirstat --compact-summary".split()
 )
-_DIFF_VALUED = {"-U": _number, "--unified": _number, "--color": _any, "--word-diff": _any,
-                "--stat": _any, "--abbrev": _number, "--diff-filter": _any, "-M": _any}  # fmt: skip
+_DIFF_VALUED = {"-U": digits, "--unified": digits, "--color": anything, "--word-diff": anything,
+                "--stat": anything, "--abbrev": digits, "--diff-filter": anything, "-M": anything}  # fmt: skip
 _NO_DIFF_PROGRAMS = {"--no-textconv": frozenset({"textconv"}),
                      "--no-ext-diff": frozenset({"extdiff"})}  # fmt: skip
 _DIFFING = frozenset({"textconv", "extdiff"})
@@ -72,10 +74,10 @@ _LOG_OPTS = frozenset(
     "--no-textconv --no-ext-diff -w".split()
 )
 _LOG_VALUED = {
-    "-n": _number, "--max-count": _number, "--skip": _number, "--since": _any,
-    "--until": _any, "--after": _any, "--before": _any, "--author": _any,
-    "--committer": _any, "--grep": _any, "--format": _no_gpg, "--pretty": _no_gpg,
-    "--date": _any, "--decorate": _any, "-S": _any, "-G": _any, "-U": _number,
+    "-n": digits, "--max-count": digits, "--skip": digits, "--since": anything,
+    "--until": anything, "--after": anything, "--before": anything, "--author": anything,
+    "--committer": anything, "--grep": anything, "--format": _no_gpg, "--pretty": _no_gpg,
+    "--date": anything, "--decorate": anything, "-S": anything, "-G": anything, "-U": digits,
 }  # fmt: skip
 _LOG_ADDS = {o: _DIFFING for o in ("-p", "-u", "--patch", "--stat", "--numstat", "--shortstat",
                                    "-S", "-G", "--name-only", "--name-status")}  # fmt: skip
@@ -85,7 +87,7 @@ GIT: dict[str, GitCommand] = {
     "status": GitCommand(
         frozenset("-s --short -b --branch --porcelain --long -v --ignored --ignore-submodules "
                   "-u --untracked-files --no-renames".split()),
-        {"--porcelain": _any, "--untracked-files": _any, "--ignored": _any,
+        {"--porcelain": anything, "--untracked-files": anything, "--ignored": anything,
          "--ignore-submodules": lambda v: v == "all"},
         _WORKTREE, removes=_IGNORE_SUBMODULES,
     ),
@@ -106,8 +108,8 @@ GIT: dict[str, GitCommand] = {
         frozenset("-n --line-number -i --ignore-case -w -v -l -L -c -E -F -P -h -H -I -a "
                   "--cached --untracked --no-index --heading --break --full-name --count "
                   "--files-with-matches --name-only --column -o --only-matching -q".split()),
-        {"-e": _any, "-f": _any, "-A": _number, "-B": _number, "-C": _number,
-         "-m": _number, "--max-count": _number, "--max-depth": _number},
+        {"-e": anything, "-f": anything, "-A": digits, "-B": digits, "-C": digits,
+         "-m": digits, "--max-count": digits, "--max-depth": digits},
         frozenset({"fsmonitor"}), first="pattern", given_by=frozenset({"-e", "-f"}),
     ),
     "ls-files": GitCommand(
@@ -119,7 +121,7 @@ GIT: dict[str, GitCommand] = {
         frozenset("--show-toplevel --git-dir --abbrev-ref --short --verify --symbolic "
                   "--symbolic-full-name --show-prefix --show-cdup --is-inside-work-tree "
                   "-q --quiet".split()),
-        {"--short": _number}, frozenset(),
+        {"--short": digits}, frozenset(),
     ),
     "cat-file": GitCommand(frozenset({"-p", "-t", "-s", "-e"}), {}, frozenset()),
     "branch": GitCommand(frozenset("--show-current -a -r -v -vv --no-color".split()),
@@ -127,11 +129,11 @@ GIT: dict[str, GitCommand] = {
     "blame": GitCommand(
         frozenset("-w -M -C -e -s -l -p -n -c --porcelain --line-porcelain --root "
                   "--show-email --no-textconv".split()),
-        {"-L": _any, "--date": _any}, frozenset({"textconv", "filter"}) | _WORKTREE,
+        {"-L": anything, "--date": anything}, frozenset({"textconv", "filter"}) | _WORKTREE,
         removes={"--no-textconv": frozenset({"textconv"})},
     ),
     "describe": GitCommand(frozenset("--tags --all --always --long --exact-match".split()),
-                           {"--abbrev": _number, "--match": _any}, frozenset()),
+                           {"--abbrev": digits, "--match": anything}, frozenset()),
     "remote": GitCommand(frozenset({"-v", "--verbose"}), {}, frozenset(), operands=False),
 }  # fmt: skip
 

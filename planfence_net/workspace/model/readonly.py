@@ -28,7 +28,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from .gitreads import GIT, TRIGGERS, git_form_ok, git_triggers
+from .gitreads import GIT, TRIGGERS, anything, digits, git_form_ok, git_triggers
 from .shellwords import NotRead, Word, simple_commands
 
 __all__ = [
@@ -45,14 +45,6 @@ GitFacts = frozenset[str] | Callable[[], frozenset[str]]
 
 
 # -- one row per program ----------------------------------------------------------------------
-
-
-def _any(value: str) -> bool:
-    return True
-
-
-def _number(value: str) -> bool:
-    return value.isdigit()
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +74,7 @@ def _long(*names: str) -> frozenset[str]:
     return frozenset(f"--{name}" for name in names)
 
 
-def _lv(*names: str, check: Callable[[str], bool] = _any) -> dict[str, Callable[[str], bool]]:
+def _lv(*names: str, check: Callable[[str], bool] = anything) -> dict[str, Callable[[str], bool]]:
     return {f"--{name}": check for name in names}
 
 
@@ -93,10 +85,10 @@ def _sed_script(script: str) -> bool:
 
 _SED_ADDRESS = r"(?:\d+(?:~\d+)?|\$|/[^/\\\n]*/)"
 _SED_COMMAND = re.compile(rf"(?:{_SED_ADDRESS}(?:,(?:{_SED_ADDRESS}|[+~]\d+))?)?\s*[p=lqQ]?")
-_GREP_VALUED = {"e": _any, "f": _any, "m": _number, "A": _number, "B": _number, "C": _number}
+_GREP_VALUED = {"e": anything, "f": anything, "m": digits, "A": digits, "B": digits, "C": digits}
 _GREP_LONG_VALUED = {
     **_lv("regexp", "file", "include", "exclude", "exclude-dir", "label"),
-    **_lv("max-count", "after-context", "before-context", "context", check=_number),
+    **_lv("max-count", "after-context", "before-context", "context", check=digits),
     **_lv("color", "colour", "binary-files"),
 }
 _GREP = Reader(
@@ -134,43 +126,43 @@ _GREP = Reader(
 _PLAIN = Reader()
 READERS: dict[str, Reader] = {
     "cat": Reader(flags="nbAEeTtsuv", long=_long("number", "number-nonblank", "show-all")),
-    "head": Reader(flags="qv", valued={"n": _any, "c": _any}, numeric=True,
+    "head": Reader(flags="qv", valued={"n": anything, "c": anything}, numeric=True,
                    long_valued=_lv("lines", "bytes")),
-    "tail": Reader(flags="qv", valued={"n": _any, "c": _any}, numeric=True,
+    "tail": Reader(flags="qv", valued={"n": anything, "c": anything}, numeric=True,
                    long_valued=_lv("lines", "bytes")),
     "wc": Reader(flags="lwcmL", long=_long("lines", "words", "bytes", "chars")),
     "ls": Reader(flags="laAhR1trSdFpiGgnoUXcu", long=_long("all", "almost-all", "color"),
                  long_valued=_lv("color", "sort", "time-style")),
-    "nl": Reader(flags="p", valued={"b": _any, "n": _any, "w": _number, "s": _any, "v": _number}),
-    "tac": _PLAIN, "stat": Reader(flags="Lt", valued={"c": _any}),
+    "nl": Reader(flags="p", valued={"b": anything, "n": anything, "w": digits, "s": anything, "v": digits}),
+    "tac": _PLAIN, "stat": Reader(flags="Lt", valued={"c": anything}),
     "file": Reader(flags="bhiLN", long=_long("mime", "brief")),
-    "diff": Reader(flags="uqrNwbBiytsc", valued={"U": _number, "C": _number},
+    "diff": Reader(flags="uqrNwbBiytsc", valued={"U": digits, "C": digits},
                    long=_long("unified", "brief", "recursive", "new-file", "ignore-all-space",
                               "side-by-side", "report-identical-files", "color"),
                    long_valued=_lv("color")),
-    "cmp": Reader(flags="bls"), "od": Reader(flags="bcdox", valued={"A": _any, "t": _any,
-                                                                  "N": _number, "j": _number}),
-    "xxd": Reader(flags="pu", valued={"l": _number, "s": _any, "c": _number, "g": _number},
+    "cmp": Reader(flags="bls"), "od": Reader(flags="bcdox", valued={"A": anything, "t": anything,
+                                                                  "N": digits, "j": digits}),
+    "xxd": Reader(flags="pu", valued={"l": digits, "s": anything, "c": digits, "g": digits},
                   max_operands=1),
-    "hexdump": Reader(flags="Cbcdox", valued={"n": _number, "s": _number}),
-    "strings": Reader(flags="a", valued={"n": _number}),
+    "hexdump": Reader(flags="Cbcdox", valued={"n": digits, "s": digits}),
+    "strings": Reader(flags="a", valued={"n": digits}),
     "md5sum": Reader(flags="cb"), "sha256sum": Reader(flags="cb"), "sha1sum": Reader(flags="cb"),
-    "cut": Reader(flags="s", valued={"d": _any, "f": _any, "c": _any, "b": _any}),
-    "sort": Reader(flags="nrufhVbsM", valued={"k": _any, "t": _any}),
-    "uniq": Reader(flags="cdiu", valued={"f": _number, "s": _number}, max_operands=1),
-    "column": Reader(flags="t", valued={"s": _any}),
+    "cut": Reader(flags="s", valued={"d": anything, "f": anything, "c": anything, "b": anything}),
+    "sort": Reader(flags="nrufhVbsM", valued={"k": anything, "t": anything}),
+    "uniq": Reader(flags="cdiu", valued={"f": digits, "s": digits}, max_operands=1),
+    "column": Reader(flags="t", valued={"s": anything}),
     "pwd": Reader(flags="LP", max_operands=0), "echo": Reader(flags="neE", files=False),
     "basename": Reader(files=False), "dirname": Reader(files=False),
     "realpath": Reader(flags="esq"), "true": Reader(files=False),
     "grep": _GREP,  # not egrep/fgrep: scripts that start sh and grep
     "rg": Reader(
         flags="niSswvlcFuHNxoPLU0",
-        valued={**_GREP_VALUED, "g": _any, "t": _any, "T": _any, "M": _number, "d": _number},
+        valued={**_GREP_VALUED, "g": anything, "t": anything, "T": anything, "M": digits, "d": digits},
         long=_long("hidden", "no-ignore", "files", "follow", "count", "fixed-strings",
                    "ignore-case", "smart-case", "line-number", "no-heading", "heading",
                    "files-with-matches", "vimgrep", "json", "no-config", "multiline", "trim"),
         long_valued={**_GREP_LONG_VALUED, **_lv("glob", "iglob", "type", "type-not"),
-                     **_lv("max-depth", "max-columns", check=_number)},
+                     **_lv("max-depth", "max-columns", check=digits)},
         first="pattern", given_by=frozenset({"-e", "-f", "--regexp", "--file"}),
     ),
     "sed": Reader(
@@ -180,11 +172,11 @@ READERS: dict[str, Reader] = {
         first="sed", given_by=frozenset({"-e", "--expression"}),
     ),
     "jq": Reader(
-        flags="rcsneajSCMR", valued={"L": _any},
+        flags="rcsneajSCMR", valued={"L": anything},
         long=_long("raw-output", "compact-output", "slurp", "null-input", "exit-status",
                    "join-output", "ascii-output", "sort-keys", "tab", "raw-input", "seq",
                    "stream", "color-output", "monochrome-output"),
-        long_valued=_lv("indent", check=_number),
+        long_valued=_lv("indent", check=digits),
         first="pattern",
     ),
 }  # fmt: skip
