@@ -397,8 +397,8 @@ def test_the_investigation_forms_run_clean_in_the_plain_worktree(
         "git --no-pager log --oneline --no-show-signature",
         "git --no-pager show --no-textconv --no-ext-diff --no-show-signature HEAD",
         "git --no-pager log -p --no-textconv --no-ext-diff --no-show-signature",
-        "git cat-file -p HEAD:lib.py",
-        "git rev-parse --show-toplevel",
+        "git --no-pager cat-file -p HEAD:lib.py",
+        "git -P rev-parse --show-toplevel",
     ],
 )
 def test_forms_that_avoid_every_trigger_run_clean_in_the_hostile_worktree(
