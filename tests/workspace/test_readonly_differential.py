@@ -407,3 +407,11 @@ def test_forms_that_avoid_every_trigger_run_clean_in_the_hostile_worktree(
     box = sandboxes["hostile"]
     assert is_read_only(command, box.facts)
     assert box.run(command) is None
+
+
+def test_the_exec_trace_sees_a_started_program(sandboxes: dict[str, Sandbox]) -> None:
+    """Where strace is missing the corpus checks bytes only; this says so in one line."""
+    if not STRACE:
+        pytest.skip("strace is not installed: the corpus checks bytes, not started programs")
+    assert sandboxes["plain"].run("cat lib.py | od -c") is None
+    assert sandboxes["plain"].run("sh -c 'cat lib.py; :'") == "started ['cat']"
