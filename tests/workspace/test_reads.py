@@ -164,4 +164,6 @@ def test_no_command_line_makes_the_heuristic_raise(command: str) -> None:
     ],
 )
 def test_read_only_commands_are_recognised_conservatively(command: str, read_only: bool) -> None:
-    assert is_read_only(command) is read_only
+    assert (
+        is_read_only(command, frozenset()) is read_only
+    )  # a repository whose git config starts nothing

@@ -150,7 +150,8 @@ def parse_payload(agent: str, data: bytes) -> ToolCall:
     if tool in SHELLS and command is not None and event == "PreToolUse":
         from .reads import is_read_only
 
-        gated = gated and not is_read_only(command)  # `cat lib.py` changes nothing
+        # `cat lib.py` changes nothing; `git diff` too, where git's configuration starts nothing
+        gated = gated and not is_read_only(command, lambda: git_setup(cwd))
     read = tool_input.get(READ_TOOLS.get(tool, ""))
     reads = (read,) if isinstance(read, str) and read else ()
     exit = None
@@ -219,3 +220,63 @@ def is_exempt(command: str, cwd: str) -> bool:
     return os.path.isabs(ours) and os.path.realpath(
         os.path.join(cwd, words[0])
     ) == os.path.realpath(ours)
+
+
+def git_setup(cwd: str) -> frozenset[str]:
+    """The configuration triggers (`readonly.TRIGGERS`) of the git repository at `cwd`: what
+    its configuration (`git config --list -z`, every scope, includes followed) can make a
+    reading git command start, plus "hook" when a post-index-change hook exists and
+    "submodule" when the worktree has a .gitmodules. Every trigger when git cannot tell
+    (not a repository, git missing, an error): a git command there is checked as a write."""
+    from .readonly import TRIGGERS, git_triggers
+
+    outputs = _git_outputs(
+        cwd,
+        ("rev-parse", "--show-toplevel", "--git-path", "hooks/post-index-change"),
+        ("config", "--list", "-z"),
+    )
+    places, listing = outputs if outputs else (None, None)
+    if places is None or listing is None or len(places.splitlines()) != 2:
+        return TRIGGERS
+    top, hook = places.splitlines()
+    found = set(git_triggers(listing))
+    if os.path.lexists(os.path.join(cwd, hook)):
+        found.add("hook")
+    if os.path.lexists(os.path.join(top, ".gitmodules")):
+        found.add("submodule")
+    return frozenset(found)
+
+
+def _git_outputs(cwd: str, *commands: tuple[str, ...]) -> list[str | None] | None:
+    """The stdout of each git command, run side by side in `cwd` (None for one that failed
+    or took over 5 s); None when git could not be started."""
+    import subprocess
+
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        for args in commands:
+            procs.append(
+                subprocess.Popen(
+                    ["git", *args],
+                    cwd=cwd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                    text=True,
+                )
+            )
+    except (OSError, ValueError):
+        for proc in procs:
+            proc.kill()
+            proc.communicate()
+        return None
+    outputs: list[str | None] = []
+    for proc in procs:
+        try:
+            out, _ = proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            out = ""
+        outputs.append(out if proc.returncode == 0 else None)
+    return outputs

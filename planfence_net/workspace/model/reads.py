@@ -8,7 +8,9 @@ operands of known reading programs are kept: `cat`, `head`, `tail`, `sed -n`, `n
 (after the pattern) and `git show REV:PATH` / `git cat-file -p REV:PATH`. What it cannot see
 (a script that opens files, `$(...)`, globs, redirections `< file`, aliases) it does not
 guess: the caller keeps only operands that name existing files inside the worktree, so a
-wrong guess costs a fact the plan did not need, never a missed write.
+wrong guess costs a fact the plan did not need, never a missed write. Whether a command
+only reads (so the hook may let it through unchecked) is proven elsewhere, strictly:
+`readonly.is_read_only`, re-exported here.
 """
 
 from __future__ import annotations
@@ -16,6 +18,10 @@ from __future__ import annotations
 import fnmatch
 import re
 import shlex
+
+from .readonly import is_read_only
+
+__all__ = ["is_read_only", "is_test_command", "read_operands", "simple_commands"]
 
 WRAPPERS = frozenset({"env", "command", "time", "nice", "sudo", "nohup", "builtin"})
 PLAIN_READERS = frozenset(
@@ -252,53 +258,57 @@ def _git_paths(args: list[str]) -> list[str]:
 
 def is_test_command(command: str, patterns: tuple[str, ...] = DEFAULT_TEST_COMMANDS) -> str | None:
     """The first simple command of `command` that matches a test-command pattern (shell
-    glob over the words joined by single spaces), or None."""
+    glob over the words joined by single spaces), or None. A command matches as written or
+    as `runner_words` reduces it (`.venv/bin/python -m pytest -q` as `pytest -q`, `uv run
+    pytest` as `pytest`, `npx jest` as `jest`)."""
     for words in simple_commands(command):
         text = " ".join(words)
-        if any(fnmatch.fnmatchcase(text, pattern) for pattern in patterns):
+        reduced = " ".join(runner_words(words))
+        if any(fnmatch.fnmatchcase(t, p) for t in (text, reduced) for p in patterns):
             return text
     return None
 
 
-# Programs whose every run only reads (no option of theirs writes a file or runs a command),
-# for `is_read_only`; sed only as `sed -n 'Np'`-style printing.
-SAFE_READERS = frozenset(
-    {
-        "cat", "head", "tail", "nl", "wc", "diff", "cmp", "stat", "tac", "od",
-        "hexdump", "strings", "md5sum", "sha256sum", "cut", "column", "grep", "egrep",
-        "fgrep", "rg", "ls", "pwd",
-    }
-)  # fmt: skip
-_UNSAFE_TEXT = re.compile(r"[$`<>(){}]|(?<!&)&(?!&)|--pre\b|--output|--ext-diff|--textconv")
-_SED_PRINT = re.compile(r"^(\d+|\$)?(,(\d+|\$))?p$")
+# Runners that start the program named after them: (words, options that take a value).
+_RUNNERS: dict[tuple[str, ...], frozenset[str]] = {
+    ("uv", "run"): frozenset({"--with", "--python", "-p", "--extra", "--group", "--env-file"}),
+    ("poetry", "run"): frozenset(),
+    ("pipenv", "run"): frozenset(),
+    ("pdm", "run"): frozenset(),
+    ("hatch", "run"): frozenset(),
+    ("rye", "run"): frozenset(),
+    ("uvx",): frozenset({"--with", "--from", "--python"}),
+    ("pipx", "run"): frozenset(),
+    ("npx",): frozenset({"-p", "--package"}),
+    ("pnpx",): frozenset(),
+    ("bunx",): frozenset(),
+    ("pnpm", "exec"): frozenset(),
+    ("npm", "exec"): frozenset(),
+    ("yarn", "exec"): frozenset(),
+    ("timeout",): frozenset({"-s", "--signal", "-k", "--kill-after"}),
+}
+_PYTHON = re.compile(r"^python[0-9.]*$")
 
 
-def is_read_only(command: str) -> bool:
-    """True when every simple command of `command` is a program that only reads, run
-    directly (no variable assignment, wrapper, substitution, redirection or background job):
-    `cat lib.py`, `sed -n '1,80p' lib.py`, `rg -n foo src | head`, `git show HEAD:lib.py`.
-    Conservative: anything it does not know is not read-only (and is checked as a write)."""
-    if not command.strip() or _UNSAFE_TEXT.search(command):
-        return False
-    for part in _SEPARATORS.split(command):
-        try:
-            words = shlex.split(part, comments=True)
-        except ValueError:
-            return False
-        if not words:
-            continue
-        program = words[0]
-        if "=" in program or "/" in program:
-            return False
-        if program == "sed":
-            scripts = [w for w in words[1:] if not w.startswith("-")]
-            if words[1:2] != ["-n"] or not scripts or not _SED_PRINT.match(scripts[0]):
-                return False
-        elif program == "git":
-            if words[1:2] not in (["show"], ["cat-file"]) or any(
-                w.startswith("-") and w != "-p" for w in words[2:]
-            ):
-                return False
-        elif program not in SAFE_READERS:
-            return False
-    return True
+def runner_words(words: list[str]) -> list[str]:
+    """`words` less what stands between the agent and the test runner: a path before the
+    program (`.venv/bin/pytest`), a runner (`uv run`, `poetry run`, `npx`, `timeout 600`)
+    and `python -m`, with `python3.11` read as `python`."""
+    words = list(words)
+    while words:
+        words[0] = words[0].rsplit("/", 1)[-1]
+        if _PYTHON.match(words[0]):
+            words[0] = "python"
+            if words[1:2] == ["-m"] and len(words) > 2:
+                words = words[2:]
+                continue
+            return words
+        runner = next((r for r in _RUNNERS if tuple(words[: len(r)]) == r), None)
+        if runner is None:
+            return words
+        words = words[len(runner) :]
+        while words and words[0].startswith("-"):
+            words = words[2 if words[0] in _RUNNERS[runner] else 1 :]
+        if runner == ("timeout",) and words:
+            words = words[1:]  # the duration
+    return words
