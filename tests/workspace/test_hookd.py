@@ -230,7 +230,8 @@ ENVIRONMENT_READERS = {
     # the fence's own files: HOME, CODEX_HOME, XDG_CONFIG_HOME
     "workspace/place/guarded.py": ["os.environ", "expanduser", "Path.home"],
 }
-NOT_REACHED = ("workspace/installers/", "workspace/hook/client.py")  # installers; the client itself
+# installers; the client itself; the owner, above the hook (its own settings, e.g. a test clock)
+NOT_REACHED = ("workspace/installers/", "workspace/hook/client.py", "workspace/owner/")
 
 
 def test_every_environment_read_decide_can_reach_is_sent_by_the_client() -> None:
