@@ -1,0 +1,98 @@
+"""`hook install claude --sandbox` in the real Claude Code, with bubblewrap from the OS packages.
+
+The scripted model asks for two Bash commands: one reads the workspace owner's key file, one
+connects to its hook socket. With the hook alone both succeed (the hook lets a command that
+writes nothing through); with `--sandbox` both fail inside the client: the tool results the
+model receives say so, and `hook uninstall claude` takes the sandbox settings away again.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from planfence_net.workspace.hook.client import socket_path
+
+from .clients import run_claude, skip_without_clients
+from .model_server import ANTHROPIC, ModelServer, Text, ToolCall, Turn
+from .turns import assert_scripted_and_offline, claude_tool_results, content_text
+from .workspaces import Workspace
+
+pytestmark = pytest.mark.agents
+skip_without_clients()
+if shutil.which("bwrap") is None or shutil.which("socat") is None:
+    pytest.skip(
+        "Claude Code's sandbox needs bubblewrap and socat: apt-get install bubblewrap socat",
+        allow_module_level=True,
+    )
+
+READ_OK, CONNECTED, SEEN, WROTE = "read the key:", "connected", "socket seen", "wrote"
+
+
+def python(code: str, description: str) -> ToolCall:
+    return ToolCall(
+        "Bash", {"command": f'{sys.executable} -c "{code}"', "description": description}
+    )
+
+
+def probes(key: Path, sock: Path, config: Path | None) -> list[Turn]:
+    """Read `key`, connect to `sock`, stat `sock`, and (given `config`) append to it, then
+    finish: each command prints its marker on success."""
+    calls = [
+        python(f"print({READ_OK!r}, len(open({str(key)!r}).read()))", "key"),
+        python(
+            "import socket; s = socket.socket(socket.AF_UNIX); "
+            f"s.connect({str(sock)!r}); print({CONNECTED!r})",
+            "connect",
+        ),
+        python(f"import os; os.stat({str(sock)!r}); print({SEEN!r})", "stat"),
+    ]
+    if config is not None:
+        calls.append(python(f"open({str(config)!r}, 'a').write('#'); print({WROTE!r})", "git"))
+    return [*calls, Text("done")]
+
+
+def run_probes(
+    claude: Path, server: ModelServer, ws: Workspace, home: Path, config: Path | None = None
+) -> list[dict[str, Any]]:
+    """The tool results of one run of `probes` against the workspace's owner."""
+    cluster = ws.path / ".planfence"
+    (key,) = (cluster / "keys").glob("*.key")
+    turns = probes(key, socket_path(cluster), config)
+    server.script(ANTHROPIC, turns)
+    run = run_claude(claude, server.url, ws.path, home, "Look at the fence.")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert_scripted_and_offline(server, ANTHROPIC, turns)
+    return claude_tool_results(server)[-len(turns) + 1 :]
+
+
+def test_claude_sandbox_keeps_bash_from_the_fence_key_and_socket(
+    claude: Path, model_server: ModelServer, workspace: Workspace, tmp_path: Path
+) -> None:
+    local = workspace.path / ".claude" / "settings.local.json"
+    local.parent.mkdir()
+    local.write_text(json.dumps({"permissions": {"allow": ["Bash"]}}))
+    workspace.planfence("hook", "install", "claude", "--project", workspace.path)
+    results = run_probes(claude, model_server, workspace, tmp_path / "home")
+    said = [content_text(r["content"]) for r in results]
+    assert [r.get("is_error", False) for r in results] == [False] * 3, said  # the hook alone
+    assert [READ_OK in said[0], CONNECTED in said[1], SEEN in said[2]] == [True] * 3, said
+
+    workspace.planfence("hook", "install", "claude", "--project", workspace.path, "--sandbox")
+    config = workspace.path / ".git" / "config"
+    before = config.read_text()
+    results = run_probes(claude, model_server, workspace, tmp_path / "home", config)
+    said = [content_text(r["content"]) for r in results]
+    assert [r.get("is_error") for r in results] == [True] * 4, said
+    assert "No such file or directory" in said[0], said  # the cluster folder is hidden
+    assert CONNECTED not in said[1] and SEEN not in said[2], said  # and the socket
+    assert "No such file or directory" in said[2], said
+    assert config.read_text() == before, said
+
+    workspace.planfence("hook", "uninstall", "claude", "--project", workspace.path)
+    assert json.loads(local.read_text()) == {"permissions": {"allow": ["Bash"]}}
