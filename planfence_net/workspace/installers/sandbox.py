@@ -26,6 +26,7 @@ What we added is recorded in the user's state directory (one record per settings
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -100,7 +101,7 @@ def merged(config: dict[str, Any], ours: dict[str, Any]) -> tuple[dict[str, Any]
     """(`config` with `ours` merged into its `sandbox` block, what that added). Our scalars
     replace the user's; list entries are appended once. Raises ConfigError for a block of
     an unexpected shape."""
-    out = json.loads(json.dumps(config))
+    out = copy.deepcopy(config)
     block = out.setdefault("sandbox", {})
     fs = block.setdefault("filesystem", {}) if isinstance(block, dict) else None
     if not isinstance(block, dict) or not isinstance(fs, dict):
@@ -124,7 +125,7 @@ def merged(config: dict[str, Any], ours: dict[str, Any]) -> tuple[dict[str, Any]
 def unmerged(config: dict[str, Any], added: dict[str, Any]) -> dict[str, Any]:
     """`config` without what `added` recorded (a scalar only while it still has our value);
     containers left empty go too."""
-    out = json.loads(json.dumps(config))
+    out = copy.deepcopy(config)
     block = out.get("sandbox")
     if not isinstance(block, dict):
         return out
