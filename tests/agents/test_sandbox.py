@@ -18,9 +18,14 @@ import pytest
 
 from planfence_net.workspace.hook.client import socket_path
 
-from .clients import run_claude, skip_without_clients
-from .model_server import ANTHROPIC, ModelServer, Text, ToolCall, Turn
-from .turns import assert_scripted_and_offline, claude_tool_results, content_text
+from .clients import codex_env, run_bounded, run_claude, skip_without_clients, write_codex_config
+from .model_server import ANTHROPIC, OPENAI, ModelServer, Text, ToolCall, Turn
+from .turns import (
+    assert_scripted_and_offline,
+    claude_tool_results,
+    codex_call_outputs,
+    content_text,
+)
 from .workspaces import Workspace
 
 pytestmark = pytest.mark.agents
@@ -96,3 +101,63 @@ def test_claude_sandbox_keeps_bash_from_the_fence_key_and_socket(
 
     workspace.planfence("hook", "uninstall", "claude", "--project", workspace.path)
     assert json.loads(local.read_text()) == {"permissions": {"allow": ["Bash"]}}
+
+
+# -- Codex: what its sandbox modes allow (measured; docs/HOOKS.md, "The sandbox") -----------
+
+
+def codex_probes(ws: Workspace) -> tuple[list[Turn], list[str]]:
+    """exec_command calls: read the owner's key, connect to its socket, append to .git/config
+    and cluster.toml, create .codex/hooks.json; with what each prints on success."""
+    cluster = ws.path / ".planfence"
+    (key,) = (cluster / "keys").glob("*.key")
+    sock = socket_path(cluster)
+    codes = {
+        "read key": f"print({READ_OK!r}, len(open({str(key)!r}).read()))",
+        "connect socket": "import socket; s = socket.socket(socket.AF_UNIX); "
+        f"s.connect({str(sock)!r}); print({CONNECTED!r})",
+        "write .git/config": f"open({str(ws.path / '.git' / 'config')!r}, 'a').write('#'); "
+        f"print({WROTE!r})",
+        "write cluster.toml": f"open({str(cluster / 'cluster.toml')!r}, 'a').write('#'); "
+        f"print({WROTE!r})",
+        "write .codex/": f"import os; os.makedirs({str(ws.path / '.codex')!r}, exist_ok=True); "
+        f"open({str(ws.path / '.codex' / 'hooks.json')!r}, 'a').write(''); print({WROTE!r})",
+    }
+    turns: list[Turn] = [
+        ToolCall("exec_command", {"cmd": f'{sys.executable} -c "{code}"'})
+        for code in codes.values()
+    ]
+    return [*turns, Text("done")], [READ_OK, CONNECTED, WROTE, WROTE, WROTE]
+
+
+# What each probe of codex_probes did (True: it succeeded), per sandbox mode; docs/HOOKS.md
+# shows this table. "+network" is workspace-write with sandbox_workspace_write.network_access.
+MEASURED = {
+    "read-only": (True, False, False, False, False),
+    "workspace-write": (True, False, False, True, False),
+    "workspace-write+network": (True, True, False, True, False),
+    "danger-full-access": (True, True, True, True, True),
+}
+
+
+@pytest.mark.parametrize("mode", list(MEASURED))
+def test_codex_sandbox_modes(
+    codex: Path, model_server: ModelServer, workspace: Workspace, tmp_path: Path, mode: str
+) -> None:
+    """`codex exec --sandbox MODE` (no PlanFence hook: the sandbox alone) against the probes."""
+    home, codex_home = tmp_path / "home", tmp_path / "codex-home"
+    write_codex_config(codex_home, model_server.url, trusted_projects=(workspace.path,))
+    turns, markers = codex_probes(workspace)
+    model_server.script(OPENAI, turns)
+    sandbox, _, network = mode.partition("+")
+    extra = ["-c", "sandbox_workspace_write.network_access=true"] if network else []
+    run = run_bounded(
+        [str(codex), "exec", "--sandbox", sandbox, *extra, "--skip-git-repo-check", "--json", "."],
+        workspace.path,
+        codex_env(model_server.url, home, codex_home),
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert_scripted_and_offline(model_server, OPENAI, turns)
+    outputs = codex_call_outputs(model_server)
+    did = tuple(marker in out for marker, out in zip(markers, outputs, strict=True))
+    assert did == MEASURED[mode], outputs
