@@ -1,9 +1,14 @@
-"""`hook install claude --sandbox` in the real Claude Code, with bubblewrap from the OS packages.
+"""`hook install claude --sandbox` in the real Claude Code, with bubblewrap from the OS packages,
+and what Codex's own sandbox modes allow.
 
-The scripted model asks for two Bash commands: one reads the workspace owner's key file, one
-connects to its hook socket. With the hook alone both succeed (the hook lets a command that
-writes nothing through); with `--sandbox` both fail inside the client: the tool results the
-model receives say so, and `hook uninstall claude` takes the sandbox settings away again.
+Claude Code: the scripted model asks for Bash commands that read the workspace owner's key
+file, connect to its hook socket and look the socket up. With the hook alone all succeed
+(the hook lets a command through when nothing drifted); with `--sandbox` each fails inside
+the client, and so does an append to .git/config: the tool results the model receives say
+so. `hook uninstall claude` then takes the sandbox settings away again.
+
+Codex: `codex exec --sandbox MODE` against the same probes and writes to the fence's files,
+pinned as the table docs/HOOKS.md shows (MEASURED).
 """
 
 from __future__ import annotations
