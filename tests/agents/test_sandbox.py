@@ -14,12 +14,15 @@ pinned as the table docs/HOOKS.md shows (MEASURED).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
+import tomli_w
 
 from planfence_net.workspace.hook.client import socket_path
 
@@ -136,28 +139,43 @@ def codex_probes(ws: Workspace) -> tuple[list[Turn], list[str]]:
 
 
 # What each probe of codex_probes did (True: it succeeded), per sandbox mode; docs/HOOKS.md
-# shows this table. "+network" is workspace-write with sandbox_workspace_write.network_access.
+# shows this table. "+network" is workspace-write with sandbox_workspace_write.network_access;
+# "profile" is no --sandbox but the permission profile of fence_profile.
 MEASURED = {
     "read-only": (True, False, False, False, False),
     "workspace-write": (True, False, False, True, False),
     "workspace-write+network": (True, True, False, True, False),
     "danger-full-access": (True, True, True, True, True),
+    "profile": (False, False, False, False, False),
 }
+
+
+def fence_profile(cluster: Path) -> dict[str, Any]:
+    """config.toml keys selecting a permission profile: Codex's :workspace, with no access to
+    the cluster folder and the hook socket directory (the table docs/HOOKS.md shows)."""
+    paths = [os.path.realpath(cluster), str(socket_path(cluster).parent)]
+    profile = {"extends": ":workspace", "filesystem": dict.fromkeys(paths, "none")}
+    return {"default_permissions": "planfence", "permissions": {"planfence": profile}}
 
 
 @pytest.mark.parametrize("mode", list(MEASURED))
 def test_codex_sandbox_modes(
     codex: Path, model_server: ModelServer, workspace: Workspace, tmp_path: Path, mode: str
 ) -> None:
-    """`codex exec --sandbox MODE` (no PlanFence hook: the sandbox alone) against the probes."""
+    """`codex exec --sandbox MODE`, or the permission profile (no PlanFence hook: the sandbox
+    alone) against the probes."""
     home, codex_home = tmp_path / "home", tmp_path / "codex-home"
-    write_codex_config(codex_home, model_server.url, trusted_projects=(workspace.path,))
+    config = write_codex_config(codex_home, model_server.url, trusted_projects=(workspace.path,))
     turns, markers = codex_probes(workspace)
     model_server.script(OPENAI, turns)
     sandbox, _, network = mode.partition("+")
-    extra = ["-c", "sandbox_workspace_write.network_access=true"] if network else []
+    extra = ["--sandbox", sandbox] if mode != "profile" else []
+    extra += ["-c", "sandbox_workspace_write.network_access=true"] if network else []
+    if mode == "profile":
+        keys = tomllib.loads(config.read_text()) | fence_profile(workspace.path / ".planfence")
+        config.write_text(tomli_w.dumps(keys))
     run = run_bounded(
-        [str(codex), "exec", "--sandbox", sandbox, *extra, "--skip-git-repo-check", "--json", "."],
+        [str(codex), "exec", *extra, "--skip-git-repo-check", "--json", "."],
         workspace.path,
         codex_env(model_server.url, home, codex_home),
     )
