@@ -111,6 +111,24 @@ def test_claude_sandbox_keeps_bash_from_the_fence_key_and_socket(
     assert json.loads(local.read_text()) == {"permissions": {"allow": ["Bash"]}}
 
 
+def test_claude_sandbox_alone_leaves_the_key_readable(
+    claude: Path, model_server: ModelServer, workspace: Workspace, tmp_path: Path
+) -> None:
+    """Claude Code's sandbox without our paths (what `/sandbox` turns on): the key is read
+    and the socket seen; only Unix sockets (seccomp) and .git/config are closed by default.
+    So `--sandbox`'s denyRead is what hides the fence (docs/HOOKS.md)."""
+    local = workspace.path / ".claude" / "settings.local.json"
+    local.parent.mkdir()
+    scalars = {"enabled": True, "failIfUnavailable": True, "allowUnsandboxedCommands": False}
+    local.write_text(json.dumps({"permissions": {"allow": ["Bash"]}, "sandbox": scalars}))
+    workspace.planfence("hook", "install", "claude", "--project", workspace.path)
+    config = workspace.path / ".git" / "config"
+    results = run_probes(claude, model_server, workspace, tmp_path / "home", config)
+    said = [content_text(r["content"]) for r in results]
+    assert [bool(r.get("is_error")) for r in results] == [False, True, False, True], said
+    assert READ_OK in said[0] and SEEN in said[2], said
+
+
 # -- Codex: what its sandbox modes allow (measured; docs/HOOKS.md, "The sandbox") -----------
 
 
