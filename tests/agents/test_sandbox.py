@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -172,7 +173,10 @@ def fence_profile(cluster: Path) -> dict[str, Any]:
     """config.toml keys selecting a permission profile: Codex's :workspace, with no access to
     the cluster folder and the hook socket directory (the table docs/HOOKS.md shows)."""
     paths = [os.path.realpath(cluster), str(socket_path(cluster).parent)]
-    profile = {"extends": ":workspace", "filesystem": dict.fromkeys(paths, "none")}
+    # /tmp read-only: as a writable root, Codex 0.171.0 put empty .git, .codex and .agents
+    # placeholders in it (its metadata masks), which turned /tmp into a git worktree
+    filesystem = {":slash_tmp": "read", **dict.fromkeys(paths, "none")}
+    profile = {"extends": ":workspace", "filesystem": filesystem}
     return {"default_permissions": "planfence", "permissions": {"planfence": profile}}
 
 
@@ -192,12 +196,15 @@ def test_codex_sandbox_modes(
     if mode == "profile":
         keys = tomllib.loads(config.read_text()) | fence_profile(workspace.path / ".planfence")
         config.write_text(tomli_w.dumps(keys))
+    placeholders = [Path(tempfile.gettempdir(), name) for name in (".git", ".codex", ".agents")]
+    there = [p.exists() for p in placeholders]
     run = run_bounded(
         [str(codex), "exec", *extra, "--skip-git-repo-check", "--json", "."],
         workspace.path,
         codex_env(model_server.url, home, codex_home),
     )
     assert run.returncode == 0, run.stdout + run.stderr
+    assert [p.exists() for p in placeholders] == there  # /tmp is no git worktree afterwards
     assert_scripted_and_offline(model_server, OPENAI, turns)
     outputs = codex_call_outputs(model_server)
     did = tuple(marker in out for marker, out in zip(markers, outputs, strict=True))

@@ -93,7 +93,12 @@ def test_uninstall_leaves_the_users_sandbox_settings(repo: Path, cluster: Path) 
     path.parent.mkdir()
     mine = {
         "permissions": {"allow": ["Bash"]},
-        "sandbox": {"enabled": True, "filesystem": {"denyRead": ["/secret"]}},
+        "sandbox": {
+            "enabled": True,
+            "allowUnsandboxedCommands": True,
+            "excludedCommands": ["docker"],
+            "filesystem": {"denyRead": ["/secret"]},
+        },
     }
     path.write_text(json.dumps(mine))
 
@@ -101,6 +106,7 @@ def test_uninstall_leaves_the_users_sandbox_settings(repo: Path, cluster: Path) 
     assert install(repo, cluster)[0] == 0  # twice: still once
     block = settings(repo)["sandbox"]
     assert isinstance(block, dict)
+    assert (block["allowUnsandboxedCommands"], block["excludedCommands"]) == (False, ["docker"])
     assert block["filesystem"]["denyRead"] == [
         "/secret",
         os.path.realpath(cluster),

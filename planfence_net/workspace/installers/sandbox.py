@@ -20,8 +20,9 @@ Paths are absolute (the cluster folder by its real path). The sandbox covers the
 Claude Code runs (Bash), not its file tools, which the hook checks (person-only paths), nor
 hooks, which run outside it: the hook itself still reaches the owner.
 
-What we added is recorded in the user's state directory (one record per settings file), so
-`hook uninstall claude` removes exactly that: a value that was already there before stays.
+What we changed is recorded in the user's state directory (one record per settings file), so
+`hook uninstall claude` undoes exactly that: list entries we appended go, a value we set goes
+or, where it replaced one of the user's, gives that back; the rest of the block stays.
 """
 
 from __future__ import annotations
@@ -93,14 +94,16 @@ def install(
     config, added = merged(clients.load(path), settings(root, found))
     path.parent.mkdir(parents=True, exist_ok=True)
     _write(path, clients.dump(path, config))
+    record_path(path).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     _write(record_path(path), json.dumps(_union(_record(path), added), indent=2) + "\n")
     return path
 
 
 def merged(config: dict[str, Any], ours: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(`config` with `ours` merged into its `sandbox` block, what that added). Our scalars
-    replace the user's; list entries are appended once. Raises ConfigError for a block of
-    an unexpected shape."""
+    """(`config` with `ours` merged into its `sandbox` block, what that changed: {"set":
+    our scalars written, "before": the values they replaced, "filesystem": list entries
+    appended}). Our scalars replace the user's; list entries are appended once. Raises
+    ConfigError for a block of an unexpected shape."""
     out = copy.deepcopy(config)
     block = out.setdefault("sandbox", {})
     fs = block.setdefault("filesystem", {}) if isinstance(block, dict) else None
@@ -108,10 +111,12 @@ def merged(config: dict[str, Any], ours: dict[str, Any]) -> tuple[dict[str, Any]
         raise ConfigError(
             "'sandbox' / 'sandbox.filesystem' has an unexpected shape; not touching it"
         )
-    added: dict[str, Any] = {"filesystem": {}}
+    added: dict[str, Any] = {"set": {}, "before": {}, "filesystem": {}}
     for key, value in ours.items():
         if key != "filesystem" and block.get(key) != value:
-            block[key], added[key] = value, value
+            if key in block:
+                added["before"][key] = block[key]
+            block[key] = added["set"][key] = value
     for key in LISTS:
         have = fs.setdefault(key, [])
         if not isinstance(have, list):
@@ -123,15 +128,19 @@ def merged(config: dict[str, Any], ours: dict[str, Any]) -> tuple[dict[str, Any]
 
 
 def unmerged(config: dict[str, Any], added: dict[str, Any]) -> dict[str, Any]:
-    """`config` without what `added` recorded (a scalar only while it still has our value);
-    containers left empty go too."""
+    """`config` without what `added` (see `merged`) recorded: a scalar still holding our
+    value gets back the one it replaced, or goes; containers left empty go too."""
     out = copy.deepcopy(config)
     block = out.get("sandbox")
     if not isinstance(block, dict):
         return out
-    for key, value in added.items():
-        if key != "filesystem" and block.get(key) == value:
-            del block[key]
+    before = added.get("before", {})
+    for key, value in added.get("set", {}).items():
+        if block.get(key) == value:
+            if key in before:
+                block[key] = before[key]
+            else:
+                del block[key]
     fs = block.get("filesystem")
     if isinstance(fs, dict):
         for key, paths in added.get("filesystem", {}).items():
@@ -170,17 +179,18 @@ def _record(path: Path) -> dict[str, Any]:
 
 
 def _union(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-    """Both installs' additions (a re-install adds nothing already there)."""
-    out = {**old, **{k: v for k, v in new.items() if k != "filesystem"}}
+    """Both installs' changes; a value replaced first is the one given back."""
     fs = dict(old.get("filesystem", {}))
     for key, paths in new.get("filesystem", {}).items():
         fs[key] = list(dict.fromkeys([*fs.get(key, []), *paths]))
-    out["filesystem"] = fs
-    return out
+    return {
+        "set": {**old.get("set", {}), **new["set"]},
+        "before": {**new["before"], **old.get("before", {})},
+        "filesystem": fs,
+    }
 
 
 def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_name(path.name + ".planfence-tmp")
     tmp.write_text(text)
     tmp.replace(path)
