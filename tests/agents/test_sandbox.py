@@ -88,6 +88,9 @@ def run_probes(
 def test_claude_sandbox_keeps_bash_from_the_fence_key_and_socket(
     claude: Path, model_server: ModelServer, workspace: Workspace, tmp_path: Path
 ) -> None:
+    """Issue 28's acceptance line: with the hook alone the probes succeed; with `--sandbox`
+    reading the key, connecting to and finding the socket, and appending to .git/config all
+    fail inside Claude Code; `hook uninstall` leaves the settings as they were."""
     local = workspace.path / ".claude" / "settings.local.json"
     local.parent.mkdir()
     local.write_text(json.dumps({"permissions": {"allow": ["Bash"]}}))
