@@ -166,6 +166,12 @@ def install(
         help="Only explicitly trusted plans: a session without one is blocked (default: "
         "automatic mode, where a session's own plan is made from what it reads and writes).",
     ),
+    sandbox: bool = Option(
+        False,
+        "--sandbox",
+        help="claude only: also turn on Claude Code's sandbox for Bash, which then cannot read "
+        "the fence's keys or socket nor write its files (needs bubblewrap on Linux).",
+    ),
 ) -> None:
     """Merge our PreToolUse and PostToolUse hooks (Claude Code: and SessionStart) into the
     agent's config; other hooks stay."""
@@ -183,6 +189,10 @@ def install(
         raise ConfigError("--shared is for a Claude Code project install")
     if trust and agent != "codex":
         raise ConfigError("--trust is for codex (Claude Code needs no trust step)")
+    if sandbox:
+        from ..workspace.installers.sandbox import install as install_sandbox
+
+        install_sandbox(agent, project, cluster, user=user, shared=shared)
     path, moved = installer.install(
         agent,
         project,

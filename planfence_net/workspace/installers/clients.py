@@ -367,9 +367,12 @@ def uninstall(
     user: bool = False,
     shared: bool = False,
 ) -> tuple[Path, bool]:
-    """Remove our hook from `agent`'s config; returns the file and whether it held ours."""
+    """Remove our hook from `agent`'s config (and what `--sandbox` added to it); returns the
+    file and whether it held ours."""
+    from .sandbox import uninstall_file as uninstall_sandbox  # it imports this module
+
     path = config_path(agent, project_root(project), fmt, user=user, shared=shared)
-    return path, uninstall_file(path)
+    return path, uninstall_sandbox(path) | uninstall_file(path)
 
 
 def toml_block(event: str, group: dict[str, Any]) -> str:
