@@ -161,14 +161,11 @@ def wait_up(
             )
     except PlanfenceError as exc:
         clusterlib.stop_shapers(cdir)
-        stopped = [
-            name
-            for name in started
-            if clusterlib.stop_process(cdir, name, clusterlib.owner_marker(cdir, name))
-        ]
+        for name in started:  # each is stopped, or has already exited (a failed start)
+            clusterlib.stop_process(cdir, name, clusterlib.owner_marker(cdir, name))
         raise PlanfenceError(
             f"{exc} (stopped the owners this command started: "
-            f"{', '.join(stopped) or 'none were running'})"
+            f"{', '.join(started) or 'none were running'})"
         ) from None
     return links
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from planfence_net.cluster.command import executable
+from planfence_net.workspace.hook.text import stopped_line
 from planfence_net.workspace.plans.session import auto_plan
 from support.workspace import git, make_repo, payload, quiet, run_cli, run_hook, served, write
 
@@ -109,6 +110,7 @@ def test_changed_again_names_a_re_read_file_only_when_one_changed(tmp_path: Path
                 "This plan was already re-made once after a re-read and has changed since: "
                 "stop and report the drift above to the user; do not retry this call and do "
                 "not re-read again.",
+                stopped_line(PLAN),  # the stop holds until a person re-bases
             ],
         )
 
