@@ -9,9 +9,10 @@ which is checked against the layer tables themselves in tests/test_layers.py.
 
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
+
+from support.source import defined_names
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "planfence_net"
@@ -28,20 +29,6 @@ def file_of(path: str, root: Path = ROOT) -> Path:
     """Where a path named in the docs lives: under the checkout for tests/, scripts/, docs/
     and planfence_net/, else under the package (the docs name modules from the package)."""
     return root / path if path.startswith(OUTSIDE_PACKAGE) else root / "planfence_net" / path
-
-
-def defined_names(module: Path) -> set[str]:
-    """Names bound at a module's top level (functions, classes, assignments, imports)."""
-    names: set[str] = set()
-    for node in ast.parse(module.read_text()).body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            names.add(node.name)
-        elif isinstance(node, ast.Assign | ast.AnnAssign):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names.update(t.id for t in targets if isinstance(t, ast.Name))
-        elif isinstance(node, ast.ImportFrom):
-            names.update(alias.asname or alias.name for alias in node.names)
-    return names
 
 
 def missing_paths(text: str, root: Path = ROOT) -> list[str]:

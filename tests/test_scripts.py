@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from support.source import defined_names
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -125,20 +127,6 @@ def test_a_python_script_outside_ruff_is_found(tmp_path: Path) -> None:
         (tmp_path / "scripts" / name).write_text("#!/usr/bin/env python3\nprint(1)\n")
     (tmp_path / "scripts" / "run").write_text("#!/usr/bin/env bash\necho 1\n")
     assert ruff_misses(tmp_path) == ["tool"]
-
-
-def defined_names(module: Path) -> set[str]:
-    """Names bound at the top level of a module's source, without importing it."""
-    names: set[str] = set()
-    for node in ast.parse(module.read_text()).body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            names.add(node.name)
-        elif isinstance(node, ast.Assign | ast.AnnAssign):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names.update(t.id for t in targets if isinstance(t, ast.Name))
-        elif isinstance(node, ast.Import | ast.ImportFrom):
-            names.update((a.asname or a.name).split(".")[0] for a in node.names)
-    return names
 
 
 def missing_imports(script: Path, root: Path = ROOT) -> list[str]:

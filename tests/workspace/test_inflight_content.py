@@ -12,21 +12,14 @@ from typing import Any
 import pytest
 
 from planfence_net.workspace.model.outcome import ABSENT, digest, made
+from support.auto_hook import AUTO, claude
 from support.workspace import make_repo, payload, run_hook, served, write
 
-AUTO = ("--mode", "auto")
 FILES = {"lib.py": "def f():\n    return 1\n", "main.py": "import lib\n"}
 
 
 def call(repo: Path, event: str, tool: str, tool_input: dict[str, Any], n: int) -> tuple[int, str]:
-    data = {
-        **payload("claude-read", repo),
-        "hook_event_name": event,
-        "tool_name": tool,
-        "tool_input": tool_input,
-        "tool_use_id": f"toolu_{n:04}",
-    }
-    return run_hook("claude", data, *AUTO)
+    return run_hook("claude", claude(event, tool, tool_input, repo, n), *AUTO)
 
 
 def read(repo: Path, rel: str, n: int) -> None:

@@ -12,12 +12,9 @@ from typing import Any
 
 from planfence_net.cluster.command import executable
 from planfence_net.workspace.hook.text import stopped_line
-from planfence_net.workspace.plans.session import auto_plan
+from support.auto_hook import AUTO, PLAN, claude
 from support.workspace import git, make_repo, payload, quiet, run_cli, run_hook, served, write
 
-AUTO = ("--mode", "auto")
-SESSION = "9f2c6a1e-4b7d-4e0a-9c55-2f1d8e7b3a10"
-PLAN = auto_plan(SESSION)
 FILES = {"lib.py": "def f():\n    return 1\n", "util.py": "u = 1\n", "main.py": "import lib\n"}
 STOP = (
     f"The branch or HEAD changed: stop and tell the user. Only the user can re-base this plan "
@@ -26,14 +23,7 @@ STOP = (
 
 
 def hook(repo: Path, event: str, tool: str, tool_input: dict[str, Any], n: int) -> tuple[int, str]:
-    data = {
-        **payload("claude-read", repo),
-        "hook_event_name": event,
-        "tool_name": tool,
-        "tool_input": tool_input,
-        "tool_use_id": f"toolu_{n:04}",
-    }
-    return run_hook("claude", data, *AUTO)
+    return run_hook("claude", claude(event, tool, tool_input, repo, n), *AUTO)
 
 
 def read(repo: Path, rel: str, n: int) -> tuple[int, str]:

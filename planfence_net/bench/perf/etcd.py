@@ -251,3 +251,14 @@ class ByteCounter:
                 dst.close()
 
         await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+
+@contextmanager
+def maybe_loopback_etcd(binary: str | None, max_txn_ops: int) -> Iterator[int | None]:
+    """`loopback_etcd`'s port when there is an etcd `binary`, else None (the benchmark
+    skips etcd's side)."""
+    if binary is None:
+        yield None
+        return
+    with loopback_etcd(binary, max_txn_ops) as port:
+        yield port

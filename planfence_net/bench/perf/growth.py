@@ -15,8 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,15 +93,6 @@ def _etcd_wanted(sizes: Sizes, progress: Progress) -> str | None:
     return etcdlib.etcd_binary()
 
 
-@contextmanager
-def _maybe_etcd(binary: str | None, max_txn_ops: int) -> Iterator[int | None]:
-    if binary is None:
-        yield None
-        return
-    with etcdlib.loopback_etcd(binary, max_txn_ops) as port:
-        yield port
-
-
 def keys_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row]:
     """Declared keys d over 2 owners: p50/p99, bytes and client CPU per decision; etcd's gRPC
     Txn on the same keys (one Txn, limit raised; and Txns of <= 128) and its bytes per Txn."""
@@ -113,7 +103,7 @@ def keys_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row]:
     with (
         tempfile.TemporaryDirectory(prefix="planfence-growth-") as tmp,
         loopback_cluster(Path(tmp) / "cluster") as cdir,
-        _maybe_etcd(binary, limit) as etcd_port,
+        etcdlib.maybe_loopback_etcd(binary, limit) as etcd_port,
     ):
         plans = [
             _run(write_plan, cdir, f"keys{d}", _spread(cdir, OWNERS if d > 1 else OWNERS[:1], d))
@@ -255,7 +245,7 @@ def executors_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[R
     with (
         tempfile.TemporaryDirectory(prefix="planfence-growth-") as tmp,
         loopback_cluster(Path(tmp) / "cluster") as cdir,
-        _maybe_etcd(binary, etcdlib.DEFAULT_MAX_TXN_OPS) as etcd_port,
+        etcdlib.maybe_loopback_etcd(binary, etcdlib.DEFAULT_MAX_TXN_OPS) as etcd_port,
     ):
         plan = _run(write_plan, cdir, "conc8", _spread(cdir, OWNERS, 8))
         owner_pids = [read_pid(cdir, o) for o in OWNERS]

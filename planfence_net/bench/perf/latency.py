@@ -122,7 +122,7 @@ def measure(settings: Settings, progress: Callable[[str], None] = lambda m: None
         tempfile.TemporaryDirectory(prefix="planfence-latency-") as tmp,
         loopback_cluster(Path(tmp) / "cluster") as cdir,
         _floor_server() as floor_port,
-        _maybe_etcd(binary, results.etcd_max_txn_ops) as etcd_port,
+        etcdlib.maybe_loopback_etcd(binary, results.etcd_max_txn_ops) as etcd_port,
     ):
         if binary is not None:
             results.etcd_version = _etcd_version(binary)
@@ -182,15 +182,6 @@ def _floor_server() -> Iterator[int]:
     finally:
         proc.terminate()
         proc.wait()
-
-
-@contextmanager
-def _maybe_etcd(binary: str | None, max_txn_ops: int) -> Iterator[int | None]:
-    if binary is None:
-        yield None
-        return
-    with etcdlib.loopback_etcd(binary, max_txn_ops) as port:
-        yield port
 
 
 def _etcd_version(binary: str) -> str:

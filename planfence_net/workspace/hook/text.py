@@ -139,10 +139,9 @@ def person_only(call: ToolCall) -> str:
     flag = person_flag(call.command)
     if flag is None:
         return ""
-    return (
-        f"PlanFence blocked {call.describe()}{call.subagent()}: {flag} lowers the plan's fence and is the "
-        f"user's decision, never the agent's. Do not try another way; ask the user."
-    )
+    from ..plans.access import person_only as refused_flag  # one wording for every door
+
+    return refused_flag(flag, f"{call.describe()}{call.subagent()}")
 
 
 def person_path_message(call: ToolCall, touched: str) -> str:
