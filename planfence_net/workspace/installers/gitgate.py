@@ -36,7 +36,10 @@ from typing import TYPE_CHECKING
 from ...core.errors import ConfigError, PlanfenceError
 
 if TYPE_CHECKING:
+    from ...cluster.folder import ClusterDir
+    from ...core.roster import Roster
     from ..model.machine import Verdict
+    from ..plans.intentclient import Collected
 
 MARK = "# PlanFence pre-commit hook (planfence hook install|uninstall git)"
 HOOK = "pre-commit"
@@ -193,14 +196,56 @@ def _check(cwd: Path, cluster: Path | None) -> tuple[int, str]:
     from ...cluster.processes import link_addresses
     from ...net.syncclient import SyncSessions
     from ..model.facts import plan_key
-    from ..place.config import NoCluster, find_cluster, locate, workspaces
-    from ..place.paths import marker, worktree_root
-    from ..plans.advance import check_commits
+    from ..place.config import locate
+    from ..place.paths import worktree_root
     from ..plans.intentclient import collect
 
     root = worktree_root(cwd.resolve())
     if root is None:
         return 0, ""
+    served = _served(root, cluster)
+    if isinstance(served, tuple):
+        return served
+    cdir, spaces, here = served.cdir, served.spaces, served.here
+    found = [locate(spaces, root / p) for p in staged(root)]
+    rels = sorted({f[1] for f in found if f is not None and f[0] == here})
+    if not rels:
+        return 0, ""
+    roster = cdir.roster()
+    me = roster.owner_of(plan_key("x")) or roster.agents[0].name
+    addresses = link_addresses(cdir)
+    sessions = SyncSessions(roster, cdir.identity(me), addresses)
+    try:
+        got = collect(sessions, roster, list(spaces), rels, time.monotonic() + CHECK_TIMEOUT)
+    finally:
+        sessions.close()
+    if got.unreachable:
+        why = "; ".join(f"{o}: {w}" for o, w in sorted(got.unreachable.items()))
+        return 1, (
+            f"PlanFence refused the commit: cannot ask every owner of the team for intents on "
+            f"the staged files ({why}); it fails closed. {BYPASS}"
+        )
+    staged_here = set(rels)
+    lines = _held_lines(got, here, staged_here)
+    lines += _drifted_lines(got, here, staged_here, cdir, roster, me, addresses)
+    return (1, refusal(lines)) if lines else (0, "")
+
+
+@dataclass(frozen=True)
+class _Served:
+    """The cluster that serves a worktree, its worktrees, and the worktree's name there."""
+
+    cdir: ClusterDir
+    spaces: dict[str, Path]
+    here: str
+
+
+def _served(root: Path, cluster: Path | None) -> _Served | tuple[int, str]:
+    """The cluster serving the worktree `root`, or the gate's answer when none does: let
+    the commit through outside a repository that uses PlanFence, else refuse it."""
+    from ..place.config import NoCluster, find_cluster, workspaces
+    from ..place.paths import marker
+
     try:
         cdir = find_cluster(cluster, root)
     except NoCluster:
@@ -221,26 +266,12 @@ def _check(cwd: Path, cluster: Path | None) -> tuple[int, str]:
             f"PlanFence, but the cluster {cdir.root} does not serve it (planfence workspace "
             f"join {root}). {BYPASS}"
         )
-    found = [locate(spaces, root / p) for p in staged(root)]
-    rels = sorted({f[1] for f in found if f is not None and f[0] == here})
-    if not rels:
-        return 0, ""
-    roster = cdir.roster()
-    me = roster.owner_of(plan_key("x")) or roster.agents[0].name
-    addresses = link_addresses(cdir)
-    sessions = SyncSessions(roster, cdir.identity(me), addresses)
-    try:
-        got = collect(sessions, roster, list(spaces), rels, time.monotonic() + CHECK_TIMEOUT)
-    finally:
-        sessions.close()
-    if got.unreachable:
-        why = "; ".join(f"{o}: {w}" for o, w in sorted(got.unreachable.items()))
-        return 1, (
-            f"PlanFence refused the commit: cannot ask every owner of the team for intents on "
-            f"the staged files ({why}); it fails closed. {BYPASS}"
-        )
+    return _Served(cdir, spaces, here)
+
+
+def _held_lines(got: Collected, here: str, staged_here: set[str]) -> list[str]:
+    """A line per staged file another worktree's plan holds exclusively."""
     repo = got.repos.get(here, "")
-    staged_here = set(rels)
     lines = []
     for held in got.intents:
         if held.exclusive and held.owner != here and held.repo == repo:
@@ -249,6 +280,23 @@ def _check(cwd: Path, cluster: Path | None) -> tuple[int, str]:
                     f"{held.file} is held exclusively by {held.who()} until {held.until()}: "
                     f"wait until that plan ends or its lease runs out."
                 )
+    return lines
+
+
+def _drifted_lines(
+    got: Collected,
+    here: str,
+    staged_here: set[str],
+    cdir: ClusterDir,
+    roster: Roster,
+    me: str,
+    addresses: dict[str, tuple[str, int]],
+) -> list[str]:
+    """The lines for each plan with intents on staged files whose drift check does not pass."""
+    from ..model.facts import plan_key
+    from ..plans.advance import check_commits
+
+    lines = []
     plans = sorted({i.plan for i in got.intents if i.owner == here and i.file in staged_here})
     for plan in plans:
         targets = sorted({i.file for i in got.intents if i.plan == plan and i.owner == here})
@@ -265,7 +313,7 @@ def _check(cwd: Path, cluster: Path | None) -> tuple[int, str]:
             continue
         shown = ", ".join(t for t in targets if t in staged_here)
         lines.extend(stale_lines(plan, shown, verdict))
-    return (1, refusal(lines)) if lines else (0, "")
+    return lines
 
 
 def stale_lines(plan: str, shown: str, verdict: Verdict) -> list[str]:

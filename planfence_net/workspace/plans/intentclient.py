@@ -132,7 +132,6 @@ def announce(
     told to the model on stdout (the agents' PreToolUse JSON, `additionalContext`), and the
     plan's own intents are published and noted."""
     from ...net.syncclient import SyncSessions
-    from ..model.facts import file_key
     from .intentnotes import save_notes, slot
 
     mine = slot(plan, call.agent_id)
@@ -141,50 +140,14 @@ def announce(
     sessions = SyncSessions(roster, identity)
     try:
         got = collect(sessions, roster, list(spaces), sorted({r for _, r, _ in todo}), deadline)
-        texts = []
-        for owner, rel, shown in todo:
-            repo = got.repos.get(owner, "")
-            theirs = others(got.intents, plan, repo, rel)
-            holders = [i for i in theirs if i.exclusive]
-            own = [i for i in got.intents if i.plan == plan and i.repo == repo and i.file == rel]
-            own = [i for i in own if i.exclusive]  # kept when it comes first (intentgrant)
-            if holders and first_holder(holders + own).plan != plan:
-                return BLOCK, held_message(blocked, shown, holders), ""
-            texts.append(notice(shown, theirs, got.unreachable))
-        notes: dict[str, float] = {}
-        groups: dict[tuple[str, bool, float], list[str]] = {}  # (owner, exclusive, lease)
-        lease = lease_of(cdir)
-        for owner, rel, _ in todo:
-            own = [i for i in got.intents if i.plan == plan and i.owner == owner and i.file == rel]
-            if any(i.agent for i in own):  # announced already by this plan's hook
-                notes[file_key(owner, rel)] = min(i.expires for i in own)
-            elif own:  # announced at `trust`: named again with the agent, same terms
-                left = max(MIN_LEASE, min(i.expires for i in own) - now)
-                groups.setdefault((owner, any(i.exclusive for i in own), left), []).append(rel)
-            elif owner in got.repos:
-                groups.setdefault((owner, False, lease), []).append(rel)
-        for (owner, exclusive, span), rels in groups.items():
-            args = client_payload(
-                plan=plan,
-                files=rels,
-                session=call.session or None,
-                agent=call.agent,
-                subagent=call.agent_id,
-                exclusive=exclusive,
-                lease=span,
-                plan_id=plan_id,
-            )
-            try:
-                expires = publish(sessions, owner, args, deadline)
-            except RequestError as exc:
-                if exc.code == "held":
-                    return BLOCK, f"{blocked}: {exc.message}. Do not change it now.", ""
-                texts.append(f"PlanFence: could not publish this plan's intent ({exc}).")
-                continue
-            except PlanfenceError as exc:
-                texts.append(f"PlanFence: could not publish this plan's intent ({exc}).")
-                continue
-            notes.update({file_key(owner, r): expires for r in rels})
+        texts: list[str] = []
+        held = _held(got, plan, todo, blocked, texts)
+        if held is not None:
+            return BLOCK, held, ""
+        notes, groups = _to_publish(got, plan, todo, lease_of(cdir), now)
+        refused = _publish(sessions, call, plan, plan_id, groups, deadline, notes, texts)
+        if refused is not None:
+            return BLOCK, f"{blocked}: {refused}. Do not change it now.", ""
         if got.unreachable:
             notes = {}  # ask again at the next write: an owner's intents are unknown
         save_notes(cdir.root, call.session, mine, notes)
@@ -192,6 +155,85 @@ def announce(
         sessions.close()
     text = "\n".join(t for t in dict.fromkeys(texts) if t)
     return ALLOW, "", context_output(text) if text else ""
+
+
+def _held(
+    got: Collected, plan: str, todo: list[tuple[str, str, str]], blocked: str, texts: list[str]
+) -> str | None:
+    """The block message when another plan holds one of the files `todo` exclusively (this
+    plan's own exclusive intent kept when it comes first, `intentgrant`), else None; appends
+    the notice of other plans' intents per file to `texts`."""
+    for owner, rel, shown in todo:
+        repo = got.repos.get(owner, "")
+        theirs = others(got.intents, plan, repo, rel)
+        holders = [i for i in theirs if i.exclusive]
+        own = [i for i in got.intents if i.plan == plan and i.repo == repo and i.file == rel]
+        own = [i for i in own if i.exclusive]  # kept when it comes first (intentgrant)
+        if holders and first_holder(holders + own).plan != plan:
+            return held_message(blocked, shown, holders)
+        texts.append(notice(shown, theirs, got.unreachable))
+    return None
+
+
+def _to_publish(
+    got: Collected, plan: str, todo: list[tuple[str, str, str]], lease: float, now: float
+) -> tuple[dict[str, float], dict[tuple[str, bool, float], list[str]]]:
+    """The notes of files this plan's hook announced already (file key -> expiry), and the
+    files to publish, grouped by (owner, exclusive, lease)."""
+    from ..model.facts import file_key
+
+    notes: dict[str, float] = {}
+    groups: dict[tuple[str, bool, float], list[str]] = {}  # (owner, exclusive, lease)
+    for owner, rel, _ in todo:
+        own = [i for i in got.intents if i.plan == plan and i.owner == owner and i.file == rel]
+        if any(i.agent for i in own):  # announced already by this plan's hook
+            notes[file_key(owner, rel)] = min(i.expires for i in own)
+        elif own:  # announced at `trust`: named again with the agent, same terms
+            left = max(MIN_LEASE, min(i.expires for i in own) - now)
+            groups.setdefault((owner, any(i.exclusive for i in own), left), []).append(rel)
+        elif owner in got.repos:
+            groups.setdefault((owner, False, lease), []).append(rel)
+    return notes, groups
+
+
+def _publish(
+    sessions: SyncSessions,
+    call: ToolCall,
+    plan: str,
+    plan_id: bytes | None,
+    groups: dict[tuple[str, bool, float], list[str]],
+    deadline: float,
+    notes: dict[str, float],
+    texts: list[str],
+) -> str | None:
+    """Publish each group of this plan's intents; returns an owner's refusal (`held`: another
+    plan holds the file), else None. Published files go into `notes`; a failure to publish is
+    told in `texts`."""
+    from ..model.facts import file_key
+
+    for (owner, exclusive, span), rels in groups.items():
+        args = client_payload(
+            plan=plan,
+            files=rels,
+            session=call.session or None,
+            agent=call.agent,
+            subagent=call.agent_id,
+            exclusive=exclusive,
+            lease=span,
+            plan_id=plan_id,
+        )
+        try:
+            expires = publish(sessions, owner, args, deadline)
+        except RequestError as exc:
+            if exc.code == "held":
+                return exc.message
+            texts.append(f"PlanFence: could not publish this plan's intent ({exc}).")
+            continue
+        except PlanfenceError as exc:
+            texts.append(f"PlanFence: could not publish this plan's intent ({exc}).")
+            continue
+        notes.update({file_key(owner, r): expires for r in rels})
+    return None
 
 
 def context_output(text: str) -> str:

@@ -168,32 +168,10 @@ async def wait_trust(
     previous = bodies.get(ids[pkey]) if ids.get(pkey) else None
     replaced = bodies.get(ids[old]) if old and ids.get(old) else None
     if not spec.narrow:
-        _check_superset(f"trusting {spec.plan} again", previous, declaration)
-        _check_superset(
-            f"trusting {spec.plan} for session {spec.session} would replace the stale plan "
-            f"{spec.replaces} and",
-            replaced,
-            declaration,
-        )
+        _check_not_narrower(spec, previous, replaced, declaration)
     trust = _next_trust(previous, spec.fresh)
     parents = [ids[k] for k in facts]
-    for ev in spec.evidence:
-        key = evidence_key(ev.agent, ev.command)
-        written = await put_record(
-            roster,
-            cdir.identity(ev.agent),
-            key,
-            kind="evidence",
-            body={
-                "command": ev.command,
-                "exit": ev.exit,
-                "inputs": list(ev.inputs),
-                "time": round(time.time(), 3),
-            },
-            parents=[ids[k] for k in ev.inputs],
-            addresses=addresses,
-        )
-        parents.append(written["id"])
+    parents += await _put_evidence(cdir, roster, spec, ids, addresses)
     body = {
         "declaration": declaration,
         "trust": trust,
@@ -212,6 +190,50 @@ async def wait_trust(
         "trust": trust,
         "declaration": declaration,
     }
+
+
+def _check_not_narrower(
+    spec: TrustSpec, previous: Any, replaced: Any, declaration: dict[str, list[str]]
+) -> None:
+    """Raise ConfigError when `declaration` declares less than the plan's current trusted
+    state (`previous`) or than the stale plan it replaces (`replaced`)."""
+    _check_superset(f"trusting {spec.plan} again", previous, declaration)
+    _check_superset(
+        f"trusting {spec.plan} for session {spec.session} would replace the stale plan "
+        f"{spec.replaces} and",
+        replaced,
+        declaration,
+    )
+
+
+async def _put_evidence(
+    cdir: ClusterDir,
+    roster: Roster,
+    spec: TrustSpec,
+    ids: dict[str, Any],
+    addresses: dict[str, tuple[str, int]] | None,
+) -> list[bytes]:
+    """Write an evidence record per evidence command of `spec` (its inputs' current records
+    as parents); returns their ids, in order."""
+    written_ids = []
+    for ev in spec.evidence:
+        key = evidence_key(ev.agent, ev.command)
+        written = await put_record(
+            roster,
+            cdir.identity(ev.agent),
+            key,
+            kind="evidence",
+            body={
+                "command": ev.command,
+                "exit": ev.exit,
+                "inputs": list(ev.inputs),
+                "time": round(time.time(), 3),
+            },
+            parents=[ids[k] for k in ev.inputs],
+            addresses=addresses,
+        )
+        written_ids.append(written["id"])
+    return written_ids
 
 
 def require_files(plan: str, files: list[str]) -> None:
