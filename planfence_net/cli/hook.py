@@ -221,11 +221,7 @@ def install(
         from ..workspace.installers.recovery import add_policy
 
         policy = add_policy(agent, root)
-    installed = _Installed(agent, path, moved, root, trusted, policy)
-    if json_out:
-        echo_json(installed.to_json())
-        return
-    installed.print(cluster)
+    _Installed(agent, path, moved, root, trusted, policy).show(cluster, json_out)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -239,6 +235,13 @@ class _Installed:
     root: Path
     trusted: list[str]
     policy: PolicyResult | None
+
+    def show(self, cluster: Path | None, json_out: bool) -> None:
+        """Print it: as JSON (`--json`), else as the lines a person reads."""
+        if json_out:
+            echo_json(self.to_json())
+        else:
+            self.print(cluster)
 
     def to_json(self) -> dict[str, Any]:
         """The `--json` form."""

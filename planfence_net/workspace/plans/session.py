@@ -122,11 +122,8 @@ def wait_record(
             result = recorded(record, known, present, step, time.time(), parent)
             if result is None:
                 return False
-            body, parents = result
-            args = {"key": pkey, "kind": "plan", "parents": parents, "body": body}
             try:
-                head = record.id if record is not None else b""
-                sessions.request(owner, "put", {**args, "head": head}, _until(step_timeout))
+                _put_plan(sessions, owner, pkey, record, result, step_timeout)
                 return True
             except RequestError as exc:
                 if exc.code != "conflict" or time.monotonic() >= give_up:
@@ -134,6 +131,22 @@ def wait_record(
                 change = step
     finally:
         sessions.close()
+
+
+def _put_plan(
+    sessions: SyncSessions,
+    owner: str,
+    pkey: str,
+    record: Record | None,
+    result: tuple[dict[str, Any], list[bytes]],
+    step_timeout: float,
+) -> None:
+    """Put the plan record (body, parents) as a compare-and-set on the head `record`; raises
+    RequestError (`conflict`: another process wrote the plan in between)."""
+    body, parents = result
+    args = {"key": pkey, "kind": "plan", "parents": parents, "body": body}
+    head = record.id if record is not None else b""
+    sessions.request(owner, "put", {**args, "head": head}, _until(step_timeout))
 
 
 def _read_lineage(
