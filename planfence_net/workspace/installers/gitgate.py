@@ -33,7 +33,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ...cluster.command import executable
+from ...cluster.processes import link_addresses
 from ...core.errors import ConfigError, PlanfenceError
+from ...net.syncclient import SyncSessions
+from ..model.facts import plan_key
+from ..place.config import NoCluster, find_cluster, locate, workspaces
+from ..place.paths import marker, worktree_root
+from ..plans.advance import check_commits
+from ..plans.intentclient import collect
+from ..plans.session import PREFIX
+from .clients import project_root
+from .status import serving
 
 if TYPE_CHECKING:
     from ...cluster.folder import ClusterDir
@@ -68,8 +79,6 @@ def script(cluster: Path | None = None) -> str:
     """Our pre-commit hook: the check by this installation's `planfence` (absolute path),
     then the hook it replaced, if any. A `planfence` that cannot start exits non-zero, so
     the commit is refused."""
-    from ...cluster.command import executable
-
     words = [executable(), "hook", "git"]
     if cluster is not None:
         words += ["--cluster", str(cluster.resolve())]
@@ -93,8 +102,6 @@ def is_ours(path: Path) -> bool:
 def install(project: Path, cluster: Path | None = None) -> tuple[Path, Path | None]:
     """Install the gate for the repository of `project`; returns our hook's path and the
     chained hook's (None when there was none). Raises ConfigError."""
-    from .clients import project_root
-
     hooks = hooks_dir(project_root(project))
     path, chained = hooks / HOOK, hooks / CHAINED
     hooks.mkdir(parents=True, exist_ok=True)
@@ -114,8 +121,6 @@ def install(project: Path, cluster: Path | None = None) -> tuple[Path, Path | No
 def uninstall(project: Path) -> tuple[Path, bool]:
     """Remove our pre-commit hook (putting back the one it chained); returns the path and
     whether ours was there."""
-    from .clients import project_root
-
     hooks = hooks_dir(project_root(project))
     path, chained = hooks / HOOK, hooks / CHAINED
     if not is_ours(path):
@@ -148,8 +153,6 @@ def status(project: Path) -> GateStatus:
     """Whether our pre-commit hook is installed, executable, names a `planfence` that
     exists, and a workspace owner serves the repository's worktree (`status.serving`:
     without one, every commit of a repository that uses PlanFence is refused)."""
-    from .clients import project_root
-
     hooks = hooks_dir(project_root(project))
     path = hooks / HOOK
     if not is_ours(path):
@@ -160,7 +163,6 @@ def status(project: Path) -> GateStatus:
     exe = shlex.split(line.removesuffix(" || exit $?"))[0]
     if not os.access(exe, os.X_OK):
         return GateStatus(path, False, f"{exe} cannot start; planfence hook install git")
-    from .status import serving
 
     words = shlex.split(line.removesuffix(" || exit $?"))
     given = Path(words[words.index("--cluster") + 1]) if "--cluster" in words[:-1] else None
@@ -193,13 +195,6 @@ def check(cwd: Path, cluster: Path | None = None) -> tuple[int, str]:
 
 
 def _check(cwd: Path, cluster: Path | None) -> tuple[int, str]:
-    from ...cluster.processes import link_addresses
-    from ...net.syncclient import SyncSessions
-    from ..model.facts import plan_key
-    from ..place.config import locate
-    from ..place.paths import worktree_root
-    from ..plans.intentclient import collect
-
     root = worktree_root(cwd.resolve())
     if root is None:
         return 0, ""
@@ -243,9 +238,6 @@ class _Served:
 def _served(root: Path, cluster: Path | None) -> _Served | tuple[int, str]:
     """The cluster serving the worktree `root`, or the gate's answer when none does: let
     the commit through outside a repository that uses PlanFence, else refuse it."""
-    from ..place.config import NoCluster, find_cluster, workspaces
-    from ..place.paths import marker
-
     try:
         cdir = find_cluster(cluster, root)
     except NoCluster:
@@ -293,9 +285,6 @@ def _drifted_lines(
     addresses: dict[str, tuple[str, int]],
 ) -> list[str]:
     """The lines for each plan with intents on staged files whose drift check does not pass."""
-    from ..model.facts import plan_key
-    from ..plans.advance import check_commits
-
     lines = []
     plans = sorted({i.plan for i in got.intents if i.owner == here and i.file in staged_here})
     for plan in plans:
@@ -325,7 +314,6 @@ def stale_lines(plan: str, shown: str, verdict: Verdict) -> list[str]:
     other content, a switch) the person's `workspace refresh`, which no re-read replaces."""
     if verdict.level == "undecided":
         return [f"{shown}: cannot validate plan {plan!r}: {verdict.detail}."]
-    from ..plans.session import PREFIX
 
     reread = ", ".join(verdict.reread)
     if not plan.startswith(PREFIX):

@@ -4,7 +4,6 @@
 under one deadline) for the live intents on some relative paths; an owner that does not
 answer in time, or answers badly, is listed as unreachable, never taken for "no intents".
 What that means depends on who asks (the rule, stated once):
-
 - A plan's first write (the hook): the plan's own drift check already passed, so the write
   goes ahead, and the model is told which owners could not be asked; nothing is noted, so the
   next write asks again.
@@ -23,11 +22,16 @@ from __future__ import annotations
 
 import json
 import time
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...core.answers import verified_records, verifier
 from ...core.errors import ConfigError, PlanfenceError, RequestError
+from ...core.timeouts import DEFAULT_TIMEOUT
+from ...net.syncclient import SyncSessions
+from ..model.facts import file_key, file_of, plan_key
 from ..model.intents import (
     DEFAULT_LEASE,
     MIN_LEASE,
@@ -41,12 +45,13 @@ from ..model.intents import (
     notice,
     others,
 )
+from ..place.config import NoCluster, find_cluster, workspaces
+from .intentnotes import notes_path, save_notes, slot
 
 if TYPE_CHECKING:
     from ...cluster.folder import ClusterDir
     from ...core.identity import Identity
     from ...core.roster import Roster
-    from ...net.syncclient import SyncSessions
     from ..model.payload import ToolCall
 
 ALLOW, BLOCK = 0, 2
@@ -65,8 +70,6 @@ def collect(
     sessions: SyncSessions, roster: Roster, owners: list[str], rels: list[str], deadline: float
 ) -> Collected:
     """Ask each of `owners` for its live intents on `rels`, concurrently, by `deadline`."""
-    from ...core.answers import verified_records, verifier
-
     found = Collected()
     if not rels:
         return found
@@ -99,8 +102,6 @@ def publish(sessions: SyncSessions, owner: str, args: dict[str, Any], deadline: 
 def lease_of(cdir: ClusterDir) -> float:
     """The cluster's intent lease: `[intents] lease` in cluster.toml, else DEFAULT_LEASE.
     Raises ConfigError when it is malformed."""
-    import tomllib
-
     try:
         table = tomllib.loads(cdir.roster_path.read_text()).get("intents", {})
     except (OSError, tomllib.TOMLDecodeError) as exc:
@@ -131,9 +132,6 @@ def announce(
     intent blocks (exit 2); other plans' intents, and owners that could not be asked, are
     told to the model on stdout (the agents' PreToolUse JSON, `additionalContext`), and the
     plan's own intents are published and noted."""
-    from ...net.syncclient import SyncSessions
-    from .intentnotes import save_notes, slot
-
     mine = slot(plan, call.agent_id)
     now = time.time()
     blocked = f"PlanFence blocked {call.describe()}{call.subagent()}"
@@ -180,8 +178,6 @@ def _to_publish(
 ) -> tuple[dict[str, float], dict[tuple[str, bool, float], list[str]]]:
     """The notes of files this plan's hook announced already (file key -> expiry), and the
     files to publish, grouped by (owner, exclusive, lease)."""
-    from ..model.facts import file_key
-
     notes: dict[str, float] = {}
     groups: dict[tuple[str, bool, float], list[str]] = {}  # (owner, exclusive, lease)
     for owner, rel, _ in todo:
@@ -209,8 +205,6 @@ def _publish(
     """Publish each group of this plan's intents; returns an owner's refusal (`held`: another
     plan holds the file), else None. Published files go into `notes`; a failure to publish is
     told in `texts`."""
-    from ..model.facts import file_key
-
     for (owner, exclusive, span), rels in groups.items():
         args = client_payload(
             plan=plan,
@@ -249,10 +243,6 @@ def session_end(call: ToolCall, explicit: Path | None, timeout: float) -> tuple[
     them for at most `timeout` s (the hook gives Codex's less than its limit), and forget its
     notes. Never blocks (exit 0); what failed is said on stderr, and the lease ends the
     intents left."""
-    from ...net.syncclient import SyncSessions
-    from ..model.facts import plan_key
-    from ..place.config import NoCluster, find_cluster, workspaces
-
     if not call.session:
         return ALLOW, ""
     try:
@@ -276,7 +266,6 @@ def session_end(call: ToolCall, explicit: Path | None, timeout: float) -> tuple[
             )
         finally:
             sessions.close()
-        from .intentnotes import notes_path
 
         notes_path(cdir.root, call.session).unlink(missing_ok=True)
     except (PlanfenceError, OSError, ValueError) as exc:
@@ -304,11 +293,6 @@ def before_trust(
     """Ask every workspace owner for live intents on the plan's target file keys. Raises
     ConfigError, before anything is written, when an `exclusive` key cannot be granted:
     an owner did not answer, or another plan has a live intent on that file."""
-    from ...core.timeouts import DEFAULT_TIMEOUT
-    from ...net.syncclient import SyncSessions
-    from ..model.facts import file_of, plan_key
-    from ..place.config import workspaces
-
     owners = list(workspaces(cdir))
     me = roster.owner_of(plan_key(plan)) or roster.agents[0].name
     sessions = SyncSessions(roster, cdir.identity(me), addresses)

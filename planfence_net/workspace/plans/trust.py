@@ -38,6 +38,10 @@ from ..model.facts import (
     plan_key,
     split_key,
 )
+from ..place.config import bound_plan
+from ..place.paths import session_marker
+from .check import run_check
+from .session import auto_plan
 
 EVIDENCE_TIMEOUT = 600.0
 
@@ -257,14 +261,8 @@ def stale_binding(
     the one its calls are checked against), when it is not `plan` and its check does not
     pass (blocking drift, or cannot decide): trusting `plan` for the session replaces it, so
     the new declaration must cover it (TrustSpec.replaces). None otherwise."""
-    from ..place.config import bound_plan
-    from .check import run_check
-
     bound = (bound_plan(cdir, session, agent) if agent else None) or bound_plan(cdir, session)
     if bound is None and session:  # the session's automatic plan, once it has one
-        from ..place.paths import session_marker
-        from .session import auto_plan
-
         started = auto_plan(session, agent)
         bound = started if session_marker(cdir.root, started).exists() else None
     if bound is None or bound == plan:
