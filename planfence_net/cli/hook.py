@@ -6,14 +6,18 @@ lean hook module first. The commands here serve `install`, `uninstall`, `status`
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from .group import Group
 from .params import Argument, Option
 from .support import JsonOpt, echo_json, user_errors
+
+if TYPE_CHECKING:
+    from ..workspace.installers.recovery import PolicyResult
 
 hook_app = Group(
     "hook", help="PreToolUse hooks for Codex and Claude Code, and the git commit gate."
@@ -121,57 +125,67 @@ def _install_git(project: Path, cluster: Path | None, json_out: bool) -> None:
         click.echo(f"it runs the hook that was there ({chained}) after its own check")
 
 
+# `install`'s own options, declared here so the command reads as what it does.
+InstallClusterOpt = Option(
+    None,
+    "--cluster",
+    help="Cluster folder the hook uses (default: found from the agent's working folder).",
+)
+McpWritesOpt = Option(
+    None,
+    "--mcp-writes",
+    help="A regex of MCP tools to send to the hook (e.g. 'mcp__fs__write_.*'); the "
+    "cluster's [hook] table decides them (default: blocked).",
+)
+HookTimeoutOpt = Option(
+    None,
+    "--timeout",
+    help="The hook's own deadline in seconds (default 10; at most 20, well below the "
+    "30 s the agent waits for the handler).",
+)
+TrustCodexOpt = Option(
+    False,
+    "--trust",
+    help="codex only: record your trust in the project and in our handlers in "
+    "$CODEX_HOME/config.toml (your decision: Codex then runs these hooks).",
+)
+RecoveryPolicyOpt = Option(
+    False,
+    "--recovery-policy",
+    help="Also append the recovery policy (what to do when a write is blocked) to the "
+    "project's CLAUDE.md (claude) or AGENTS.md (codex), once; the rest stays as it is.",
+)
+ExplicitOpt = Option(
+    False,
+    "--explicit",
+    help="Only explicitly trusted plans: a session without one is blocked (default: "
+    "automatic mode, where a session's own plan is made from what it reads and writes).",
+)
+SandboxOpt = Option(
+    False,
+    "--sandbox",
+    help="claude only: also turn on Claude Code's sandbox for Bash, which then cannot read "
+    "the fence's keys or socket nor write its files (needs bubblewrap on Linux).",
+)
+
+
 @hook_app.command("install")
 @user_errors
 def install(
     agent: str = AgentArg,
     project: Path = ProjectOpt,
     fmt: str = FormatOpt,
-    cluster: Path | None = Option(
-        None,
-        "--cluster",
-        help="Cluster folder the hook uses (default: found from the agent's working folder).",
-    ),
+    cluster: Path | None = InstallClusterOpt,
     user: bool = UserOpt,
     shared: bool = SharedOpt,
-    mcp_writes: str | None = Option(
-        None,
-        "--mcp-writes",
-        help="A regex of MCP tools to send to the hook (e.g. 'mcp__fs__write_.*'); the "
-        "cluster's [hook] table decides them (default: blocked).",
-    ),
-    timeout: float | None = Option(
-        None,
-        "--timeout",
-        help="The hook's own deadline in seconds (default 10; at most 20, well below the "
-        "30 s the agent waits for the handler).",
-    ),
-    trust: bool = Option(
-        False,
-        "--trust",
-        help="codex only: record your trust in the project and in our handlers in "
-        "$CODEX_HOME/config.toml (your decision: Codex then runs these hooks).",
-    ),
+    mcp_writes: str | None = McpWritesOpt,
+    timeout: float | None = HookTimeoutOpt,
+    trust: bool = TrustCodexOpt,
     codex_exe: Path | None = CodexOpt,
-    recovery_policy: bool = Option(
-        False,
-        "--recovery-policy",
-        help="Also append the recovery policy (what to do when a write is blocked) to the "
-        "project's CLAUDE.md (claude) or AGENTS.md (codex), once; the rest stays as it is.",
-    ),
+    recovery_policy: bool = RecoveryPolicyOpt,
     json_out: bool = JsonOpt,
-    explicit: bool = Option(
-        False,
-        "--explicit",
-        help="Only explicitly trusted plans: a session without one is blocked (default: "
-        "automatic mode, where a session's own plan is made from what it reads and writes).",
-    ),
-    sandbox: bool = Option(
-        False,
-        "--sandbox",
-        help="claude only: also turn on Claude Code's sandbox for Bash, which then cannot read "
-        "the fence's keys or socket nor write its files (needs bubblewrap on Linux).",
-    ),
+    explicit: bool = ExplicitOpt,
+    sandbox: bool = SandboxOpt,
 ) -> None:
     """Merge our PreToolUse and PostToolUse hooks (Claude Code: and SessionStart) into the
     agent's config; other hooks stay."""
@@ -218,34 +232,65 @@ def install(
         from ..workspace.installers.recovery import add_policy
 
         policy = add_policy(agent, root)
-    if json_out:
-        echo_json(
-            {
-                "agent": agent,
-                "path": str(path),
-                "moved_from": [str(p) for p in moved],
-                "config": installer.load(path),
-                "trusted": trusted,
-                **(
-                    {"recovery_policy": {"path": str(policy.path), "status": policy.status}}
-                    if policy
-                    else {}
-                ),
-            }
+    _Installed(agent, path, moved, root, trusted, policy).show(cluster, json_out)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Installed:
+    """What `hook install` did, as it prints it: the config written, the configs ours moved
+    out of, the Codex trust decisions recorded and the recovery policy's fate."""
+
+    agent: str
+    path: Path
+    moved: list[Path]
+    root: Path
+    trusted: list[str]
+    policy: PolicyResult | None
+
+    def show(self, cluster: Path | None, json_out: bool) -> None:
+        """Print it: as JSON (`--json`), else as the lines a person reads."""
+        if json_out:
+            echo_json(self.to_json())
+        else:
+            self.print(cluster)
+
+    def to_json(self) -> dict[str, Any]:
+        """The `--json` form."""
+        from ..workspace.installers import clients as installer
+
+        policy = self.policy
+        return {
+            "agent": self.agent,
+            "path": str(self.path),
+            "moved_from": [str(p) for p in self.moved],
+            "config": installer.load(self.path),
+            "trusted": self.trusted,
+            **(
+                {"recovery_policy": {"path": str(policy.path), "status": policy.status}}
+                if policy
+                else {}
+            ),
+        }
+
+    def print(self, cluster: Path | None) -> None:
+        """The lines a person reads (the unserved note on stderr)."""
+        from ..workspace.installers import clients as installer
+
+        agent, root = self.agent, self.root
+        click.echo(
+            f"installed the PlanFence hooks (PreToolUse, PostToolUse) for {agent} in {self.path}"
         )
-        return
-    click.echo(f"installed the PlanFence hooks (PreToolUse, PostToolUse) for {agent} in {path}")
-    click.echo(installer.unserved_note(root, cluster), nl=False, err=True)
-    for other in moved:
-        click.echo(f"moved ours out of {other} (Codex would run both forms)")
-    if trusted:
-        click.echo("recorded your trust decisions in $CODEX_HOME/config.toml:")
-        for line in trusted:
-            click.echo(f"  {line}")
-    elif agent == "codex":
-        click.echo(TRUST_STEPS.format(root=root))
-    if policy is not None:
-        click.echo(policy.text())
+        click.echo(installer.unserved_note(root, cluster), nl=False, err=True)
+        for other in self.moved:
+            click.echo(f"moved ours out of {other} (Codex would run both forms)")
+        if self.trusted:
+            click.echo("recorded your trust decisions in $CODEX_HOME/config.toml:")
+            for line in self.trusted:
+                click.echo(f"  {line}")
+        elif agent == "codex":
+            click.echo(TRUST_STEPS.format(root=root))
+        if self.policy is not None:
+            click.echo(self.policy.text())
 
 
 @hook_app.command("uninstall")

@@ -29,32 +29,38 @@ def _pattern(value: str) -> str:
     return value
 
 
+# `proxy`'s options, declared here so the command reads as what it does.
+NameOpt = Option(..., "--name", help="The server's name in keys (NAME:resource/URI).")
+ReadsOpt = Option(
+    "(?!)",
+    "--reads",
+    callback=_pattern,
+    help="Tools that only read (a regex over the whole name): recorded, never checked.",
+)
+ProxyTimeoutOpt = Option(
+    DEFAULT_TIMEOUT,
+    "--timeout",
+    min=0.1,
+    help="Seconds one write check may take (then it is refused).",
+)
+ProxyClusterOpt = Option(
+    None,
+    "--cluster",
+    help="Serve the facts read through the proxy as an owner of this cluster folder.",
+)
+ProxyAsOpt = Option(None, "--as", help="The roster member serving them (default: the --name).")
+
+
 @mcp_app.command(
     "proxy", context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
 )
 def proxy(
     ctx: click.Context,
-    name: str = Option(..., "--name", help="The server's name in keys (NAME:resource/URI)."),
-    reads: str = Option(
-        "(?!)",
-        "--reads",
-        callback=_pattern,
-        help="Tools that only read (a regex over the whole name): recorded, never checked.",
-    ),
-    timeout: float = Option(
-        DEFAULT_TIMEOUT,
-        "--timeout",
-        min=0.1,
-        help="Seconds one write check may take (then it is refused).",
-    ),
-    cluster: Path | None = Option(
-        None,
-        "--cluster",
-        help="Serve the facts read through the proxy as an owner of this cluster folder.",
-    ),
-    as_agent: str | None = Option(
-        None, "--as", help="The roster member serving them (default: the --name)."
-    ),
+    name: str = NameOpt,
+    reads: str = ReadsOpt,
+    timeout: float = ProxyTimeoutOpt,
+    cluster: Path | None = ProxyClusterOpt,
+    as_agent: str | None = ProxyAsOpt,
 ) -> None:
     """Serve MCP on stdin/stdout in front of `-- COMMAND ...`, the real server.
 

@@ -90,71 +90,84 @@ def serve(
     run_async(run)
 
 
+# `trust`'s options, declared here so the command reads as what it does.
+ReadOpt = Option([], "--read", help="A file the analysis read.")
+TargetOpt = Option([], "--target", help="A file the plan will modify.")
+NewOpt = Option([], "--new", help="A file the plan will create: a target that must not exist yet.")
+ExclusiveOpt = Option(
+    [],
+    "--exclusive",
+    help="A target the plan holds exclusively: other plans' writes to it are blocked "
+    "until this plan's session ends or its lease runs out.",
+)
+LeaseOpt = Option(
+    None,
+    "--lease",
+    metavar="SECONDS",
+    help="How long the plan's intents last (default: [intents] lease of cluster.toml, else 1800).",
+)
+EvidenceOpt = Option(
+    [],
+    "--evidence",
+    help="A command to run now and record with its exit code (e.g. the tests).",
+)
+EvidenceInputOpt = Option(
+    [],
+    "--evidence-input",
+    help="A file the evidence ran against (default: every --read and --target file).",
+)
+LockfilesOpt = Option(
+    "auto", "--lockfiles", help="auto: declare the lockfiles and manifests found; none: do not."
+)
+SessionOpt = Option(None, "--session", help="Bind the plan to this agent session id.")
+SubagentOpt = Option(
+    None,
+    "--agent",
+    help="With --session: bind the plan to this subagent (the payload's agent_id) only.",
+)
+FreshOpt = Option(False, "--fresh", help="Start the replan count over (a person's decision).")
+NarrowOpt = Option(
+    False,
+    "--narrow",
+    help="Allow declaring less than the trusted state replaced (a person's decision).",
+)
+MakeCurrentOpt = Option(
+    False,
+    "--make-current",
+    help="Make PLAN the folder's current plan, the one sessions without their own plan "
+    "are checked against (a person's decision; the first trusted plan becomes current).",
+)
+FromOpt = Option(
+    None,
+    "--from",
+    metavar="FILE",
+    help="Also declare as reads the files of the 'Record dependencies' list of PLAN's "
+    "section in FILE (e.g. AGENTS.md); refused when a listed hash no longer matches.",
+)
+SectionOpt = Option(
+    None, "--section", help="With --from: the section whose list to read (default: PLAN)."
+)
+
+
 @workspace_app.command("trust")
 @user_errors
 def trust(
     plan: str = Argument(..., help="Plan name (its record is plan/PLAN)."),
-    read: list[str] = Option([], "--read", help="A file the analysis read."),
-    target: list[str] = Option([], "--target", help="A file the plan will modify."),
-    new: list[str] = Option(
-        [], "--new", help="A file the plan will create: a target that must not exist yet."
-    ),
-    exclusive: list[str] = Option(
-        [],
-        "--exclusive",
-        help="A target the plan holds exclusively: other plans' writes to it are blocked "
-        "until this plan's session ends or its lease runs out.",
-    ),
-    lease: float | None = Option(
-        None,
-        "--lease",
-        metavar="SECONDS",
-        help="How long the plan's intents last (default: [intents] lease of cluster.toml, "
-        "else 1800).",
-    ),
-    evidence: list[str] = Option(
-        [],
-        "--evidence",
-        help="A command to run now and record with its exit code (e.g. the tests).",
-    ),
-    evidence_input: list[str] = Option(
-        [],
-        "--evidence-input",
-        help="A file the evidence ran against (default: every --read and --target file).",
-    ),
-    lockfiles: str = Option(
-        "auto", "--lockfiles", help="auto: declare the lockfiles and manifests found; none: do not."
-    ),
-    session: str | None = Option(None, "--session", help="Bind the plan to this agent session id."),
-    subagent: str | None = Option(
-        None,
-        "--agent",
-        help="With --session: bind the plan to this subagent (the payload's agent_id) only.",
-    ),
-    fresh: bool = Option(
-        False, "--fresh", help="Start the replan count over (a person's decision)."
-    ),
-    narrow: bool = Option(
-        False,
-        "--narrow",
-        help="Allow declaring less than the trusted state replaced (a person's decision).",
-    ),
-    make_current: bool = Option(
-        False,
-        "--make-current",
-        help="Make PLAN the folder's current plan, the one sessions without their own plan "
-        "are checked against (a person's decision; the first trusted plan becomes current).",
-    ),
-    from_file: Path | None = Option(
-        None,
-        "--from",
-        metavar="FILE",
-        help="Also declare as reads the files of the 'Record dependencies' list of PLAN's "
-        "section in FILE (e.g. AGENTS.md); refused when a listed hash no longer matches.",
-    ),
-    section: str | None = Option(
-        None, "--section", help="With --from: the section whose list to read (default: PLAN)."
-    ),
+    read: list[str] = ReadOpt,
+    target: list[str] = TargetOpt,
+    new: list[str] = NewOpt,
+    exclusive: list[str] = ExclusiveOpt,
+    lease: float | None = LeaseOpt,
+    evidence: list[str] = EvidenceOpt,
+    evidence_input: list[str] = EvidenceInputOpt,
+    lockfiles: str = LockfilesOpt,
+    session: str | None = SessionOpt,
+    subagent: str | None = SubagentOpt,
+    fresh: bool = FreshOpt,
+    narrow: bool = NarrowOpt,
+    make_current: bool = MakeCurrentOpt,
+    from_file: Path | None = FromOpt,
+    section: str | None = SectionOpt,
     cluster: Path | None = ClusterOpt,
     json_out: bool = JsonOpt,
 ) -> None:
@@ -169,22 +182,11 @@ def trust(
     """
     import os
 
-    from ..workspace.model.intents import check_lease
     from ..workspace.place.config import find_cluster
     from ..workspace.plans.access import Caller
     from ..workspace.plans.usecases import TRUST, TrustRequest, trust_plan
 
-    if lockfiles not in ("auto", "none"):
-        raise click.BadParameter("--lockfiles must be auto or none")
-    if subagent and not session:
-        raise click.BadParameter("--agent needs --session (the subagent's parent session)")
-    if from_file is None and section is not None:
-        raise click.BadParameter("--section needs --from FILE")
-    if lease is not None:
-        try:
-            check_lease(lease)
-        except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="'--lease'") from None
+    _check_trust_options(lockfiles, session, subagent, from_file, section, lease)
     cdir = find_cluster(cluster)
     request = TrustRequest(
         plan,
@@ -208,6 +210,36 @@ def trust(
     caller = Caller.of_shell(os.environ, cdir.root, TRUST, session)
     done = _listed_problems(plan, functools.partial(trust_plan, cdir, request, caller))
     _warn_unguarded(request.cwd)
+    _print_trusted(done, plan, session, json_out)
+
+
+def _check_trust_options(
+    lockfiles: str,
+    session: str | None,
+    subagent: str | None,
+    from_file: Path | None,
+    section: str | None,
+    lease: float | None,
+) -> None:
+    """Raise click.BadParameter for options of `trust` that do not go together."""
+    from ..workspace.model.intents import check_lease
+
+    if lockfiles not in ("auto", "none"):
+        raise click.BadParameter("--lockfiles must be auto or none")
+    if subagent and not session:
+        raise click.BadParameter("--agent needs --session (the subagent's parent session)")
+    if from_file is None and section is not None:
+        raise click.BadParameter("--section needs --from FILE")
+    if lease is not None:
+        try:
+            check_lease(lease)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="'--lease'") from None
+
+
+def _print_trusted(done: Trusted, plan: str, session: str | None, json_out: bool) -> None:
+    """Print what `trust` did: the trusted state, the evidence run, the intents published,
+    and which plan stays current."""
     if json_out:
         ran_json = [{"command": e.command, "exit": e.exit} for e in done.evidence]
         echo_json({**done.record, "evidence": ran_json, "intents": done.intents})

@@ -109,12 +109,7 @@ def walk(
         if record.key in wanted:
             first = versions.setdefault(record.key, record)
             if first.id != record.id:
-                return Blocked(
-                    AMBIGUOUS_FRONTIER,
-                    f"declared key {record.key!r} appears in two versions: "
-                    f"{first.id.hex()[:12]} (seq {first.seq}) and "
-                    f"{record.id.hex()[:12]} (seq {record.seq})",
-                )
+                return _ambiguous(first, record)
         if depth >= max_depth:
             continue
         for parent in record.parents:
@@ -126,6 +121,16 @@ def walk(
     if missing:
         return Missing(tuple(missing))
     return _frontier_or_incomplete(wanted, versions, visited, deepest, max_depth)
+
+
+def _ambiguous(first: Record, record: Record) -> Blocked:
+    """The block for a declared key reached in two versions."""
+    return Blocked(
+        AMBIGUOUS_FRONTIER,
+        f"declared key {record.key!r} appears in two versions: "
+        f"{first.id.hex()[:12]} (seq {first.seq}) and "
+        f"{record.id.hex()[:12]} (seq {record.seq})",
+    )
 
 
 def _frontier_or_incomplete(

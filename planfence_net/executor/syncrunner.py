@@ -61,20 +61,7 @@ def drive_gate(
     why = ""
 
     def fetch(ids: tuple[bytes, ...]) -> FetchRound:
-        fetch = FetchRound(ids, holders, verify)
-
-        def settled(outcomes: dict[str, Outcome]) -> bool:
-            for owner, outcome in outcomes.items():
-                fetch.answered(owner, outcome)  # an owner's answer counts once
-            return fetch.settled
-
-        while requests := fetch.requests():
-            asked = {owner: ("get", args) for owner, args in requests.items()}
-            outcomes = sessions.round(asked, deadline, settled=settled if settle_early else None)
-            for owner in requests:
-                fetch.answered(owner, outcomes.get(owner))
-        records.update((r.id, r) for r in fetch.records)
-        return fetch
+        return _fetch(sessions, records, ids, holders, verify, deadline, settle_early)
 
     def query(queries: dict[str, HeadsQuery]) -> HeadsRound:
         nonlocal why
@@ -90,6 +77,33 @@ def drive_gate(
 
     traffic = sessions.traffic if count_traffic else None
     return drive_sync(gate, fetch, query, replan, traffic=traffic), why
+
+
+def _fetch(
+    sessions: SyncSessions,
+    records: dict[bytes, Record],
+    ids: tuple[bytes, ...],
+    holders: Iterable[str],
+    verify: Verify,
+    deadline: float,
+    settle_early: bool,
+) -> FetchRound:
+    """One fetch round of `ids` from `holders` by `deadline`, its records added to `records`;
+    `settle_early` ends it once it is settled."""
+    fetch = FetchRound(ids, holders, verify)
+
+    def settled(outcomes: dict[str, Outcome]) -> bool:
+        for owner, outcome in outcomes.items():
+            fetch.answered(owner, outcome)  # an owner's answer counts once
+        return fetch.settled
+
+    while requests := fetch.requests():
+        asked = {owner: ("get", args) for owner, args in requests.items()}
+        outcomes = sessions.round(asked, deadline, settled=settled if settle_early else None)
+        for owner in requests:
+            fetch.answered(owner, outcomes.get(owner))
+    records.update((r.id, r) for r in fetch.records)
+    return fetch
 
 
 def in_time(outcome: Answer, deadline: float) -> Answer | None:

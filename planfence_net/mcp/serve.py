@@ -26,6 +26,7 @@ official MCP SDK); the CLI imports this module only inside `planfence mcp serve`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -63,6 +64,17 @@ def build_server(cluster: Path | None, cwd: Path) -> MCPServer:
     def folder() -> ClusterDir:
         return find_cluster(cluster, start=cwd)
 
+    _add_check(server, folder)
+    _add_trust(server, folder, cwd)
+    _add_heads(server, folder)
+    _add_plans(server, folder)
+    _add_history(server, folder)
+    return server
+
+
+def _add_check(server: MCPServer, folder: Callable[[], ClusterDir]) -> None:
+    """Add `check`: a plan's drift check (`plans.usecases.check_plan`)."""
+
     @server.tool()
     def check(
         plan: str | None = None, session: str | None = None, timeout: float = DEFAULT_TIMEOUT
@@ -78,6 +90,11 @@ def build_server(cluster: Path | None, cwd: Path) -> MCPServer:
                 raise ConfigError("timeout must be between 0.01 and 600 seconds")
             verdict = check_plan(folder(), plan, session=session, timeout=timeout, door="mcp")
             return {**verdict.to_json(), "text": verdict.text()}
+
+
+def _add_trust(server: MCPServer, folder: Callable[[], ClusterDir], cwd: Path) -> None:
+    """Add `trust`: record a plan's trusted state as an agent of unknown session
+    (`plans.usecases.trust_plan` with `access.Caller.mcp`); file names relative to `cwd`."""
 
     @server.tool()
     async def trust(
@@ -128,6 +145,10 @@ def build_server(cluster: Path | None, cwd: Path) -> MCPServer:
                 "text": done.text(),
             }
 
+
+def _add_heads(server: MCPServer, folder: Callable[[], ClusterDir]) -> None:
+    """Add `heads`: the current head of each key, asked from its owner."""
+
     @server.tool()
     async def heads(keys: list[str]) -> dict[str, Any]:
         """The current head of each key (e.g. `plan/NAME`, `ws:file/src/a.py`), asked from
@@ -148,6 +169,10 @@ def build_server(cluster: Path | None, cwd: Path) -> MCPServer:
                 raise collapse(group) from None
             return {"heads": [{**r, "id": r["id"].hex() if r["id"] else None} for r in rows]}
 
+
+def _add_plans(server: MCPServer, folder: Callable[[], ClusterDir]) -> None:
+    """Add `plans`: the plans the cluster folder keeps."""
+
     @server.tool()
     def plans() -> dict[str, Any]:
         """The plans this workspace's cluster folder keeps: `current` (checked for sessions
@@ -156,6 +181,10 @@ def build_server(cluster: Path | None, cwd: Path) -> MCPServer:
         with _user_errors():
             cdir = folder()
             return {"cluster": str(cdir.root), **plan_selection(cdir)}
+
+
+def _add_history(server: MCPServer, folder: Callable[[], ClusterDir]) -> None:
+    """Add `history`: the events of one key in its owner's log."""
 
     @server.tool()
     def history(key: str, limit: int = 50) -> dict[str, Any]:
@@ -173,8 +202,6 @@ def build_server(cluster: Path | None, cwd: Path) -> MCPServer:
             except FileNotFoundError:
                 raise ConfigError(f"no log for {owner} yet at {cdir.log(owner)}") from None
             return {"key": key, "owner": owner, "events": found[-limit:]}
-
-    return server
 
 
 class _user_errors:

@@ -45,6 +45,9 @@ from typing import TYPE_CHECKING
 from ..model.payload import SHELLS, ToolCall
 from ..place.paths import session_marker
 
+# Imports inside functions are deliberate: each hook call is a fresh process that loads only
+# its own path (measured in `workspace/hook/run.py`).
+
 if TYPE_CHECKING:
     from ...cluster.folder import ClusterDir
     from ...core.roster import Roster

@@ -43,6 +43,9 @@ from pathlib import Path
 from ..place.anchor import ENV, find_folder
 from ..place.paths import state_dir
 
+# Imports inside functions are deliberate: each hook call is a fresh process that loads only
+# its own path (measured in `workspace/hook/run.py`).
+
 TYPE_CHECKING = False  # not `typing`'s: this module imports nothing it does not run
 if TYPE_CHECKING:
     from typing import IO, Any

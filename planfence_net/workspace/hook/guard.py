@@ -1,6 +1,6 @@
 """The hook's own bounds: the fence's files are a person's to change (`model.guarded`), and a
 plan stopped by a second change stays stopped until a person refreshes it (`place.stops`).
-Imports are deferred so the hook stays lean (`hook`)."""
+Imports are deferred (each hook call is a fresh process; measured in `run`)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 `PlanWrites.edit`), and, when a check blocks while the plan's other calls are in flight,
 their targets before it looks again (`PlanWrites.in_flight`; see `inflight`). A trusted plan
 moves its declared targets (`advance.wait_advance`); a session's automatic plan takes every
-written file as a target (`autohook.record_writes`). Imports are deferred so the hook stays
-lean (`hook`)."""
+written file as a target (`autohook.record_writes`). Imports are deferred (each hook call is
+a fresh process; measured in `run`)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ checked against the subagent's plan; parallel calls of one plan do not block eac
 PlanFence blocks with the step that joins it, and `--scope user` lets other folders through.
 
 A shell command that runs a workspace action on another session than the caller's own is
-blocked with the words every door refuses it with (`plans.access`, `_other_session`).
+blocked with the words every door refuses it with (`plans.access`, `context.other_session`).
 
 Every failure blocks: malformed stdin, no trusted plan, an unreachable owner, a timeout, a bug
 (one guard around everything, `main`). Both agents treat any exit code other than 2 as "go
@@ -20,13 +20,17 @@ parsed: `planfence_net.cli.main` sends `hook claude|codex` here before anything 
 from __future__ import annotations
 
 import dataclasses
-import os
 import sys
 import time
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from ..model.payload import AFTER, PayloadError, ToolCall, parse_payload
+
+# Imports inside functions are deliberate: each hook call is a fresh process. hook.run alone
+# imports in ~20 ms, every hook module with the plans it calls in ~140 ms, anyio, the owner
+# daemon and cluster start-up ~90 ms more (best of 9 runs, timed around the import), so a call
+# loads only its own path (tests/workspace/test_hook.py::test_the_hook_path_imports_nothing_heavy).
 
 if TYPE_CHECKING:
     from ...cluster.folder import ClusterDir
@@ -124,58 +128,95 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
     except PayloadError as exc:
         return BLOCK, f"PlanFence blocked this call: unreadable hook input ({exc})"
     if call.event == "SessionStart":
-        return _session_start(call, options)
+        from .context import session_start
+
+        return session_start(call, options)
     if call.event == "SessionEnd":  # never blocks: ends the session's intents
-        from ..plans.intentclient import session_end
-
-        timeout = options.timeout
-        if agent == "codex":  # Codex kills a SessionEnd hook after END_TIMEOUT s
-            from ..installers.clients import END_TIMEOUT
-
-            timeout = min(timeout, END_TIMEOUT - END_MARGIN)
-        return session_end(call, options.cluster, timeout)
+        return _session_end(agent, call, options)
+    from .context import other_session
     from .text import person_only
 
-    refused = person_only(call) or _other_session(call, options)
+    refused = person_only(call) or other_session(call, options)
     if refused:
         return BLOCK, refused
     if call.event in AFTER and not call.files:
-        from .guard import forget_failed
-
-        forget_failed(call, options.cluster)  # a failed call is no longer in flight
-        if not options.auto:
-            return ALLOW, ""  # reads and test runs make a session's own plan only
-        from .auto import after
-
-        return after(call, options)
+        return _after_without_files(call, options)
     if not call.gated:
         return ALLOW, ""
+    return _gated(call, options, data)
+
+
+def _session_end(agent: str, call: ToolCall, options: HookOptions) -> tuple[int, str]:
+    """A session ended: end its intents, within what the agent gives a SessionEnd hook."""
+    from ..plans.intentclient import session_end
+
+    timeout = options.timeout
+    if agent == "codex":  # Codex kills a SessionEnd hook after END_TIMEOUT s
+        from ..installers.clients import END_TIMEOUT
+
+        timeout = min(timeout, END_TIMEOUT - END_MARGIN)
+    return session_end(call, options.cluster, timeout)
+
+
+def _after_without_files(call: ToolCall, options: HookOptions) -> tuple[int, str] | Answer:
+    """After a call that changed no file: it is no longer in flight; in automatic mode its
+    reads and test runs go into the session's own plan."""
+    from .guard import forget_failed
+
+    forget_failed(call, options.cluster)  # a failed call is no longer in flight
+    if not options.auto:
+        return ALLOW, ""  # reads and test runs make a session's own plan only
+    from .auto import after
+
+    return after(call, options)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Checked:
+    """A gated call's plan and how to check it: the cluster folder, the plan, the roster, who
+    to connect as, the deadline per step, and whether the plan is the session's own (auto)."""
+
+    cdir: ClusterDir
+    plan: str
+    roster: Roster
+    identity: Identity
+    step: float
+    auto: bool
+
+    def check(self, step: float) -> Verdict:
+        """Check the plan's commits against the owner, within `step` seconds."""
+        from ..plans.advance import check_commits
+
+        cache = cache_path(self.cdir.root, self.plan)
+        return check_commits(
+            self.cdir.root,
+            self.roster,
+            self.identity,
+            self.plan,
+            timeout=step,
+            informational=False,
+            cache=cache,
+        )
+
+
+def _gated(call: ToolCall, options: HookOptions, data: bytes) -> tuple[int, str] | Answer:
+    """A call the plan speaks for: find its plan, apply the cluster's policy and the fence's
+    own files, then record an edit (PostToolUse) or check the call (PreToolUse)."""
     from ...core.errors import PlanfenceError
-    from ..model.facts import plan_key
     from ..place.config import NoCluster
-    from ..place.inflight import others as others_in_flight
-    from ..plans.advance import check_commits
+    from .context import context, policy_answer, unserved
+    from .guard import person_only_write
     from .text import no_chores, no_plan_message
 
     blocked = f"PlanFence blocked {call.describe()}{call.subagent()}"
     try:
-        cdir, plan, roster, identity, step = _context(call, options)
-        auto = False
-        if options.auto:
-            from .auto import working_plan
-
-            session_plan = working_plan(cdir, call, plan)
-            if session_plan is not None:
-                plan, auto = session_plan, True
-                me = options.as_agent or roster.owner_of(plan_key(plan)) or ""
-                identity = cdir.identity(me)
-        by_policy = _policy(call, cdir, blocked)
+        cdir, plan, roster, identity, step = context(call, options)
+        plan, identity, auto = _own_plan(call, options, cdir, plan, roster, identity)
+        by_policy = policy_answer(call, cdir, blocked)
     except NoCluster as exc:
-        return _unserved(call, options, exc, blocked)
+        return unserved(call, options, exc, blocked)
     except (PlanfenceError, ValueError, OSError) as exc:
         return BLOCK, f"{blocked}: {no_chores(str(exc))}"
-    from .guard import person_only_write
-
     touched = person_only_write(call, cdir)  # the fence's own files: a person's, always
     if touched:
         return BLOCK, touched
@@ -183,60 +224,85 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
         return by_policy
     if plan is None:
         return BLOCK, no_plan_message(call, cdir.root, blocked)
+    at = _Checked(cdir, plan, roster, identity, step, auto)
     if call.event == "PostToolUse":
         from .record import PlanWrites
 
         return PlanWrites(cdir.root, plan, roster, identity, step, auto).edit(call)
+    return _pre_tool_use(call, at, blocked, data)
 
-    def check(step: float) -> Verdict:
-        cache = cache_path(cdir.root, plan)
-        return check_commits(
-            cdir.root, roster, identity, plan, timeout=step, informational=False, cache=cache
-        )
 
-    end = time.monotonic() + step * STEPS  # the whole answer fits in --timeout
-    verdict = check(step)
-    if auto and verdict.reason == "no_plan":  # the session's first gated call: start its plan
+def _own_plan(
+    call: ToolCall,
+    options: HookOptions,
+    cdir: ClusterDir,
+    plan: str | None,
+    roster: Roster,
+    identity: Identity,
+) -> tuple[str | None, Identity, bool]:
+    """The plan to check the call against, who to connect as, and whether the plan is the
+    session's own: in automatic mode, a session's working plan where it has one."""
+    if not options.auto:
+        return plan, identity, False
+    from ..model.facts import plan_key
+    from .auto import working_plan
+
+    session_plan = working_plan(cdir, call, plan)
+    if session_plan is None:
+        return plan, identity, False
+    me = options.as_agent or roster.owner_of(plan_key(session_plan)) or ""
+    return session_plan, cdir.identity(me), True
+
+
+def _pre_tool_use(
+    call: ToolCall, at: _Checked, blocked: str, data: bytes
+) -> tuple[int, str] | Answer:
+    """Check a gated call before it runs: start the session's plan on its first call (auto),
+    look again once the plan's own calls in flight are recorded, then answer."""
+    from ..place.inflight import others as others_in_flight
+
+    end = time.monotonic() + at.step * STEPS  # the whole answer fits in --timeout
+    verdict = at.check(at.step)
+    if at.auto and verdict.reason == "no_plan":  # the session's first gated call: start its plan
         from .auto import start_plan
 
-        started = start_plan(call, cdir, plan, roster, step)
+        started = start_plan(call, at.cdir, at.plan, at.roster, at.step)
         if started:
-            return BLOCK, f"{blocked}: could not start this session's plan {plan!r}: {started}"
-        verdict = check(step)
-    if verdict.exit_code == 2 and others_in_flight(cdir.root, plan, call.tool_use_id):
+            return BLOCK, f"{blocked}: could not start this session's plan {at.plan!r}: {started}"
+        verdict = at.check(at.step)
+    if verdict.exit_code == 2 and others_in_flight(at.cdir.root, at.plan, call.tool_use_id):
         # The plan's own calls in flight: record their targets and look again, within what is
         # left of the deadline (one step to record, the rest to check); anything else still
         # blocks.
         rest = (end - time.monotonic()) / (STEPS + 1)
         from .record import PlanWrites
 
-        writes = PlanWrites(cdir.root, plan, roster, identity, rest, auto)
+        writes = PlanWrites(at.cdir.root, at.plan, at.roster, at.identity, rest, at.auto)
         if rest > 0 and writes.in_flight(call):
-            verdict = check(rest)
+            verdict = at.check(rest)
+    return _answer(call, at, verdict, end, data)
+
+
+def _answer(
+    call: ToolCall, at: _Checked, verdict: Verdict, end: float, data: bytes
+) -> tuple[int, str] | Answer:
+    """The answer to a checked call, logged for `workspace show`: a stopped plan or a failed
+    check blocks; an allowed call publishes its first-write intents and is kept in flight."""
     from ..plans.checklog import log_check
     from .guard import stopped_plan
 
+    cdir, plan = at.cdir, at.plan
     halted = stopped_plan(call, cdir.root, verdict)  # changed again: until a person re-bases
     if halted:
-        log_check(cdir.root, roster, verdict, "hook", call, held=halted)  # logged as a block
+        log_check(cdir.root, at.roster, verdict, "hook", call, held=halted)  # logged as a block
         return BLOCK, halted
     if verdict.exit_code != 0:
-        from ..place.config import bound_plan
-
-        log_check(cdir.root, roster, verdict, "hook", call)  # `workspace show` reads it back
-        if auto:
-            from .auto import block_message as session_block_message
-            from .told import with_told
-
-            return with_told(cdir.root, call, Answer(BLOCK, session_block_message(call, verdict)))
-        from .text import block_message
-
-        own = bound_plan(cdir, call.session or None) == plan  # keep it this session's
-        return BLOCK, block_message(call, verdict, session_bound=own)
+        log_check(cdir.root, at.roster, verdict, "hook", call)  # `workspace show` reads it back
+        return _refused(call, at, verdict)
     from ..plans.intentnotes import first_write_intents
 
-    intents = first_write_intents(call, cdir, plan, roster, identity, verdict.plan_id, end)
-    log_check(cdir.root, roster, verdict, "hook", call, held=intents[1] if intents[0] else "")
+    intents = first_write_intents(call, cdir, plan, at.roster, at.identity, verdict.plan_id, end)
+    log_check(cdir.root, at.roster, verdict, "hook", call, held=intents[1] if intents[0] else "")
     if intents[0] != ALLOW:
         return Answer(*intents)
     if call.files and call.tool_use_id:
@@ -245,116 +311,25 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
 
         made = expected(call, data)  # only what the call makes is ever taken for its own
         inflight.add(cdir.root, plan, call.tool_use_id, call.cwd, call.files, owner(call), made)
-    if auto:
+    if at.auto:
         from .told import with_told
 
         return with_told(cdir.root, call, Answer(*intents))
     return Answer(*intents)  # allowed; other plans' intents on these files, on stdout
 
 
-def _policy(call: ToolCall, cdir: ClusterDir, blocked: str) -> tuple[int, str] | None:
-    """The answer for a call the plan cannot speak for, or None to check it: a tool the
-    hook does not know, or a file outside every served worktree, is blocked unless the
-    cluster's [hook] table allows it (`config.HookPolicy`)."""
-    if call.event != "PreToolUse" or not (call.unknown or call.files):
-        return None
-    from ..place.config import hook_policy, outside, workspaces
+def _refused(call: ToolCall, at: _Checked, verdict: Verdict) -> tuple[int, str] | Answer:
+    """The block message for a call its plan's check refused."""
+    if at.auto:
+        from .auto import block_message as session_block_message
+        from .told import with_told
 
-    policy = hook_policy(cdir)
-    where = f"{cdir.roster_path} under [hook]"
-    if call.unknown:
-        verdict = policy.tool(call.tool)
-        if verdict == "allow":
-            return ALLOW, ""
-        if verdict == "block":
-            return BLOCK, (
-                f"{blocked}: PlanFence does not know what {call.tool} changes, so it cannot "
-                f"check it against the plan and blocks it. Only the user can allow it (in "
-                f"{where}: allow or check); do not try another tool for the same change."
-            )
-    far = [
-        f
-        for f in outside(workspaces(cdir), call.cwd, call.files)
-        if not policy.may_write_outside(os.path.realpath(os.path.join(call.cwd, f)))
-    ]
-    if far:
-        return BLOCK, (
-            f"{blocked}: {', '.join(far)} is outside every worktree this cluster serves, so "
-            f"no plan can speak for it. Only the user can allow such paths (in {where}: "
-            f"outside)."
-        )
-    return None
+        return with_told(at.cdir.root, call, Answer(BLOCK, session_block_message(call, verdict)))
+    from ..place.config import bound_plan
+    from .text import block_message
 
-
-def _context(
-    call: ToolCall, options: HookOptions
-) -> tuple[ClusterDir, str | None, Roster, Identity, float]:
-    """The cluster folder, the plan (None: none trusted), the roster, who to connect as, and
-    the deadline per step. Raises PlanfenceError (NoCluster: none serves the call's folder)
-    or ValueError."""
-    from ..model.facts import plan_key
-    from ..place.config import find_cluster, select_plan
-
-    cdir = find_cluster(options.cluster, Path(call.cwd))
-    plan = options.plan or select_plan(cdir, call.session or None, call.agent_id)
-    roster = cdir.roster()
-    me = (
-        options.as_agent
-        or (roster.owner_of(plan_key(plan)) if plan else None)
-        or roster.agents[0].name
-    )
-    return cdir, plan, roster, cdir.identity(me), options.step
-
-
-def _unserved(
-    call: ToolCall, options: HookOptions, exc: Exception, blocked: str
-) -> tuple[int, str]:
-    """No cluster serves the call's folder. A worktree of a repository that uses PlanFence
-    (its marker is in the common git dir) blocks with the step that joins it; another
-    folder blocks too, unless the hook was installed for the user (`--scope user`): a
-    user-scope hook lets through what is not PlanFence's business."""
-    from ..place.paths import marker
-
-    root = getattr(exc, "root", None)
-    if root is not None and marker(root) is not None:
-        from .text import join_message
-
-        return BLOCK, join_message(call, root)
-    if options.scope == "user":
-        return ALLOW, ""
-    return BLOCK, f"{blocked}: {exc}"
-
-
-def _session_start(call: ToolCall, options: HookOptions) -> tuple[int, str] | Answer:
-    """Claude Code's SessionStart: join the session's worktree to its repository's cluster
-    when the repository uses PlanFence and nothing serves the worktree yet (a worktree the
-    agent created); in automatic mode, in a served worktree, start the session's plan and tell
-    the model what PlanFence does (`autohook.session_start`). Never blocks; a failure is
-    reported and the first gated call blocks."""
-    from ...core.errors import PlanfenceError
-    from ..place.config import NoCluster, find_cluster
-    from ..place.paths import marker
-
-    try:
-        cdir = find_cluster(options.cluster, Path(call.cwd))
-        if options.auto:
-            from .auto import session_start
-
-            return session_start(call, cdir, options.timeout)
-        return ALLOW, ""
-    except NoCluster as exc:
-        if exc.root is None or marker(exc.root) is None:
-            return ALLOW, ""
-        root = exc.root
-    except PlanfenceError:
-        return ALLOW, ""
-    from ..plans.join import join
-
-    try:
-        result = join(root)
-    except (PlanfenceError, OSError, ValueError) as exc:
-        return ALLOW, f"PlanFence could not join {root} to its repository's cluster: {exc}"
-    return ALLOW, f"PlanFence: {result.text()}"
+    own = bound_plan(at.cdir, call.session or None) == at.plan  # keep it this session's
+    return BLOCK, block_message(call, verdict, session_bound=own)
 
 
 def cache_path(cluster: Path, plan: str) -> Path:
@@ -381,27 +356,3 @@ def _options(argv: list[str]) -> HookOptions:
         scope=given.get("--scope", "project"),
         mode=given.get("--mode", "explicit"),
     )
-
-
-def _other_session(call: ToolCall, options: HookOptions) -> str:
-    """The reason to block an agent's shell command that runs a workspace action on another
-    session than its own (`plans.access`: the rule every door applies), or "". A command on
-    its own session leaves a grant in the cluster folder, by which the command, run from
-    Claude Code's shell, knows which session runs it."""
-    if call.event != "PreToolUse" or call.command is None or call.tool == "apply_patch":
-        return ""
-    from ..plans.access import grant, named_session, shell_refusal
-
-    refused = shell_refusal(call.command, call.session or None)
-    if refused:
-        return f"PlanFence blocked {call.describe()}{call.subagent()}: {refused}"
-    named = named_session(call.command)
-    if named is not None:
-        from ...core.errors import PlanfenceError
-        from ..place.config import find_cluster
-
-        try:
-            grant(find_cluster(options.cluster, Path(call.cwd)).root, *named)
-        except (PlanfenceError, OSError):
-            pass  # no grant: the command refuses to act on the session, with its reason
-    return ""

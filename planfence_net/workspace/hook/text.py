@@ -1,7 +1,7 @@
 """The texts the model reads from the hook: why a call is blocked, and the command (by the
 absolute path of this installation's `planfence`, runnable in the agent's shell) that moves
-it on. Pure functions of the call and the verdict; imports are deferred so the hook stays
-lean (`hook`)."""
+it on. Pure functions of the call and the verdict; imports are deferred (each hook call is
+a fresh process; measured in `run`)."""
 
 from __future__ import annotations
 

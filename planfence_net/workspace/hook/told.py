@@ -11,7 +11,7 @@ input), the parent's next hook call says so, once:
                   `hookSpecificOutput.additionalContext` (merged with any the answer has)
 
 Best effort: a note that cannot be written or read is lost, never a failed hook call.
-Imports are deferred so the hook stays lean (`hook`).
+Imports are deferred (each hook call is a fresh process; measured in `run`).
 """
 
 from __future__ import annotations

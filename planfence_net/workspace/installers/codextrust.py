@@ -22,7 +22,7 @@ import tomli_w
 from ...core.errors import ConfigError
 from .clients import codex_home, is_ours
 from .codexapp import LABELS, codex_hash, hooks_list
-from .status import codex_files, ours_by_event
+from .status import claude_files, codex_files, ours_by_event, project_trusted
 
 
 def trust(root: Path, codex: Path | None, *, user: bool = False) -> list[str]:
@@ -106,8 +106,6 @@ def any_hook_active(root: Path) -> bool:
     """A quick look at the config files (no process started), for the one-line warning of
     `workspace trust|check`: True when Claude Code has both our handlers failing closed, or
     Codex has both ours with the trust its config records for them."""
-    from .status import claude_files, project_trusted
-
     claude = ours_by_event(claude_files(root))
     if all(claude.values()) and all(
         e[3].get("onFailure") == "block" for es in claude.values() for e in es

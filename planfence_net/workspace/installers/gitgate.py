@@ -33,10 +33,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ...cluster.command import executable
+from ...cluster.processes import link_addresses
 from ...core.errors import ConfigError, PlanfenceError
+from ...net.syncclient import SyncSessions
+from ..model.facts import plan_key
+from ..place.config import NoCluster, find_cluster, locate, workspaces
+from ..place.paths import marker, worktree_root
+from ..plans.advance import check_commits
+from ..plans.intentclient import collect
+from ..plans.session import PREFIX
+from .clients import project_root
+from .status import serving
 
 if TYPE_CHECKING:
+    from ...cluster.folder import ClusterDir
+    from ...core.roster import Roster
     from ..model.machine import Verdict
+    from ..plans.intentclient import Collected
 
 MARK = "# PlanFence pre-commit hook (planfence hook install|uninstall git)"
 HOOK = "pre-commit"
@@ -65,8 +79,6 @@ def script(cluster: Path | None = None) -> str:
     """Our pre-commit hook: the check by this installation's `planfence` (absolute path),
     then the hook it replaced, if any. A `planfence` that cannot start exits non-zero, so
     the commit is refused."""
-    from ...cluster.command import executable
-
     words = [executable(), "hook", "git"]
     if cluster is not None:
         words += ["--cluster", str(cluster.resolve())]
@@ -90,8 +102,6 @@ def is_ours(path: Path) -> bool:
 def install(project: Path, cluster: Path | None = None) -> tuple[Path, Path | None]:
     """Install the gate for the repository of `project`; returns our hook's path and the
     chained hook's (None when there was none). Raises ConfigError."""
-    from .clients import project_root
-
     hooks = hooks_dir(project_root(project))
     path, chained = hooks / HOOK, hooks / CHAINED
     hooks.mkdir(parents=True, exist_ok=True)
@@ -111,8 +121,6 @@ def install(project: Path, cluster: Path | None = None) -> tuple[Path, Path | No
 def uninstall(project: Path) -> tuple[Path, bool]:
     """Remove our pre-commit hook (putting back the one it chained); returns the path and
     whether ours was there."""
-    from .clients import project_root
-
     hooks = hooks_dir(project_root(project))
     path, chained = hooks / HOOK, hooks / CHAINED
     if not is_ours(path):
@@ -145,8 +153,6 @@ def status(project: Path) -> GateStatus:
     """Whether our pre-commit hook is installed, executable, names a `planfence` that
     exists, and a workspace owner serves the repository's worktree (`status.serving`:
     without one, every commit of a repository that uses PlanFence is refused)."""
-    from .clients import project_root
-
     hooks = hooks_dir(project_root(project))
     path = hooks / HOOK
     if not is_ours(path):
@@ -157,7 +163,6 @@ def status(project: Path) -> GateStatus:
     exe = shlex.split(line.removesuffix(" || exit $?"))[0]
     if not os.access(exe, os.X_OK):
         return GateStatus(path, False, f"{exe} cannot start; planfence hook install git")
-    from .status import serving
 
     words = shlex.split(line.removesuffix(" || exit $?"))
     given = Path(words[words.index("--cluster") + 1]) if "--cluster" in words[:-1] else None
@@ -190,17 +195,49 @@ def check(cwd: Path, cluster: Path | None = None) -> tuple[int, str]:
 
 
 def _check(cwd: Path, cluster: Path | None) -> tuple[int, str]:
-    from ...cluster.processes import link_addresses
-    from ...net.syncclient import SyncSessions
-    from ..model.facts import plan_key
-    from ..place.config import NoCluster, find_cluster, locate, workspaces
-    from ..place.paths import marker, worktree_root
-    from ..plans.advance import check_commits
-    from ..plans.intentclient import collect
-
     root = worktree_root(cwd.resolve())
     if root is None:
         return 0, ""
+    served = _served(root, cluster)
+    if isinstance(served, tuple):
+        return served
+    cdir, spaces, here = served.cdir, served.spaces, served.here
+    found = [locate(spaces, root / p) for p in staged(root)]
+    rels = sorted({f[1] for f in found if f is not None and f[0] == here})
+    if not rels:
+        return 0, ""
+    roster = cdir.roster()
+    me = roster.owner_of(plan_key("x")) or roster.agents[0].name
+    addresses = link_addresses(cdir)
+    sessions = SyncSessions(roster, cdir.identity(me), addresses)
+    try:
+        got = collect(sessions, roster, list(spaces), rels, time.monotonic() + CHECK_TIMEOUT)
+    finally:
+        sessions.close()
+    if got.unreachable:
+        why = "; ".join(f"{o}: {w}" for o, w in sorted(got.unreachable.items()))
+        return 1, (
+            f"PlanFence refused the commit: cannot ask every owner of the team for intents on "
+            f"the staged files ({why}); it fails closed. {BYPASS}"
+        )
+    staged_here = set(rels)
+    lines = _held_lines(got, here, staged_here)
+    lines += _drifted_lines(got, here, staged_here, cdir, roster, me, addresses)
+    return (1, refusal(lines)) if lines else (0, "")
+
+
+@dataclass(frozen=True)
+class _Served:
+    """The cluster that serves a worktree, its worktrees, and the worktree's name there."""
+
+    cdir: ClusterDir
+    spaces: dict[str, Path]
+    here: str
+
+
+def _served(root: Path, cluster: Path | None) -> _Served | tuple[int, str]:
+    """The cluster serving the worktree `root`, or the gate's answer when none does: let
+    the commit through outside a repository that uses PlanFence, else refuse it."""
     try:
         cdir = find_cluster(cluster, root)
     except NoCluster:
@@ -221,26 +258,12 @@ def _check(cwd: Path, cluster: Path | None) -> tuple[int, str]:
             f"PlanFence, but the cluster {cdir.root} does not serve it (planfence workspace "
             f"join {root}). {BYPASS}"
         )
-    found = [locate(spaces, root / p) for p in staged(root)]
-    rels = sorted({f[1] for f in found if f is not None and f[0] == here})
-    if not rels:
-        return 0, ""
-    roster = cdir.roster()
-    me = roster.owner_of(plan_key("x")) or roster.agents[0].name
-    addresses = link_addresses(cdir)
-    sessions = SyncSessions(roster, cdir.identity(me), addresses)
-    try:
-        got = collect(sessions, roster, list(spaces), rels, time.monotonic() + CHECK_TIMEOUT)
-    finally:
-        sessions.close()
-    if got.unreachable:
-        why = "; ".join(f"{o}: {w}" for o, w in sorted(got.unreachable.items()))
-        return 1, (
-            f"PlanFence refused the commit: cannot ask every owner of the team for intents on "
-            f"the staged files ({why}); it fails closed. {BYPASS}"
-        )
+    return _Served(cdir, spaces, here)
+
+
+def _held_lines(got: Collected, here: str, staged_here: set[str]) -> list[str]:
+    """A line per staged file another worktree's plan holds exclusively."""
     repo = got.repos.get(here, "")
-    staged_here = set(rels)
     lines = []
     for held in got.intents:
         if held.exclusive and held.owner != here and held.repo == repo:
@@ -249,6 +272,20 @@ def _check(cwd: Path, cluster: Path | None) -> tuple[int, str]:
                     f"{held.file} is held exclusively by {held.who()} until {held.until()}: "
                     f"wait until that plan ends or its lease runs out."
                 )
+    return lines
+
+
+def _drifted_lines(
+    got: Collected,
+    here: str,
+    staged_here: set[str],
+    cdir: ClusterDir,
+    roster: Roster,
+    me: str,
+    addresses: dict[str, tuple[str, int]],
+) -> list[str]:
+    """The lines for each plan with intents on staged files whose drift check does not pass."""
+    lines = []
     plans = sorted({i.plan for i in got.intents if i.owner == here and i.file in staged_here})
     for plan in plans:
         targets = sorted({i.file for i in got.intents if i.plan == plan and i.owner == here})
@@ -265,7 +302,7 @@ def _check(cwd: Path, cluster: Path | None) -> tuple[int, str]:
             continue
         shown = ", ".join(t for t in targets if t in staged_here)
         lines.extend(stale_lines(plan, shown, verdict))
-    return (1, refusal(lines)) if lines else (0, "")
+    return lines
 
 
 def stale_lines(plan: str, shown: str, verdict: Verdict) -> list[str]:
@@ -277,7 +314,6 @@ def stale_lines(plan: str, shown: str, verdict: Verdict) -> list[str]:
     other content, a switch) the person's `workspace refresh`, which no re-read replaces."""
     if verdict.level == "undecided":
         return [f"{shown}: cannot validate plan {plan!r}: {verdict.detail}."]
-    from ..plans.session import PREFIX
 
     reread = ", ".join(verdict.reread)
     if not plan.startswith(PREFIX):

@@ -30,8 +30,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ...core.errors import ConfigError
+from ...cluster.processes import link_addresses
+from ...core.errors import ConfigError, PlanfenceError
+from ...net.syncclient import SyncSessions
+from ..place.config import NoCluster, find_cluster, locate, workspaces
 from .clients import EVENTS, codex_home, config_path, is_ours, load
+from .codexapp import hooks_list
 
 ACTIVE, MISSING, FAILS_OPEN, BROKEN = "active", "missing", "fails open", "broken"
 UNSERVED = "not served"
@@ -177,8 +181,6 @@ def project_trusted(root: Path) -> bool:
 
 
 def codex_status(root: Path, codex: Path | None) -> AgentStatus:
-    from .codexapp import hooks_list
-
     trust = f"planfence hook install codex --project {shlex.quote(str(root))} --trust"
     install = f"planfence hook install codex --project {shlex.quote(str(root))}"
     found = ours_by_event(codex_files(root))
@@ -245,11 +247,6 @@ def serving(
     """None when a workspace owner serves the folder `root` (the cluster `cluster`, else the
     one found for `root`) and answers a ping within PING_TIMEOUT seconds; else (why not,
     ending with what that means, `blocked`; the step that fixes it)."""
-    from ...cluster.processes import link_addresses
-    from ...core.errors import PlanfenceError
-    from ...net.syncclient import SyncSessions
-    from ..place.config import NoCluster, find_cluster, locate, workspaces
-
     serve = f"planfence workspace serve {shlex.quote(str(root))}"
     try:
         cdir = find_cluster(cluster, root)

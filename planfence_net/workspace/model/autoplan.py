@@ -75,23 +75,7 @@ def recorded(
     trust = int(body.get("trust", 1))
     before = lineage_bodies(lineage, held)  # the held records' bodies, before the change
     based = not _base_drifted(declaration, held, current)
-    agents = {*change.agents, *filter(None, map(key_agent, change.files))}
-    for agent in sorted(agents):
-        for fact, role in FACT_ROLES.items():
-            if fact_key(agent, fact) not in declaration:
-                draft.join(fact_key(agent, fact), role, move=True)
-    if change.rebase:
-        for key, roles in list(declaration.items()):
-            if is_fact(key):
-                draft.join(key, roles[0], move=True)
-        trust, reread = 1, []
-    for key, role in change.files.items():
-        lock = role == "lockfile" and key in held  # a lockfile moves by its own re-read only
-        if draft.join(key, role, move=not lock) and role != "target" and based:
-            trust += 1  # a re-read of a drifted fact: the plan's one replan
-            reread = [*reread, key] if key not in reread else reread
-    if change.landed:
-        trust, reread = 1, []  # the write went through: the single-replan rule holds per write
+    trust, reread = _join_change(draft, change, trust, reread, based)
     _drop_stale_evidence(declaration, held, before, draft.moved)
     if change.evidence is not None:
         draft.evidence(*change.evidence)
@@ -115,6 +99,32 @@ def recorded(
     if "derived_from" in body:
         body["inherited"] = sorted(k for k in inherited - draft.moved if k in declaration)
     return body, parents
+
+
+def _join_change(
+    draft: _Draft, change: Change, trust: int, reread: list[str], based: bool
+) -> tuple[int, list[str]]:
+    """Join what `change` names to `draft` (the facts of every agent it touches, a rebase's
+    facts, its files); returns the replan count and the re-read keys after it (`based`: the
+    plan's repository, branch and HEAD did not drift)."""
+    agents = {*change.agents, *filter(None, map(key_agent, change.files))}
+    for agent in sorted(agents):
+        for fact, role in FACT_ROLES.items():
+            if fact_key(agent, fact) not in draft.declaration:
+                draft.join(fact_key(agent, fact), role, move=True)
+    if change.rebase:
+        for key, roles in list(draft.declaration.items()):
+            if is_fact(key):
+                draft.join(key, roles[0], move=True)
+        trust, reread = 1, []
+    for key, role in change.files.items():
+        lock = role == "lockfile" and key in draft.held  # a lockfile moves by its own re-read only
+        if draft.join(key, role, move=not lock) and role != "target" and based:
+            trust += 1  # a re-read of a drifted fact: the plan's one replan
+            reread = [*reread, key] if key not in reread else reread
+    if change.landed:
+        trust, reread = 1, []  # the write went through: the single-replan rule holds per write
+    return trust, reread
 
 
 class _Draft:

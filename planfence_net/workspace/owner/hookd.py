@@ -53,6 +53,7 @@ from ..hook.client import (
     socket_path,
     unsafe,
 )
+from ..hook.run import decide
 
 READ_TIMEOUT = 30.0  # seconds for a client to send its request
 MAX_HEADER = 64 * 1024
@@ -195,7 +196,6 @@ async def _answer_one(
     if why is not None:
         await _send(stream, {"fallback": why})
         return
-    from ..hook.run import decide
 
     started = time.perf_counter()
     answer = None

@@ -33,6 +33,9 @@ from ..model.reads import DEFAULT_TEST_COMMANDS
 from .anchor import FOLDER, Unanchored, Unserved, find_folder, safe
 from .paths import marker, record_served, served_cluster, worktree_root
 
+# Imports inside functions are deliberate: each hook call is a fresh process that loads only
+# its own path (measured in `workspace/hook/run.py`).
+
 SELECTION = "workspace.json"
 Spaces = dict[str, Path]  # workspace agent -> worktree
 _EXPLICIT = re.compile(r"^([A-Za-z0-9_.-]+):(.+)$")

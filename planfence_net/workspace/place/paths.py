@@ -23,6 +23,9 @@ import os
 import threading
 from pathlib import Path
 
+# Imports inside functions are deliberate: each hook call is a fresh process that loads only
+# its own path (measured in `workspace/hook/run.py`).
+
 TYPE_CHECKING = False  # not `typing`'s: the hook's fast path imports this module (`hookclient`)
 if TYPE_CHECKING:
     from typing import Any

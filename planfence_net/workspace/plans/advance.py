@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...cluster.folder import ClusterDir
 from ...core.answers import HeadsQuery, Malformed, check_answer, verified_records, verifier
 from ...core.errors import ConfigError, PlanfenceError, RequestError
 from ...core.identity import Identity
@@ -36,6 +37,9 @@ from ...net.syncclient import SyncSessions
 from ..model.commits import brings_in_line, foreign
 from ..model.facts import BRANCH, HEAD, fact_key, file_of, plan_key, split_key
 from ..model.machine import NO_PLAN, trusted_state
+from ..place.config import workspaces
+from ..place.observe import commit_changes
+from .check import run_check
 
 if TYPE_CHECKING:
     from ..model.machine import Verdict
@@ -249,9 +253,6 @@ def check_commits(
     moved, it is checked again. A new HEAD that brings in other content is named in the
     verdict's lines, after its "HEAD changed" line. Never raises: a failure to look at the
     commits leaves the first verdict."""
-    from ...cluster.folder import ClusterDir
-    from ..place.config import workspaces
-    from .check import run_check
 
     def look() -> Verdict:
         return run_check(
@@ -292,8 +293,6 @@ def _commits_of(
     """Whether the HEAD of worktree `agent` (at `root`) may move inside the plan from the
     record it holds (`held`, by key) to the current one, and else the paths the new HEAD
     brings in ([] where it did not move, its branch changed, or git cannot compare)."""
-    from ..place.observe import commit_changes
-
     key, branch = fact_key(agent, HEAD), fact_key(agent, BRANCH)
     if key not in held or held[key].body == current[key].body:
         return False, []

@@ -2,7 +2,6 @@
 dependencies" list people already keep in AGENTS.md or CLAUDE.md.
 
 A file may hold several plan sections, each with its own list:
-
     ## Plan: add-audit-column
     ### Record dependencies
     - schema.sql @ sha256:a3f9c1d (owner: db-migration-agent)
@@ -39,6 +38,7 @@ from ..model.depslist import (
     parse_dependencies,
 )
 from ..model.facts import file_of
+from ..place.config import file_key_for
 from ..place.observe import MAX_FILE_BYTES
 
 _HEADING = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
@@ -153,15 +153,9 @@ def declared_reads(
     outside every served worktree in `spaces`, listed twice with different hashes, or that
     no longer have the listed hash prefix.
     """
-    from ..place.config import file_key_for
-
     source = path if path.is_absolute() else cwd / path
     shown = str(path)
-    try:
-        text = source.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ConfigError(f"cannot read {shown}: {reason}") from None
+    text = _read_text(source, shown)
     chosen = choose(shown, sections(text), plan, section)
     try:
         listed = parse_dependencies(text, chosen.start)
@@ -190,23 +184,41 @@ def declared_reads(
             continue
         keys[key] = dep
         agent, _, fact = key.partition(":")
-        content, why = _content(spaces[agent] / fact.removeprefix("file/"))
-        if content is None:
-            problems.append(f"{where}: {why}")
-        elif not content_matches(dep, content):
-            problems.append(
-                f"{where}: no longer matches {_written(dep)} (now sha256:"
-                f"{hashlib.sha256(content).hexdigest()[:12]}, git:{git_blob_id(content)[:12]})"
-            )
+        checked = _checked_content(dep, spaces[agent] / fact.removeprefix("file/"))
+        if isinstance(checked, str):
+            problems.append(f"{where}: {checked}")
         else:
-            expect[key] = (
-                f"git:{git_blob_id(content)}",
-                f"blake2b:{hashlib.blake2b(content, digest_size=32).hexdigest()}",
-            )
+            expect[key] = checked
     if problems:
         raise ListProblems(problems)
     owners = {k: d.owner for k, d in keys.items() if d.owner}
     return FromList(source, chosen.name, tuple(keys), expect, owners)
+
+
+def _read_text(source: Path, shown: str) -> str:
+    """The text of the file a list is read from; raises ConfigError when it cannot be read."""
+    try:
+        return source.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f"cannot read {shown}: {reason}") from None
+
+
+def _checked_content(dep: Dependency, path: Path) -> str | tuple[str, ...]:
+    """The file's content hashes to expect (git blob id, blake2b) when it still matches the
+    listed hash prefix, else the problem with it (missing, unreadable, changed)."""
+    content, why = _content(path)
+    if content is None:
+        return why
+    if not content_matches(dep, content):
+        return (
+            f"no longer matches {_written(dep)} (now sha256:"
+            f"{hashlib.sha256(content).hexdigest()[:12]}, git:{git_blob_id(content)[:12]})"
+        )
+    return (
+        f"git:{git_blob_id(content)}",
+        f"blake2b:{hashlib.blake2b(content, digest_size=32).hexdigest()}",
+    )
 
 
 def _content(path: Path) -> tuple[bytes | None, str]:

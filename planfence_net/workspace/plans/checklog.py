@@ -4,7 +4,6 @@ read back.
 A check runs in the process that asks (the hook, `workspace check`), not in an owner, so no
 owner sees its outcome. `log_check` appends it to the log of the plan key's owner in the
 cluster folder (`logs/OWNER.jsonl`), as one JSON line of the owners' own format:
-
     {"ts": 1764610000.123456, "agent": OWNER, "event": "check", "plan": PLAN,
      "source": "hook" | "cli", "class": "none" | "informational" | "relevant" |
      "critical" | "undecided", "exit": 0 | 2 | 3, "trust": N, "changed_again": BOOL,
@@ -28,6 +27,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from ..model.facts import plan_key
+
+# Imports inside functions are deliberate: the hook logs its checks here, and each hook call
+# is a fresh process that must not load the owner daemon, `owners.logs` (measured in
+# `workspace/hook/run.py`).
 
 if TYPE_CHECKING:
     from ...core.roster import Roster
@@ -81,8 +86,6 @@ def log_check(
     """Append the `check` line of `verdict` to the log of the plan key's owner in the
     cluster folder `cluster` (`held`: see `check_event`). Never raises for a log that
     cannot be written."""
-    from ..model.facts import plan_key
-
     try:
         owner = roster.owner_of(plan_key(verdict.plan))
         if owner is None:
@@ -105,7 +108,6 @@ def plan_events(logs: list[Path], plan: str) -> Iterator[dict[str, Any]]:
     """The `check` lines of `plan` and the owners' `put` lines of its key, from the log
     files `logs` (missing ones skipped), each file in order."""
     from ...owners.logs import read_events
-    from ..model.facts import plan_key
 
     key = plan_key(plan)
     for path in logs:

@@ -4,7 +4,6 @@
 under one deadline) for the live intents on some relative paths; an owner that does not
 answer in time, or answers badly, is listed as unreachable, never taken for "no intents".
 What that means depends on who asks (the rule, stated once):
-
 - A plan's first write (the hook): the plan's own drift check already passed, so the write
   goes ahead, and the model is told which owners could not be asked; nothing is noted, so the
   next write asks again.
@@ -23,11 +22,16 @@ from __future__ import annotations
 
 import json
 import time
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...core.answers import verified_records, verifier
 from ...core.errors import ConfigError, PlanfenceError, RequestError
+from ...core.timeouts import DEFAULT_TIMEOUT
+from ...net.syncclient import SyncSessions
+from ..model.facts import file_key, file_of, plan_key
 from ..model.intents import (
     DEFAULT_LEASE,
     MIN_LEASE,
@@ -41,12 +45,13 @@ from ..model.intents import (
     notice,
     others,
 )
+from ..place.config import NoCluster, find_cluster, workspaces
+from .intentnotes import notes_path, save_notes, slot
 
 if TYPE_CHECKING:
     from ...cluster.folder import ClusterDir
     from ...core.identity import Identity
     from ...core.roster import Roster
-    from ...net.syncclient import SyncSessions
     from ..model.payload import ToolCall
 
 ALLOW, BLOCK = 0, 2
@@ -65,8 +70,6 @@ def collect(
     sessions: SyncSessions, roster: Roster, owners: list[str], rels: list[str], deadline: float
 ) -> Collected:
     """Ask each of `owners` for its live intents on `rels`, concurrently, by `deadline`."""
-    from ...core.answers import verified_records, verifier
-
     found = Collected()
     if not rels:
         return found
@@ -99,8 +102,6 @@ def publish(sessions: SyncSessions, owner: str, args: dict[str, Any], deadline: 
 def lease_of(cdir: ClusterDir) -> float:
     """The cluster's intent lease: `[intents] lease` in cluster.toml, else DEFAULT_LEASE.
     Raises ConfigError when it is malformed."""
-    import tomllib
-
     try:
         table = tomllib.loads(cdir.roster_path.read_text()).get("intents", {})
     except (OSError, tomllib.TOMLDecodeError) as exc:
@@ -131,60 +132,20 @@ def announce(
     intent blocks (exit 2); other plans' intents, and owners that could not be asked, are
     told to the model on stdout (the agents' PreToolUse JSON, `additionalContext`), and the
     plan's own intents are published and noted."""
-    from ...net.syncclient import SyncSessions
-    from ..model.facts import file_key
-    from .intentnotes import save_notes, slot
-
     mine = slot(plan, call.agent_id)
     now = time.time()
     blocked = f"PlanFence blocked {call.describe()}{call.subagent()}"
     sessions = SyncSessions(roster, identity)
     try:
         got = collect(sessions, roster, list(spaces), sorted({r for _, r, _ in todo}), deadline)
-        texts = []
-        for owner, rel, shown in todo:
-            repo = got.repos.get(owner, "")
-            theirs = others(got.intents, plan, repo, rel)
-            holders = [i for i in theirs if i.exclusive]
-            own = [i for i in got.intents if i.plan == plan and i.repo == repo and i.file == rel]
-            own = [i for i in own if i.exclusive]  # kept when it comes first (intentgrant)
-            if holders and first_holder(holders + own).plan != plan:
-                return BLOCK, held_message(blocked, shown, holders), ""
-            texts.append(notice(shown, theirs, got.unreachable))
-        notes: dict[str, float] = {}
-        groups: dict[tuple[str, bool, float], list[str]] = {}  # (owner, exclusive, lease)
-        lease = lease_of(cdir)
-        for owner, rel, _ in todo:
-            own = [i for i in got.intents if i.plan == plan and i.owner == owner and i.file == rel]
-            if any(i.agent for i in own):  # announced already by this plan's hook
-                notes[file_key(owner, rel)] = min(i.expires for i in own)
-            elif own:  # announced at `trust`: named again with the agent, same terms
-                left = max(MIN_LEASE, min(i.expires for i in own) - now)
-                groups.setdefault((owner, any(i.exclusive for i in own), left), []).append(rel)
-            elif owner in got.repos:
-                groups.setdefault((owner, False, lease), []).append(rel)
-        for (owner, exclusive, span), rels in groups.items():
-            args = client_payload(
-                plan=plan,
-                files=rels,
-                session=call.session or None,
-                agent=call.agent,
-                subagent=call.agent_id,
-                exclusive=exclusive,
-                lease=span,
-                plan_id=plan_id,
-            )
-            try:
-                expires = publish(sessions, owner, args, deadline)
-            except RequestError as exc:
-                if exc.code == "held":
-                    return BLOCK, f"{blocked}: {exc.message}. Do not change it now.", ""
-                texts.append(f"PlanFence: could not publish this plan's intent ({exc}).")
-                continue
-            except PlanfenceError as exc:
-                texts.append(f"PlanFence: could not publish this plan's intent ({exc}).")
-                continue
-            notes.update({file_key(owner, r): expires for r in rels})
+        texts: list[str] = []
+        held = _held(got, plan, todo, blocked, texts)
+        if held is not None:
+            return BLOCK, held, ""
+        notes, groups = _to_publish(got, plan, todo, lease_of(cdir), now)
+        refused = _publish(sessions, call, plan, plan_id, groups, deadline, notes, texts)
+        if refused is not None:
+            return BLOCK, f"{blocked}: {refused}. Do not change it now.", ""
         if got.unreachable:
             notes = {}  # ask again at the next write: an owner's intents are unknown
         save_notes(cdir.root, call.session, mine, notes)
@@ -192,6 +153,81 @@ def announce(
         sessions.close()
     text = "\n".join(t for t in dict.fromkeys(texts) if t)
     return ALLOW, "", context_output(text) if text else ""
+
+
+def _held(
+    got: Collected, plan: str, todo: list[tuple[str, str, str]], blocked: str, texts: list[str]
+) -> str | None:
+    """The block message when another plan holds one of the files `todo` exclusively (this
+    plan's own exclusive intent kept when it comes first, `intentgrant`), else None; appends
+    the notice of other plans' intents per file to `texts`."""
+    for owner, rel, shown in todo:
+        repo = got.repos.get(owner, "")
+        theirs = others(got.intents, plan, repo, rel)
+        holders = [i for i in theirs if i.exclusive]
+        own = [i for i in got.intents if i.plan == plan and i.repo == repo and i.file == rel]
+        own = [i for i in own if i.exclusive]  # kept when it comes first (intentgrant)
+        if holders and first_holder(holders + own).plan != plan:
+            return held_message(blocked, shown, holders)
+        texts.append(notice(shown, theirs, got.unreachable))
+    return None
+
+
+def _to_publish(
+    got: Collected, plan: str, todo: list[tuple[str, str, str]], lease: float, now: float
+) -> tuple[dict[str, float], dict[tuple[str, bool, float], list[str]]]:
+    """The notes of files this plan's hook announced already (file key -> expiry), and the
+    files to publish, grouped by (owner, exclusive, lease)."""
+    notes: dict[str, float] = {}
+    groups: dict[tuple[str, bool, float], list[str]] = {}  # (owner, exclusive, lease)
+    for owner, rel, _ in todo:
+        own = [i for i in got.intents if i.plan == plan and i.owner == owner and i.file == rel]
+        if any(i.agent for i in own):  # announced already by this plan's hook
+            notes[file_key(owner, rel)] = min(i.expires for i in own)
+        elif own:  # announced at `trust`: named again with the agent, same terms
+            left = max(MIN_LEASE, min(i.expires for i in own) - now)
+            groups.setdefault((owner, any(i.exclusive for i in own), left), []).append(rel)
+        elif owner in got.repos:
+            groups.setdefault((owner, False, lease), []).append(rel)
+    return notes, groups
+
+
+def _publish(
+    sessions: SyncSessions,
+    call: ToolCall,
+    plan: str,
+    plan_id: bytes | None,
+    groups: dict[tuple[str, bool, float], list[str]],
+    deadline: float,
+    notes: dict[str, float],
+    texts: list[str],
+) -> str | None:
+    """Publish each group of this plan's intents; returns an owner's refusal (`held`: another
+    plan holds the file), else None. Published files go into `notes`; a failure to publish is
+    told in `texts`."""
+    for (owner, exclusive, span), rels in groups.items():
+        args = client_payload(
+            plan=plan,
+            files=rels,
+            session=call.session or None,
+            agent=call.agent,
+            subagent=call.agent_id,
+            exclusive=exclusive,
+            lease=span,
+            plan_id=plan_id,
+        )
+        try:
+            expires = publish(sessions, owner, args, deadline)
+        except RequestError as exc:
+            if exc.code == "held":
+                return exc.message
+            texts.append(f"PlanFence: could not publish this plan's intent ({exc}).")
+            continue
+        except PlanfenceError as exc:
+            texts.append(f"PlanFence: could not publish this plan's intent ({exc}).")
+            continue
+        notes.update({file_key(owner, r): expires for r in rels})
+    return None
 
 
 def context_output(text: str) -> str:
@@ -207,10 +243,6 @@ def session_end(call: ToolCall, explicit: Path | None, timeout: float) -> tuple[
     them for at most `timeout` s (the hook gives Codex's less than its limit), and forget its
     notes. Never blocks (exit 0); what failed is said on stderr, and the lease ends the
     intents left."""
-    from ...net.syncclient import SyncSessions
-    from ..model.facts import plan_key
-    from ..place.config import NoCluster, find_cluster, workspaces
-
     if not call.session:
         return ALLOW, ""
     try:
@@ -234,7 +266,6 @@ def session_end(call: ToolCall, explicit: Path | None, timeout: float) -> tuple[
             )
         finally:
             sessions.close()
-        from .intentnotes import notes_path
 
         notes_path(cdir.root, call.session).unlink(missing_ok=True)
     except (PlanfenceError, OSError, ValueError) as exc:
@@ -262,11 +293,6 @@ def before_trust(
     """Ask every workspace owner for live intents on the plan's target file keys. Raises
     ConfigError, before anything is written, when an `exclusive` key cannot be granted:
     an owner did not answer, or another plan has a live intent on that file."""
-    from ...core.timeouts import DEFAULT_TIMEOUT
-    from ...net.syncclient import SyncSessions
-    from ..model.facts import file_of, plan_key
-    from ..place.config import workspaces
-
     owners = list(workspaces(cdir))
     me = roster.owner_of(plan_key(plan)) or roster.agents[0].name
     sessions = SyncSessions(roster, cdir.identity(me), addresses)

@@ -18,13 +18,15 @@ from typing import TYPE_CHECKING
 
 from ...core.errors import ConfigError, PlanfenceError, RequestError
 from ...core.timeouts import DEFAULT_TIMEOUT
+from ...net.syncclient import SyncSessions
+from ..model.facts import file_of, plan_key
 from ..model.intents import client_payload, first_holder, notice, others
+from ..place.config import workspaces
 from .intentclient import Collected, collect, publish
 
 if TYPE_CHECKING:
     from ...cluster.folder import ClusterDir
     from ...core.roster import Roster
-    from ...net.syncclient import SyncSessions
 
 
 @dataclass(frozen=True)
@@ -48,9 +50,6 @@ def plan_sessions(
     addresses: dict[str, tuple[str, int]] | None = None,
 ) -> SyncSessions:
     """Blocking sessions to the owners, as the owner of `plan`'s record (the caller closes)."""
-    from ...net.syncclient import SyncSessions
-    from ..model.facts import plan_key
-
     me = roster.owner_of(plan_key(plan)) or roster.agents[0].name
     return SyncSessions(roster, cdir.identity(me), addresses)
 
@@ -83,8 +82,6 @@ def publish_trust(
     """The first step of `after_trust`: publish the intents; returns the lines to print and
     the (owner, relative path) of the exclusive intents published, which are not granted
     until `second_look` kept them. Raises ConfigError when an owner refuses an intent."""
-    from ..model.facts import file_of
-
     plan, exclusive = intents.plan, intents.exclusive
     lines: list[str] = []
     held: list[tuple[str, str]] = []
@@ -152,8 +149,6 @@ def second_look(
     the same records, so exactly one keeps it). Otherwise the plan withdraws the intents it
     lost (`unintend`) and ConfigError names the holder. Two plans that wrote their exclusive
     intents in the same instant in two worktrees thus never both keep the file."""
-    from ..place.config import workspaces
-
     deadline = time.monotonic() + DEFAULT_TIMEOUT
     rels = sorted({rel for _, rel in held})
     got = collect(sessions, roster, list(workspaces(cdir)), rels, deadline)

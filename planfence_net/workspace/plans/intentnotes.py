@@ -16,6 +16,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..model.facts import file_key
+from ..place.config import locate, workspaces
+
+# `announce` is imported where used: intentclient imports this module (an import circle).
+
 if TYPE_CHECKING:
     from ...cluster.folder import ClusterDir
     from ...core.identity import Identity
@@ -40,8 +45,6 @@ def first_write_intents(
     blocks, the plan's own published."""
     if not call.files:
         return ALLOW, "", ""
-    from ..model.facts import file_key
-    from ..place.config import locate, workspaces
 
     spaces = workspaces(cdir)
     noted = load_notes(cdir.root, call.session, slot(plan, call.agent_id))

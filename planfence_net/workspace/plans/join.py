@@ -19,9 +19,15 @@ from pathlib import Path
 import tomli_w
 
 from ...cluster.folder import ClusterDir
+from ...cluster.ports import free_port
 from ...core.errors import ConfigError
+from ...core.identity import generate_key_file
 from ..place.config import NoCluster, find_cluster, workspaces
 from ..place.paths import mark, marker, record_join, worktree_root
+
+# Imports inside functions are deliberate: the hook joins a worktree here (SessionStart), and
+# each hook call is a fresh process that loads anyio and cluster start-up only to start owners
+# (measured in `workspace/hook/run.py`).
 
 READY_TIMEOUT = 20.0
 
@@ -98,9 +104,6 @@ def _free_name(base: str, taken: set[str]) -> str:
 
 def _add_agent(cdir: ClusterDir, agent: str, root: Path) -> None:
     """Append `agent` (a workspace owner of `root`) to the roster, with a fresh key."""
-    from ...cluster.ports import free_port
-    from ...core.identity import generate_key_file
-
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", agent):
         raise ConfigError(f"--name {agent!r}: letters, digits, '_', '.', '-' only")
     data = tomllib.loads(cdir.roster_path.read_text())

@@ -108,66 +108,22 @@ def wait_record(
             record = current.pop(pkey)
             if record is None and change.rebase:
                 raise ConfigError(f"no plan {plan!r}")
-            if record is not None and _fetch_parents(sessions, roster, record, known, step_timeout):
-                if cache is not None:
-                    lineage = [known[rid] for rid in record.parents if rid in known]
-                    save_records(cache, [record, *lineage])
-            parent = None
-            if record is None and change.derive:
-                parent = _parent_plan(sessions, roster, change.derive, known, step_timeout)
-            base = record or parent
-            declared = base.body.get("declaration", {}) if base is not None else {}
-            rebase_keys = [k for k in declared if change.rebase and split_key(k) and is_fact(k)]
-            agents = {*change.agents, *filter(None, map(key_agent, change.files))}
-            missing = (
-                [
-                    k
-                    for a in sorted(agents)
-                    for k in fact_keys(a)
-                    if k not in declared and k not in current
-                ]
-                + [k for k in rebase_keys if k not in current]
-                + _base_keys(base, declared, change, current)
-            )
+            parent = _read_lineage(sessions, roster, record, change, known, cache, step_timeout)
+            missing = _missing_keys(record or parent, change, current)
             if missing:
                 current.update(heads(sessions, roster, missing, step_timeout))
             step = change
             if evidence is not None:
-                ekey, ebody = evidence
-                inputs = [
-                    k
-                    for k in dict.fromkeys([*inputs_of(record), *change.files])
-                    if file_of(k) is not None
-                ]
-                more = [k for k in inputs if k not in current]
-                if more:
-                    current.update(heads(sessions, roster, more, step_timeout))
-                parents = [r.id for k in inputs if (r := current.get(k)) is not None]
-                eowner = roster.owner_of(ekey)
-                if eowner is None:
-                    raise ConfigError(f"no agent owns {ekey!r}")
-                erecord = _write_evidence(
-                    roster,
-                    identity_of(eowner),
-                    {
-                        "key": ekey,
-                        "kind": "evidence",
-                        "parents": parents,
-                        "body": {**ebody, "inputs": inputs},
-                    },
-                    step_timeout,
+                step = _with_evidence(
+                    sessions, roster, identity_of, record, change, evidence, current, step_timeout
                 )
-                step = dataclasses.replace(change, evidence=(ekey, erecord))
                 evidence = None  # written once, also when the plan write is retried
             present = {k: r for k, r in current.items() if r is not None}
             result = recorded(record, known, present, step, time.time(), parent)
             if result is None:
                 return False
-            body, parents = result
-            args = {"key": pkey, "kind": "plan", "parents": parents, "body": body}
             try:
-                head = record.id if record is not None else b""
-                sessions.request(owner, "put", {**args, "head": head}, _until(step_timeout))
+                _put_plan(sessions, owner, pkey, record, result, step_timeout)
                 return True
             except RequestError as exc:
                 if exc.code != "conflict" or time.monotonic() >= give_up:
@@ -175,6 +131,89 @@ def wait_record(
                 change = step
     finally:
         sessions.close()
+
+
+def _put_plan(
+    sessions: SyncSessions,
+    owner: str,
+    pkey: str,
+    record: Record | None,
+    result: tuple[dict[str, Any], list[bytes]],
+    step_timeout: float,
+) -> None:
+    """Put the plan record (body, parents) as a compare-and-set on the head `record`; raises
+    RequestError (`conflict`: another process wrote the plan in between)."""
+    body, parents = result
+    args = {"key": pkey, "kind": "plan", "parents": parents, "body": body}
+    head = record.id if record is not None else b""
+    sessions.request(owner, "put", {**args, "head": head}, _until(step_timeout))
+
+
+def _read_lineage(
+    sessions: SyncSessions,
+    roster: Roster,
+    record: Record | None,
+    change: Change,
+    known: dict[bytes, Record],
+    cache: Path | None,
+    step_timeout: float,
+) -> Record | None:
+    """Fetch the plan record's lineage into `known` (saved to `cache` when fetched); returns
+    the parent plan's record a plan without one derives from (`change.derive`), or None."""
+    if record is not None and _fetch_parents(sessions, roster, record, known, step_timeout):
+        if cache is not None:
+            lineage = [known[rid] for rid in record.parents if rid in known]
+            save_records(cache, [record, *lineage])
+    if record is None and change.derive:
+        return _parent_plan(sessions, roster, change.derive, known, step_timeout)
+    return None
+
+
+def _missing_keys(
+    base: Record | None, change: Change, current: dict[str, Record | None]
+) -> list[str]:
+    """The keys whose heads the change needs and `current` lacks: the facts of every agent it
+    touches, the declared facts a rebase moves, and the base's own (`_base_keys`)."""
+    declared = base.body.get("declaration", {}) if base is not None else {}
+    rebase_keys = [k for k in declared if change.rebase and split_key(k) and is_fact(k)]
+    agents = {*change.agents, *filter(None, map(key_agent, change.files))}
+    return (
+        [k for a in sorted(agents) for k in fact_keys(a) if k not in declared and k not in current]
+        + [k for k in rebase_keys if k not in current]
+        + _base_keys(base, declared, change, current)
+    )
+
+
+def _with_evidence(
+    sessions: SyncSessions,
+    roster: Roster,
+    identity_of: Callable[[str], Identity],
+    record: Record | None,
+    change: Change,
+    evidence: tuple[str, dict[str, Any]],
+    current: dict[str, Record | None],
+    step_timeout: float,
+) -> Change:
+    """Write the evidence record (the plan's read and target files as inputs, their current
+    records as parents); returns `change` carrying it."""
+    ekey, ebody = evidence
+    inputs = [
+        k for k in dict.fromkeys([*inputs_of(record), *change.files]) if file_of(k) is not None
+    ]
+    more = [k for k in inputs if k not in current]
+    if more:
+        current.update(heads(sessions, roster, more, step_timeout))
+    parents = [r.id for k in inputs if (r := current.get(k)) is not None]
+    eowner = roster.owner_of(ekey)
+    if eowner is None:
+        raise ConfigError(f"no agent owns {ekey!r}")
+    erecord = _write_evidence(
+        roster,
+        identity_of(eowner),
+        {"key": ekey, "kind": "evidence", "parents": parents, "body": {**ebody, "inputs": inputs}},
+        step_timeout,
+    )
+    return dataclasses.replace(change, evidence=(ekey, erecord))
 
 
 def _parent_plan(

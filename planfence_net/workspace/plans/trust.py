@@ -38,6 +38,10 @@ from ..model.facts import (
     plan_key,
     split_key,
 )
+from ..place.config import bound_plan
+from ..place.paths import session_marker
+from .check import run_check
+from .session import auto_plan
 
 EVIDENCE_TIMEOUT = 600.0
 
@@ -168,32 +172,10 @@ async def wait_trust(
     previous = bodies.get(ids[pkey]) if ids.get(pkey) else None
     replaced = bodies.get(ids[old]) if old and ids.get(old) else None
     if not spec.narrow:
-        _check_superset(f"trusting {spec.plan} again", previous, declaration)
-        _check_superset(
-            f"trusting {spec.plan} for session {spec.session} would replace the stale plan "
-            f"{spec.replaces} and",
-            replaced,
-            declaration,
-        )
+        _check_not_narrower(spec, previous, replaced, declaration)
     trust = _next_trust(previous, spec.fresh)
     parents = [ids[k] for k in facts]
-    for ev in spec.evidence:
-        key = evidence_key(ev.agent, ev.command)
-        written = await put_record(
-            roster,
-            cdir.identity(ev.agent),
-            key,
-            kind="evidence",
-            body={
-                "command": ev.command,
-                "exit": ev.exit,
-                "inputs": list(ev.inputs),
-                "time": round(time.time(), 3),
-            },
-            parents=[ids[k] for k in ev.inputs],
-            addresses=addresses,
-        )
-        parents.append(written["id"])
+    parents += await _put_evidence(cdir, roster, spec, ids, addresses)
     body = {
         "declaration": declaration,
         "trust": trust,
@@ -212,6 +194,50 @@ async def wait_trust(
         "trust": trust,
         "declaration": declaration,
     }
+
+
+def _check_not_narrower(
+    spec: TrustSpec, previous: Any, replaced: Any, declaration: dict[str, list[str]]
+) -> None:
+    """Raise ConfigError when `declaration` declares less than the plan's current trusted
+    state (`previous`) or than the stale plan it replaces (`replaced`)."""
+    _check_superset(f"trusting {spec.plan} again", previous, declaration)
+    _check_superset(
+        f"trusting {spec.plan} for session {spec.session} would replace the stale plan "
+        f"{spec.replaces} and",
+        replaced,
+        declaration,
+    )
+
+
+async def _put_evidence(
+    cdir: ClusterDir,
+    roster: Roster,
+    spec: TrustSpec,
+    ids: dict[str, Any],
+    addresses: dict[str, tuple[str, int]] | None,
+) -> list[bytes]:
+    """Write an evidence record per evidence command of `spec` (its inputs' current records
+    as parents); returns their ids, in order."""
+    written_ids = []
+    for ev in spec.evidence:
+        key = evidence_key(ev.agent, ev.command)
+        written = await put_record(
+            roster,
+            cdir.identity(ev.agent),
+            key,
+            kind="evidence",
+            body={
+                "command": ev.command,
+                "exit": ev.exit,
+                "inputs": list(ev.inputs),
+                "time": round(time.time(), 3),
+            },
+            parents=[ids[k] for k in ev.inputs],
+            addresses=addresses,
+        )
+        written_ids.append(written["id"])
+    return written_ids
 
 
 def require_files(plan: str, files: list[str]) -> None:
@@ -235,14 +261,8 @@ def stale_binding(
     the one its calls are checked against), when it is not `plan` and its check does not
     pass (blocking drift, or cannot decide): trusting `plan` for the session replaces it, so
     the new declaration must cover it (TrustSpec.replaces). None otherwise."""
-    from ..place.config import bound_plan
-    from .check import run_check
-
     bound = (bound_plan(cdir, session, agent) if agent else None) or bound_plan(cdir, session)
     if bound is None and session:  # the session's automatic plan, once it has one
-        from ..place.paths import session_marker
-        from .session import auto_plan
-
         started = auto_plan(session, agent)
         bound = started if session_marker(cdir.root, started).exists() else None
     if bound is None or bound == plan:

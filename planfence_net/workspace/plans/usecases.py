@@ -31,6 +31,7 @@ from .check import run_check
 from .checklog import log_check
 from .intentclient import before_trust, lease_of
 from .intentgrant import TrustIntents, after_trust
+from .session import Change, auto_plan, wait_record
 from .trust import (
     Evidence,
     TrustSpec,
@@ -245,7 +246,6 @@ def refresh_target(
         return plan
     if session is None:
         raise ConfigError("name the plan (as the block message does), or give --session")
-    from .session import auto_plan
 
     return select_plan(cdir, session, subagent) or auto_plan(session, subagent)
 
@@ -257,7 +257,6 @@ def refresh_plan(
     count starts over). Raises access.Refused, PlanfenceError, or ValueError for a plan
     that cannot be re-based."""
     authorize(caller, REFRESH, session)
-    from .session import Change, wait_record
 
     wait_record(cdir.roster(), cdir.identity, plan, Change(rebase=True), step_timeout=step_timeout)
 
