@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from planfence_net.workspace.model.payload import git_setup
 from planfence_net.workspace.model.readonly import TRIGGERS, git_triggers, is_read_only
 from planfence_net.workspace.model.reads import is_test_command
+from planfence_net.workspace.place.gitsetup import git_setup
 from support.workspace import git, make_repo
 
 PLAIN: frozenset[str] = frozenset()  # a repository whose configuration starts nothing

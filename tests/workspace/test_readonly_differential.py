@@ -28,7 +28,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from planfence_net.workspace.model.payload import git_setup
 from planfence_net.workspace.model.readonly import (
     _FIND_UNARY,
     _FIND_VALUED,
@@ -38,6 +37,7 @@ from planfence_net.workspace.model.readonly import (
     is_read_only,
     simple_commands,
 )
+from planfence_net.workspace.place.gitsetup import git_setup
 from support.workspace import git
 
 EXAMPLES = int(os.environ.get("PLANFENCE_READONLY_EXAMPLES", "300"))

@@ -121,10 +121,18 @@ def decide(agent: str, argv: list[str], data: bytes | BaseException) -> Answer:
     return got if isinstance(got, Answer) else Answer(got[0], got[1])
 
 
+def _git_setup(cwd: str) -> frozenset[str]:
+    """What git's configuration at `cwd` can make a reading git command start (imported only
+    when a git command is the one thing the read-only screen has left to decide)."""
+    from ..place.gitsetup import git_setup
+
+    return git_setup(cwd)
+
+
 def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
     options = _options(argv)
     try:
-        call = parse_payload(agent, data)
+        call = parse_payload(agent, data, _git_setup)
     except PayloadError as exc:
         return BLOCK, f"PlanFence blocked this call: unreadable hook input ({exc})"
     if call.event == "SessionStart":

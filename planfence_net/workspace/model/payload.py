@@ -21,6 +21,7 @@ import json
 import os
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,20 +97,14 @@ class ToolCall:
         return self.tool
 
 
-def parse_payload(agent: str, data: bytes) -> ToolCall:
+def parse_payload(
+    agent: str, data: bytes, git_facts: Callable[[str], frozenset[str]] | None = None
+) -> ToolCall:
     """Read a PreToolUse or PostToolUse payload of `agent` ("claude" or "codex"); raises
-    PayloadError."""
-    if agent not in AGENTS:
-        raise PayloadError(f"unknown agent {agent!r} (expected claude or codex)")
-    try:
-        value = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise PayloadError(f"stdin is not JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise PayloadError("stdin is not a JSON object")
-    event = value.get("hook_event_name")
-    if event not in EVENTS:
-        raise PayloadError(f"hook_event_name is {event!r}, not 'PreToolUse' or 'PostToolUse'")
+    PayloadError. `git_facts(cwd)`: what the repository's git configuration can make a
+    reading git command start (`place.gitsetup.git_setup`); without it, anything (a git
+    command is then checked as a write)."""
+    value, event = _payload_object(agent, data)
     session, cwd = value.get("session_id", ""), value.get("cwd")
     ids: dict[str, Any] = {
         f: v if isinstance(v := value.get(f), str) and v else None
@@ -126,32 +121,13 @@ def parse_payload(agent: str, data: bytes) -> ToolCall:
         raise PayloadError("tool_input is not an object")
     if not isinstance(cwd, str) or not cwd or not isinstance(session, str):
         raise PayloadError("cwd or session_id is missing")
-    files: tuple[str, ...] = ()
-    command = None
-    if tool in FILE_TOOLS:
-        path = tool_input.get(FILE_TOOLS[tool])
-        if not isinstance(path, str) or not path:
-            raise PayloadError(f"{tool} call without tool_input.{FILE_TOOLS[tool]}")
-        files = (path,)
-    elif tool in COMMAND_TOOLS:
-        command = tool_input.get("command")
-        if isinstance(command, list) and all(isinstance(c, str) for c in command):
-            command = shlex.join(command)  # Codex may send argv
-        if not isinstance(command, str) or not command:
-            raise PayloadError(f"{tool} call without tool_input.command")
-        if tool == "apply_patch":
-            files = tuple(dict.fromkeys(_PATCH_HEADER.findall(command)))
-            if not files:
-                raise PayloadError("apply_patch call whose patch names no file")
+    files, command = _targets(tool, tool_input)
     unknown = tool not in FILE_TOOLS and tool not in COMMAND_TOOLS and tool not in READ_ONLY
     gated = tool not in READ_ONLY
     if tool in SHELLS and command is not None and is_exempt(command, cwd):
         gated = False  # how the agent re-reads its plan and re-trusts after a block
-    if tool in SHELLS and command is not None and event == "PreToolUse":
-        from .reads import is_read_only
-
-        # `cat lib.py` changes nothing; `git diff` too, where git's configuration starts nothing
-        gated = gated and not is_read_only(command, lambda: git_setup(cwd))
+    elif gated and event == "PreToolUse" and _unchecked_shell(tool, command, cwd, git_facts):
+        gated = False
     read = tool_input.get(READ_TOOLS.get(tool, ""))
     reads = (read,) if isinstance(read, str) and read else ()
     exit = None
@@ -169,20 +145,63 @@ def parse_payload(agent: str, data: bytes) -> ToolCall:
         found = _EXIT_CODE.search(error) if isinstance(error, str) else None
         exit = int(found.group(1)) if found else None
     return ToolCall(
-        agent,
-        event,
-        session,
-        cwd,
-        tool,
-        files,
-        command,
-        gated,
-        **ids,
-        unknown=unknown,
-        reads=reads,
-        exit=exit,
-        shown=shown,
-    )
+        agent, event, session, cwd, tool, files, command, gated, **ids,
+        unknown=unknown, reads=reads, exit=exit, shown=shown,
+    )  # fmt: skip
+
+
+def _payload_object(agent: str, data: bytes) -> tuple[dict[str, Any], str]:
+    """The payload as a JSON object and its hook event; raises PayloadError."""
+    if agent not in AGENTS:
+        raise PayloadError(f"unknown agent {agent!r} (expected claude or codex)")
+    try:
+        value = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PayloadError(f"stdin is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise PayloadError("stdin is not a JSON object")
+    event = value.get("hook_event_name")
+    if event not in EVENTS:
+        raise PayloadError(f"hook_event_name is {event!r}, not 'PreToolUse' or 'PostToolUse'")
+    return value, event
+
+
+def _targets(tool: str, tool_input: dict[str, Any]) -> tuple[tuple[str, ...], str | None]:
+    """The files a file tool (or apply_patch) names and the command a shell tool runs;
+    raises PayloadError when the tool's own field is missing."""
+    if tool in FILE_TOOLS:
+        path = tool_input.get(FILE_TOOLS[tool])
+        if not isinstance(path, str) or not path:
+            raise PayloadError(f"{tool} call without tool_input.{FILE_TOOLS[tool]}")
+        return (path,), None
+    if tool not in COMMAND_TOOLS:
+        return (), None
+    command = tool_input.get("command")
+    if isinstance(command, list) and all(isinstance(c, str) for c in command):
+        command = shlex.join(command)  # Codex may send argv
+    if not isinstance(command, str) or not command:
+        raise PayloadError(f"{tool} call without tool_input.command")
+    if tool != "apply_patch":
+        return (), command
+    files = tuple(dict.fromkeys(_PATCH_HEADER.findall(command)))
+    if not files:
+        raise PayloadError("apply_patch call whose patch names no file")
+    return files, command
+
+
+def _unchecked_shell(
+    tool: str,
+    command: str | None,
+    cwd: str,
+    git_facts: Callable[[str], frozenset[str]] | None,
+) -> bool:
+    """True for a shell command the read-only screen proves changes nothing (`cat lib.py`;
+    `git diff` too, where git's configuration starts nothing)."""
+    if tool not in SHELLS or command is None:
+        return False
+    from .readonly import TRIGGERS, is_read_only
+
+    return is_read_only(command, (lambda: git_facts(cwd)) if git_facts is not None else TRIGGERS)
 
 
 # `planfence workspace SUBCOMMAND` calls that cannot run a command of the agent's choosing
@@ -220,63 +239,3 @@ def is_exempt(command: str, cwd: str) -> bool:
     return os.path.isabs(ours) and os.path.realpath(
         os.path.join(cwd, words[0])
     ) == os.path.realpath(ours)
-
-
-def git_setup(cwd: str) -> frozenset[str]:
-    """The configuration triggers (`readonly.TRIGGERS`) of the git repository at `cwd`: what
-    its configuration (`git config --list -z`, every scope, includes followed) can make a
-    reading git command start, plus "hook" when a post-index-change hook exists and
-    "submodule" when the worktree has a .gitmodules. Every trigger when git cannot tell
-    (not a repository, git missing, an error): a git command there is checked as a write."""
-    from .readonly import TRIGGERS, git_triggers
-
-    outputs = _git_outputs(
-        cwd,
-        ("rev-parse", "--show-toplevel", "--git-path", "hooks/post-index-change"),
-        ("config", "--list", "-z"),
-    )
-    places, listing = outputs if outputs else (None, None)
-    if places is None or listing is None or len(places.splitlines()) != 2:
-        return TRIGGERS
-    top, hook = places.splitlines()
-    found = set(git_triggers(listing))
-    if os.path.lexists(os.path.join(cwd, hook)):
-        found.add("hook")
-    if os.path.lexists(os.path.join(top, ".gitmodules")):
-        found.add("submodule")
-    return frozenset(found)
-
-
-def _git_outputs(cwd: str, *commands: tuple[str, ...]) -> list[str | None] | None:
-    """The stdout of each git command, run side by side in `cwd` (None for one that failed
-    or took over 5 s); None when git could not be started."""
-    import subprocess
-
-    procs: list[subprocess.Popen[str]] = []
-    try:
-        for args in commands:
-            procs.append(
-                subprocess.Popen(
-                    ["git", *args],
-                    cwd=cwd,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.DEVNULL,
-                    text=True,
-                )
-            )
-    except (OSError, ValueError):
-        for proc in procs:
-            proc.kill()
-            proc.communicate()
-        return None
-    outputs: list[str | None] = []
-    for proc in procs:
-        try:
-            out, _ = proc.communicate(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-            out = ""
-        outputs.append(out if proc.returncode == 0 else None)
-    return outputs
