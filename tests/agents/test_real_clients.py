@@ -192,7 +192,10 @@ def test_claude_write_in_a_joined_worktree_runs_then_blocks_on_drift(
         assert target.read_text() == "new\n"
         (tree.path / "notes.txt").write_text("another process changed this\n")
         (workspace.path / "notes.txt").write_text("the parent's copy: not this plan's\n")
-        turns = [ToolCall("Write", {"file_path": str(target), "content": "newer\n"}), Text("done")]
+        turns: list[Turn] = [
+            ToolCall("Write", {"file_path": str(target), "content": "newer\n"}),
+            Text("done"),
+        ]
         model_server.script(ANTHROPIC, turns)  # the same server: its ids go on counting
         run = run_claude(  # the same session, resumed: it still works under p1
             claude,
