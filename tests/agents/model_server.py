@@ -61,10 +61,10 @@ class Text:
 @dataclass(frozen=True, slots=True)
 class Reply:
     """A turn made from the request it answers: `make(body)` reads what the model received
-    (e.g. the text of the last tool result) and returns the ToolCall or Text to send, as a
-    model that follows a block message's instructions would."""
+    (e.g. the text of the last tool result) and returns the ToolCall, ApplyPatch or Text to
+    send, as a model that follows a block message's instructions would."""
 
-    make: Callable[[dict[str, Any]], ToolCall | Text]
+    make: Callable[[dict[str, Any]], ToolCall | ApplyPatch | Text]
 
 
 Turn = ToolCall | ApplyPatch | Text | Reply

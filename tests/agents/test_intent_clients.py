@@ -13,6 +13,7 @@ import pytest
 from .clients import skip_without_clients
 from .model_server import ANTHROPIC, OPENAI, ModelServer
 from .turns import (
+    SESSION,
     claude_write_turns,
     install_claude,
     run_claude_turns,
@@ -31,7 +32,7 @@ def test_claude_sees_another_plans_intent_before_its_first_write(
     claude: Path, model_server: ModelServer, workspace: Workspace, tmp_path: Path
 ) -> None:
     install_claude(workspace, tmp_path / "home", PLANFENCE)
-    trust_plan(workspace)  # p1, shared: the plan of the Claude Code session
+    trust_plan(workspace, SESSION)  # p1: the plan of the Claude Code session
     other = workspace.planfence(
         "workspace", "trust", "other", "--session", OTHER, "--target", "a.txt"
     )
@@ -39,7 +40,7 @@ def test_claude_sees_another_plans_intent_before_its_first_write(
     target = workspace.path / "a.txt"
 
     results = run_claude_turns(
-        claude, model_server, workspace, tmp_path / "home", claude_write_turns(target)
+        claude, model_server, workspace, tmp_path / "home", claude_write_turns(target), SESSION
     )
 
     assert [r.get("is_error", False) for r in results] == [False, False]

@@ -1,8 +1,9 @@
 """PlanFence's hook inside the real Claude Code and Codex CLIs (pinned by scripts/install-agents).
 
 Each test serves a git repository with `planfence workspace serve`, installs the hook with
-`planfence hook install`, trusts a plan that read notes.txt and will change a.txt, and runs
-one client turn against the scripted model endpoint: the model asks for a tool call, the
+`planfence hook install`, trusts a plan that read notes.txt and will change a.txt for the
+client's session (a plan trusted without a session never captures a session that started its
+own, docs/HOOKS.md), and runs one client turn against the scripted model endpoint: the model asks for a tool call, the
 client runs its hooks and the tool, and sends the result back in its next request, which the
 test reads. Nothing leaves 127.0.0.1.
 """
@@ -35,6 +36,7 @@ from .model_server import (
 )
 from .turns import (
     PLAN,
+    SESSION,
     assert_scripted_and_offline,
     claude_tool_results,
     claude_write_turns,
@@ -65,11 +67,11 @@ def test_claude_write_runs_when_nothing_drifted(
     claude: Path, model_server: ModelServer, workspace: Workspace, tmp_path: Path
 ) -> None:
     install_claude(workspace, tmp_path / "home", PLANFENCE)
-    trust_plan(workspace)
+    trust_plan(workspace, SESSION)
     target = workspace.path / "a.txt"
 
     results = run_claude_turns(
-        claude, model_server, workspace, tmp_path / "home", claude_write_turns(target)
+        claude, model_server, workspace, tmp_path / "home", claude_write_turns(target), SESSION
     )
 
     assert [r.get("is_error", False) for r in results] == [False, False]
@@ -82,12 +84,12 @@ def test_claude_write_is_blocked_after_a_read_file_changed(
     claude: Path, model_server: ModelServer, workspace: Workspace, tmp_path: Path
 ) -> None:
     install_claude(workspace, tmp_path / "home", PLANFENCE)
-    trust_plan(workspace)
+    trust_plan(workspace, SESSION)
     (workspace.path / "notes.txt").write_text("another process changed this\n")
     target = workspace.path / "a.txt"
 
     results = run_claude_turns(
-        claude, model_server, workspace, tmp_path / "home", claude_write_turns(target)
+        claude, model_server, workspace, tmp_path / "home", claude_write_turns(target), SESSION
     )
 
     assert [r.get("is_error", False) for r in results] == [False, True]
@@ -181,22 +183,30 @@ def test_claude_write_in_a_joined_worktree_runs_then_blocks_on_drift(
     try:
         tree.planfence("workspace", "join")
         install_claude(tree, home, PLANFENCE)
-        trust_plan(tree)
+        trust_plan(tree, SESSION)
         target = tree.path / "a.txt"
-        results = run_claude_turns(claude, model_server, tree, home, claude_write_turns(target))
+        results = run_claude_turns(
+            claude, model_server, tree, home, claude_write_turns(target), SESSION
+        )
         assert [r.get("is_error", False) for r in results] == [False, False]
         assert target.read_text() == "new\n"
         (tree.path / "notes.txt").write_text("another process changed this\n")
         (workspace.path / "notes.txt").write_text("the parent's copy: not this plan's\n")
-        turns = [ToolCall("Write", {"file_path": str(target), "content": "newer\n"}), Text("done")]
-        server2 = ModelServer().start()
-        try:
-            server2.script(ANTHROPIC, turns)
-            run = run_claude(claude, server2.url, tree.path, home, "Change a.txt again.")
-            assert run.returncode == 0, run.stdout + run.stderr
-            (result,) = claude_tool_results(server2)
-        finally:
-            server2.close()
+        turns: list[Turn] = [
+            ToolCall("Write", {"file_path": str(target), "content": "newer\n"}),
+            Text("done"),
+        ]
+        model_server.script(ANTHROPIC, turns)  # the same server: its ids go on counting
+        run = run_claude(  # the same session, resumed: it still works under p1
+            claude,
+            model_server.url,
+            tree.path,
+            home,
+            "Change a.txt again.",
+            extra=("--resume", SESSION),
+        )
+        assert run.returncode == 0, run.stdout + run.stderr
+        result = claude_tool_results(model_server)[-1]
         assert result.get("is_error") is True
         assert DRIFT in content_text(result["content"])
         assert target.read_text() == "new\n"
@@ -237,7 +247,7 @@ def test_claude_subagent_is_checked_against_its_own_plan(
     local.parent.mkdir()
     local.write_text(json.dumps({"permissions": {"allow": ["Bash"]}}))
     install_claude(workspace, tmp_path / "home", PLANFENCE)
-    trust_plan(workspace)
+    trust_plan(workspace, SESSION)
     (workspace.path / "notes.txt").write_text("another process changed this\n")
     target = workspace.path / "a.txt"
     write = ToolCall("Write", {"file_path": str(target), "content": "new\n"})
@@ -257,7 +267,14 @@ def test_claude_subagent_is_checked_against_its_own_plan(
     ]
 
     model_server.script(ANTHROPIC, turns)
-    run = run_claude(claude, model_server.url, workspace.path, tmp_path / "home", "Go.")
+    run = run_claude(
+        claude,
+        model_server.url,
+        workspace.path,
+        tmp_path / "home",
+        "Go.",
+        extra=("--session-id", SESSION),
+    )
 
     assert run.returncode == 0, run.stdout + run.stderr
     assert_scripted_and_offline(model_server, ANTHROPIC, turns)
@@ -290,9 +307,9 @@ def test_claude_subagent_is_checked_against_its_own_plan(
 def test_codex_apply_patch_runs_when_nothing_drifted(
     codex: Path, model_server: ModelServer, workspace: Workspace, tmp_path: Path
 ) -> None:
-    trust_plan(workspace)
-
-    (output,) = run_codex_patch(codex, model_server, workspace, tmp_path)
+    (output,) = run_codex_patch(
+        codex, model_server, workspace, tmp_path, lambda session: trust_plan(workspace, session)
+    )
 
     assert "blocked" not in output, output
     assert (workspace.path / "a.txt").read_text() == "new\n"
@@ -302,10 +319,11 @@ def test_codex_apply_patch_runs_when_nothing_drifted(
 def test_codex_apply_patch_is_blocked_after_a_read_file_changed(
     codex: Path, model_server: ModelServer, workspace: Workspace, tmp_path: Path
 ) -> None:
-    trust_plan(workspace)
-    (workspace.path / "notes.txt").write_text("another process changed this\n")
+    def trust_then_drift(session: str) -> None:
+        trust_plan(workspace, session)
+        (workspace.path / "notes.txt").write_text("another process changed this\n")
 
-    (output,) = run_codex_patch(codex, model_server, workspace, tmp_path)
+    (output,) = run_codex_patch(codex, model_server, workspace, tmp_path, trust_then_drift)
 
     assert output.startswith(
         "Command blocked by PreToolUse hook: PlanFence blocked apply_patch of a.txt: "

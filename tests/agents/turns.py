@@ -2,17 +2,24 @@
 hook (Claude Code) or record Codex's hook trust, run the client through scripted model turns
 and read back what the model received.
 
-trust_plan        `workspace trust p1 --read notes.txt --target a.txt`
+trust_plan        `workspace trust p1 --read notes.txt --target a.txt` (`--session S` too)
 install_claude    the Claude Code hook where a workspace needs it; our PreToolUse handlers
 run_claude_turns  one `claude -p` run through `turns`; the tool_result blocks the model got
 trust_codex_hooks install the Codex hook and record its trust as a user does, checked
 run_codex_patch   one `codex exec` run applying PATCH; the tool outputs the model got
+codex_session     the session (thread) id of a Codex model request
+
+A plan trusted without a session never captures a session that started its own (SessionStart
+starts it, docs/HOOKS.md), so a test whose client works under p1 binds p1 to the session: a
+Claude Code run is given its id (`--session-id`); a Codex run's id is read from the model
+request that asks for the patch and p1 is trusted for it there, before the patch is sent.
 assert_scripted_and_offline  every scripted turn taken, none more, nothing left the machine
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,16 +31,28 @@ from .clients import (
     run_codex,
     write_codex_config,
 )
-from .model_server import ANTHROPIC, OPENAI, ApplyPatch, ModelServer, Text, ToolCall, Turn
+from .model_server import (
+    ANTHROPIC,
+    OPENAI,
+    ApplyPatch,
+    ModelServer,
+    Reply,
+    Text,
+    ToolCall,
+    Turn,
+)
 from .workspaces import Workspace
 
 PLAN = "p1"
+SESSION = "eeeeeeee-5555-4555-8555-555555555555"  # the Claude Code session the tests name
 
 PATCH = "*** Begin Patch\n*** Update File: a.txt\n@@\n-old\n+new\n*** End Patch\n"
 
 
-def trust_plan(ws: Workspace) -> None:
-    ws.planfence("workspace", "trust", PLAN, "--read", "notes.txt", "--target", "a.txt")
+def trust_plan(ws: Workspace, session: str | None = None) -> None:
+    """Trust p1 (notes.txt read, a.txt to change), for `session` when given (as a person)."""
+    bound = ("--session", session) if session else ()
+    ws.planfence("workspace", "trust", PLAN, *bound, "--read", "notes.txt", "--target", "a.txt")
 
 
 def content_text(content: Any) -> str:
@@ -72,10 +91,18 @@ def claude_tool_results(server: ModelServer) -> list[dict[str, Any]]:
 
 
 def run_claude_turns(
-    claude: Path, server: ModelServer, ws: Workspace, home: Path, turns: list[Turn]
+    claude: Path,
+    server: ModelServer,
+    ws: Workspace,
+    home: Path,
+    turns: list[Turn],
+    session: str | None = None,
 ) -> list[dict[str, Any]]:
+    """Run `turns` in one `claude -p` (its session id `session` when given); returns the
+    tool_result blocks the model last received."""
     server.script(ANTHROPIC, turns)
-    run = run_claude(claude, server.url, ws.path, home, "Change a.txt to say new.")
+    extra = ("--session-id", session) if session else ()
+    run = run_claude(claude, server.url, ws.path, home, "Change a.txt to say new.", extra=extra)
     assert run.returncode == 0, run.stdout + run.stderr
     assert json.loads(run.stdout)["result"] == "done"
     assert_scripted_and_offline(server, ANTHROPIC, turns)
@@ -141,10 +168,31 @@ def codex_call_outputs(server: ModelServer) -> list[str]:
     ]
 
 
-def run_codex_patch(codex: Path, server: ModelServer, ws: Workspace, tmp_path: Path) -> list[str]:
+def codex_session(body: dict[str, Any]) -> str:
+    """The session (thread) id of a Codex Responses request: its `prompt_cache_key`."""
+    key = body.get("prompt_cache_key")
+    assert isinstance(key, str) and key, sorted(body)
+    return key
+
+
+def run_codex_patch(
+    codex: Path,
+    server: ModelServer,
+    ws: Workspace,
+    tmp_path: Path,
+    before_patch: Callable[[str], None] | None = None,
+) -> list[str]:
+    """Run one `codex exec` that applies PATCH; returns the tool outputs the model got. With
+    `before_patch`, it is called with the session id while the patch turn is made."""
     home, codex_home = tmp_path / "home", tmp_path / "codex-home"
     trust_codex_hooks(codex, server, ws, home, codex_home)
-    turns: list[Turn] = [ApplyPatch(PATCH), Text("done")]
+
+    def patch(body: dict[str, Any]) -> ApplyPatch:
+        if before_patch is not None:
+            before_patch(codex_session(body))
+        return ApplyPatch(PATCH)
+
+    turns: list[Turn] = [Reply(patch), Text("done")]
     server.script(OPENAI, turns)
     run = run_codex(codex, server.url, ws.path, home, codex_home, "Change a.txt to say new.")
     assert run.returncode == 0, run.stdout + run.stderr
