@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..core.errors import PlanfenceError
+from ..core.errors import PlanfenceError, StartError
 from .group import Group
 from .params import Option
 from .support import DirArg, JsonOpt, cluster_dir, echo_json, print_table, run_async, user_errors
@@ -161,11 +161,16 @@ def wait_up(
             )
     except PlanfenceError as exc:
         clusterlib.stop_shapers(cdir)
-        for name in started:  # each is stopped, or has already exited (a failed start)
-            clusterlib.stop_process(cdir, name, clusterlib.owner_marker(cdir, name))
+        failed = exc.process if isinstance(exc, StartError) else None
+        stopped = [
+            name
+            for name in started
+            if clusterlib.stop_process(cdir, name, clusterlib.owner_marker(cdir, name))
+            and name != failed  # one that failed to start is never called running
+        ]
         raise PlanfenceError(
             f"{exc} (stopped the owners this command started: "
-            f"{', '.join(started) or 'none were running'})"
+            f"{', '.join(stopped) or 'none were running'})"
         ) from None
     return links
 

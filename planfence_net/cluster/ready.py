@@ -6,7 +6,7 @@ import functools
 import time
 from collections.abc import Callable
 
-from ..core.errors import PlanfenceError
+from ..core.errors import PlanfenceError, StartError
 from ..net.api import Addresses, wait_owner_ready
 from ..net.client import collapsing_task_group
 from .folder import ClusterDir
@@ -38,7 +38,7 @@ async def wait_cluster_ready(
             await wait_owner_ready(roster, cdir.identity(name), name, deadline, alive, addresses)
         except PlanfenceError as exc:
             said = last_error_line(cdir.out(process))
-            raise PlanfenceError(f"{process} failed to start: {said or exc}") from None
+            raise StartError(process, f"{process} failed to start: {said or exc}") from None
 
     async with collapsing_task_group() as tg:
         for name in names:

@@ -9,6 +9,7 @@
     ├── RecordError              a record failed verification (id, signature or ownership)
     ├── RequestError             an owner answered a request with a typed error (code, message)
     ├── StoreError               an owner's store is damaged, in use, lost records or is full
+    ├── StartError               a process this machine started (an owner, a shaper) did not come up
     └── TransportError           the connection failed: refused, reset, closed or timed out
 
 Exceptions of anyio, sockets and PyNaCl are translated into these at the edge (`transport`,
@@ -73,6 +74,15 @@ class StoreError(PlanfenceError):
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+class StartError(PlanfenceError):
+    """A process this machine started did not come up; `process` names it (an agent's owner,
+    or a shaper), the message says why."""
+
+    def __init__(self, process: str, message: str) -> None:
+        super().__init__(message)
+        self.process = process
 
 
 class TransportError(PlanfenceError):
