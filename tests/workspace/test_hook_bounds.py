@@ -126,7 +126,8 @@ def test_another_sessions_hook_answers_while_one_call_is_slow(tmp_path: Path) ->
                         and handle.events(name, "hookd")[0]["serving"]
                     )
                     gave_up = handle.wait_event(server, "hook_abandoned")
-                    assert gave_up["client"] == "claude" and 500 <= gave_up["ms"] < 5000
+                    # at its 0.5 s deadline (an event loop may fire a timer a hair early)
+                    assert gave_up["client"] == "claude" and 490 <= gave_up["ms"] < 5000
                 assert slow.wait(60) == 2  # B's own answer: its plan's owner failed
             finally:
                 if slow.poll() is None:
