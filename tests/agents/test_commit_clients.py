@@ -7,7 +7,6 @@ Automatic mode; nothing leaves 127.0.0.1."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,12 @@ import pytest
 
 from .clients import run_claude, skip_without_clients
 from .model_server import ANTHROPIC, ModelServer, Reply, Text, ToolCall, Turn
-from .turns import assert_scripted_and_offline, claude_tool_results, content_text
+from .turns import (
+    assert_scripted_and_offline,
+    claude_tool_results,
+    content_text,
+    run_claude_turns,
+)
 from .workspaces import Workspace
 
 pytestmark = pytest.mark.agents
@@ -66,21 +70,15 @@ def test_claude_edit_commit_edit_is_never_stopped_nor_refused(
         Reply(person_commits_then),
         Text("done"),
     ]
-    model_server.script(ANTHROPIC, turns)
-
-    run = run_claude(
+    results = run_claude_turns(
         claude,
-        model_server.url,
-        workspace.path,
+        model_server,
+        workspace,
         tmp_path / "home",
-        "Use lib in main, committing as you go.",
+        turns,
+        prompt="Use lib in main, committing as you go.",
         extra=("--allowedTools", "Bash"),
     )
-
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert json.loads(run.stdout)["result"] == "done"
-    assert_scripted_and_offline(model_server, ANTHROPIC, turns)
-    results = claude_tool_results(model_server)
     assert [r.get("is_error", False) for r in results] == [False] * 6, results
     assert main.read_text() == "import lib\nprint(lib.f() + 1)\n"
     [during] = committed

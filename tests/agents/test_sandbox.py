@@ -2,8 +2,9 @@
 and what Codex's own sandbox modes allow.
 
 Claude Code: the scripted model asks for Bash commands that read the workspace owner's key
-file, connect to its hook socket and look the socket up. With the hook alone all succeed
-(the hook lets a command through when nothing drifted); with `--sandbox` each fails inside
+file, connect to its hook socket and look the socket up, each path built at run time (a
+command that names the fence's files is the hook's to block: test_fence_guards). With the
+hook alone all succeed (nothing drifted); with `--sandbox` each fails inside
 the client, and so does an append to .git/config: the tool results the model receives say
 so. `hook uninstall claude` then takes the sandbox settings away again.
 
@@ -54,20 +55,27 @@ def python(code: str, description: str) -> ToolCall:
     )
 
 
+def hidden(path: Path) -> str:
+    """A Python expression for `path` that builds it at run time (reversed): the hook's check
+    of the fence's own files reads a command's text and cannot see it, so what stops the
+    command is the sandbox, its second line (docs/HOOKS.md, section 6)."""
+    return f"{str(path)[::-1]!r}[::-1]"
+
+
 def probes(key: Path, sock: Path, config: Path | None) -> list[Turn]:
     """Read `key`, connect to `sock`, stat `sock`, and (given `config`) append to it, then
     finish: each command prints its marker on success."""
     calls = [
-        python(f"print({READ_OK!r}, len(open({str(key)!r}).read()))", "key"),
+        python(f"print({READ_OK!r}, len(open({hidden(key)}).read()))", "key"),
         python(
             "import socket; s = socket.socket(socket.AF_UNIX); "
-            f"s.connect({str(sock)!r}); print({CONNECTED!r})",
+            f"s.connect({hidden(sock)}); print({CONNECTED!r})",
             "connect",
         ),
-        python(f"import os; os.stat({str(sock)!r}); print({SEEN!r})", "stat"),
+        python(f"import os; os.stat({hidden(sock)}); print({SEEN!r})", "stat"),
     ]
     if config is not None:
-        calls.append(python(f"open({str(config)!r}, 'a').write('#'); print({WROTE!r})", "git"))
+        calls.append(python(f"open({hidden(config)}, 'a').write('#'); print({WROTE!r})", "git"))
     return [*calls, Text("done")]
 
 

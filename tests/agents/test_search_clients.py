@@ -5,15 +5,14 @@ naming it. Automatic mode (no `workspace trust`); nothing leaves 127.0.0.1."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .clients import run_claude, skip_without_clients
-from .model_server import ANTHROPIC, ModelServer, Reply, Text, ToolCall, Turn
-from .turns import assert_scripted_and_offline, claude_tool_results, content_text
+from .clients import skip_without_clients
+from .model_server import ModelServer, Reply, Text, ToolCall, Turn
+from .turns import content_text, run_claude_turns
 from .workspaces import Workspace
 
 pytestmark = pytest.mark.agents
@@ -47,21 +46,15 @@ def test_claude_grep_shows_lib_lib_drifts_edit_is_blocked_naming_it(
         Reply(drift_then_edit),
         Text("done"),
     ]
-    model_server.script(ANTHROPIC, turns)
-
-    run = run_claude(
+    results = run_claude_turns(
         claude,
-        model_server.url,
-        workspace.path,
+        model_server,
+        workspace,
         tmp_path / "home",
-        "Use helper_f in main.",
+        turns,
+        prompt="Use helper_f in main.",
         extra=("--allowedTools", "Bash"),
     )
-
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert json.loads(run.stdout)["result"] == "done"
-    assert_scripted_and_offline(model_server, ANTHROPIC, turns)
-    results = claude_tool_results(model_server)
     assert [r.get("is_error", False) for r in results] == [False, False, True]
     assert "lib.py:1:def helper_f():" in content_text(results[1]["content"])  # what it saw
     reason = content_text(results[2]["content"])

@@ -97,12 +97,15 @@ def run_claude_turns(
     home: Path,
     turns: list[Turn],
     session: str | None = None,
+    prompt: str = "Change a.txt to say new.",
+    extra: tuple[str, ...] = (),
 ) -> list[dict[str, Any]]:
-    """Run `turns` in one `claude -p` (its session id `session` when given); returns the
-    tool_result blocks the model last received."""
+    """Run `turns` in one `claude -p` (its session id `session` when given, `extra` arguments
+    after the usual ones), asserting it ran them all offline and ended with "done"; returns
+    the tool_result blocks the model last received."""
     server.script(ANTHROPIC, turns)
-    extra = ("--session-id", session) if session else ()
-    run = run_claude(claude, server.url, ws.path, home, "Change a.txt to say new.", extra=extra)
+    extra = (*extra, "--session-id", session) if session else extra
+    run = run_claude(claude, server.url, ws.path, home, prompt, extra=extra)
     assert run.returncode == 0, run.stdout + run.stderr
     assert json.loads(run.stdout)["result"] == "done"
     assert_scripted_and_offline(server, ANTHROPIC, turns)
