@@ -112,17 +112,21 @@ def test_oversize_and_malformed_requests_get_an_error_status(tmp_path: Path) -> 
         assert post(repo, b"{}", key=key, query="mode=sideways")[1]["decision"] == "block"
 
 
-def test_with_the_owner_stopped_nothing_answers(tmp_path: Path) -> None:
+def test_with_the_owner_stopped_nothing_answers_and_a_restart_takes_the_same_port(
+    tmp_path: Path,
+) -> None:
     repo = make_repo(tmp_path / "repo", FILES)
     with served(repo):
         port = port_of(repo)
-    assert not httphook.record_path(cluster_of(repo), "ws").exists()
     assert httphook.served_port(cluster_of(repo), "ws") is None
     try:
         socket.create_connection(("127.0.0.1", port), timeout=5).close()
     except ConnectionRefusedError:
-        return
-    raise AssertionError(f"port {port} still answers")  # (or another process took it)
+        pass
+    else:
+        raise AssertionError(f"port {port} still answers")  # (or another process took it)
+    with served(repo):
+        assert port_of(repo) == port  # the installed handlers name it: they work again
 
 
 def test_answers_map_exit_codes_as_claude_code_reads_them() -> None:

@@ -18,6 +18,14 @@ default; `--explicit` keeps the trusted plans only) the command carries `--mode 
 PostToolUse also sees reads and shell commands, from which a session's own plan is made (see
 `autohook`).
 
+Where a workspace owner serves ROOT and its http hook door listens (`httphook`), Claude
+Code's project-local file gets `type: "http"` handlers instead: a POST of the same payload
+to the owner on 127.0.0.1, no process per call, `"onFailure": "block"`, the cluster's key
+(`httphook.ensure_secret`) in a header read from the environment variable
+`httphook.ENV`, which the same file's `env` sets. Elsewhere (not served, --shared, --user)
+the command form below is written; install again once the owner runs (its port changes
+with each start: the http handlers name it).
+
 A group is {"matcher": REGEX, "hooks": [handler]}. Claude Code handlers carry
 `"onFailure": "block"` (a hook that cannot start, times out or crashes blocks the call) and
 use the exec form {"command": ABS, "args": [...]} (no shell); the shared file names
@@ -45,6 +53,7 @@ import tomli_w
 from ...cluster.command import executable
 from ...core.errors import ConfigError
 from ..place.paths import worktree_root
+from .httphook import ENV, PATH, ensure_secret, http_handler, served_port
 
 EVENTS = ("PreToolUse", "PostToolUse")  # check before a call; record the agent's own edit
 SESSION = "SessionStart"  # join a worktree the agent created; automatic mode: start the plan
@@ -82,6 +91,7 @@ _OUR_TOML = re.compile(
     r"timeout = \d+\n"
 )
 _OURS = re.compile(r"(^|[\s/'\"])(planfence|planfence_net)['\"]?\s+hook\s+(claude|codex)\b")
+_OUR_URL = re.compile(rf"http://127\.0\.0\.1:\d+{re.escape(PATH)}(\?|$)")
 
 
 def project_root(project: Path) -> Path:
@@ -234,6 +244,11 @@ def merged(
 def removed(config: dict[str, Any]) -> dict[str, Any]:
     """`config` without our handlers; a group left empty and empty containers go too."""
     out = copy.deepcopy(config)
+    env = out.get("env")
+    if isinstance(env, dict) and ENV in env:  # the http handlers' key (`hook install`'s)
+        del env[ENV]
+        if not env:
+            del out["env"]
     hooks = out.get("hooks")
     if not isinstance(hooks, dict):
         return out
@@ -263,9 +278,11 @@ def _without_ours(group: Any) -> Any:
 
 
 def is_ours(handler: Any) -> bool:
-    """True for a handler of ours, in the shell form or the exec form."""
+    """True for a handler of ours, in the shell form, the exec form or the http form."""
     if not isinstance(handler, dict):
         return False
+    if handler.get("type") == "http":
+        return bool(_OUR_URL.match(str(handler.get("url", ""))))
     command, args = str(handler.get("command", "")), handler.get("args")
     if isinstance(args, list) and args[:1] == ["hook"] and args[1:2] in (["claude"], ["codex"]):
         return Path(command).name == "planfence"
@@ -322,13 +339,38 @@ def install(
     ours = handler(
         agent, root, cluster=cluster, user=user, shared=shared, timeout=timeout, explicit=explicit
     )
+    door = None if agent != "claude" or user or shared else http_door(root, cluster)
+    if door is not None:
+        argv = hook_args(agent, cluster, user, timeout, explicit)[2:]
+        ours = http_handler(door[1], argv, TIMEOUT)
     before = load(path)
     config = merged(before, agent, ours, mcp_writes, explicit)
+    if door is not None:
+        env = config.setdefault("env", {})
+        if not isinstance(env, dict):
+            raise ConfigError(f"{path}: 'env' has an unexpected shape; not touching it")
+        env[ENV] = ensure_secret(door[0])
     path.parent.mkdir(parents=True, exist_ok=True)
     _write(path, _toml_text(path, before, config) if fmt == "toml" else dump(path, config))
     for other in moved:
         uninstall_file(other)
     return path, moved
+
+
+def http_door(root: Path, cluster: Path | None = None) -> tuple[Path, int] | None:
+    """(cluster folder, port) of the http hook door of the workspace owner serving `root`
+    (of the cluster `cluster`, else the one found for `root`) when it listens, else None."""
+    from ..place.config import NoCluster, find_cluster, locate, workspaces
+
+    try:
+        cdir = find_cluster(cluster, root)
+        found = locate(workspaces(cdir), root / "x")
+    except (NoCluster, ConfigError):
+        return None
+    if found is None:
+        return None
+    port = served_port(cdir.root, found[0])
+    return None if port is None else (cdir.root, port)
 
 
 def _other_forms(agent: str, root: Path, fmt: str, user: bool, shared: bool) -> list[Path]:

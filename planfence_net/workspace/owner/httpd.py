@@ -2,8 +2,9 @@
 127.0.0.1 in front of the same `hook.decide` the hook socket (`hookd`) and the in-process
 hook run. No process starts per tool call.
 
-    serve         listen on an ephemeral loopback port until cancelled, recorded in
-                  `httphook.record_path` (CLUSTER/run/hook-http-AGENT.json)
+    serve         listen on a loopback port until cancelled, recorded in
+                  `httphook.record_path` (CLUSTER/run/hook-http-AGENT.json); the port
+                  recorded there before when it is free, else an ephemeral one
     answer_body   the http-hook answer (status, JSON body) for one `decide` answer
     argv_of       the `planfence hook claude` options of a request's query
 
@@ -40,6 +41,7 @@ from urllib.parse import parse_qsl, urlsplit
 import anyio
 import h11
 from anyio.abc import SocketAttribute, SocketStream, TaskStatus
+from anyio.streams.stapled import MultiListener
 
 from ...owners.logs import EventLog
 from ..hook.client import DEFAULT_TIMEOUT, GRACE, MAX_PAYLOAD
@@ -57,17 +59,17 @@ async def serve(
     task_status: TaskStatus[int | None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve Claude Code's http hooks for the owner `agent` of the cluster folder `cluster`
-    until cancelled. Reports the bound port once it listens and its record is written
-    (removed again when it stops), or None when it cannot listen (logged; the owner serves
-    on without it)."""
+    until cancelled. Reports the bound port once it listens and its record is written (the
+    record stays when it stops: the next start takes the same port when it is free), or
+    None when it cannot listen (logged; the owner serves on without it)."""
+    record = record_path(cluster, agent)
     try:
-        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+        listener = await _listen(_last_port(record))
     except OSError as exc:
         log.write("hookhttp", serving=False, reason=f"{type(exc).__name__}: {exc}")
         task_status.started(None)
         return
     port = listener.extra(SocketAttribute.local_port)
-    record = record_path(cluster, agent)
     workers = anyio.CapacityLimiter(WORKERS)
     try:
         async with listener, anyio.create_task_group() as tg:
@@ -79,9 +81,25 @@ async def serve(
             task_status.started(port)
             await listener.serve(lambda s: _connection(s, cluster, log, workers), task_group=tg)
     finally:
-        with contextlib.suppress(OSError, ValueError):
-            if json.loads(record.read_text()).get("pid") == os.getpid():
-                os.unlink(record)
+        log.write("hookhttp", serving=False, port=port, reason="stopped")
+
+
+def _last_port(record: Path) -> int:
+    """The port this owner's door had before (0: none recorded)."""
+    try:
+        port = json.loads(record.read_text())["port"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0
+    return port if isinstance(port, int) and 0 < port < 65536 else 0
+
+
+async def _listen(port: int) -> MultiListener[SocketStream]:
+    """A listener on 127.0.0.1: on `port` when it is free (so the installed handlers, which
+    name it, work again after a restart), else on an ephemeral one."""
+    if port:
+        with contextlib.suppress(OSError):
+            return await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=port)
+    return await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
 
 
 async def _connection(
