@@ -172,6 +172,12 @@ def install(
         help="claude only: also turn on Claude Code's sandbox for Bash, which then cannot read "
         "the fence's keys or socket nor write its files (needs bubblewrap on Linux).",
     ),
+    command_form: bool = Option(
+        False,
+        "--command",
+        help="claude only: a command handler (a process per call) even where the workspace "
+        "owner's http hook door listens (default there: http handlers to the owner).",
+    ),
 ) -> None:
     """Merge our PreToolUse and PostToolUse hooks (Claude Code: and SessionStart) into the
     agent's config; other hooks stay."""
@@ -203,6 +209,7 @@ def install(
         mcp_writes=mcp_writes,
         timeout=timeout,
         explicit=explicit,
+        http=not command_form,
     )
     root = installer.project_root(project)
     if not user:
@@ -235,6 +242,9 @@ def install(
         )
         return
     click.echo(f"installed the PlanFence hooks (PreToolUse, PostToolUse) for {agent} in {path}")
+    door = installer.http_url(path)
+    if door:
+        click.echo(f"as http hooks: the workspace owner answers them at {door}")
     click.echo(installer.unserved_note(root, cluster), nl=False, err=True)
     for other in moved:
         click.echo(f"moved ours out of {other} (Codex would run both forms)")

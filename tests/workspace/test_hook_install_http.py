@@ -74,7 +74,9 @@ def test_served_worktree_gets_http_handlers(tmp_path: Path, home: Path) -> None:
         assert run_cli("hook", "install", "claude", "--project", repo)[0] == 0  # repairs it
         assert status(repo)["state"] == "active"
     found = status(repo)  # the owner stopped: every call would block
-    assert found["state"] == "broken" and found["detail"].startswith("nothing answers at http")
+    assert (found["state"], found["step"]) == ("not served", f"planfence workspace serve {repo}")
+    with served(repo):  # its door took the recorded port again: active as installed
+        assert status(repo)["state"] == "active"
     assert run_cli("hook", "uninstall", "claude", "--project", repo)[:2] == (
         0,
         f"removed the PlanFence hook from {local}\n",

@@ -39,6 +39,7 @@ text, so the rest of the file stays byte for byte.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -322,8 +323,10 @@ def install(
     mcp_writes: str | None = None,
     timeout: float | None = None,
     explicit: bool = False,
+    http: bool = True,
 ) -> tuple[Path, list[Path]]:
-    """Merge our hooks into `agent`'s config (see module doc); returns the file written and
+    """Merge our hooks into `agent`'s config (see module doc; the http form only where
+    `http`); returns the file written and
     the files ours was moved out of (Codex: the other form of the same layer). Raises
     ConfigError when that other form holds someone else's hooks: Codex would load both."""
     check_timeout(timeout)
@@ -339,7 +342,7 @@ def install(
     ours = handler(
         agent, root, cluster=cluster, user=user, shared=shared, timeout=timeout, explicit=explicit
     )
-    door = None if agent != "claude" or user or shared else http_door(root, cluster)
+    door = None if agent != "claude" or user or shared or not http else http_door(root, cluster)
     if door is not None:
         argv = hook_args(agent, cluster, user, timeout, explicit)[2:]
         ours = http_handler(door[1], argv, TIMEOUT)
@@ -371,6 +374,18 @@ def http_door(root: Path, cluster: Path | None = None) -> tuple[Path, int] | Non
         return None
     port = served_port(cdir.root, found[0])
     return None if port is None else (cdir.root, port)
+
+
+def http_url(path: Path) -> str | None:
+    """The URL of our http PreToolUse handler in the Claude Code settings at `path`, if any."""
+    with contextlib.suppress(ConfigError):
+        hooks = load(path).get("hooks")
+        groups = hooks.get("PreToolUse") if isinstance(hooks, dict) else None
+        for group in groups if isinstance(groups, list) else []:
+            for h in group.get("hooks", []) if isinstance(group, dict) else []:
+                if is_ours(h) and isinstance(h, dict) and h.get("type") == "http":
+                    return str(h["url"])
+    return None
 
 
 def _other_forms(agent: str, root: Path, fmt: str, user: bool, shared: bool) -> list[Path]:

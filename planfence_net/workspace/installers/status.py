@@ -113,6 +113,11 @@ def claude_status(root: Path) -> AgentStatus:
             install,
             where,
         )
+    unserved = None
+    if any(h.get("type") == "http" for h in handlers):  # owner down: its door is too
+        unserved = serving(root, cluster_of(handlers))
+        if unserved:
+            return AgentStatus("claude", UNSERVED, unserved[0], unserved[1], where)
     for h in {json.dumps(h, sort_keys=True): h for h in handlers}.values():
         problem = probe_http(h, root, files) if h.get("type") == "http" else probe(h, root)
         if problem:
@@ -197,10 +202,7 @@ def probe_http(handler: dict[str, Any], root: Path, files: list[Path]) -> str:
         why = "the key does not match" if exc.code == 403 else f"HTTP {exc.code}"
         return f"the hook's owner at {url} refused the probe ({why}): every call is blocked"
     except OSError as exc:
-        return (
-            f"nothing answers at {url} ({exc}): every call is blocked; start the owner, "
-            "then install again"
-        )
+        return f"nothing answers at {url} ({exc}): every call is blocked; install again"
     return ""
 
 
