@@ -15,6 +15,7 @@ from planfence_net.workspace.installers import httphook
 from support.cluster import PLANFENCE
 from support.workspace import make_repo, run_cli, served
 
+ENVIRONMENT = ["PLANFENCE_CLUSTER", "XDG_STATE_HOME", "HOME", "CODEX_HOME", "XDG_CONFIG_HOME"]
 THEIRS = {"env": {"FOO": "1"}, "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
     {"type": "command", "command": "true"}]}]}}  # fmt: skip
 
@@ -50,17 +51,23 @@ def test_served_worktree_gets_http_handlers(tmp_path: Path, home: Path) -> None:
         handler = {
             "type": "http",
             "url": f"http://127.0.0.1:{port}/hook/claude?mode=auto",
-            "headers": {"X-PlanFence-Key": "${PLANFENCE_HOOK_KEY}"},
-            "allowedEnvVars": ["PLANFENCE_HOOK_KEY"],
+            "headers": {
+                "X-PlanFence-Key": "${PLANFENCE_HOOK_KEY}",
+                **{f"X-PlanFence-Env-{n}": f"${{{n}}}" for n in ENVIRONMENT},
+            },
+            "allowedEnvVars": ["PLANFENCE_HOOK_KEY", *ENVIRONMENT],
             "timeout": 30,
             "onFailure": "block",
         }
         pre = config["hooks"]["PreToolUse"]
         assert pre[0] == THEIRS["hooks"]["PreToolUse"][0]  # type: ignore[index]
         assert pre[1]["hooks"] == [handler]
-        assert config["hooks"]["SessionStart"] == [
+        assert config["hooks"]["SessionEnd"] == [
             {"hooks": [{k: v for k, v in handler.items() if k != "onFailure"}]}
         ]
+        command = {"type": "command", "command": str(PLANFENCE), "timeout": 30}
+        args = ["hook", "claude", "--mode", "auto"]  # Claude Code runs no http SessionStart
+        assert config["hooks"]["SessionStart"] == [{"hooks": [{**command, "args": args}]}]
         found = status(repo)
         assert (found["state"], found["detail"]) == (
             "active",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import socket
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,7 @@ def post(
     """POST `body` to the owner's door: (status, parsed JSON body)."""
     conn = http.client.HTTPConnection("127.0.0.1", port_of(repo), timeout=20)
     try:
-        sent = {"Content-Type": "application/json", **headers}
+        sent = {"Content-Type": "application/json", **environment(), **headers}
         if key is not None:
             sent[httphook.HEADER] = key
         conn.request("POST", f"{httphook.PATH}?{query}", body=body, headers=sent)
@@ -47,6 +48,11 @@ def post(
         return answer.status, json.loads(answer.read())
     finally:
         conn.close()
+
+
+def environment() -> dict[str, str]:
+    """The environment headers Claude Code sends, with this process's (the owner's) values."""
+    return {httphook.ENV_HEADER + n: os.environ.get(n, "") for n in httphook.ENVIRONMENT}
 
 
 def deny_reason(answer: Any) -> str:
@@ -70,6 +76,12 @@ def test_the_door_answers_with_the_hooks_decision(tmp_path: Path) -> None:
         assert status == 200
         assert deny_reason(answer).startswith(
             f"PlanFence blocked Edit of {repo / 'auth.ts'}: {DENY_DRIFT}."
+        )
+        other = {httphook.ENV_HEADER + "HOME": "/elsewhere"}
+        status, answer = post(repo, edit, key=key, **other)
+        assert status == 200 and deny_reason(answer).startswith(
+            "PlanFence blocked this call: Claude Code runs with another HOME than the "
+            "workspace owner answering its http hooks"
         )
         status, answer = post(repo, b"not json", key=key)  # decide's own block
         assert status == 200 and answer["decision"] == "block"

@@ -19,12 +19,17 @@ PostToolUse also sees reads and shell commands, from which a session's own plan 
 `autohook`).
 
 Where a workspace owner serves ROOT and its http hook door listens (`httphook`), Claude
-Code's project-local file gets `type: "http"` handlers instead: a POST of the same payload
+Code's project-local file gets `type: "http"` handlers instead (SessionStart excepted: Claude
+Code runs no http handler there, so it keeps the command form): a POST of the same payload
 to the owner on 127.0.0.1, no process per call, `"onFailure": "block"`, the cluster's key
 (`httphook.ensure_secret`) in a header read from the environment variable
-`httphook.ENV`, which the same file's `env` sets. Elsewhere (not served, --shared, --user)
+`httphook.ENV`, which the same file's `env` sets, and Claude Code's values of the
+variables the answer depends on (`httphook.ENVIRONMENT`: the owner denies a call when they
+are not its own). Elsewhere (not served, --shared, --user)
 the command form below is written; install again once the owner runs (its port changes
-with each start: the http handlers name it).
+with each start when that port is taken: the http handlers name it). With Claude Code's
+sandbox on in that file (`--sandbox`), the command form too: under it Claude Code did not
+send our key.
 
 A group is {"matcher": REGEX, "hooks": [handler]}. Claude Code handlers carry
 `"onFailure": "block"` (a hook that cannot start, times out or crashes blocks the call) and
@@ -342,13 +347,19 @@ def install(
     ours = handler(
         agent, root, cluster=cluster, user=user, shared=shared, timeout=timeout, explicit=explicit
     )
-    door = None if agent != "claude" or user or shared or not http else http_door(root, cluster)
+    command = ours
+    before = load(path)
+    door = None
+    if agent == "claude" and http and not (user or shared or _sandboxed(before)):
+        door = http_door(root, cluster)
     if door is not None:
         argv = hook_args(agent, cluster, user, timeout, explicit)[2:]
         ours = http_handler(door[1], argv, TIMEOUT)
-    before = load(path)
     config = merged(before, agent, ours, mcp_writes, explicit)
     if door is not None:
+        # Claude Code 2.1.332 skips http handlers on SessionStart ("HTTP hooks are not
+        # supported for SessionStart"): that one event keeps the command form.
+        config["hooks"][SESSION][-1] = our_group(agent, command, SESSION)
         env = config.setdefault("env", {})
         if not isinstance(env, dict):
             raise ConfigError(f"{path}: 'env' has an unexpected shape; not touching it")
@@ -374,6 +385,13 @@ def http_door(root: Path, cluster: Path | None = None) -> tuple[Path, int] | Non
         return None
     port = served_port(cdir.root, found[0])
     return None if port is None else (cdir.root, port)
+
+
+def _sandboxed(config: dict[str, Any]) -> bool:
+    """Whether `config` turns on Claude Code's sandbox, under which Claude Code 2.1.332 did
+    not put our key into the header (measured: every call got 403): the command form then."""
+    sandbox = config.get("sandbox")
+    return isinstance(sandbox, dict) and sandbox.get("enabled") is True
 
 
 def http_url(path: Path) -> str | None:

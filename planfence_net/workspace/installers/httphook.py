@@ -6,6 +6,7 @@ the names the installer and the owner's door (`owner/httpd.py`) share.
     served_port   the recorded port when that owner is up and listening, else None
     ensure_secret the key, made once (32 random bytes, hex) and kept across installs
     http_handler  {"type": "http", "url", "headers", "allowedEnvVars", "timeout", "onFailure"}
+    other_environment  which of ENVIRONMENT a request's headers give otherwise than here
     query         the `planfence hook claude` options as the URL's query
 
 Claude Code 2.1.332 POSTs the hook's JSON payload to `url`; a header value's `$NAME` or
@@ -29,6 +30,10 @@ HEADER = "X-PlanFence-Key"  # the key's header
 ENV = "PLANFENCE_HOOK_KEY"  # the environment variable Claude Code interpolates into it
 PATH = "/hook/claude"
 PROBE_TIMEOUT = 1.0  # seconds to see whether the recorded port listens
+# What `hook.decide` reads from the environment (`hook.client.environment`): the client sends
+# its values (one header each), and the owner answers only when they are its own.
+ENVIRONMENT = ("PLANFENCE_CLUSTER", "XDG_STATE_HOME", "HOME", "CODEX_HOME", "XDG_CONFIG_HOME")
+ENV_HEADER = "X-PlanFence-Env-"  # + NAME
 
 
 def record_path(cluster: Path, agent: str) -> Path:
@@ -83,8 +88,19 @@ def http_handler(port: int, argv: list[str], timeout: int) -> dict[str, Any]:
     return {
         "type": "http",
         "url": f"http://127.0.0.1:{port}{PATH}{tail}",
-        "headers": {HEADER: f"${{{ENV}}}"},
-        "allowedEnvVars": [ENV],
+        "headers": {HEADER: f"${{{ENV}}}", **{ENV_HEADER + n: f"${{{n}}}" for n in ENVIRONMENT}},
+        "allowedEnvVars": [ENV, *ENVIRONMENT],
         "timeout": timeout,
         "onFailure": "block",
     }
+
+
+def other_environment(headers: dict[str, str]) -> list[str]:
+    """The names of ENVIRONMENT whose value in `headers` (lower-case names; missing: unset)
+    differs from this process's (unset and "" are the same: Claude Code sends "" for an
+    unset variable)."""
+    return [
+        name
+        for name in ENVIRONMENT
+        if headers.get((ENV_HEADER + name).lower(), "") != os.environ.get(name, "")
+    ]

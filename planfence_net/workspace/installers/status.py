@@ -175,7 +175,7 @@ def probe_http(handler: dict[str, Any], root: Path, files: list[Path]) -> str:
     import urllib.error
     import urllib.request
 
-    from .httphook import ENV, HEADER
+    from .httphook import ENV, ENV_HEADER, ENVIRONMENT, HEADER
 
     env = dict(os.environ)
     for path in files:
@@ -190,11 +190,9 @@ def probe_http(handler: dict[str, Any], root: Path, files: list[Path]) -> str:
         "tool_input": {"file_path": str(root / "README.md")},
     }
     url = str(handler.get("url", ""))
-    request = urllib.request.Request(
-        url,
-        data=json.dumps(payload).encode(),
-        headers={"Content-Type": "application/json", HEADER: str(env.get(ENV, ""))},
-    )
+    headers = {ENV_HEADER + n: str(env.get(n, "")) for n in ENVIRONMENT}
+    headers.update({"Content-Type": "application/json", HEADER: str(env.get(ENV, ""))})
+    request = urllib.request.Request(url, data=json.dumps(payload).encode(), headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=PROBE_TIMEOUT) as answer:
             answer.read()

@@ -17,6 +17,9 @@ refused connection, a timeout):
   time) before any of the body is read, else 403; no secret file: 403;
 - a body larger than `client.MAX_PAYLOAD` (by Content-Length, or as it grows) gets 413
   unread; a request not parsed by h11 gets 400; another method or path 404;
+- a request whose `X-PlanFence-Env-NAME` headers (Claude Code's values of the variables
+  `decide` reads: `httphook.ENVIRONMENT`) differ from the owner's is denied with that
+  reason: the owner's answer would not be the one Claude Code's own hook gives;
 - `decide` runs in a worker thread (at most hookd.WORKERS at once); a call not decided
   within its `--timeout` plus GRACE gets 503.
 
@@ -45,7 +48,7 @@ from anyio.streams.stapled import MultiListener
 
 from ...owners.logs import EventLog
 from ..hook.client import DEFAULT_TIMEOUT, GRACE, MAX_PAYLOAD
-from ..installers.httphook import HEADER, PATH, record_path, secret_path
+from ..installers.httphook import HEADER, PATH, other_environment, record_path, secret_path
 from .hookd import READ_TIMEOUT, WORKERS
 
 MAX_HEAD = 16 * 1024  # bytes of request line and headers
@@ -150,6 +153,12 @@ async def _exchange(
         log.write("hook_refused", door="http", reason="oversize", limit=MAX_PAYLOAD)
         await _send(stream, conn, 413, {"error": f"payload over {MAX_PAYLOAD} bytes"})
         return False
+    given = {n.decode("latin-1").lower(): v.decode("latin-1") for n, v in request.headers}
+    other = other_environment(given)
+    if other:  # `decide` would read other files than Claude Code's own hook would
+        log.write("hook_refused", door="http", reason="environment", names=other)
+        await _send(stream, conn, *answer_body(_event(body), 2, "", _other_env(other)))
+        return True
     status, answer = await _decide(request, body, log, workers)
     await _send(stream, conn, status, answer)
     return True
@@ -234,6 +243,16 @@ async def _decide(
         return 503, {"error": "PlanFence's hook did not decide in time; the call is blocked"}
     log.write("hook", client="claude", door="http", code=answer.code, ms=ms)
     return answer_body(_event(body), answer.code, answer.stdout, answer.stderr)
+
+
+def _other_env(names: list[str]) -> str:
+    return (
+        f"PlanFence blocked this call: Claude Code runs with another {', '.join(names)} than "
+        "the workspace owner answering its http hooks, so the owner cannot check it as "
+        "Claude Code's own hook would. Ask the user to run Claude Code and the owner with the "
+        "same environment, or to install the command form: planfence hook install claude "
+        "--command."
+    )
 
 
 def _event(body: bytes) -> str:
