@@ -105,8 +105,19 @@ def test_oversize_and_malformed_requests_get_an_error_status(tmp_path: Path) -> 
     repo = make_repo(tmp_path / "repo", FILES)
     with served(repo):
         key = httphook.ensure_secret(cluster_of(repo))
-        status, answer = post(repo, b"x" * (MAX_PAYLOAD + 1), key=key)
-        assert (status, answer) == (413, {"error": f"payload over {MAX_PAYLOAD} bytes"})
+        # Refused by its Content-Length, before any of the body is sent (a client still
+        # sending it when the answer comes may see the connection close: it blocks too).
+        with socket.create_connection(("127.0.0.1", port_of(repo)), timeout=20) as raw:
+            raw.sendall(
+                f"POST {httphook.PATH} HTTP/1.1\r\nHost: x\r\n{httphook.HEADER}: {key}\r\n"
+                f"Content-Length: {MAX_PAYLOAD + 1}\r\n\r\n".encode()
+            )
+            answer = http.client.HTTPResponse(raw)
+            answer.begin()
+            assert (answer.status, json.loads(answer.read())) == (
+                413,
+                {"error": f"payload over {MAX_PAYLOAD} bytes"},
+            )
         # A chunked body announces no length: it is cut off as it grows past the cap.
         chunks = [b"x" * 65536] * (MAX_PAYLOAD // 65536 + 2)
         conn = http.client.HTTPConnection("127.0.0.1", port_of(repo), timeout=20)
