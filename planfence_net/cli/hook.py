@@ -161,6 +161,12 @@ ExplicitOpt = Option(
     help="Only explicitly trusted plans: a session without one is blocked (default: "
     "automatic mode, where a session's own plan is made from what it reads and writes).",
 )
+CommandFormOpt = Option(
+    False,
+    "--command",
+    help="claude only: a command handler (a process per call) even where the workspace "
+    "owner's http hook door listens (default there: http handlers to the owner).",
+)
 SandboxOpt = Option(
     False,
     "--sandbox",
@@ -186,6 +192,7 @@ def install(
     json_out: bool = JsonOpt,
     explicit: bool = ExplicitOpt,
     sandbox: bool = SandboxOpt,
+    command_form: bool = CommandFormOpt,
 ) -> None:
     """Merge our PreToolUse and PostToolUse hooks (Claude Code: and SessionStart) into the
     agent's config; other hooks stay."""
@@ -217,6 +224,7 @@ def install(
         mcp_writes=mcp_writes,
         timeout=timeout,
         explicit=explicit,
+        http=not command_form,
     )
     root = installer.project_root(project)
     if not user:
@@ -280,6 +288,9 @@ class _Installed:
         click.echo(
             f"installed the PlanFence hooks (PreToolUse, PostToolUse) for {agent} in {self.path}"
         )
+        door = installer.http_url(self.path)
+        if door:
+            click.echo(f"as http hooks: the workspace owner answers them at {door}")
         click.echo(installer.unserved_note(root, cluster), nl=False, err=True)
         for other in self.moved:
             click.echo(f"moved ours out of {other} (Codex would run both forms)")

@@ -62,7 +62,7 @@ def test_claude_read_drift_block_reread_write(
     claude: Path, model_server: ModelServer, workspace: Workspace, tmp_path: Path
 ) -> None:
     add_sources(workspace)
-    workspace.planfence("hook", "install", "claude", "--project", workspace.path)
+    workspace.planfence("hook", "install", "claude", "--project", workspace.path, "--command")
     lib, main = workspace.path / "lib.py", workspace.path / "main.py"
     write = ToolCall("Write", {"file_path": str(main), "content": "import lib\nlib.f()\n"})
     turns: list[Turn] = [

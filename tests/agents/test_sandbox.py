@@ -102,7 +102,7 @@ def test_claude_sandbox_keeps_bash_from_the_fence_key_and_socket(
     local = workspace.path / ".claude" / "settings.local.json"
     local.parent.mkdir()
     local.write_text(json.dumps({"permissions": {"allow": ["Bash"]}}))
-    workspace.planfence("hook", "install", "claude", "--project", workspace.path)
+    workspace.planfence("hook", "install", "claude", "--project", workspace.path, "--command")
     results = run_probes(claude, model_server, workspace, tmp_path / "home")
     said = [content_text(r["content"]) for r in results]
     assert [r.get("is_error", False) for r in results] == [False] * 3, said  # the hook alone
@@ -133,7 +133,7 @@ def test_claude_sandbox_alone_leaves_the_key_readable(
     local.parent.mkdir()
     scalars = {"enabled": True, "failIfUnavailable": True, "allowUnsandboxedCommands": False}
     local.write_text(json.dumps({"permissions": {"allow": ["Bash"]}, "sandbox": scalars}))
-    workspace.planfence("hook", "install", "claude", "--project", workspace.path)
+    workspace.planfence("hook", "install", "claude", "--project", workspace.path, "--command")
     config = workspace.path / ".git" / "config"
     results = run_probes(claude, model_server, workspace, tmp_path / "home", config)
     said = [content_text(r["content"]) for r in results]

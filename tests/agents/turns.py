@@ -120,7 +120,9 @@ def install_claude(place: Workspace, home: Path, executable: Path) -> list[dict[
         )
         settings = home / ".claude" / "settings.json"
     else:
-        place.planfence("hook", "install", "claude", "--project", place.path, executable=executable)
+        place.planfence(  # the command form: these tests are about its process
+            "hook", "install", "claude", "--project", place.path, "--command", executable=executable
+        )
         settings = place.path / ".claude" / "settings.local.json"
     config = json.loads(settings.read_text())
     handlers = [h for g in config["hooks"]["PreToolUse"] for h in g["hooks"]]

@@ -18,6 +18,19 @@ default; `--explicit` keeps the trusted plans only) the command carries `--mode 
 PostToolUse also sees reads and shell commands, from which a session's own plan is made (see
 `autohook`).
 
+Where a workspace owner serves ROOT and its http hook door listens (`httphook`), Claude
+Code's project-local file gets `type: "http"` handlers instead (SessionStart excepted: Claude
+Code runs no http handler there, so it keeps the command form): a POST of the same payload
+to the owner on 127.0.0.1, no process per call, `"onFailure": "block"`, the cluster's key
+(`httphook.ensure_secret`) in a header read from the environment variable
+`httphook.ENV`, which the same file's `env` sets, and Claude Code's values of the
+variables the answer depends on (`httphook.ENVIRONMENT`: the owner denies a call when they
+are not its own). Elsewhere (not served, --shared, --user)
+the command form below is written; install again once the owner runs (its port changes
+with each start when that port is taken: the http handlers name it). With Claude Code's
+sandbox on in that file (`--sandbox`), the command form too: under it Claude Code did not
+send our key.
+
 A group is {"matcher": REGEX, "hooks": [handler]}. Claude Code handlers carry
 `"onFailure": "block"` (a hook that cannot start, times out or crashes blocks the call) and
 use the exec form {"command": ABS, "args": [...]} (no shell); the shared file names
@@ -31,6 +44,7 @@ text, so the rest of the file stays byte for byte.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -45,6 +59,7 @@ import tomli_w
 from ...cluster.command import executable
 from ...core.errors import ConfigError
 from ..place.paths import worktree_root
+from .httphook import ENV, PATH, ensure_secret, http_handler, served_port
 
 EVENTS = ("PreToolUse", "PostToolUse")  # check before a call; record the agent's own edit
 SESSION = "SessionStart"  # join a worktree the agent created; automatic mode: start the plan
@@ -82,6 +97,7 @@ _OUR_TOML = re.compile(
     r"timeout = \d+\n"
 )
 _OURS = re.compile(r"(^|[\s/'\"])(planfence|planfence_net)['\"]?\s+hook\s+(claude|codex)\b")
+_OUR_URL = re.compile(rf"http://127\.0\.0\.1:\d+{re.escape(PATH)}(\?|$)")
 
 
 def project_root(project: Path) -> Path:
@@ -234,6 +250,11 @@ def merged(
 def removed(config: dict[str, Any]) -> dict[str, Any]:
     """`config` without our handlers; a group left empty and empty containers go too."""
     out = copy.deepcopy(config)
+    env = out.get("env")
+    if isinstance(env, dict) and ENV in env:  # the http handlers' key (`hook install`'s)
+        del env[ENV]
+        if not env:
+            del out["env"]
     hooks = out.get("hooks")
     if not isinstance(hooks, dict):
         return out
@@ -263,9 +284,11 @@ def _without_ours(group: Any) -> Any:
 
 
 def is_ours(handler: Any) -> bool:
-    """True for a handler of ours, in the shell form or the exec form."""
+    """True for a handler of ours, in the shell form, the exec form or the http form."""
     if not isinstance(handler, dict):
         return False
+    if handler.get("type") == "http":
+        return bool(_OUR_URL.match(str(handler.get("url", ""))))
     command, args = str(handler.get("command", "")), handler.get("args")
     if isinstance(args, list) and args[:1] == ["hook"] and args[1:2] in (["claude"], ["codex"]):
         return Path(command).name == "planfence"
@@ -305,8 +328,10 @@ def install(
     mcp_writes: str | None = None,
     timeout: float | None = None,
     explicit: bool = False,
+    http: bool = True,
 ) -> tuple[Path, list[Path]]:
-    """Merge our hooks into `agent`'s config (see module doc); returns the file written and
+    """Merge our hooks into `agent`'s config (see module doc; the http form only where
+    `http`); returns the file written and
     the files ours was moved out of (Codex: the other form of the same layer). Raises
     ConfigError when that other form holds someone else's hooks: Codex would load both."""
     check_timeout(timeout)
@@ -322,13 +347,63 @@ def install(
     ours = handler(
         agent, root, cluster=cluster, user=user, shared=shared, timeout=timeout, explicit=explicit
     )
+    command = ours
     before = load(path)
+    door = None
+    if agent == "claude" and http and not (user or shared or _sandboxed(before)):
+        door = http_door(root, cluster)
+    if door is not None:
+        argv = hook_args(agent, cluster, user, timeout, explicit)[2:]
+        ours = http_handler(door[1], argv, TIMEOUT)
     config = merged(before, agent, ours, mcp_writes, explicit)
+    if door is not None:
+        # Claude Code 2.1.332 skips http handlers on SessionStart ("HTTP hooks are not
+        # supported for SessionStart"): that one event keeps the command form.
+        config["hooks"][SESSION][-1] = our_group(agent, command, SESSION)
+        env = config.setdefault("env", {})
+        if not isinstance(env, dict):
+            raise ConfigError(f"{path}: 'env' has an unexpected shape; not touching it")
+        env[ENV] = ensure_secret(door[0])
     path.parent.mkdir(parents=True, exist_ok=True)
     _write(path, _toml_text(path, before, config) if fmt == "toml" else dump(path, config))
     for other in moved:
         uninstall_file(other)
     return path, moved
+
+
+def http_door(root: Path, cluster: Path | None = None) -> tuple[Path, int] | None:
+    """(cluster folder, port) of the http hook door of the workspace owner serving `root`
+    (of the cluster `cluster`, else the one found for `root`) when it listens, else None."""
+    from ..place.config import NoCluster, find_cluster, locate, workspaces
+
+    try:
+        cdir = find_cluster(cluster, root)
+        found = locate(workspaces(cdir), root / "x")
+    except (NoCluster, ConfigError):
+        return None
+    if found is None:
+        return None
+    port = served_port(cdir.root, found[0])
+    return None if port is None else (cdir.root, port)
+
+
+def _sandboxed(config: dict[str, Any]) -> bool:
+    """Whether `config` turns on Claude Code's sandbox, under which Claude Code 2.1.332 did
+    not put our key into the header (measured: every call got 403): the command form then."""
+    sandbox = config.get("sandbox")
+    return isinstance(sandbox, dict) and sandbox.get("enabled") is True
+
+
+def http_url(path: Path) -> str | None:
+    """The URL of our http PreToolUse handler in the Claude Code settings at `path`, if any."""
+    with contextlib.suppress(ConfigError):
+        hooks = load(path).get("hooks")
+        groups = hooks.get("PreToolUse") if isinstance(hooks, dict) else None
+        for group in groups if isinstance(groups, list) else []:
+            for h in group.get("hooks", []) if isinstance(group, dict) else []:
+                if is_ours(h) and isinstance(h, dict) and h.get("type") == "http":
+                    return str(h["url"])
+    return None
 
 
 def _other_forms(agent: str, root: Path, fmt: str, user: bool, shared: bool) -> list[Path]:

@@ -5,7 +5,7 @@ Claude Code reads ~/.claude/settings.json, ROOT/.claude/settings.json and
 ROOT/.claude/settings.local.json and runs every hook it finds there. Ours is active when a
 PreToolUse and a PostToolUse handler of ours are present, each with `"onFailure": "block"`,
 and the command it names starts and answers (a probe: a Read payload, which is never gated,
-must exit 0).
+must exit 0), or for the http form, the owner at its URL answers that payload with 200.
 
 Codex runs a project's hooks only once the project is trusted and each handler is trusted
 by its hash. When a `codex` is at hand (on PATH, or given) it is asked (`hooks/list`);
@@ -20,6 +20,7 @@ unchecked), so the state is "not served" and the step starts the owner.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -116,15 +117,25 @@ def claude_status(root: Path) -> AgentStatus:
             install,
             where,
         )
+    unserved = None
+    if any(h.get("type") == "http" for h in handlers):  # owner down: its door is too
+        unserved = serving(root, cluster_of(handlers))
+        if unserved:
+            return AgentStatus("claude", UNSERVED, unserved[0], unserved[1], where)
     for h in {json.dumps(h, sort_keys=True): h for h in handlers}.values():
-        problem = probe(h, root)
+        problem = probe_http(h, root, files) if h.get("type") == "http" else probe(h, root)
         if problem:
             return AgentStatus("claude", BROKEN, problem, install, where)
     unserved = serving(root, cluster_of(handlers))
     if unserved:
         return AgentStatus("claude", UNSERVED, unserved[0], unserved[1], where)
     return AgentStatus(
-        "claude", ACTIVE, "PreToolUse and PostToolUse fail closed; the command runs", "", where
+        "claude",
+        ACTIVE,
+        "PreToolUse and PostToolUse fail closed; "
+        + ("the owner answers" if handlers[0].get("type") == "http" else "the command runs"),
+        "",
+        where,
     )
 
 
@@ -158,6 +169,42 @@ def probe(handler: dict[str, Any], root: Path) -> str:
         return f"the hook command {shlex.join(argv)} exited {proc.returncode}" + (
             f": {said[-1]}" if said else ""
         )
+    return ""
+
+
+def probe_http(handler: dict[str, Any], root: Path, files: list[Path]) -> str:
+    """POST a Read payload (never gated) to our http handler's URL as Claude Code would, its
+    key's variable read from the settings files' `env`, then from this environment; "" when
+    the owner answered 200, else what went wrong."""
+    import urllib.error
+    import urllib.request
+
+    from .httphook import ENV, ENV_HEADER, ENVIRONMENT, HEADER
+
+    env = dict(os.environ)
+    for path in files:
+        with contextlib.suppress(ConfigError):
+            given = load(path).get("env")
+            env.update(given if isinstance(given, dict) else {})
+    payload = {
+        "session_id": "planfence-hook-status",
+        "cwd": str(root),
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Read",
+        "tool_input": {"file_path": str(root / "README.md")},
+    }
+    url = str(handler.get("url", ""))
+    headers = {ENV_HEADER + n: str(env.get(n, "")) for n in ENVIRONMENT}
+    headers.update({"Content-Type": "application/json", HEADER: str(env.get(ENV, ""))})
+    request = urllib.request.Request(url, data=json.dumps(payload).encode(), headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=PROBE_TIMEOUT) as answer:
+            answer.read()
+    except urllib.error.HTTPError as exc:
+        why = "the key does not match" if exc.code == 403 else f"HTTP {exc.code}"
+        return f"the hook's owner at {url} refused the probe ({why}): every call is blocked"
+    except OSError as exc:
+        return f"nothing answers at {url} ({exc}): every call is blocked; install again"
     return ""
 
 

@@ -37,7 +37,7 @@ from ..model.facts import is_observed, split_key
 from ..model.intents import is_intent
 from ..place.config import workspaces
 from ..place.observe import Observer
-from . import hookd
+from . import hookd, httpd
 from .intentbook import IntentBook
 
 
@@ -179,8 +179,8 @@ async def run_workspace_owner(
     task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the worktree at `root` as `identity` until a signal or cancellation; with
-    `cluster` (its cluster folder), also the hook's socket (`hookd`), listening before the
-    port is reported. The intents' leases are read on `clock`.
+    `cluster` (its cluster folder), also the hook's socket (`hookd`) and its loopback HTTP
+    door for Claude Code's http hooks (`httpd`), both listening before the port is reported. The intents' leases are read on `clock`.
 
     Raises ConfigError when `root` is not a folder.
     """
@@ -200,6 +200,11 @@ async def run_workspace_owner(
         limits=limits,
         accept_loss=accept_loss,
         service=service,
-        tasks=[] if cluster is None else [functools.partial(hookd.serve, cluster)],
+        tasks=[]
+        if cluster is None
+        else [
+            functools.partial(hookd.serve, cluster),
+            functools.partial(httpd.serve, cluster, identity.name),
+        ],
         task_status=task_status,
     )
