@@ -109,7 +109,7 @@ def test_the_wheel_runs_from_its_own_files_and_plots_only_with_the_bench_extra(
     assert Path(where).is_relative_to(installed.root / "venv")
     base = sorted(line.split()[0] for line in requires if line.endswith(" -"))
     assert base == [
-        "PyNaCl", "aiosqlite", "anyio", "click", "cryptography", "msgpack", "rich", "tomli-w",
+        "PyNaCl", "aiosqlite", "anyio", "click", "cryptography", "h11", "msgpack", "rich", "tomli-w",
         "uvloop",
     ]  # fmt: skip
     assert "matplotlib bench" in requires
