@@ -22,6 +22,7 @@ from typing import Any
 
 import aiosqlite
 import anyio
+from anyio.lowlevel import checkpoint
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ..core.errors import PlanfenceError, StoreError
@@ -60,18 +61,32 @@ class Head:
     seq: int
 
 
+Fields = tuple[str, str, list[bytes], Any]  # a put's key, kind, parents and body
+SIGN_TURN = 256  # records signed between two yields to the event loop (a put_many's batch)
+
+
+class PutItemError(Exception):
+    """Item `item` of a `wait_put_many` could not become a record (`error` says why);
+    nothing of that put_many was written."""
+
+    def __init__(self, item: int, error: Exception) -> None:
+        super().__init__(f"item {item}: {error}")
+        self.item = item
+        self.error = error
+
+
 class _PendingPut:
-    """A put waiting for the committer: fields to sign, or a record signed elsewhere."""
+    """Puts waiting for the committer, written in one transaction or not at all: fields to
+    sign (one put, or a put_many's items), or a record signed elsewhere."""
 
-    __slots__ = ("fields", "done", "record", "error")
+    __slots__ = ("fields", "done", "records", "error", "many")
 
-    def __init__(
-        self, fields: tuple[str, str, list[bytes], Any] | None, record: Record | None = None
-    ) -> None:
+    def __init__(self, fields: list[Fields], records: list[Record], many: bool = False) -> None:
         self.fields = fields
         self.done = anyio.Event()
-        self.record = record
+        self.records = records
         self.error: Exception | None = None
+        self.many = many  # an item's error is raised as PutItemError
 
 
 class Store:
@@ -223,20 +238,27 @@ class Store:
         durable; returns it."""
         if self._sign is None or self.owner is None:
             raise TypeError("this store was opened without a signer")
-        return await self._wait(_PendingPut((key, kind, parents, body)))
+        return (await self._wait(_PendingPut([(key, kind, parents, body)], [])))[0]
+
+    async def wait_put_many(self, items: list[Fields]) -> list[Record]:
+        """Sign one record per item, as `wait_put` would, with consecutive seqs in item
+        order, and wait until all are durable, written in one transaction; returns them.
+        Raises PutItemError (nothing written) when an item cannot become a record."""
+        if self._sign is None or self.owner is None:
+            raise TypeError("this store was opened without a signer")
+        return await self._wait(_PendingPut(items, [], many=True))
 
     async def wait_put_record(self, record: Record) -> Record:
         """Store a record its owner signed (already verified) once durable. Raises StaleSeq
         when its seq is not above the owner's last one."""
-        return await self._wait(_PendingPut(None, record))
+        return (await self._wait(_PendingPut([], [record])))[0]
 
-    async def _wait(self, pending: _PendingPut) -> Record:
+    async def _wait(self, pending: _PendingPut) -> list[Record]:
         await self._send.send(pending)
         await pending.done.wait()
         if pending.error is not None:
             raise pending.error
-        assert pending.record is not None
-        return pending.record
+        return pending.records
 
     async def run_committer(self) -> None:
         """Commit queued puts in groups until cancelled."""
@@ -249,32 +271,50 @@ class Store:
                     break
             await self._commit(batch)
 
-    def _prepare(self, batch: list[_PendingPut], seqs: dict[str, int]) -> list[_PendingPut]:
-        """Give every put of `batch` its record and seq; fail the ones that cannot have one."""
+    async def _prepare(self, batch: list[_PendingPut], seqs: dict[str, int]) -> list[_PendingPut]:
+        """Give every put of `batch` its records and seqs; fail the ones that cannot have
+        them (a put_many as a whole). Yields to the event loop every SIGN_TURN signatures, so
+        a large put_many does not hold up other sessions' answers."""
         good = []
         for pending in batch:
+            before = dict(seqs)
             try:
-                if pending.fields is not None:
-                    assert self._sign is not None and self.owner is not None
-                    pending.record = self._sign(*pending.fields, seqs.get(self.owner, 0) + 1)
-                assert pending.record is not None
-                last = seqs.get(pending.record.owner, 0)
-                if pending.record.seq <= last:
-                    raise StaleSeq(
-                        f"seq {pending.record.seq} of {pending.record.owner} is not above {last}"
-                    )
+                await self._sign_fields(pending, seqs.get(self.owner or "", 0))
+                for record in pending.records:
+                    last = seqs.get(record.owner, 0)
+                    if record.seq <= last:
+                        raise StaleSeq(f"seq {record.seq} of {record.owner} is not above {last}")
+                    seqs[record.owner] = record.seq
             except Exception as exc:  # a bad body or a stale seq fails its own put only
+                seqs.clear()
+                seqs.update(before)  # its seqs are free again
+                pending.records = []
                 pending.error = exc
                 pending.done.set()
                 continue
-            seqs[pending.record.owner] = pending.record.seq
             good.append(pending)
         return good
 
+    async def _sign_fields(self, pending: _PendingPut, last: int) -> None:
+        """Sign `pending`'s fields with the seqs after `last`, in order."""
+        if not pending.fields:
+            return
+        assert self._sign is not None and self.owner is not None
+        records = []
+        for index, fields in enumerate(pending.fields):
+            if index and index % SIGN_TURN == 0:
+                await checkpoint()
+            try:
+                records.append(self._sign(*fields, last + index + 1))
+            except Exception as exc:
+                raise PutItemError(index, exc) if pending.many else exc from None
+        pending.records = records
+
     async def _commit(self, batch: list[_PendingPut]) -> None:
         seqs = dict(self.last_seq_by_owner)
-        good = self._prepare(batch, seqs)
-        records = [p.record for p in good if p.record is not None]
+        with anyio.CancelScope(shield=True):  # the puts of `batch` wait for their answer
+            good = await self._prepare(batch, seqs)
+        records = [r for p in good for r in p.records]
         try:
             with anyio.CancelScope(shield=True):
                 await self._write(records)

@@ -27,6 +27,10 @@ from .messages import (
     MAX_IDS,
     MAX_KEY_LEN,
     MAX_KEYS,
+    MAX_PUT_BYTES,
+    MAX_PUT_ITEMS,
+    PUT_BYTES_TOO_MANY,
+    PUT_ITEMS_TOO_MANY,
     BadRequest,
     RawValue,
     Request,
@@ -53,9 +57,25 @@ class Array:
     of_pairs: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class Items:
+    """An argument that is an array of maps (a put_many's items), at most `cap` long, each
+    read as a request's args with `fields`; their raw values together at most `raw_cap`
+    bytes. Either excess is refused (`error`, `raw_error`) before what exceeds is read."""
+
+    cap: int
+    error: tuple[str, str]
+    fields: dict[str, Any]
+    raw_cap: int
+    raw_error: tuple[str, str]
+
+
 SCALAR, RAW = "scalar", "raw"
-ArgKind = Array | str
+ArgKind = Array | Items | str
 Schema = dict[str, dict[str, ArgKind]]
+_PARENTS = Array(
+    MAX_PARENTS, ("bad_request", f"'parents' must be an array of at most {MAX_PARENTS} ids")
+)
 
 REQUESTS: Schema = {
     "ping": {},
@@ -71,9 +91,16 @@ REQUESTS: Schema = {
         "kind": SCALAR,
         "body": RAW,
         "head": SCALAR,
-        "parents": Array(
-            MAX_PARENTS, ("bad_request", f"'parents' must be an array of at most {MAX_PARENTS} ids")
-        ),
+        "parents": _PARENTS,
+    },
+    "put_many": {
+        "items": Items(
+            MAX_PUT_ITEMS,
+            PUT_ITEMS_TOO_MANY,
+            {"key": SCALAR, "kind": SCALAR, "body": RAW, "head": SCALAR, "parents": _PARENTS},
+            MAX_PUT_BYTES,
+            PUT_BYTES_TOO_MANY,
+        )
     },
     "subscribe": {
         "keys": Array(MAX_KEYS, KEYS_TOO_MANY),
@@ -137,6 +164,8 @@ class _RequestReader:
     def __init__(self, data: bytes) -> None:
         self.data = data
         self.req_id: int | None = None
+        self.raw_left: int | None = None  # bytes raw values may still take (put_many items)
+        self.raw_error = ("too_large", "")
         self.unpacker = msgpack.Unpacker(
             raw=False,
             max_str_len=MAX_SCALAR,
@@ -202,15 +231,46 @@ class _RequestReader:
                     )
                 self.scalar(name)
             elif kind == RAW:
-                start = self.unpacker.tell()
-                self.unpacker.skip()
-                args[name] = RawValue(self.data[start : self.unpacker.tell()])
+                args[name] = self.raw()
             elif kind == SCALAR:
                 args[name] = self.scalar(name)
+            elif isinstance(kind, Items):
+                args[name] = self.items(name, kind)
             else:
                 assert isinstance(kind, Array)
                 args[name] = self.array(name, kind)
         return args
+
+    def raw(self) -> RawValue:
+        """The next value as its bytes; refused once raw values exceed `raw_left` bytes."""
+        start = self.unpacker.tell()
+        self.unpacker.skip()
+        end = self.unpacker.tell()
+        if self.raw_left is not None:
+            self.raw_left -= end - start
+            if self.raw_left < 0:
+                raise self.fail(*self.raw_error)
+        return RawValue(self.data[start:end])
+
+    def items(self, name: str, kind: Items) -> Any:
+        """An array of at most `kind.cap` maps, each read as args with `kind.fields`."""
+        head = self.peek()
+        if not _is_array(head):
+            if _is_map(head):
+                raise self.fail("bad_request", f"{name!r} must be an array")
+            self.scalar(name)
+            return INVALID
+        count = self.unpacker.read_array_header()
+        if count > kind.cap:
+            raise self.fail(*kind.error)
+        self.raw_left, self.raw_error = kind.raw_cap, kind.raw_error
+        items = []
+        for index in range(count):
+            if not _is_map(self.peek()):
+                raise self.fail("bad_request", f"item {index} of {name!r} must be a map")
+            items.append(self.args(kind.fields))
+        self.raw_left = None
+        return items
 
     def array(self, name: str, kind: Array) -> Any:
         head = self.peek()
