@@ -170,6 +170,7 @@ class Store:
         lock = StoreLock.acquire(path)
         mark: SeqMark | None = None
         db: aiosqlite.Connection | None = None
+        store: Store | None = None
         try:
             mark = SeqMark.open(path)
             db = await aiosqlite.connect(path)
@@ -178,6 +179,9 @@ class Store:
             store._check_mark(accept_loss)
             return store
         except BaseException as exc:
+            if store is not None:  # the committer's queue, never used
+                store._send.close()
+                store._receive.close()
             # a failed open must not leave aiosqlite's worker thread keeping the process alive
             with anyio.CancelScope(shield=True):
                 if db is not None:
