@@ -38,7 +38,8 @@ BUILD_BATCH = 16 * MAX_PUT_ITEMS  # items per put_records call while a history i
 
 def machine_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row]:
     """For n owners on this machine: wall time of `planfence cluster up`, idle RSS per owner
-    (VmRSS from /proc once all are up) and a d = 8 decision's p50 over two of them."""
+    (VmRSS from /proc once all are up; with PSS and USS, which divide or leave out the
+    library pages the owners share) and a d = 8 decision's p50 over two of them."""
     planfence = str(Path(sys.executable).parent / "planfence")
     rows = []
     for n in sizes.machine:
@@ -57,6 +58,7 @@ def machine_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row
                 up = time.perf_counter() - started
                 pids = [read_pid(cdir, a.name) for a in cdir.roster().agents]
                 rss = [_rss_kib(p) for p in pids if p is not None]
+                unshared = [_unshared_kib(p) for p in pids if p is not None]
                 plan = _run(write_plan, cdir, "machine8", _spread(cdir, OWNERS, 8))
                 spread, _, _ = _run(_time_plans, cdir, [plan], sizes.rounds, sizes.per_round)[
                     plan.plan
@@ -68,6 +70,8 @@ def machine_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row
                 "owners": n,
                 "cluster_up_s": up,
                 "idle_rss_mib": statistics.median(rss) / 1024,
+                "idle_pss_mib": statistics.median(u[0] for u in unshared) / 1024,
+                "idle_uss_mib": statistics.median(u[1] for u in unshared) / 1024,
                 "p50_us": spread.p50,
                 "p99_us": spread.p99,
             }
@@ -80,6 +84,22 @@ def _rss_kib(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     return 0
+
+
+def _unshared_kib(pid: int) -> tuple[int, int]:
+    """(PSS, USS) of `pid` in KiB, from /proc/PID/smaps_rollup: what the process costs the
+    machine once the libraries' pages it shares with the other owners are divided among
+    them (PSS) or left out (USS); RSS counts them whole in every owner. (0, 0) when the
+    kernel has no smaps_rollup."""
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return 0, 0
+    fields = {}
+    for line in text.splitlines()[1:]:
+        name, _, value = line.partition(":")
+        fields[name] = int(value.split()[0]) if value.split() else 0
+    return fields.get("Pss", 0), fields.get("Private_Clean", 0) + fields.get("Private_Dirty", 0)
 
 
 def history_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row]:
@@ -110,6 +130,8 @@ def history_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row
                 names = clusterlib.start_owners(cdir)
                 anyio.run(wait_cluster_ready, cdir, names, 120.0, backend="asyncio")
                 up = time.perf_counter() - started
+                pid = read_pid(cdir, owner)
+                memory = (_rss_kib(pid), *_unshared_kib(pid)) if pid is not None else (0, 0, 0)
                 cold = _run(_heads_p50, cdir, owner, keys, sizes.per_round * 5)
                 heads = _run(_heads_p50, cdir, owner, keys, sizes.per_round * 5)
                 load = _run(owner_load, cdir, owner, EXECUTOR, "req/h0", 16, 8, sizes.seconds / 2)
@@ -131,6 +153,8 @@ def history_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row
                 "built_puts_per_s": n / built,
                 "owner_up_s": up,
                 "store_open_s": statistics.median(opens),
+                "idle_rss_mib": memory[0] / 1024,
+                "idle_pss_mib": memory[1] / 1024,
                 "heads_first_p50_us": cold.p50,
                 "heads_p50_us": heads.p50,
                 "heads_p99_us": heads.p99,
