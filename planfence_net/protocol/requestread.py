@@ -219,7 +219,11 @@ class _RequestReader:
             raise self.fail("bad_request", f"at most {MAX_ARGS} arguments per request")
         args: dict[str, Any] = {}
         for _ in range(entries):
-            name = self.scalar("args") if _is_str(self.peek()) else None
+            position = self.unpacker.tell()
+            if position < len(self.data) and 0xA0 <= self.data[position] <= 0xBF:
+                name = self.unpacker.unpack()  # a fixstr, as names are
+            else:
+                name = self.scalar("args") if _is_str(self.peek()) else None
             if not isinstance(name, str):
                 raise ValueError("argument names must be strings")
             kind = kinds.get(name)
@@ -294,6 +298,9 @@ class _RequestReader:
     def scalar(self, name: str = "") -> Any:
         """The next value if it is a scalar of at most MAX_SCALAR bytes, INVALID for a longer
         one (skipped without being built); an array or map is refused (BadRequest)."""
+        position: int = self.unpacker.tell()
+        if position < len(self.data) and self.data[position] in _SHORT:
+            return self.unpacker.unpack()  # a fixint, fixstr, nil or bool: nothing to check
         head = self.peek()
         if _is_array(head) or _is_map(head):
             where = f"in {name!r}" if name else "there"
@@ -308,6 +315,11 @@ class _RequestReader:
     def end(self) -> None:
         if self.unpacker.tell() != len(self.data):
             raise ValueError(TRAILING)
+
+
+# First bytes of scalars short enough to decode unchecked: positive and negative fixint,
+# fixstr (at most 31 bytes), nil, false, true.
+_SHORT = frozenset([*range(0x00, 0x80), *range(0xA0, 0xC0), 0xC0, 0xC2, 0xC3, *range(0xE0, 0x100)])
 
 
 def _is_array(head: int) -> bool:
