@@ -2,8 +2,8 @@
 
     result = compact(cdir, "reqs", keep=1)      # the owner must be stopped
 
-An owner only ever adds records, so its store, its start-up (quick_check and the heads scan
-read every record) and its disk grow with its history. `compact` keeps, in the store of
+An owner only ever adds records, so its store, its start-up (quick_check reads every page)
+and its disk grow with its history. `compact` keeps, in the store of
 `agent`:
 
 * every key's `keep` newest records (so always its head, and the owner's last seq);

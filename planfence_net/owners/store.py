@@ -2,8 +2,10 @@
 
 A put is acknowledged only after the transaction holding it has committed and the owner's
 seq mark (guards.SeqMark) has durably moved past it. Concurrent puts are collected by one
-committer task and written in one transaction (group commit). Heads are served from memory:
-loaded at open, updated after each commit.
+committer task and written in one transaction (group commit); a put_many's records are
+written in one transaction, all or none. Heads are served from memory: loaded at open from
+the `heads` table (one row per key, kept by an insert trigger in each insert's transaction,
+so start-up reads as many rows as there are keys, not records), updated after each commit.
 
 The store never lies: one daemon at a time holds it (guards.StoreLock); it refuses to open
 when SQLite's quick_check finds damage or when acknowledged records are missing (its seqs end

@@ -9,6 +9,7 @@ per point, whose keys are the table's columns.
 
 from __future__ import annotations
 
+import os
 import random
 import statistics
 import subprocess
@@ -119,7 +120,7 @@ def history_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row
             owner = cdir.roster().agents[1].name  # `reqs`, owning req/*
             progress(f"history: building {n:,} records over {keys:,} keys")
             built = time.perf_counter()
-            _build(cdir, owner, n, keys)
+            owner_cpu, client_cpu = _build(cdir, owner, n, keys)
             built = time.perf_counter() - built
             progress(f"  built through put_many in {built:.0f} s")
             db = cdir.db(owner)
@@ -151,6 +152,8 @@ def history_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row
                 "keys": keys,
                 "build_s": built,
                 "built_puts_per_s": n / built,
+                "build_owner_cpu_us": owner_cpu / n * 1e6,
+                "build_client_cpu_us": client_cpu / n * 1e6,
                 "owner_up_s": up,
                 "store_open_s": statistics.median(opens),
                 "idle_rss_mib": memory[0] / 1024,
@@ -168,22 +171,35 @@ def history_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row
     return rows
 
 
-def _build(cdir: ClusterDir, owner: str, n: int, keys: int) -> None:
+def _build(cdir: ClusterDir, owner: str, n: int, keys: int) -> tuple[float, float]:
     """n records of `owner` through its daemon, key `req/h{i % keys}`, no parents (a new
     version of a fact does not name the old one: a plan walking both would be ambiguous):
     `put_records` sends them as put_many requests of MAX_PUT_ITEMS, each signed by the
-    owner and committed in one transaction, durable before the next is sent."""
+    owner and committed in one transaction, durable before the next is sent. Returns the
+    CPU seconds the owner and this client spent (figures a loaded machine changes less
+    than the wall time)."""
     try:
         names = clusterlib.start_owners(cdir, [owner])
         anyio.run(wait_cluster_ready, cdir, names, 120.0, backend="asyncio")
+        pid = read_pid(cdir, owner)
+        owner_cpu, client_cpu = _cpu_s(pid), time.process_time()
         for at in range(0, n, BUILD_BATCH):
             items = [
                 {"key": f"req/h{i % keys}", "body": {"i": i}}
                 for i in range(at, min(n, at + BUILD_BATCH))
             ]
             anyio.run(_put, cdir, owner, items, backend="asyncio")
+        return _cpu_s(pid) - owner_cpu, time.process_time() - client_cpu
     finally:
         clusterlib.stop_owners(cdir)
+
+
+def _cpu_s(pid: int | None) -> float:
+    """User and system CPU seconds of process `pid` so far (0 when unknown)."""
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def _put(cdir: ClusterDir, owner: str, items: list[dict[str, Any]]) -> None:
