@@ -33,7 +33,8 @@ from ..core.errors import ConfigError, StoreError
 from ..core.records import record_from_wire
 from ..protocol.messages import unpack
 from .guards import StoreLock
-from .store import REBUILD_HEADS, SCHEMA
+from .heads import REBUILD_HEADS
+from .store import SCHEMA
 
 MAX_DEPTH = 32  # core.lineage.walk's default max_depth: deeper records are never walked
 BATCH = 500  # ids per query (SQLite's variable limit)

@@ -15,11 +15,9 @@ below the mark); every record read is checked against its id before it is served
 from __future__ import annotations
 
 import errno
-import hashlib
 import math
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +27,10 @@ from anyio.lowlevel import checkpoint
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ..core.errors import PlanfenceError, StoreError
-from ..core.records import ID_LEN, Record, record_from_wire
+from ..core.records import Record, record_from_wire
 from ..protocol.messages import pack, unpack
 from .guards import SeqMark, StoreLock
+from .heads import Head, last_seqs, load_heads, rebuild_heads
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (
@@ -57,40 +56,12 @@ CREATE TRIGGER IF NOT EXISTS records_head AFTER INSERT ON records
 BEGIN INSERT OR REPLACE INTO heads (key, id, seq, rid)
 VALUES (NEW.key, NEW.id, NEW.seq, NEW.rowid); END;
 """
-# Every key's head as the records say (its last record inserted: SQLite takes the bare
-# columns from the row holding MAX(rowid)): reads every record, so only when `heads` is
-# empty (a store from before it) or found wrong. `heads` is kept by the trigger above, in
-# the transaction of each insert, whoever inserts.
-REBUILD_HEADS = (
-    "DELETE FROM heads",
-    "INSERT INTO heads (key, id, seq, rid) SELECT key, id, seq, MAX(rowid) FROM records "
-    "GROUP BY key",
-)
-# Each owner's last seq, one UNIQUE (owner, seq) index descent per owner.
-LAST_SEQS = """
-WITH RECURSIVE owners(owner) AS (
-    SELECT MIN(owner) FROM records
-    UNION ALL
-    SELECT (SELECT MIN(owner) FROM records WHERE owner > owners.owner) FROM owners
-    WHERE owners.owner IS NOT NULL
-)
-SELECT owner, (SELECT MAX(seq) FROM records WHERE records.owner = owners.owner)
-FROM owners WHERE owner IS NOT NULL
-"""
 
-HEAD_BATCH = 500  # ids per query when heads are checked at open (SQLite's variable limit)
 Signer = Callable[[str, str, list[bytes], Any, int], Record]
 
 
 class StaleSeq(Exception):
     """A pre-signed record whose seq is not above its owner's last one."""
-
-
-@dataclass(frozen=True, slots=True)
-class Head:
-    key: str
-    id: bytes
-    seq: int
 
 
 Fields = tuple[str, str, list[bytes], Any]  # a put's key, kind, parents and body
@@ -210,83 +181,20 @@ class Store:
             )
         await db.executescript(SCHEMA)
         await db.commit()
-        seqs = await db.execute_fetchall(LAST_SEQS)
-        self.last_seq_by_owner = {owner: seq for owner, seq in seqs}
-        if self.last_seq_by_owner and not await db.execute_fetchall("SELECT 1 FROM heads"):
-            await self._rebuild_heads()  # a store from before the heads table
-        if await self._load_heads(strict=False) is None:
+        self.last_seq_by_owner = await last_seqs(db)
+        if self.last_seq_by_owner and not await db.execute_fetchall("SELECT 1 FROM heads LIMIT 1"):
+            await rebuild_heads(db)  # a store from before the heads table
+        self.heads, wrong = await load_heads(
+            db, self.last_seq_by_owner, self._checked, strict=False
+        )
+        if wrong is None:
             return
-        await self._rebuild_heads()  # stale (an older compaction's VACUUM) or damaged
-        wrong = await self._load_heads(strict=True)
+        await rebuild_heads(db)  # stale (an older compaction's VACUUM) or damaged
+        self.heads, wrong = await load_heads(db, self.last_seq_by_owner, self._checked, strict=True)
         if wrong is not None:
             raise StoreError(
                 "store_damaged", f"store {self.path} is damaged ({wrong}); restore it from a backup"
             )
-
-    async def _rebuild_heads(self) -> None:
-        """Make the `heads` table again from the records (REBUILD_HEADS)."""
-        for statement in REBUILD_HEADS:
-            await self._db.execute(statement)
-        await self._db.commit()
-
-    async def _load_heads(self, *, strict: bool) -> str | None:
-        """Load the `heads` table (one row per key) into memory, each head checked against
-        the record it names, and each owner's last seq against its heads (its last record
-        is the head of its key): what does not match, None when all does. `strict`: a head
-        whose record does not hash to its id raises StoreError `store_damaged`."""
-        rows = await self._db.execute_fetchall("SELECT key, id, seq, rid FROM heads")
-        self.heads = {key: Head(key, rid, seq) for key, rid, seq, _ in rows}
-        last: dict[str, int] = {}
-        ordered = sorted((row[3], self.heads[row[0]]) for row in rows)
-        wrong = await self._check_heads(ordered, last, strict=strict)
-        if wrong is not None:
-            return f"the head of {wrong!r} does not match its record"
-        for owner in sorted({*last, *self.last_seq_by_owner}):
-            if last.get(owner) != self.last_seq_by_owner.get(owner):
-                return (
-                    f"the seqs of {owner} end at {self.last_seq_by_owner.get(owner, 0)} "
-                    f"but its heads at {last.get(owner, 0)}"
-                )
-        return None
-
-    async def _check_heads(
-        self, rows: list[tuple[int, Head]], last: dict[str, int], *, strict: bool
-    ) -> str | None:
-        """Check that every head loaded from the `heads` table is a stored record whose id
-        column and wire form are its id, key and seq: a damaged table or column would
-        otherwise be served as a head. `rows` are (rowid, head) in rowid order: each record
-        is read by its rowid, one B-tree descent in file order (by id, through the id
-        index, took 10 x longer at 10^5 heads). Fills `last` with each owner's highest head
-        seq. Returns the key of the first head that does not match (also a stale rowid: an
-        older compaction's VACUUM renumbers rows), None when all do. With `strict`, a
-        record that cannot be read or does not hash to the head's id raises StoreError
-        `store_damaged`."""
-        for at in range(0, len(rows), HEAD_BATCH):
-            batch = rows[at : at + HEAD_BATCH]
-            rowids = [rowid for rowid, _ in batch]
-            found = await self._db.execute_fetchall(
-                f"SELECT rowid, owner, id, wire FROM records WHERE rowid IN "
-                f"({','.join('?' * len(rowids))})",
-                rowids,
-            )
-            stored = {rowid: (owner, rid, wire) for rowid, owner, rid, wire in found}
-            for rowid, head in batch:
-                owner, rid, wire = stored.get(rowid, ("", b"", b""))
-                if rid != head.id or not _is_head_record(wire, head, owner):
-                    record = _parsed(wire)  # not the canonical form: the full check
-                    if record is None or (rid, record.id, record.key, record.seq) != (
-                        head.id,
-                        head.id,
-                        head.key,
-                        head.seq,
-                    ):
-                        if strict and wire:
-                            self._checked(head.id, wire)  # unreadable, or another id
-                        return head.key
-                    owner = record.owner
-                if head.seq > last.get(owner, 0):
-                    last[owner] = head.seq
-        return None
 
     def _check_mark(self, accept_loss: bool) -> None:
         """Refuse a store that lost acknowledged records; bring a missing mark up to date."""
@@ -499,26 +407,6 @@ class Store:
 
 
 SQLITE_FULL = 13
-
-
-def _parsed(wire: bytes) -> Record | None:
-    """The record `wire` holds, None when it holds none."""
-    try:
-        return record_from_wire(unpack(wire))
-    except (PlanfenceError, ValueError, TypeError):
-        return None
-
-
-def _is_head_record(wire: bytes, head: Head, owner: str) -> bool:
-    """True when `wire` is the canonical wire form (as the store writes it) of a record of
-    `head`'s key and seq by `owner` that hashes to `head`'s id: the wire's first fields
-    are those, and its signed fields (the wire without its 66-byte signature, under an
-    8-element header) hash to the id. False leaves the judgement to the full parse."""
-    prefix = b"\x99\xa3pf1" + pack(head.key) + pack(owner) + pack(head.seq)
-    if len(wire) < len(prefix) + 66 or not wire.startswith(prefix) or wire[-66:-64] != b"\xc4\x40":
-        return False
-    signed = b"\x98" + memoryview(wire)[1:-66]
-    return hashlib.blake2b(signed, digest_size=ID_LEN).digest() == head.id
 
 
 def _store_error(exc: Exception) -> Exception:

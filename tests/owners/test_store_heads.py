@@ -11,8 +11,9 @@ from nacl.signing import SigningKey
 
 from planfence_net.core.identity import Identity
 from planfence_net.core.records import Record
+from planfence_net.owners.heads import Head
 from planfence_net.owners.startup import signer
-from planfence_net.owners.store import Head, Store
+from planfence_net.owners.store import Store
 
 pytestmark = pytest.mark.anyio
 
