@@ -23,7 +23,7 @@ from ..core.errors import PlanfenceError
 from ..core.records import ID_LEN, Record, record_from_wire
 from ..protocol.messages import pack, unpack
 
-HEAD_BATCH = 500  # records per query when heads are checked at open (SQLite's variable limit)
+HEAD_BATCH = 500  # heads fetched at a time when they are checked at open
 # Every key's head as the records say (its last record inserted: SQLite takes the bare
 # columns from the row holding MAX(rowid)).
 REBUILD_HEADS = (
@@ -42,6 +42,12 @@ WITH RECURSIVE owners(owner) AS (
 SELECT owner, (SELECT MAX(seq) FROM records WHERE records.owner = owners.owner)
 FROM owners WHERE owner IS NOT NULL
 """
+# Each head with the record its rowid names (none: NULLs), in rowid order: file order.
+HEADS_WITH_RECORDS = (
+    "SELECT h.key, h.id, h.seq, r.owner, r.id, r.wire "
+    "FROM (SELECT key, id, seq, rid FROM heads ORDER BY rid) AS h "
+    "LEFT JOIN records AS r ON r.rowid = h.rid"
+)
 SIGNATURE = 2 + 64  # a wire form's last field: bin 8 header, 64 bytes
 
 # Reads a stored record checked against the id asked (Store._checked): raises StoreError
@@ -74,14 +80,19 @@ async def load_heads(
     """The heads of the `heads` table, and what does not match (None when all does): a
     head that is not the record it names, or an owner's last seq in `seqs` that is not a
     head's. `strict`: a head whose record cannot be read or does not hash to its id raises
-    StoreError `store_damaged` (through `checked`)."""
-    rows = await db.execute_fetchall("SELECT key, id, seq, rid FROM heads")
-    heads = {key: Head(key, rid, seq) for key, rid, seq, _ in rows}
+    StoreError `store_damaged` (through `checked`). Rows come HEAD_BATCH at a time, each
+    head with its record (by rowid), so what the check reads is never held all at once."""
+    heads: dict[str, Head] = {}
     last: dict[str, int] = {}
-    ordered = sorted((row[3], heads[row[0]]) for row in rows)
-    wrong = await _check_heads(db, ordered, last, checked, strict)
-    if wrong is not None:
-        return heads, f"the head of {wrong!r} does not match its record"
+    async with db.execute(HEADS_WITH_RECORDS) as cursor:
+        while rows := await cursor.fetchmany(HEAD_BATCH):
+            for key, hid, seq, owner, rid, wire in rows:
+                head = heads[key] = Head(key, hid, seq)
+                owner = _record_owner(head, owner, rid, wire or b"", checked, strict)
+                if owner is None:
+                    return heads, f"the head of {key!r} does not match its record"
+                if seq > last.get(owner, 0):
+                    last[owner] = seq
     for owner in sorted({*last, *seqs}):
         if last.get(owner) != seqs.get(owner):
             return heads, (
@@ -91,43 +102,26 @@ async def load_heads(
     return heads, None
 
 
-async def _check_heads(
-    db: aiosqlite.Connection,
-    rows: list[tuple[int, Head]],
-    last: dict[str, int],
-    checked: Checked,
-    strict: bool,
+def _record_owner(
+    head: Head, owner: str | None, rid: bytes | None, wire: bytes, checked: Checked, strict: bool
 ) -> str | None:
-    """The key of the first head of `rows` ((rowid, head) in rowid order) whose record is
-    not the one it names by id column, key, seq and hash (None when all are), filling `last`
-    with each owner's highest head seq. Each record is read by its rowid, one B-tree descent
-    in file order (by id, through the id index, took 10 x longer at 10^5 heads)."""
-    for at in range(0, len(rows), HEAD_BATCH):
-        batch = rows[at : at + HEAD_BATCH]
-        rowids = [rowid for rowid, _ in batch]
-        found = await db.execute_fetchall(
-            f"SELECT rowid, owner, id, wire FROM records WHERE rowid IN "
-            f"({','.join('?' * len(rowids))})",
-            rowids,
-        )
-        stored = {rowid: (owner, rid, wire) for rowid, owner, rid, wire in found}
-        for rowid, head in batch:
-            owner, rid, wire = stored.get(rowid, ("", b"", b""))
-            if rid != head.id or not _is_head_record(wire, head, owner):
-                record = _parsed(wire)  # not the canonical form: the full check
-                if record is None or (rid, record.id, record.key, record.seq) != (
-                    head.id,
-                    head.id,
-                    head.key,
-                    head.seq,
-                ):
-                    if strict and wire:
-                        checked(head.id, wire)  # unreadable, or another id: raises
-                    return head.key
-                owner = record.owner
-            if head.seq > last.get(owner, 0):
-                last[owner] = head.seq
-    return None
+    """The owner of the record a head names (by its row's id column `rid` and `wire`), when
+    it is that head's record by id, key, seq and hash; None when it is not (also a row an
+    older compaction's VACUUM renumbered). With `strict`, one that cannot be read or does
+    not hash to the head's id raises StoreError `store_damaged`."""
+    if rid == head.id and owner is not None and _is_head_record(wire, head, owner):
+        return owner
+    record = _parsed(wire)  # not the canonical form: the full check
+    if record is None or (rid, record.id, record.key, record.seq) != (
+        head.id,
+        head.id,
+        head.key,
+        head.seq,
+    ):
+        if strict and wire:
+            checked(head.id, wire)  # unreadable, or another id: raises
+        return None
+    return record.owner
 
 
 def _parsed(wire: bytes) -> Record | None:
