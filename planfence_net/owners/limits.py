@@ -4,7 +4,8 @@ Wire-level caps (frame, message, keys per request, key length, put body, put_man
 and bytes) live in the protocol core (`framing`, `messages`, `records`). The limits here are
 the daemon's own: how many connections, handshakes, sessions and subscriptions it keeps, how
 many pushes it queues for a subscriber, how many reply bytes it holds for peers that do not
-read, and how often it logs events a stranger can cause. Every one has a default that a busy cluster never meets.
+read, and how often it logs events a stranger can cause. Every one has a default that a busy
+cluster never meets.
 """
 
 from __future__ import annotations
