@@ -182,3 +182,25 @@ def test_a_service_replacing_put_loses_put_many() -> None:
     assert "put_many" not in replaced.operations
     kept = ordinary.with_rows(ordinary.operations["put"], ordinary.operations["put_many"])
     assert "put_many" in kept.operations
+
+
+def test_the_socket_callback_leaves_a_put_many_unread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request of an op no row answers without waiting goes to the session's loop unread:
+    a put_many of 4096 items is read once (by the loop), not twice."""
+    from types import SimpleNamespace
+
+    from planfence_net.owners import now
+    from planfence_net.protocol.messages import encode_request
+
+    def read(data: bytes, schema: Any) -> Any:
+        raise AssertionError("read in the socket's callback")
+
+    monkeypatch.setattr(now, "decode_request", read)
+    service = owner_operations()
+    daemon = SimpleNamespace(store=SimpleNamespace(commits=0))
+    answers = now.AnswersNow(daemon, service.schema, service)  # type: ignore[arg-type]
+    connection = SimpleNamespace(stream=SimpleNamespace(writable=True))
+    request = encode_request(7, "put_many", {"items": [{"key": "req/a", "body": 1}]})
+    assert answers.answer(connection, None, request) is False  # type: ignore[arg-type]
+    with pytest.raises(AssertionError, match="socket's callback"):  # a heads is read there
+        answers.answer(connection, None, encode_request(8, "heads", {"keys": ["req/a"]}))  # type: ignore[arg-type]
