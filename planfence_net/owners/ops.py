@@ -301,15 +301,7 @@ async def put_records(call: Call, items: list[Fields]) -> dict[str, Any]:
         records = await owner.store.wait_put_many(items)
     except PutItemError as exc:
         raise BadRequest("bad_request", str(exc), item=exc.item) from None
-    for record in records:  # one write(2) for all of them, at the end of this loop turn
-        owner.log.write_soon(
-            "put",
-            key=record.key,
-            id=record.id,
-            seq=record.seq,
-            kind=record.kind,
-            parents=list(record.parents),
-        )
+    owner.log.write_puts_soon(records)  # one write(2) for all, at the end of this loop turn
     return {"puts": [[record.id, record.seq] for record in records]}
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -204,3 +205,41 @@ def test_the_socket_callback_leaves_a_put_many_unread(monkeypatch: pytest.Monkey
     assert answers.answer(connection, None, request) is False  # type: ignore[arg-type]
     with pytest.raises(AssertionError, match="socket's callback"):  # a heads is read there
         answers.answer(connection, None, encode_request(8, "heads", {"keys": ["req/a"]}))  # type: ignore[arg-type]
+
+
+def test_put_many_log_lines_are_the_lines_a_put_writes(tmp_path: Path) -> None:
+    """`write_puts_soon` renders each line by hand: it must be the JSON `write_soon` writes
+    (non-ASCII keys and kinds, parents, large seqs), but for the time stamp."""
+    import json
+
+    from nacl.signing import SigningKey
+
+    from planfence_net.core.records import make_record
+    from planfence_net.owners.logs import EventLog
+
+    key = SigningKey(bytes(32))
+    records = [
+        make_record(
+            key,
+            key='req/ä"\\x',
+            owner="reqs",
+            seq=2**40,
+            parents=[bytes(32)] * 2,
+            kind="plan-é",
+            body={"n": 1},
+        ),
+        make_record(key, key="req/b", owner="reqs", seq=3, parents=[], kind="fact", body=1),
+    ]
+    fast, slow = (
+        EventLog(tmp_path / "fast.jsonl", "rêqs"),
+        EventLog(tmp_path / "slow.jsonl", "rêqs"),
+    )
+    fast.write_puts_soon(records)
+    for r in records:
+        slow.write_soon("put", key=r.key, id=r.id, seq=r.seq, kind=r.kind, parents=list(r.parents))
+    fast.close()
+    slow.close()
+    lines = [(tmp_path / f"{n}.jsonl").read_text().splitlines() for n in ("fast", "slow")]
+    strip = [[json.dumps({**json.loads(x), "ts": 0}) for x in side] for side in lines]
+    assert strip[0] == strip[1] and len(strip[0]) == 2
+    assert [x.split(",", 1)[1] for x in lines[0]] == [x.split(",", 1)[1] for x in lines[1]]
