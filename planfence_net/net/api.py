@@ -6,9 +6,10 @@ them. Long-running executors use the executor's session pool instead.
 
 from __future__ import annotations
 
+import re
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -21,6 +22,7 @@ from ..core.identity import Identity
 from ..core.records import Record
 from ..core.roster import Roster
 from ..core.timeouts import DEFAULT_TIMEOUT
+from ..protocol.messages import MAX_PUT_BYTES, MAX_PUT_ITEMS, pack
 from .client import Session, collapsing_task_group, open_session
 
 Addresses = dict[str, tuple[str, int]]
@@ -106,6 +108,99 @@ async def put_record(
             "put", {"key": key, "kind": kind, "parents": parents or [], "body": body}
         )
     return {"key": key, "owner": owner, "id": result["id"], "seq": result["seq"]}
+
+
+# Bytes of one put_many request beyond its items' bodies, and per item beyond its key and
+# parents: headers and field names (generous upper bounds).
+_REQUEST_ROOM, _ITEM_ROOM = 1024, 128
+
+
+async def put_records(
+    roster: Roster,
+    identity: Identity,
+    items: Sequence[dict[str, Any]],
+    *,
+    batch: int = MAX_PUT_ITEMS,
+    max_message: int = 16 * 1024 * 1024,
+    addresses: Addresses | None = None,
+    owner_timeout: float = DEFAULT_TIMEOUT,
+) -> list[dict[str, Any]]:
+    """Write one record per item ({"key", "body", "kind"?, "parents"?}) as `identity`, all
+    owned by one agent, with `put_many` requests of at most `batch` items (and within the
+    protocol's byte caps), sent one after another on one session: records are written in
+    item order, each request in one transaction, acknowledged once durable. Returns
+    [{"key", "owner", "id", "seq"}, ...] in item order.
+
+    Raises ConfigError when a key has no owner or the keys have several; RequestError for a
+    refused request, its message naming the item by its index in `items` ("item N: ...";
+    the requests before it are written, nothing of it and after it is); TransportError as
+    `owner_session`. `owner_timeout` bounds each request, and the whole write that many
+    times the number of requests.
+    """
+    owners = group_by_owner(roster, [item["key"] for item in items])
+    if len(owners) > 1:
+        raise ConfigError(f"put_records writes one owner's keys; these have {sorted(owners)}")
+    if not owners:
+        return []
+    (owner,) = owners
+    written: list[dict[str, Any]] = []
+    batches = list(_put_batches(items, min(batch, MAX_PUT_ITEMS), max_message))
+    whole = owner_timeout * (len(batches) + 1)
+    async with owner_session(roster, identity, owner, addresses, whole) as session:
+        for start, chunk in batches:
+            args = {"items": [_put_item(item) for item in chunk]}
+            try:
+                with anyio.fail_after(owner_timeout):
+                    result = await session.request("put_many", args)
+            except TimeoutError:
+                raise TransportError(
+                    f"owner {owner} did not answer a put_many within {owner_timeout:g} s"
+                ) from None
+            except RequestError as exc:
+                raise _item_error(exc, start) from None
+            for item, (rid, seq) in zip(chunk, result["puts"], strict=True):
+                written.append({"key": item["key"], "owner": owner, "id": rid, "seq": seq})
+    return written
+
+
+def _put_item(item: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "key": item["key"],
+        "kind": item.get("kind", "fact"),
+        "parents": item.get("parents") or [],
+        "body": item["body"],
+    }
+
+
+def _put_batches(
+    items: Sequence[dict[str, Any]], batch: int, max_message: int
+) -> Iterator[tuple[int, Sequence[dict[str, Any]]]]:
+    """(index of the first item, items) of each put_many: at most `batch` items, their
+    bodies within MAX_PUT_BYTES and the request within `max_message` bytes."""
+    start, bodies, size = 0, 0, _REQUEST_ROOM
+    for index, item in enumerate(items):
+        body = len(pack(item["body"]))
+        extra = _ITEM_ROOM + 4 * len(item["key"]) + 34 * len(item.get("parents") or [])
+        full = index - start >= batch or bodies + body > MAX_PUT_BYTES
+        if index > start and (full or size + body + extra > max_message):
+            yield start, items[start:index]
+            start, bodies, size = index, 0, _REQUEST_ROOM
+        bodies += body
+        size += body + extra
+    if start < len(items):
+        yield start, items[start:]
+
+
+_ITEM = re.compile(r"item (\d+): ")
+
+
+def _item_error(exc: RequestError, start: int) -> RequestError:
+    """The owner's error with its item counted from the start of the whole list."""
+    found = _ITEM.match(exc.message)
+    if found is None:
+        return RequestError(exc.code, f"items from {start} on: {exc.message}")
+    index = start + int(found.group(1))
+    return RequestError(exc.code, f"item {index}: {exc.message[found.end() :]}")
 
 
 async def ping_owners(

@@ -2,8 +2,8 @@
 
     result = compact(cdir, "reqs", keep=1)      # the owner must be stopped
 
-An owner only ever adds records, so its store, its start-up (quick_check and the heads scan
-read every record) and its disk grow with its history. `compact` keeps, in the store of
+An owner only ever adds records, so its store, its start-up (quick_check reads every page)
+and its disk grow with its history. `compact` keeps, in the store of
 `agent`:
 
 * every key's `keep` newest records (so always its head, and the owner's last seq);
@@ -13,7 +13,7 @@ read every record) and its disk grow with its history. `compact` keeps, in the s
   later on today's heads, still walks its whole lineage and is authorized as before;
 
 and deletes the rest in one transaction (the insert-only trigger is dropped and made again
-inside it), then VACUUMs. A plan whose lineage named a removed record (it was replanned or
+inside it), then VACUUMs and makes the heads table again (VACUUM may renumber rows). A plan whose lineage named a removed record (it was replanned or
 its key was rewritten since: it was no longer live) is refused with `missing_lineage`.
 
 Raises StoreError `store_in_use` while the owner runs (its store lock) and ConfigError when
@@ -33,6 +33,7 @@ from ..core.errors import ConfigError, StoreError
 from ..core.records import record_from_wire
 from ..protocol.messages import unpack
 from .guards import StoreLock
+from .heads import REBUILD_HEADS
 from .store import SCHEMA
 
 MAX_DEPTH = 32  # core.lineage.walk's default max_depth: deeper records are never walked
@@ -78,6 +79,7 @@ def compact(cdir: ClusterDir, agent: str, keep: int) -> Compaction:
             named = _lineage_of_heads(list(readers.values()))
             total, removed, kept = _delete(db, keep, named)
             db.execute("VACUUM")
+            _rebuild_heads(db)
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         finally:
             for reader in readers.values():
@@ -87,6 +89,21 @@ def compact(cdir: ClusterDir, agent: str, keep: int) -> Compaction:
         raise StoreError("store_damaged", f"cannot compact {target}: {exc}") from None
     finally:
         lock.release()
+
+
+def _rebuild_heads(db: sqlite3.Connection) -> None:
+    """Make the store's heads table again: VACUUM may renumber the rows it names by rowid
+    (Store.open would find them stale and rebuild it itself, reading every record)."""
+    if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'heads'").fetchone() is None:
+        return  # a store from before the heads table: Store.open makes it
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for statement in REBUILD_HEADS:
+            db.execute(statement)
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
 
 
 def _read_only(path: Path) -> sqlite3.Connection:

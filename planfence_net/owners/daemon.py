@@ -144,7 +144,7 @@ class OwnerDaemon(Sessions):
             return encode_response(request.req_id, True, result), op, keys, "ok"
         except BadRequest as exc:
             req_id = exc.req_id if req_id is None else req_id
-            return encode_error(req_id, exc.code, exc.message), op, keys, exc.code
+            return encode_error(req_id, exc.code, exc.message, exc.item), op, keys, exc.code
         except StoreError as exc:  # a damaged record or a full disk: say so, keep serving
             self.log.write("error", peer=connection.peer.name, op=op, reason=exc.message)
             return encode_error(req_id, exc.code, exc.message), op, keys, exc.code

@@ -1,10 +1,11 @@
 """What an owner daemon lets one peer hold, and the pure helpers that enforce it.
 
-Wire-level caps (frame, message, keys per request, key length, put body) live in the
-protocol core (`framing`, `messages`, `records`). The limits here are the daemon's own: how
-many connections, handshakes, sessions and subscriptions it keeps, how many pushes it queues
-for a subscriber, how many reply bytes it holds for peers that do not read, and how often it
-logs events a stranger can cause. Every one has a default that a busy cluster never meets.
+Wire-level caps (frame, message, keys per request, key length, put body, put_many items
+and bytes) live in the protocol core (`framing`, `messages`, `records`). The limits here are
+the daemon's own: how many connections, handshakes, sessions and subscriptions it keeps, how
+many pushes it queues for a subscriber, how many reply bytes it holds for peers that do not
+read, and how often it logs events a stranger can cause. Every one has a default that a busy
+cluster never meets.
 """
 
 from __future__ import annotations

@@ -6,11 +6,12 @@ import asyncio
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from ..core.escaping import escape
+from ..core.records import Record
 
 # Every event an owner writes (`planfence logs --event` checks its argument against these).
 EVENTS = (
@@ -78,6 +79,20 @@ class EventLog:
             f'"outcome":{_string(outcome)},"latency_ms":{float(latency_ms)!r}}}\n'
         )
         self._held.append(line.encode())
+        if not self._flush_scheduled:
+            self._schedule_flush()
+
+    def write_puts_soon(self, records: Iterable[Record]) -> None:
+        """`write_soon("put", key=..., id=..., seq=..., kind=..., parents=[...])` for each
+        of `records` (a put_many's), the same lines written field by field (a put_many of
+        4096 records would spend ~30 ms in the JSON encoder)."""
+        head = f'{{"ts":{round(time.time(), 6)!r},"agent":{_string(self.agent)},"event":"put",'
+        for r in records:
+            parents = ",".join(f'"{p.hex()}"' for p in r.parents)
+            self._held.append(
+                f'{head}"key":{_string(r.key)},"id":"{r.id.hex()}","seq":{r.seq},'
+                f'"kind":{_string(r.kind)},"parents":[{parents}]}}\n'.encode()
+            )
         if not self._flush_scheduled:
             self._schedule_flush()
 

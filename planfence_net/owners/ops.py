@@ -28,6 +28,7 @@ from ..protocol.messages import (
     parse_heads_short,
     parse_put,
     parse_put_head,
+    parse_put_many,
     parse_subscribe,
     parse_subscribe_every,
     parse_subscribe_group,
@@ -46,6 +47,7 @@ from .replies import (
     unique,
 )
 from .service import Call, Handler, Operation, Owner, Service, answers_now
+from .store import Fields, PutItemError
 from .syncgroups import Subscription
 
 Owned = Callable[[Owner, list[str]], None]  # raises BadRequest("not_owner") for a key not served
@@ -84,6 +86,14 @@ def owner_operations(*, owned: Owned = agent_owns, observe: Observe = observe_no
             return await put_record(call, key, kind, parents, body)
         return await put_if_head(call, key, kind, parents, body, head)
 
+    async def put_many(call: Call, items: list[Fields]) -> dict[str, Any]:
+        for index, item in enumerate(items):
+            try:
+                owned(call.owner, [item[0]])
+            except BadRequest as exc:
+                raise exc.of_item(index) from None
+        return await put_records(call, items)
+
     async def subscribe(
         call: Call, parsed: tuple[list[str] | None, int, str | None, bool]
     ) -> dict[str, Any]:
@@ -101,6 +111,7 @@ def owner_operations(*, owned: Owned = agent_owns, observe: Observe = observe_no
             Operation("heads", REQUESTS["heads"], parse_heads_args, heads, inline=True),
             Operation("get", REQUESTS["get"], lambda args: unique(parse_get(args)), get),
             Operation("put", REQUESTS["put"], parse_put_args, put),
+            Operation("put_many", REQUESTS["put_many"], parse_put_many, put_many),
             Operation("subscribe", REQUESTS["subscribe"], parse_subscribe_args, subscribe),
             Operation("ack", REQUESTS["ack"], parse_ack, ack, inline=True),
             Operation("synced", REQUESTS["synced"], parse_synced, synced),
@@ -270,6 +281,30 @@ async def put_record(
     return {"id": record.id, "seq": record.seq}
 
 
+async def put_records(call: Call, items: list[Fields]) -> dict[str, Any]:
+    """Store one record per item (keys served here, checked by the caller), written by this
+    owner's agent with consecutive seqs, all in one transaction, durably; each item is
+    checked as `put_record` checks a put, and any refusal names its item and writes
+    nothing. Answers {"puts": [[id, seq], ...]} in item order."""
+    owner, peer = call.owner, call.connection.peer
+    if peer.name != owner.agent.name:
+        raise BadRequest(
+            "forbidden",
+            f"only {owner.agent.name} may write its keys; this session is {peer.name}",
+        )
+    for index, (key, kind, parents, body) in enumerate(items):
+        try:
+            check_readable(key, owner.agent.name, kind, parents, body, owner.max_message)
+        except BadRequest as exc:
+            raise exc.of_item(index) from None
+    try:
+        records = await owner.store.wait_put_many(items)
+    except PutItemError as exc:
+        raise BadRequest("bad_request", str(exc), item=exc.item) from None
+    owner.log.write_puts_soon(records)  # one write(2) for all, at the end of this loop turn
+    return {"puts": [[record.id, record.seq] for record in records]}
+
+
 async def subscribe_keys(
     call: Call, keys: list[str] | None, every: int, group: str | None, records: bool = False
 ) -> dict[str, Any]:
@@ -343,4 +378,8 @@ def keys_of(request: Request) -> list[str]:
         return [k for k in keys if isinstance(k, str)]
     if isinstance(args.get("key"), str):
         return [args["key"]]
+    if request.op == "put_many" and isinstance(args.get("items"), list):
+        return [
+            i["key"] for i in args["items"] if isinstance(i, dict) and isinstance(i.get("key"), str)
+        ]
     return []

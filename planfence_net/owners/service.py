@@ -160,8 +160,13 @@ class Service:
     def with_rows(
         self, *rows: Operation, statistics: Callable[[], dict[str, Any]] | None = None
     ) -> Service:
-        """This service with `rows` added, or replacing the rows of the same name."""
-        table = {**self.operations, **{row.name: row for row in rows}}
+        """This service with `rows` added, or replacing the rows of the same name. A
+        service that replaces `put` without giving `put_many` a row of its own loses
+        `put_many`: it writes as `put` does, so it must not bypass a new `put`'s rules."""
+        given = {row.name: row for row in rows}
+        table = {**self.operations, **given}
+        if "put" in given and "put_many" not in given:
+            table.pop("put_many", None)
         return Service(table.values(), statistics or self.statistics)
 
     def inline(self, op: str) -> bool:

@@ -2,8 +2,10 @@
 
 A put is acknowledged only after the transaction holding it has committed and the owner's
 seq mark (guards.SeqMark) has durably moved past it. Concurrent puts are collected by one
-committer task and written in one transaction (group commit). Heads are served from memory:
-loaded at open, updated after each commit.
+committer task and written in one transaction (group commit); a put_many's records are
+written in one transaction, all or none. Heads are served from memory: loaded at open from
+the `heads` table (one row per key, kept by an insert trigger in each insert's transaction,
+so start-up reads as many rows as there are keys, not records), updated after each commit.
 
 The store never lies: one daemon at a time holds it (guards.StoreLock); it refuses to open
 when SQLite's quick_check finds damage or when acknowledged records are missing (its seqs end
@@ -16,18 +18,19 @@ import errno
 import math
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import aiosqlite
 import anyio
+from anyio.lowlevel import checkpoint
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ..core.errors import PlanfenceError, StoreError
 from ..core.records import Record, record_from_wire
 from ..protocol.messages import pack, unpack
 from .guards import SeqMark, StoreLock
+from .heads import Head, last_seqs, load_heads, rebuild_heads
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (
@@ -43,9 +46,17 @@ CREATE TRIGGER IF NOT EXISTS records_no_update BEFORE UPDATE ON records
 BEGIN SELECT RAISE(ABORT, 'records are insert-only'); END;
 CREATE TRIGGER IF NOT EXISTS records_no_delete BEFORE DELETE ON records
 BEGIN SELECT RAISE(ABORT, 'records are insert-only'); END;
+CREATE TABLE IF NOT EXISTS heads (
+    key TEXT PRIMARY KEY,
+    id BLOB NOT NULL,
+    seq INTEGER NOT NULL,
+    rid INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS records_head AFTER INSERT ON records
+BEGIN INSERT OR REPLACE INTO heads (key, id, seq, rid)
+VALUES (NEW.key, NEW.id, NEW.seq, NEW.rowid); END;
 """
 
-HEAD_BATCH = 500  # ids per query when heads are checked at open (SQLite's variable limit)
 Signer = Callable[[str, str, list[bytes], Any, int], Record]
 
 
@@ -53,25 +64,32 @@ class StaleSeq(Exception):
     """A pre-signed record whose seq is not above its owner's last one."""
 
 
-@dataclass(frozen=True, slots=True)
-class Head:
-    key: str
-    id: bytes
-    seq: int
+Fields = tuple[str, str, list[bytes], Any]  # a put's key, kind, parents and body
+SIGN_TURN = 256  # records signed between two yields to the event loop (a put_many's batch)
+
+
+class PutItemError(Exception):
+    """Item `item` of a `wait_put_many` could not become a record (`error` says why);
+    nothing of that put_many was written."""
+
+    def __init__(self, item: int, error: Exception) -> None:
+        super().__init__(f"item {item}: {error}")
+        self.item = item
+        self.error = error
 
 
 class _PendingPut:
-    """A put waiting for the committer: fields to sign, or a record signed elsewhere."""
+    """Puts waiting for the committer, written in one transaction or not at all: fields to
+    sign (one put, or a put_many's items), or a record signed elsewhere."""
 
-    __slots__ = ("fields", "done", "record", "error")
+    __slots__ = ("fields", "done", "records", "error", "many")
 
-    def __init__(
-        self, fields: tuple[str, str, list[bytes], Any] | None, record: Record | None = None
-    ) -> None:
+    def __init__(self, fields: list[Fields], records: list[Record], many: bool = False) -> None:
         self.fields = fields
         self.done = anyio.Event()
-        self.record = record
+        self.records = records
         self.error: Exception | None = None
+        self.many = many  # an item's error is raised as PutItemError
 
 
 class Store:
@@ -125,6 +143,7 @@ class Store:
         lock = StoreLock.acquire(path)
         mark: SeqMark | None = None
         db: aiosqlite.Connection | None = None
+        store: Store | None = None
         try:
             mark = SeqMark.open(path)
             db = await aiosqlite.connect(path)
@@ -133,6 +152,9 @@ class Store:
             store._check_mark(accept_loss)
             return store
         except BaseException as exc:
+            if store is not None:  # the committer's queue, never used
+                store._send.close()
+                store._receive.close()
             # a failed open must not leave aiosqlite's worker thread keeping the process alive
             with anyio.CancelScope(shield=True):
                 if db is not None:
@@ -159,41 +181,20 @@ class Store:
             )
         await db.executescript(SCHEMA)
         await db.commit()
-        # One query each, answered whole (one hop to aiosqlite's thread, not one per 64
-        # rows): a key's head is its last record inserted (SQLite takes the bare columns
-        # from the row holding MAX(rowid)); an owner's last seq comes from UNIQUE (owner, seq).
-        heads = await db.execute_fetchall(
-            "SELECT key, id, seq, MAX(rowid) FROM records GROUP BY key"
+        self.last_seq_by_owner = await last_seqs(db)
+        if self.last_seq_by_owner and not await db.execute_fetchall("SELECT 1 FROM heads LIMIT 1"):
+            await rebuild_heads(db)  # a store from before the heads table
+        self.heads, wrong = await load_heads(
+            db, self.last_seq_by_owner, self._checked, strict=False
         )
-        self.heads = {key: Head(key, rid, seq) for key, rid, seq, _ in heads}
-        seqs = await db.execute_fetchall("SELECT owner, MAX(seq) FROM records GROUP BY owner")
-        self.last_seq_by_owner = {owner: seq for owner, seq in seqs}
-        await self._check_heads(sorted((row[3], self.heads[row[0]]) for row in heads))
-
-    async def _check_heads(self, rows: list[tuple[int, Head]]) -> None:
-        """Every head loaded from the index columns must be a stored record that hashes to
-        its id and has its key and seq: a damaged column would otherwise be served as a head.
-        `rows` are (rowid, head) in rowid order: each record is read by its rowid, one
-        B-tree descent in file order (by id, through the id index, took 10 x longer at 10^5
-        heads). Raises StoreError `store_damaged`."""
-        for at in range(0, len(rows), HEAD_BATCH):
-            batch = rows[at : at + HEAD_BATCH]
-            rowids = [rowid for rowid, _ in batch]
-            found = await self._db.execute_fetchall(
-                f"SELECT rowid, wire FROM records WHERE rowid IN ({','.join('?' * len(rowids))})",
-                rowids,
+        if wrong is None:
+            return
+        await rebuild_heads(db)  # stale (an older compaction's VACUUM) or damaged
+        self.heads, wrong = await load_heads(db, self.last_seq_by_owner, self._checked, strict=True)
+        if wrong is not None:
+            raise StoreError(
+                "store_damaged", f"store {self.path} is damaged ({wrong}); restore it from a backup"
             )
-            wires: dict[int, bytes] = {rowid: wire for rowid, wire in found}
-            for rowid, head in batch:
-                wire = wires.get(rowid)
-                record = self._checked(head.id, wire) if wire is not None else None
-                if record is None or (record.key, record.seq) != (head.key, head.seq):
-                    raise StoreError(
-                        "store_damaged",
-                        f"store {self.path} is damaged (the head "
-                        f"of {head.key!r} does not match its "
-                        f"record); restore it from a backup",
-                    )
 
     def _check_mark(self, accept_loss: bool) -> None:
         """Refuse a store that lost acknowledged records; bring a missing mark up to date."""
@@ -223,20 +224,27 @@ class Store:
         durable; returns it."""
         if self._sign is None or self.owner is None:
             raise TypeError("this store was opened without a signer")
-        return await self._wait(_PendingPut((key, kind, parents, body)))
+        return (await self._wait(_PendingPut([(key, kind, parents, body)], [])))[0]
+
+    async def wait_put_many(self, items: list[Fields]) -> list[Record]:
+        """Sign one record per item, as `wait_put` would, with consecutive seqs in item
+        order, and wait until all are durable, written in one transaction; returns them.
+        Raises PutItemError (nothing written) when an item cannot become a record."""
+        if self._sign is None or self.owner is None:
+            raise TypeError("this store was opened without a signer")
+        return await self._wait(_PendingPut(items, [], many=True))
 
     async def wait_put_record(self, record: Record) -> Record:
         """Store a record its owner signed (already verified) once durable. Raises StaleSeq
         when its seq is not above the owner's last one."""
-        return await self._wait(_PendingPut(None, record))
+        return (await self._wait(_PendingPut([], [record])))[0]
 
-    async def _wait(self, pending: _PendingPut) -> Record:
+    async def _wait(self, pending: _PendingPut) -> list[Record]:
         await self._send.send(pending)
         await pending.done.wait()
         if pending.error is not None:
             raise pending.error
-        assert pending.record is not None
-        return pending.record
+        return pending.records
 
     async def run_committer(self) -> None:
         """Commit queued puts in groups until cancelled."""
@@ -249,32 +257,50 @@ class Store:
                     break
             await self._commit(batch)
 
-    def _prepare(self, batch: list[_PendingPut], seqs: dict[str, int]) -> list[_PendingPut]:
-        """Give every put of `batch` its record and seq; fail the ones that cannot have one."""
+    async def _prepare(self, batch: list[_PendingPut], seqs: dict[str, int]) -> list[_PendingPut]:
+        """Give every put of `batch` its records and seqs; fail the ones that cannot have
+        them (a put_many as a whole). Yields to the event loop every SIGN_TURN signatures, so
+        a large put_many does not hold up other sessions' answers."""
         good = []
         for pending in batch:
+            before = dict(seqs)
             try:
-                if pending.fields is not None:
-                    assert self._sign is not None and self.owner is not None
-                    pending.record = self._sign(*pending.fields, seqs.get(self.owner, 0) + 1)
-                assert pending.record is not None
-                last = seqs.get(pending.record.owner, 0)
-                if pending.record.seq <= last:
-                    raise StaleSeq(
-                        f"seq {pending.record.seq} of {pending.record.owner} is not above {last}"
-                    )
+                await self._sign_fields(pending, seqs.get(self.owner or "", 0))
+                for record in pending.records:
+                    last = seqs.get(record.owner, 0)
+                    if record.seq <= last:
+                        raise StaleSeq(f"seq {record.seq} of {record.owner} is not above {last}")
+                    seqs[record.owner] = record.seq
             except Exception as exc:  # a bad body or a stale seq fails its own put only
+                seqs.clear()
+                seqs.update(before)  # its seqs are free again
+                pending.records = []
                 pending.error = exc
                 pending.done.set()
                 continue
-            seqs[pending.record.owner] = pending.record.seq
             good.append(pending)
         return good
 
+    async def _sign_fields(self, pending: _PendingPut, last: int) -> None:
+        """Sign `pending`'s fields with the seqs after `last`, in order."""
+        if not pending.fields:
+            return
+        assert self._sign is not None and self.owner is not None
+        records = []
+        for index, fields in enumerate(pending.fields):
+            if index and index % SIGN_TURN == 0:
+                await checkpoint()
+            try:
+                records.append(self._sign(*fields, last + index + 1))
+            except Exception as exc:
+                raise PutItemError(index, exc) if pending.many else exc from None
+        pending.records = records
+
     async def _commit(self, batch: list[_PendingPut]) -> None:
         seqs = dict(self.last_seq_by_owner)
-        good = self._prepare(batch, seqs)
-        records = [p.record for p in good if p.record is not None]
+        with anyio.CancelScope(shield=True):  # the puts of `batch` wait for their answer
+            good = await self._prepare(batch, seqs)
+        records = [r for p in good for r in p.records]
         try:
             with anyio.CancelScope(shield=True):
                 await self._write(records)

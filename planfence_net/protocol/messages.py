@@ -22,23 +22,37 @@ import msgpack
 from ..core.errors import RemoteProtocolError
 from ..core.records import ID_LEN, MAX_PARENTS
 
-OPS = ("ping", "heads", "get", "put", "subscribe", "ack", "synced", "stats")
+OPS = ("ping", "heads", "get", "put", "put_many", "subscribe", "ack", "synced", "stats")
 MAX_KEYS = 4096
 MAX_IDS = 4096
 MAX_KEY_LEN = 512
 KEYS_TOO_MANY = ("too_large", f"at most {MAX_KEYS} keys per request")
 IDS_TOO_MANY = ("too_large", f"at most {MAX_IDS} ids per request")
+# A put_many's items, and their bodies' bytes together: both refused before they are read
+# (the count from the array's header, the bytes as each body is reached).
+MAX_PUT_ITEMS = 4096
+MAX_PUT_BYTES = 8 * 1024 * 1024
+PUT_ITEMS_TOO_MANY = ("too_large", f"at most {MAX_PUT_ITEMS} items per put_many")
+PUT_BYTES_TOO_MANY = ("too_large", f"at most {MAX_PUT_BYTES} bytes of bodies per put_many")
 
 
 class BadRequest(RemoteProtocolError):
     """A request that cannot be served; carries the error code sent back to the peer and,
-    when the request got that far, its req_id."""
+    when the request got that far, its req_id; `item`: the index of the put_many item that
+    caused it (None for the request as a whole)."""
 
-    def __init__(self, code: str, message: str, req_id: int | None = None) -> None:
+    def __init__(
+        self, code: str, message: str, req_id: int | None = None, item: int | None = None
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.req_id = req_id
+        self.item = item
+
+    def of_item(self, item: int) -> BadRequest:
+        """This error, as caused by put_many item `item` (its message says which)."""
+        return BadRequest(self.code, f"item {item}: {self.message}", self.req_id, item)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,9 +146,13 @@ def encode_ok_response(req_id: bytes, result: bytes) -> bytes:
     return b"".join((_ARRAY3, req_id, _TRUE, result))
 
 
-def encode_error(req_id: int | None, code: str, message: str) -> bytes:
-    """An error response; `req_id` None (a request too broken to name one) is sent as -1."""
-    return pack([req_id if req_id is not None else -1, False, {"code": code, "message": message}])
+def encode_error(req_id: int | None, code: str, message: str, item: int | None = None) -> bytes:
+    """An error response; `req_id` None (a request too broken to name one) is sent as -1.
+    `item` (a put_many item's index) is sent as the error's "item" when given."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if item is not None:
+        error["item"] = item
+    return pack([req_id if req_id is not None else -1, False, error])
 
 
 def decode_response(data: bytes) -> Response:
@@ -233,6 +251,28 @@ def parse_put(args: dict[str, Any]) -> tuple[str, str, list[bytes], Any]:
     if "body" not in args:
         raise BadRequest("bad_request", "'body' is required")
     return key, kind, [_check_id(p, "parent") for p in parents], args["body"]
+
+
+def parse_put_many(args: dict[str, Any]) -> list[tuple[str, str, list[bytes], Any]]:
+    """`put_many` args: {"items": [{"key", "kind", "parents", "body"}, ...]}: 1 to
+    MAX_PUT_ITEMS items, each read as a `put`'s args (no "head"). An error of one item is
+    raised with its index (`BadRequest.item`)."""
+    items = args.get("items")
+    if not isinstance(items, list) or not items:
+        raise BadRequest("bad_request", "'items' must be a non-empty array of maps")
+    if len(items) > MAX_PUT_ITEMS:
+        raise BadRequest(*PUT_ITEMS_TOO_MANY)
+    parsed = []
+    for index, item in enumerate(items):
+        try:
+            if not isinstance(item, dict):
+                raise BadRequest("bad_request", "an item must be a map")
+            if "head" in item:
+                raise BadRequest("bad_request", "put_many has no 'head': use put")
+            parsed.append(parse_put(item))
+        except BadRequest as exc:
+            raise exc.of_item(index) from None
+    return parsed
 
 
 def parse_put_head(args: dict[str, Any]) -> bytes | None:

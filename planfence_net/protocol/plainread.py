@@ -24,7 +24,8 @@ def read_plain(
 ) -> tuple[int, str, dict[str, Any]] | None:
     """(req_id, op, args) of a small well-formed request, as the careful reader returns
     them; None when the careful reader must decide. `schema` maps op -> argument -> kind:
-    "scalar", "raw" or an array kind (`cap`, `of_pairs`)."""
+    "scalar", "raw" or an array kind (`cap`, `of_pairs`); an array of maps (a kind with
+    `fields`: put_many's items, whose bodies are raw) is left to the careful reader."""
     if len(data) > PLAIN_MAX:
         return None
     try:
@@ -56,7 +57,7 @@ def read_plain(
                 return None
             if kind is not None:
                 read[name] = arg
-        elif kind == "raw" or not _plain_array(arg, kind):
+        elif kind == "raw" or hasattr(kind, "fields") or not _plain_array(arg, kind):
             return None
         else:
             read[name] = arg

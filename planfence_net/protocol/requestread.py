@@ -27,6 +27,10 @@ from .messages import (
     MAX_IDS,
     MAX_KEY_LEN,
     MAX_KEYS,
+    MAX_PUT_BYTES,
+    MAX_PUT_ITEMS,
+    PUT_BYTES_TOO_MANY,
+    PUT_ITEMS_TOO_MANY,
     BadRequest,
     RawValue,
     Request,
@@ -53,9 +57,25 @@ class Array:
     of_pairs: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class Items:
+    """An argument that is an array of maps (a put_many's items), at most `cap` long, each
+    read as a request's args with `fields`; their raw values together at most `raw_cap`
+    bytes. Either excess is refused (`error`, `raw_error`) before what exceeds is read."""
+
+    cap: int
+    error: tuple[str, str]
+    fields: dict[str, Any]
+    raw_cap: int
+    raw_error: tuple[str, str]
+
+
 SCALAR, RAW = "scalar", "raw"
-ArgKind = Array | str
+ArgKind = Array | Items | str
 Schema = dict[str, dict[str, ArgKind]]
+_PARENTS = Array(
+    MAX_PARENTS, ("bad_request", f"'parents' must be an array of at most {MAX_PARENTS} ids")
+)
 
 REQUESTS: Schema = {
     "ping": {},
@@ -71,9 +91,16 @@ REQUESTS: Schema = {
         "kind": SCALAR,
         "body": RAW,
         "head": SCALAR,
-        "parents": Array(
-            MAX_PARENTS, ("bad_request", f"'parents' must be an array of at most {MAX_PARENTS} ids")
-        ),
+        "parents": _PARENTS,
+    },
+    "put_many": {
+        "items": Items(
+            MAX_PUT_ITEMS,
+            PUT_ITEMS_TOO_MANY,
+            {"key": SCALAR, "kind": SCALAR, "body": RAW, "head": SCALAR, "parents": _PARENTS},
+            MAX_PUT_BYTES,
+            PUT_BYTES_TOO_MANY,
+        )
     },
     "subscribe": {
         "keys": Array(MAX_KEYS, KEYS_TOO_MANY),
@@ -137,6 +164,8 @@ class _RequestReader:
     def __init__(self, data: bytes) -> None:
         self.data = data
         self.req_id: int | None = None
+        self.raw_left: int | None = None  # bytes raw values may still take (put_many items)
+        self.raw_error = ("too_large", "")
         self.unpacker = msgpack.Unpacker(
             raw=False,
             max_str_len=MAX_SCALAR,
@@ -190,7 +219,11 @@ class _RequestReader:
             raise self.fail("bad_request", f"at most {MAX_ARGS} arguments per request")
         args: dict[str, Any] = {}
         for _ in range(entries):
-            name = self.scalar("args") if _is_str(self.peek()) else None
+            position = self.unpacker.tell()
+            if position < len(self.data) and 0xA0 <= self.data[position] <= 0xBF:
+                name = self.unpacker.unpack()  # a fixstr, as names are
+            else:
+                name = self.scalar("args") if _is_str(self.peek()) else None
             if not isinstance(name, str):
                 raise ValueError("argument names must be strings")
             kind = kinds.get(name)
@@ -202,15 +235,46 @@ class _RequestReader:
                     )
                 self.scalar(name)
             elif kind == RAW:
-                start = self.unpacker.tell()
-                self.unpacker.skip()
-                args[name] = RawValue(self.data[start : self.unpacker.tell()])
+                args[name] = self.raw()
             elif kind == SCALAR:
                 args[name] = self.scalar(name)
+            elif isinstance(kind, Items):
+                args[name] = self.items(name, kind)
             else:
                 assert isinstance(kind, Array)
                 args[name] = self.array(name, kind)
         return args
+
+    def raw(self) -> RawValue:
+        """The next value as its bytes; refused once raw values exceed `raw_left` bytes."""
+        start = self.unpacker.tell()
+        self.unpacker.skip()
+        end = self.unpacker.tell()
+        if self.raw_left is not None:
+            self.raw_left -= end - start
+            if self.raw_left < 0:
+                raise self.fail(*self.raw_error)
+        return RawValue(self.data[start:end])
+
+    def items(self, name: str, kind: Items) -> Any:
+        """An array of at most `kind.cap` maps, each read as args with `kind.fields`."""
+        head = self.peek()
+        if not _is_array(head):
+            if _is_map(head):
+                raise self.fail("bad_request", f"{name!r} must be an array")
+            self.scalar(name)
+            return INVALID
+        count = self.unpacker.read_array_header()
+        if count > kind.cap:
+            raise self.fail(*kind.error)
+        self.raw_left, self.raw_error = kind.raw_cap, kind.raw_error
+        items = []
+        for index in range(count):
+            if not _is_map(self.peek()):
+                raise self.fail("bad_request", f"item {index} of {name!r} must be a map")
+            items.append(self.args(kind.fields))
+        self.raw_left = None
+        return items
 
     def array(self, name: str, kind: Array) -> Any:
         head = self.peek()
@@ -234,6 +298,9 @@ class _RequestReader:
     def scalar(self, name: str = "") -> Any:
         """The next value if it is a scalar of at most MAX_SCALAR bytes, INVALID for a longer
         one (skipped without being built); an array or map is refused (BadRequest)."""
+        position: int = self.unpacker.tell()
+        if position < len(self.data) and self.data[position] in _SHORT:
+            return self.unpacker.unpack()  # a fixint, fixstr, nil or bool: nothing to check
         head = self.peek()
         if _is_array(head) or _is_map(head):
             where = f"in {name!r}" if name else "there"
@@ -248,6 +315,11 @@ class _RequestReader:
     def end(self) -> None:
         if self.unpacker.tell() != len(self.data):
             raise ValueError(TRAILING)
+
+
+# First bytes of scalars short enough to decode unchecked: positive and negative fixint,
+# fixstr (at most 31 bytes), nil, false, true.
+_SHORT = frozenset([*range(0x00, 0x80), *range(0xA0, 0xC0), 0xC0, 0xC2, 0xC3, *range(0xE0, 0x100)])
 
 
 def _is_array(head: int) -> bool:

@@ -125,6 +125,7 @@ def test_the_owner_table_has_one_row_per_op_of_the_protocol() -> None:
         "heads",
         "get",
         "put",
+        "put_many",
         "subscribe",
         "ack",
         "synced",

@@ -35,6 +35,7 @@ from planfence_net.protocol.messages import (
     parse_heads,
     parse_heads_short,
     parse_put,
+    parse_put_many,
     parse_subscribe,
     unpack,
 )
@@ -55,7 +56,17 @@ RID = bytes(range(32))
 
 
 def test_ops_and_limits() -> None:
-    assert OPS == ("ping", "heads", "get", "put", "subscribe", "ack", "synced", "stats")
+    assert OPS == (
+        "ping",
+        "heads",
+        "get",
+        "put",
+        "put_many",
+        "subscribe",
+        "ack",
+        "synced",
+        "stats",
+    )
     assert (MAX_KEYS, MAX_IDS, MAX_KEY_LEN) == (4096, 4096, 512)
 
 
@@ -452,6 +463,19 @@ def test_protocol_doc_worked_example_matches_the_code() -> None:
     got["response_error"] = encode_error(
         4, "not_owner", "reqs does not own 'inv/a' (owner: inventory)"
     )
+    items = [
+        {"key": "req/order-18", "kind": "fact", "parents": [], "body": {"qty": 1}},
+        {"key": "req/order-17", "kind": "fact", "parents": [record.id], "body": {"qty": 4}},
+    ]
+    got["request_put_many"] = encode_request(5, "put_many", {"items": items})
+    batch = [
+        make_record(reqs.signing_key, owner="reqs", seq=seq, **item)
+        for seq, item in enumerate(items, start=2)
+    ]
+    got["response_put_many"] = encode_response(5, True, {"puts": [[r.id, r.seq] for r in batch]})
+    got["response_error_item"] = encode_error(
+        6, "not_owner", "item 1: reqs does not own 'inv/a' (owner: inventory)", 1
+    )
     assert list(doc) == list(got)
     for name in got:
         assert doc[name].hex() == got[name].hex(), name
@@ -463,6 +487,9 @@ def test_protocol_doc_worked_example_matches_the_code() -> None:
         RawValue(doc["record_body_raw"]),
     )
     assert record_from_wire(unpack(doc["record_wire"])) == record
+    assert parse_put_many(decode_request(doc["request_put_many"]).args) == [
+        (item["key"], "fact", item["parents"], RawValue(pack(item["body"]))) for item in items
+    ]
 
 
 def test_parse_subscribe_every() -> None:
@@ -493,6 +520,8 @@ def test_parse_subscribe_every() -> None:
         [True, "ping", {}],
         [13, "ping", {}, "extra"],
         [14, "heads", {"expect": {f"k{i}": RID for i in range(5000)}}],  # over PLAIN_MAX too
+        [15, "put_many", {"items": [{"key": "req/a", "body": 1}]}],  # raw bodies: careful
+        [16, "put_many", {"items": [[1]]}],
     ],
 )
 def test_the_fast_path_reads_what_the_careful_reader_reads(value: list[Any]) -> None:
@@ -525,6 +554,7 @@ _NAMES = st.sampled_from(
         "kind",
         "body",
         "parents",
+        "items",
         "every",
         "group",
         "seq",

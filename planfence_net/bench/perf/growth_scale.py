@@ -9,9 +9,8 @@ per point, whose keys are the table's columns.
 
 from __future__ import annotations
 
-import contextlib
+import os
 import random
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -26,21 +25,22 @@ from ...cluster import processes as clusterlib
 from ...cluster.folder import ClusterDir
 from ...cluster.pids import read_pid
 from ...cluster.ready import wait_cluster_ready
+from ...net.api import put_records
 from ...net.client import open_session
 from ...owners.compact import compact
-from ...owners.startup import signer
 from ...owners.store import Store
-from ...protocol.messages import pack
+from ...protocol.messages import MAX_PUT_ITEMS
 from .growth import Progress, Row, Sizes, _run, _spread, _time_plans
 from .latency import EXECUTOR, OWNERS, Spread, write_plan
 from .load import owner_load
 
-BUILD_BATCH = 5000  # puts queued at once while a history is built (one group commit)
+BUILD_BATCH = 16 * MAX_PUT_ITEMS  # items per put_records call while a history is built
 
 
 def machine_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row]:
     """For n owners on this machine: wall time of `planfence cluster up`, idle RSS per owner
-    (VmRSS from /proc once all are up) and a d = 8 decision's p50 over two of them."""
+    (VmRSS from /proc once all are up; with PSS and USS, which divide or leave out the
+    library pages the owners share) and a d = 8 decision's p50 over two of them."""
     planfence = str(Path(sys.executable).parent / "planfence")
     rows = []
     for n in sizes.machine:
@@ -59,6 +59,7 @@ def machine_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row
                 up = time.perf_counter() - started
                 pids = [read_pid(cdir, a.name) for a in cdir.roster().agents]
                 rss = [_rss_kib(p) for p in pids if p is not None]
+                unshared = [_unshared_kib(p) for p in pids if p is not None]
                 plan = _run(write_plan, cdir, "machine8", _spread(cdir, OWNERS, 8))
                 spread, _, _ = _run(_time_plans, cdir, [plan], sizes.rounds, sizes.per_round)[
                     plan.plan
@@ -70,6 +71,8 @@ def machine_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row
                 "owners": n,
                 "cluster_up_s": up,
                 "idle_rss_mib": statistics.median(rss) / 1024,
+                "idle_pss_mib": statistics.median(u[0] for u in unshared) / 1024,
+                "idle_uss_mib": statistics.median(u[1] for u in unshared) / 1024,
                 "p50_us": spread.p50,
                 "p99_us": spread.p99,
             }
@@ -84,8 +87,25 @@ def _rss_kib(pid: int) -> int:
     return 0
 
 
+def _unshared_kib(pid: int) -> tuple[int, int]:
+    """(PSS, USS) of `pid` in KiB, from /proc/PID/smaps_rollup: what the process costs the
+    machine once the libraries' pages it shares with the other owners are divided among
+    them (PSS) or left out (USS); RSS counts them whole in every owner. (0, 0) when the
+    kernel has no smaps_rollup."""
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return 0, 0
+    fields = {}
+    for line in text.splitlines()[1:]:
+        name, _, value = line.partition(":")
+        fields[name] = int(value.split()[0]) if value.split() else 0
+    return fields.get("Pss", 0), fields.get("Private_Clean", 0) + fields.get("Private_Dirty", 0)
+
+
 def history_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row]:
-    """One owner holding N records over max(N / 10, ...) keys: the owner's start-up (`cluster
+    """One owner holding N records over max(N / 10, ...) keys, written through its daemon
+    with put_many (the build's time and records/s): the owner's start-up (`cluster
     up` of that owner, which opens the store and checks the heads), `Store.open` alone, heads
     p50 (one random key a request: the first requests after start-up, then as many more),
     heads/s and durable puts/s from 16 sessions, bytes on disk per
@@ -100,8 +120,9 @@ def history_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row
             owner = cdir.roster().agents[1].name  # `reqs`, owning req/*
             progress(f"history: building {n:,} records over {keys:,} keys")
             built = time.perf_counter()
-            _build(cdir, owner, n, keys)
-            progress(f"  built in {time.perf_counter() - built:.0f} s")
+            owner_cpu, client_cpu = _build(cdir, owner, n, keys)
+            built = time.perf_counter() - built
+            progress(f"  built through put_many in {built:.0f} s")
             db = cdir.db(owner)
             on_disk = sum(f.stat().st_size for f in db.parent.glob(db.name + "*"))
             opens = [_run(_time_open, db) for _ in range(3)]
@@ -110,6 +131,8 @@ def history_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row
                 names = clusterlib.start_owners(cdir)
                 anyio.run(wait_cluster_ready, cdir, names, 120.0, backend="asyncio")
                 up = time.perf_counter() - started
+                pid = read_pid(cdir, owner)
+                memory = (_rss_kib(pid), *_unshared_kib(pid)) if pid is not None else (0, 0, 0)
                 cold = _run(_heads_p50, cdir, owner, keys, sizes.per_round * 5)
                 heads = _run(_heads_p50, cdir, owner, keys, sizes.per_round * 5)
                 load = _run(owner_load, cdir, owner, EXECUTOR, "req/h0", 16, 8, sizes.seconds / 2)
@@ -127,8 +150,14 @@ def history_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row
             {
                 "records": n,
                 "keys": keys,
+                "build_s": built,
+                "built_puts_per_s": n / built,
+                "build_owner_cpu_us": owner_cpu / n * 1e6,
+                "build_client_cpu_us": client_cpu / n * 1e6,
                 "owner_up_s": up,
                 "store_open_s": statistics.median(opens),
+                "idle_rss_mib": memory[0] / 1024,
+                "idle_pss_mib": memory[1] / 1024,
                 "heads_first_p50_us": cold.p50,
                 "heads_p50_us": heads.p50,
                 "heads_p99_us": heads.p99,
@@ -142,27 +171,41 @@ def history_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row
     return rows
 
 
-def _build(cdir: ClusterDir, owner: str, n: int, keys: int) -> None:
-    """n records of `owner`, signed as its daemon signs them, key `req/h{i % keys}`, no
-    parents (a new version of a fact does not name the old one: a plan walking both would be
-    ambiguous). The owner's Store makes the schema; the rows go in with SQLite's
-    executemany in commits of BUILD_BATCH, as Store._write lays them out, since a put at a
-    time through the owner would take an hour at 10^6; the owner advances its seq mark over
-    them when it next opens the store."""
-    anyio.run(_time_open, cdir.db(owner))  # the schema, and WAL mode
-    sign = signer(cdir.identity(owner))
-    with contextlib.closing(sqlite3.connect(cdir.db(owner))) as db:
+def _build(cdir: ClusterDir, owner: str, n: int, keys: int) -> tuple[float, float]:
+    """n records of `owner` through its daemon, key `req/h{i % keys}`, no parents (a new
+    version of a fact does not name the old one: a plan walking both would be ambiguous):
+    `put_records` sends them as put_many requests of MAX_PUT_ITEMS, each signed by the
+    owner and committed in one transaction, durable before the next is sent. Returns the
+    CPU seconds the owner and this client spent (figures a loaded machine changes less
+    than the wall time)."""
+    try:
+        names = clusterlib.start_owners(cdir, [owner])
+        anyio.run(wait_cluster_ready, cdir, names, 120.0, backend="asyncio")
+        pid = read_pid(cdir, owner)
+        owner_cpu, client_cpu = _cpu_s(pid), time.process_time()
         for at in range(0, n, BUILD_BATCH):
-            rows = []
-            for i in range(at, min(n, at + BUILD_BATCH)):
-                record = sign(f"req/h{i % keys}", "fact", [], {"i": i}, i + 1)
-                rows.append(
-                    (record.id, record.key, record.owner, record.seq, pack(record.to_wire()))
-                )
-            db.executemany(
-                "INSERT INTO records (id, key, owner, seq, wire) VALUES (?, ?, ?, ?, ?)", rows
-            )
-            db.commit()
+            items = [
+                {"key": f"req/h{i % keys}", "body": {"i": i}}
+                for i in range(at, min(n, at + BUILD_BATCH))
+            ]
+            anyio.run(_put, cdir, owner, items, backend="asyncio")
+        return _cpu_s(pid) - owner_cpu, time.process_time() - client_cpu
+    finally:
+        clusterlib.stop_owners(cdir)
+
+
+def _cpu_s(pid: int | None) -> float:
+    """User and system CPU seconds of process `pid` so far (0 when unknown)."""
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _put(cdir: ClusterDir, owner: str, items: list[dict[str, Any]]) -> None:
+    written = await put_records(cdir.roster(), cdir.identity(owner), items)
+    if len(written) != len(items):
+        raise AssertionError(f"{len(written)} of {len(items)} records written")
 
 
 async def _time_open(db: Path) -> float:
