@@ -59,7 +59,8 @@ class Intent:
         return f"plan {self.plan!r}{by} in {self.worktree}"
 
     def until(self) -> str:
-        return time.strftime("%H:%M:%S UTC", time.gmtime(self.expires))
+        """When the intent's lease runs out, as a date and time (a week reads as a week)."""
+        return until_text(self.expires)
 
 
 def intent_key(agent: str, plan: str, session: str | None, subagent: str | None, rel: str) -> str:
@@ -214,6 +215,21 @@ def client_payload(
     if plan_id is not None:
         args["plan_id"] = plan_id
     return args
+
+
+def until_text(expires: float, now: float | None = None) -> str:
+    """`expires` as a date and time in UTC, and with `now` what remains:
+    `2026-12-01 16:30:00 UTC (in 30 min)`."""
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(expires))
+    if now is None:
+        return when
+    left = max(0.0, expires - now)
+    span = f"{left / 3600:.1f} h" if left >= 3600 else f"{round(left / 60)} min"
+    return f"{when} (in {span})"
+
+
+DEFAULT_MAX_AGENT_LEASE = 3600.0  # an agent's lease at most (cluster.toml [intents] max_lease)
+DEFAULT_MAX_EXCLUSIVE = 20  # exclusive files one agent's plan may hold ([intents] max_exclusive)
 
 
 def check_lease(lease: float) -> float:

@@ -34,6 +34,8 @@ from ...net.syncclient import SyncSessions
 from ..model.facts import file_key, file_of, plan_key
 from ..model.intents import (
     DEFAULT_LEASE,
+    DEFAULT_MAX_AGENT_LEASE,
+    DEFAULT_MAX_EXCLUSIVE,
     MIN_LEASE,
     Intent,
     check_lease,
@@ -113,6 +115,29 @@ def lease_of(cdir: ClusterDir) -> float:
         return check_lease(float(lease))
     except ValueError as exc:
         raise ConfigError(f"{cdir.roster_path}: [intents] lease: {exc}") from None
+
+
+def agent_limits(cdir: ClusterDir) -> tuple[float, int]:
+    """What the person allows an agent's plan: its longest lease (`[intents] max_lease` in
+    cluster.toml, seconds, default DEFAULT_MAX_AGENT_LEASE) and how many files it may hold
+    exclusively (`[intents] max_exclusive`, default DEFAULT_MAX_EXCLUSIVE). Raises
+    ConfigError when either is malformed."""
+    try:
+        table = tomllib.loads(cdir.roster_path.read_text()).get("intents", {})
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{cdir.roster_path}: {exc}") from None
+    table = table if isinstance(table, dict) else {}
+    lease = table.get("max_lease", DEFAULT_MAX_AGENT_LEASE)
+    count = table.get("max_exclusive", DEFAULT_MAX_EXCLUSIVE)
+    try:
+        if isinstance(lease, bool) or not isinstance(lease, int | float):
+            raise ValueError("max_lease: a number of seconds")
+        check_lease(float(lease))
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ValueError("max_exclusive: a whole number of files")
+    except ValueError as exc:
+        raise ConfigError(f"{cdir.roster_path}: [intents] {exc}") from None
+    return float(lease), count
 
 
 def announce(

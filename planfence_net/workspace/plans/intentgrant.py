@@ -20,7 +20,7 @@ from ...core.errors import ConfigError, PlanfenceError, RequestError
 from ...core.timeouts import DEFAULT_TIMEOUT
 from ...net.syncclient import SyncSessions
 from ..model.facts import file_of, plan_key
-from ..model.intents import client_payload, first_holder, notice, others
+from ..model.intents import client_payload, first_holder, notice, others, until_text
 from ..place.config import workspaces
 from .intentclient import Collected, collect, publish
 
@@ -125,7 +125,7 @@ def publish_trust(
             continue
         if excl:
             held.extend((owner, r) for r in rels)
-        until = time.strftime("%H:%M:%S UTC", time.gmtime(expires))
+        until = until_text(expires, time.time())
         lines.append(
             f"intent{'s' if len(rels) > 1 else ''} published"
             f"{' (exclusive)' if excl else ''}: "

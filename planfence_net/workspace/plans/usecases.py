@@ -25,11 +25,11 @@ from ..model.facts import PERSON_FLAGS, plan_key
 from ..model.intents import check_lease
 from ..model.machine import Verdict
 from ..place.config import file_key_for, locate, remember_plan, select_plan, workspaces
-from .access import Caller, authorize
+from .access import Caller, Refused, authorize
 from .agentsmd import FromList, declared_reads
 from .check import run_check
 from .checklog import log_check
-from .intentclient import before_trust, lease_of
+from .intentclient import agent_limits, before_trust, lease_of
 from .intentgrant import TrustIntents, after_trust
 from .session import Change, auto_plan, wait_record
 from .trust import (
@@ -133,6 +133,7 @@ def trust_plan(cdir: ClusterDir, request: TrustRequest, caller: Caller) -> Trust
         span = check_lease(req.lease) if req.lease is not None else lease_of(cdir)
     except ValueError as exc:
         raise ConfigError(f"--lease: {exc}") from None
+    span = _agent_bounds(cdir, caller, req, span, len(files.held))
     seen = before_trust(
         cdir, roster, req.plan, files.targets + files.created, files.held, addresses
     )
@@ -160,6 +161,36 @@ def trust_plan(cdir: ClusterDir, request: TrustRequest, caller: Caller) -> Trust
     intents = after_trust(cdir, roster, published, seen, addresses)
     counts = (len(files.reads), len(files.targets), len(files.locks))  # as `trust` prints
     return Trusted(req, record, counts, ran, intents, current)
+
+
+def _agent_bounds(
+    cdir: ClusterDir, caller: Caller, req: TrustRequest, span: float, exclusive: int
+) -> float:
+    """The lease an agent's trust may take: the person's bounds (`intentclient.agent_limits`)
+    hold for an agent, never for the person. An exclusive intent is bound to a session (it
+    ends with it); a `--lease` past the team's maximum, or more exclusive files than it
+    allows, is refused; the cluster's default lease is capped at the maximum. Raises
+    access.Refused."""
+    if caller.kind != "agent":
+        return span
+    longest, most = agent_limits(cdir)
+    if exclusive and not (req.session or caller.session):
+        raise Refused(
+            "PlanFence refused --exclusive without --session: an exclusive intent is bound "
+            "to the session that holds it and ends with it. Trust the plan for your own "
+            "session, or ask the user."
+        )
+    if req.lease is not None and req.lease > longest:
+        raise Refused(
+            f"PlanFence refused --lease {req.lease:g}: an agent's intents last at most "
+            f"{longest:g} s ([intents] max_lease in {cdir.roster_path}, the user's setting)."
+        )
+    if exclusive > most:
+        raise Refused(
+            f"PlanFence refused {exclusive} exclusive files: an agent's plan may hold at most "
+            f"{most} ([intents] max_exclusive in {cdir.roster_path}, the user's setting)."
+        )
+    return min(span, longest)
 
 
 def _declare(req: TrustRequest, spaces: dict[str, Path]) -> _Declared:
