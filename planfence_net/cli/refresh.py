@@ -19,8 +19,9 @@ ClusterOpt = Option(
 
 
 def register(group: Group) -> None:
-    """Add `workspace refresh` to the `workspace` group."""
+    """Add the person's `workspace refresh` and `workspace release` to the `workspace` group."""
     group.command("refresh")(refresh)
+    group.command("release")(release)
 
 
 def refresh(
@@ -67,3 +68,30 @@ def refresh(
         click.echo(f"error: plan {plan!r} cannot be re-based: {exc}", err=True)
         raise click.exceptions.Exit(1) from None
     click.echo(f"refreshed {plan}: re-based on the current branch and HEAD (replan count 1)")
+
+
+def release(
+    plan: str = Argument(..., help="The plan whose intents end (as `workspace plans` names it)."),
+    timeout: float = Option(
+        DEFAULT_TIMEOUT, "--timeout", min=0.01, metavar="SECONDS", help="For the whole command."
+    ),
+    cluster: Path | None = ClusterOpt,
+) -> None:
+    """End every live intent of PLAN, exclusive or not, at every workspace owner: its files
+    are free for other plans again. A person's decision: refused from an agent's shell."""
+    import os
+
+    from ..core.errors import PlanfenceError
+    from ..workspace.place.config import find_cluster
+    from ..workspace.plans.access import Caller
+    from ..workspace.plans.usecases import RELEASE, release_plan
+
+    try:
+        cdir = find_cluster(cluster)
+        ended = release_plan(
+            cdir, plan, Caller.of_shell(os.environ, cdir.root, RELEASE, None), timeout
+        )
+    except PlanfenceError as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise click.exceptions.Exit(1) from None
+    click.echo(f"released {plan}: {ended} intent{'' if ended == 1 else 's'} ended")

@@ -96,3 +96,28 @@ def test_until_text_says_the_date_and_what_remains() -> None:
     assert until_text(1796142600.0 + 6 * 86400, 1796142600.0) == (
         "2026-12-07 16:30:00 UTC (in 144.0 h)"
     )
+
+
+def test_the_person_ends_any_plans_intents_and_an_agent_may_not(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CODEX_THREAD_ID", SESSION)
+    assert trust(repo, "lock", "--session", SESSION)[0] == 0  # the agent's exclusive intent
+    code, out, err = run_cli("workspace", "release", "lock", cwd=repo)
+    assert (code, out) == (1, "")
+    assert "refused workspace release: ending a plan's intents" in err
+    code, _, err = trust(repo, "other", "--session", SESSION)  # still held by `lock`
+    assert code == 1 and "plan 'lock' (session sess-5d1) in " in err, err
+    assert "already intends it exclusively" in err
+    monkeypatch.delenv("CODEX_THREAD_ID")  # the person
+    assert run_cli("workspace", "release", "lock", cwd=repo) == (
+        0,
+        "released lock: 1 intent ended\n",
+        "",
+    )
+    assert (
+        run_cli("workspace", "release", "lock", cwd=repo)[1] == "released lock: 0 intents ended\n"
+    )
+    monkeypatch.setenv("CODEX_THREAD_ID", SESSION)
+    code, _, err = trust(repo, "other", "--session", SESSION)  # free again
+    assert code == 0, err

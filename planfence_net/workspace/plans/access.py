@@ -117,6 +117,11 @@ def authorize(
             f"PlanFence refused {action}: it re-bases a plan on a new branch or HEAD and is "
             f"the user's decision, never the agent's. Do not try another way; ask the user."
         )
+    if action == "workspace release":
+        raise Refused(
+            f"PlanFence refused {action}: ending a plan's intents lets other plans write its "
+            f"files and is the user's decision, never the agent's. Ask the user."
+        )
     if session is not None and session != caller.session:
         raise Refused(not_yours(action, session))
 

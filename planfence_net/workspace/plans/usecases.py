@@ -10,6 +10,7 @@ refused, `access.Refused` for one the caller may not make), never prints.
 from __future__ import annotations
 
 import functools
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -18,9 +19,10 @@ import anyio
 
 from ...cluster.folder import ClusterDir
 from ...cluster.processes import link_addresses
-from ...core.errors import ConfigError, collapse
+from ...core.errors import ConfigError, PlanfenceError, collapse
 from ...core.roster import Roster
 from ...core.timeouts import DEFAULT_TIMEOUT
+from ...net.syncclient import SyncSessions
 from ..model.facts import PERSON_FLAGS, plan_key
 from ..model.intents import check_lease
 from ..model.machine import Verdict
@@ -42,7 +44,7 @@ from .trust import (
     wait_trust,
 )
 
-TRUST, REFRESH = "workspace trust", "workspace refresh"
+TRUST, REFRESH, RELEASE = "workspace trust", "workspace refresh", "workspace release"
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,6 +292,28 @@ def refresh_plan(
     authorize(caller, REFRESH, session)
 
     wait_record(cdir.roster(), cdir.identity, plan, Change(rebase=True), step_timeout=step_timeout)
+
+
+def release_plan(cdir: ClusterDir, plan: str, caller: Caller, timeout: float) -> int:
+    """End every live intent of `plan` at every workspace owner of the cluster (the person's
+    way to free files an agent's plan holds, exclusive or not); returns how many ended.
+    Raises access.Refused for an agent, PlanfenceError when an owner does not answer."""
+    authorize(caller, RELEASE, None)
+    roster = cdir.roster()
+    owners = list(workspaces(cdir))
+    sessions = SyncSessions(roster, cdir.identity(member_of(roster, plan_key(plan))))
+    try:
+        outcomes = sessions.round(
+            {o: ("unintend", {"plans": [plan]}) for o in owners}, time.monotonic() + timeout
+        )
+    finally:
+        sessions.close()
+    answers = {o: outcomes.get(o) for o in owners}
+    ended = [a.get("ended", 0) for a in answers.values() if isinstance(a, dict)]
+    if len(ended) < len(owners):
+        failed = sorted(o for o, a in answers.items() if not isinstance(a, dict))
+        raise PlanfenceError(f"could not end {plan}'s intents at {', '.join(failed)}")
+    return sum(n for n in ended if isinstance(n, int))
 
 
 def run_blocking(fn: Any) -> Any:
