@@ -9,13 +9,14 @@ says it is an agent's)."""
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from planfence_net.workspace.model.intents import until_text
-from support.workspace import make_repo, run_cli, served
+from support.workspace import make_repo, payload, run_cli, run_hook, served
 
 SESSION = "sess-5d1e"
 FILES = {f"src/f{i}.py": f"v = {i}\n" for i in range(3)}
@@ -121,3 +122,16 @@ def test_the_person_ends_any_plans_intents_and_an_agent_may_not(
     monkeypatch.setenv("CODEX_THREAD_ID", SESSION)
     code, _, err = trust(repo, "other", "--session", SESSION)  # free again
     assert code == 0, err
+
+
+def test_the_hook_blocks_release_in_an_agents_shell_in_every_spelling(repo: Path) -> None:
+    """Release is the person's: the hook blocks it before it runs, with the reason."""
+    for command in (
+        "planfence workspace release lock",
+        f"{sys.executable} -m planfence_net workspace 'release' lock",
+        "/opt/x/bin/planfence workspace rel\\ease lock",
+    ):
+        data = {**payload("claude-bash", repo), "tool_input": {"command": command}}
+        code, reason = run_hook("claude", data)
+        assert code == 2, command
+        assert "`planfence workspace release` ends a plan's intents" in reason, reason

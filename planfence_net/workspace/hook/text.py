@@ -130,6 +130,12 @@ def person_only(call: ToolCall) -> str:
             f"re-bases a plan on a new branch or HEAD and is the user's decision, never the "
             f"agent's. Do not try another way; ask the user."
         )
+    if command == "workspace release":
+        return (
+            f"PlanFence blocked {call.describe()}{call.subagent()}: `planfence {command}` "
+            f"ends a plan's intents, letting other plans write its files, and is the user's "
+            f"decision, never the agent's. Do not try another way; ask the user."
+        )
     if command is not None:
         return (
             f"PlanFence blocked {call.describe()}{call.subagent()}: `planfence {command}` is "

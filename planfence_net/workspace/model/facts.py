@@ -74,7 +74,7 @@ def person_flag(command: str) -> str | None:
 
 # `planfence workspace refresh` re-bases a plan on the current branch and HEAD: a person's
 # decision after a switch, never the agent's (the hook blocks every shell command naming it).
-_PERSON_COMMAND = re.compile(r"\bworkspace\s+refresh\b")
+_PERSON_COMMAND = re.compile(r"\bworkspace\s+(refresh|release)\b")
 
 
 # `planfence hook claude|codex|git` is what the agent's client (or git) runs with the
@@ -87,12 +87,13 @@ _HOOK_COMMAND = re.compile(
 
 
 def person_command(command: str) -> str | None:
-    """`workspace refresh` or `hook claude|codex|git|install|uninstall` when the shell
+    """`workspace refresh|release` or `hook claude|codex|git|install|uninstall` when the shell
     command `command` runs it through `planfence` (or `python -m planfence_net`; quotes and
     backslashes ignored, as in `person_flag`), else None."""
     text = command.translate(_SHELL_QUOTING)
-    if _PERSON_COMMAND.search(text):
-        return "workspace refresh"
+    person = _PERSON_COMMAND.search(text)
+    if person is not None:
+        return f"workspace {person.group(1)}"
     hook = _HOOK_COMMAND.search(text)
     if hook is not None:
         return f"hook {hook.group(1)}"
