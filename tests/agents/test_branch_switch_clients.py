@@ -100,7 +100,7 @@ def test_claude_branch_switch_says_only_stop(
     claude: Path, model_server: ModelServer, workspace: Workspace, tmp_path: Path
 ) -> None:
     heads = on_feature_branch(workspace)
-    workspace.planfence("hook", "install", "claude", "--project", workspace.path)
+    workspace.planfence("hook", "install", "claude", "--project", workspace.path, "--command")
     auth, package = workspace.path / "auth.ts", workspace.path / "package.json"
     # Claude Code itself refuses an Edit of a file changed since its Read, before PreToolUse:
     # the model edits package.json, which the checkout left as it was.

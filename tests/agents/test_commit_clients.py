@@ -51,7 +51,7 @@ def test_claude_edit_commit_edit_is_never_stopped_nor_refused(
     (workspace.path / "main.py").write_text(MAIN)
     workspace.git("add", "lib.py", "main.py")
     workspace.git("commit", "-q", "-m", "sources")
-    workspace.planfence("hook", "install", "claude", "--project", workspace.path)
+    workspace.planfence("hook", "install", "claude", "--project", workspace.path, "--command")
     workspace.planfence("hook", "install", "git", "--project", workspace.path)
     assert (workspace.path / ".git" / "hooks" / "pre-commit").exists()
     lib, main = workspace.path / "lib.py", workspace.path / "main.py"
@@ -95,7 +95,7 @@ def test_claude_a_commit_bringing_in_another_agents_change_blocks_naming_it(
     (workspace.path / "main.py").write_text(MAIN)
     workspace.git("add", "main.py")
     workspace.git("commit", "-q", "-m", "sources")
-    workspace.planfence("hook", "install", "claude", "--project", workspace.path)
+    workspace.planfence("hook", "install", "claude", "--project", workspace.path, "--command")
     main = workspace.path / "main.py"
 
     def another_agent_commits_then(body: dict[str, Any]) -> ToolCall:

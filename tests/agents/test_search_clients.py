@@ -29,7 +29,7 @@ def test_claude_grep_shows_lib_lib_drifts_edit_is_blocked_naming_it(
     (workspace.path / "main.py").write_text(MAIN)
     workspace.git("add", "lib.py", "main.py")
     workspace.git("commit", "-q", "-m", "sources")
-    workspace.planfence("hook", "install", "claude", "--project", workspace.path)
+    workspace.planfence("hook", "install", "claude", "--project", workspace.path, "--command")
     lib, main = workspace.path / "lib.py", workspace.path / "main.py"
     edit = ToolCall(
         "Edit",
