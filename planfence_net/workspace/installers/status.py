@@ -139,19 +139,25 @@ def claude_status(root: Path) -> AgentStatus:
     )
 
 
-def probe(handler: dict[str, Any], root: Path) -> str:
-    """Run our handler as Claude Code would on a Read call (never gated); "" when it answered
-    exit 0, else what went wrong."""
-    command = str(handler.get("command", ""))
-    args = handler.get("args")
-    argv = [command, *map(str, args)] if isinstance(args, list) else ["/bin/sh", "-c", command]
-    payload = {
+def probe_payload(root: Path) -> dict[str, Any]:
+    """What `hook status` asks our handler: a Read in `root` (never gated, so it answers
+    exit 0 wherever the hook works)."""
+    return {
         "session_id": "planfence-hook-status",
         "cwd": str(root),
         "hook_event_name": "PreToolUse",
         "tool_name": "Read",
         "tool_input": {"file_path": str(root / "README.md")},
     }
+
+
+def probe(handler: dict[str, Any], root: Path) -> str:
+    """Run our handler as Claude Code would on a Read call (never gated); "" when it answered
+    exit 0, else what went wrong."""
+    command = str(handler.get("command", ""))
+    args = handler.get("args")
+    argv = [command, *map(str, args)] if isinstance(args, list) else ["/bin/sh", "-c", command]
+    payload = probe_payload(root)
     env = {**os.environ, "CLAUDE_PROJECT_DIR": str(root)}
     try:
         proc = subprocess.run(
@@ -186,13 +192,7 @@ def probe_http(handler: dict[str, Any], root: Path, files: list[Path]) -> str:
         with contextlib.suppress(ConfigError):
             given = load(path).get("env")
             env.update(given if isinstance(given, dict) else {})
-    payload = {
-        "session_id": "planfence-hook-status",
-        "cwd": str(root),
-        "hook_event_name": "PreToolUse",
-        "tool_name": "Read",
-        "tool_input": {"file_path": str(root / "README.md")},
-    }
+    payload = probe_payload(root)
     url = str(handler.get("url", ""))
     headers = {ENV_HEADER + n: str(env.get(n, "")) for n in ENVIRONMENT}
     headers.update({"Content-Type": "application/json", HEADER: str(env.get(ENV, ""))})

@@ -53,7 +53,7 @@ from ..hook.client import (
     socket_path,
     unsafe,
 )
-from ..hook.run import decide
+from ..hook.run import Answer, decide
 
 READ_TIMEOUT = 30.0  # seconds for a client to send its request
 MAX_HEADER = 64 * 1024
@@ -197,18 +197,36 @@ async def _answer_one(
         await _send(stream, {"fallback": why})
         return
 
+    answer = await wait_decision(header["agent"], header["argv"], data, _left(header), log, workers)
+    if answer is None:  # the client's deadline passed: it blocked already
+        return
+    await _send(stream, {"code": answer.code, "stderr": answer.stderr, "stdout": answer.stdout})
+
+
+async def wait_decision(
+    agent: str,
+    argv: list[str],
+    data: bytes,
+    seconds: float,
+    log: EventLog,
+    workers: anyio.CapacityLimiter,
+    **fields: str,
+) -> Answer | None:
+    """The hook's `decide` on one payload, in a worker thread (at most `workers` at once),
+    given up after `seconds` (the caller's deadline): its answer, or None when the caller's deadline passed first.
+    Logs `hook` (or `hook_abandoned`) with its time and `fields` (e.g. the door)."""
     started = time.perf_counter()
     answer = None
-    with anyio.move_on_after(_left(header)):
+    with anyio.move_on_after(seconds):
         answer = await anyio.to_thread.run_sync(
-            decide, header["agent"], header["argv"], data, abandon_on_cancel=True, limiter=workers
+            decide, agent, argv, data, abandon_on_cancel=True, limiter=workers
         )
-    took = time.perf_counter() - started
-    if answer is None:  # the client's deadline passed: it blocked already
-        log.write("hook_abandoned", client=header["agent"], ms=round(took * 1000, 3))
-        return
-    log.write("hook", client=header["agent"], code=answer.code, ms=round(took * 1000, 3))
-    await _send(stream, {"code": answer.code, "stderr": answer.stderr, "stdout": answer.stdout})
+    ms = round((time.perf_counter() - started) * 1000, 3)
+    if answer is None:
+        log.write("hook_abandoned", client=agent, **fields, ms=ms)
+        return None
+    log.write("hook", client=agent, **fields, code=answer.code, ms=ms)
+    return answer
 
 
 def _left(header: dict[str, Any]) -> float:
@@ -216,7 +234,12 @@ def _left(header: dict[str, Any]) -> float:
     left = header.get("left")
     if isinstance(left, (int, float)) and not isinstance(left, bool):
         return max(float(left), 0.0)
-    argv = header["argv"]
+    return argv_timeout(header["argv"])
+
+
+def argv_timeout(argv: list[str]) -> float:
+    """How long a hook run with `argv` may take in all: its --timeout (else the default)
+    plus the client's GRACE."""
     options = dict(zip(argv[::2], argv[1::2], strict=False))
     try:
         return float(options.get("--timeout", DEFAULT_TIMEOUT)) + GRACE

@@ -36,7 +36,6 @@ import contextlib
 import hmac
 import json
 import os
-import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -47,9 +46,9 @@ from anyio.abc import SocketAttribute, SocketStream, TaskStatus
 from anyio.streams.stapled import MultiListener
 
 from ...owners.logs import EventLog
-from ..hook.client import DEFAULT_TIMEOUT, GRACE, MAX_PAYLOAD
+from ..hook.client import MAX_PAYLOAD
 from ..installers.httphook import HEADER, PATH, other_environment, record_path, secret_path
-from .hookd import READ_TIMEOUT, WORKERS
+from .hookd import READ_TIMEOUT, WORKERS, argv_timeout, wait_decision
 
 MAX_HEAD = 16 * 1024  # bytes of request line and headers
 
@@ -223,25 +222,12 @@ def argv_of(target: bytes) -> list[str]:
 async def _decide(
     request: h11.Request, body: bytes, log: EventLog, workers: anyio.CapacityLimiter
 ) -> tuple[int, dict[str, Any]]:
-    from ..hook.run import decide
-
     argv = argv_of(request.target)
-    options = dict(zip(argv[::2], argv[1::2], strict=False))
-    try:
-        timeout = float(options.get("--timeout", DEFAULT_TIMEOUT)) + GRACE
-    except ValueError:
-        timeout = DEFAULT_TIMEOUT + GRACE
-    started = time.perf_counter()
-    answer = None
-    with anyio.move_on_after(timeout):
-        answer = await anyio.to_thread.run_sync(
-            decide, "claude", argv, body, abandon_on_cancel=True, limiter=workers
-        )
-    ms = round((time.perf_counter() - started) * 1000, 3)
+    answer = await wait_decision(
+        "claude", argv, body, argv_timeout(argv), log, workers, door="http"
+    )
     if answer is None:
-        log.write("hook_abandoned", client="claude", door="http", ms=ms)
         return 503, {"error": "PlanFence's hook did not decide in time; the call is blocked"}
-    log.write("hook", client="claude", door="http", code=answer.code, ms=ms)
     return answer_body(_event(body), answer.code, answer.stdout, answer.stderr)
 
 

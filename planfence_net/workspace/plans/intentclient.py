@@ -104,10 +104,7 @@ def publish(sessions: SyncSessions, owner: str, args: dict[str, Any], deadline: 
 def lease_of(cdir: ClusterDir) -> float:
     """The cluster's intent lease: `[intents] lease` in cluster.toml, else DEFAULT_LEASE.
     Raises ConfigError when it is malformed."""
-    try:
-        table = tomllib.loads(cdir.roster_path.read_text()).get("intents", {})
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{cdir.roster_path}: {exc}") from None
+    table = _intents_table(cdir)
     lease = table.get("lease", DEFAULT_LEASE) if isinstance(table, dict) else None
     try:
         if isinstance(lease, bool) or not isinstance(lease, int | float):
@@ -117,15 +114,22 @@ def lease_of(cdir: ClusterDir) -> float:
         raise ConfigError(f"{cdir.roster_path}: [intents] lease: {exc}") from None
 
 
+def _intents_table(cdir: ClusterDir) -> Any:
+    """The `[intents]` value of the cluster's cluster.toml as written ({} when there is
+    none; the callers judge one that is not a table). Raises ConfigError when the file
+    cannot be read."""
+    try:
+        return tomllib.loads(cdir.roster_path.read_text()).get("intents", {})
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{cdir.roster_path}: {exc}") from None
+
+
 def agent_limits(cdir: ClusterDir) -> tuple[float, int]:
     """What the person allows an agent's plan: its longest lease (`[intents] max_lease` in
     cluster.toml, seconds, default DEFAULT_MAX_AGENT_LEASE) and how many files it may hold
     exclusively (`[intents] max_exclusive`, default DEFAULT_MAX_EXCLUSIVE). Raises
     ConfigError when either is malformed."""
-    try:
-        table = tomllib.loads(cdir.roster_path.read_text()).get("intents", {})
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{cdir.roster_path}: {exc}") from None
+    table = _intents_table(cdir)
     table = table if isinstance(table, dict) else {}
     lease = table.get("max_lease", DEFAULT_MAX_AGENT_LEASE)
     count = table.get("max_exclusive", DEFAULT_MAX_EXCLUSIVE)
