@@ -123,6 +123,7 @@ class Team:
             if plan is not None and plan.record == rid:
                 plan.body = body
                 self._plan_changed(plan)
+                self._mark("overlap", "overlap")  # the roles are known now
         elif ":intent/" in put.key:
             self._intent_changed(body)
         elif put.key.endswith((":branch", ":head")):
@@ -191,6 +192,8 @@ class Team:
                 "writers": [w for w in line.get("writers", []) if isinstance(w, dict)],
                 "changed_again": bool(line.get("changed_again")),
             }
+            for old in [b for b in self.blocks if b["id"] == block["id"]]:
+                self.blocks.remove(old)  # the same block written again, with more said
             self.blocks.append(block)
             self._dirty[("block", block["id"])] = None
         owner = self._owner(str(line.get("agent") or ""))
