@@ -63,15 +63,21 @@ class Collector:
         return receive
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Read the logs so far, report started, then follow them until cancelled."""
+        """Read the logs so far, report started, then follow them until cancelled; then end
+        every subscriber's stream."""
         self.round()
-        async with anyio.create_task_group() as tg:
-            if self.fetch:
-                tg.start_soon(self._fetch_bodies)
-            task_status.started()
-            while True:
-                await anyio.sleep(self.poll)
-                self.round()
+        try:
+            async with anyio.create_task_group() as tg:
+                if self.fetch:
+                    tg.start_soon(self._fetch_bodies)
+                task_status.started()
+                while True:
+                    await anyio.sleep(self.poll)
+                    self.round()
+        finally:
+            for send in self._subscribers:
+                send.close()  # their readers' streams end
+            self._subscribers.clear()
 
     def round(self) -> Batch:
         """Read what the logs gained, fold it, publish the changed rows; returns them."""
