@@ -160,7 +160,7 @@ class Collector:
             by_owner: dict[str, list[bytes]] = {}
             for rid in dict.fromkeys(wanted):
                 put = self.team.puts.get(rid)
-                if put is not None and rid not in self.team.bodies:
+                if put is not None and rid not in self.team.bodies and _is_id(rid):
                     by_owner.setdefault(put.owner, []).append(bytes.fromhex(rid))
             addresses = link_addresses(self.cdir)
 
@@ -181,3 +181,12 @@ class Collector:
             if batch:
                 self._publish(batch)
                 self.write_status()
+
+
+def _is_id(text: str) -> bool:
+    """Whether a log line's `id` can name a record (hex): a line is data, never trusted."""
+    try:
+        bytes.fromhex(text)
+    except ValueError:
+        return False
+    return True

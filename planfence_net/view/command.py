@@ -97,6 +97,7 @@ def _view(
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(("127.0.0.1", port))
+        sock.listen(128)  # connections wait for the server from here on, never refused
     except OSError as exc:
         raise PlanfenceError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}") from None
     anyio.run(_serve, collector, sock, open_browser)

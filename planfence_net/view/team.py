@@ -240,7 +240,8 @@ class Team:
         stale = sum(1 for p in self.plans.values() if self.stale_keys(p.name))
         blocked = states.count("blocked")
         head = "fence BLOCKED" if blocked else "fence ok"
-        parts = [head, f"{len(self.plans)} plans", f"{stale} stale"]
+        plans = len(self.plans)
+        parts = [head, f"{plans} plan" + ("" if plans == 1 else "s"), f"{stale} stale"]
         if blocked:
             parts.append(f"{blocked} blocked")
         return {
