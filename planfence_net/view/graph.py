@@ -18,7 +18,7 @@ from .team import PLAN_PREFIX, QUIET, Team
 
 DEPTH = 3
 NODES = 60
-COLUMN, ROW, BOX_W, BOX_H = 300, 46, 260, 36
+COLUMN, ROW, BOX_W, BOX_H = 240, 44, 215, 36
 
 
 def lineage(team: Team, plan: str, record: str | None = None) -> dict[str, Any]:
@@ -105,7 +105,7 @@ def svg(graph: dict[str, Any]) -> str:
         parts.append(
             f'<g class="{cls}" data-id="{node["id"]}"><rect x="{x}" y="{y}" width="{BOX_W}" '
             f'height="{BOX_H}" rx="4"/><text x="{x + 6}" y="{y + 15}">'
-            f"{escape(_short(node['key'], 38))}</text>"
+            f"{escape(_short(node['key'], 28))}</text>"
             f'<text class="sub" x="{x + 6}" y="{y + 30}">{escape(label)}</text></g>'
         )
     parts.append("</svg>")
