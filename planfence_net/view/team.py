@@ -1,8 +1,9 @@
 """The team as the owners' logs tell it: one fold of log lines into rows (pure, no I/O).
 
 `Team.feed(line)` takes one JSON line of a cluster folder's owner logs (`logs/OWNER.jsonl`:
-the owners' `put` lines, the `check` lines the hook appends, `workspace`, `listening` and
-the central store's `decision`s) and `Team.body(id, body)` the body of a record the collector
+the owners' `put` lines, the `check` lines the hook appends, the owners' `request` lines (who asked
+for what: an executor's validation is a `heads`), `workspace`, `listening` and the central
+store's `decision`s) and `Team.body(id, body)` the body of a record the collector
 fetched (plans, intents, branch and HEAD facts: a put line names a record, not its content).
 Each marks the rows it changed; `Team.take()` returns those rows, as the typed events every
 reader shows (the page, the TUI, `planfence view --json`), and `Team.rows()` all of them:
@@ -14,7 +15,8 @@ reader shows (the page, the TUI, `planfence view --json`), and `Team.rows()` all
      "worktree", "reads", "targets", "evidence", "intents", "stale", "trust", "last_check"}
     {"type": "block", "id", "ts", "plan", "session", "subagent", "tool", "files", "class",
      "lines", "reread", "held", "writers", "record", "changed_again"}
-    {"type": "owner", "id", "agent", "address", "root", "keys", "puts", "decisions"}
+    {"type": "owner", "id", "agent", "address", "root", "keys", "puts", "requests",
+     "decisions"}
     {"type": "overlap", "id": "overlap", "plans", "cells": [[i, j, [file, ...]], ...]}
     {"type": "status", "id": "status", "text", "plans", "stale", "blocked", "sessions",
      "states": {session: state}, "lines"}
@@ -103,6 +105,9 @@ class Team:
             self._put(line, agent)
         elif event == "check" and isinstance(line.get("plan"), str):
             self._check(line)
+        elif event == "request" and owner is not None:
+            owner["requests"].append(_pick(line, "ts", "peer", "op", "outcome", "ms"))
+            self._mark("owner", agent)
         elif event == "decision" and owner is not None:
             owner["decisions"].append(_pick(line, "ts", "action", "outcome", "reason", "keys"))
             self._mark("owner", agent)
@@ -340,6 +345,7 @@ class Team:
             "root": owner.get("root"),
             "keys": len(owner["keys"]),
             "puts": list(owner["puts"]),
+            "requests": list(owner["requests"]),
             "decisions": list(owner["decisions"]),
         }
 
@@ -441,7 +447,13 @@ class Team:
 
     def _owner(self, agent: str) -> dict[str, Any]:
         return self.owners.setdefault(
-            agent, {"keys": set(), "puts": deque(maxlen=RECENT), "decisions": deque(maxlen=RECENT)}
+            agent,
+            {
+                "keys": set(),
+                "puts": deque(maxlen=RECENT),
+                "requests": deque(maxlen=RECENT),
+                "decisions": deque(maxlen=RECENT),
+            },
         )
 
     def _mark(self, kind: str, rid: str) -> None:

@@ -3,7 +3,7 @@ stream like the page: it upserts the rows it is given and draws them.
 
 Tables of sessions (state by colour: working green, blocked red and bold, stale yellow, ended
 grey), blocks (newest first, with the writer of each drifted file and the diff), plans and
-owners; selecting a block or a plan (Enter, or a click) shows its lineage below. `q` quits.
+owners (last put, request, check or decision); selecting a block or a plan (Enter, or a click) shows its lineage below. `q` quits.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ class ViewApp(App[None]):
             yield DataTable(id="sessions", cursor_type="row")
             yield DataTable(id="blocks", cursor_type="row")
             yield DataTable(id="plans", cursor_type="row")
+            yield DataTable(id="owners", cursor_type="row")
             with Horizontal(id="lower"):
                 yield Static("", id="detail")
                 yield Static("select a block or a plan", id="lineage")
@@ -70,6 +71,9 @@ class ViewApp(App[None]):
         )
         self.query_one("#plans", DataTable).add_columns(
             "plan", "session", "read", "targets", "stale", "last check"
+        )
+        self.query_one("#owners", DataTable).add_columns(
+            "owner", "address", "keys", "last put", "last request", "last check or decision"
         )
         self.run_worker(self._follow(), exclusive=True)
 
@@ -136,6 +140,23 @@ class ViewApp(App[None]):
                 "blocked" if check.get("exit") == 2 else ("allowed" if check else ""),
                 key=p["id"],
             )
+        owners = self.query_one("#owners", DataTable)
+        owners.clear()
+        for o in sorted(self.rows["owner"].values(), key=lambda o: o["id"]):
+            put, request, decision = (
+                o[k][-1] if o[k] else {} for k in ("puts", "requests", "decisions")
+            )
+            owners.add_row(
+                o["agent"],
+                o.get("address") or "",
+                str(o["keys"]),
+                f"{put.get('key', '')} seq {put.get('seq', '')}" if put else "",
+                f"{request.get('op')} from {request.get('peer')}: {request.get('outcome')}"
+                if request
+                else "",
+                _decision(decision),
+                key=o["id"],
+            )
         if self.shown_plan:
             self.show_lineage(self.shown_plan)
 
@@ -167,6 +188,14 @@ def _block_detail(block: dict[str, Any]) -> Text:
     for line in block.get("lines", []) if not block.get("writers") else ():
         out.append(line + "\n")
     return out
+
+
+def _decision(d: dict[str, Any]) -> Text:
+    if not d:
+        return Text("")
+    what = "blocked" if d.get("exit") == 2 else str(d.get("outcome") or "allowed")
+    return Text(f"{d.get('plan') or d.get('action') or ''} {what} {d.get('class') or ''}",
+                style="bold red" if what == "blocked" else "")  # fmt: skip
 
 
 def _writer(w: dict[str, Any]) -> str:

@@ -18,7 +18,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from support.workspace import make_repo, run_cli
+from support.cluster import PLANFENCE
+from support.workspace import make_repo, run_cli, stop
 
 from .scenario import A, view_page
 
@@ -153,6 +154,23 @@ def test_json_once_prints_the_rows(cluster: Path) -> None:
     rows = [json.loads(line) for line in out.splitlines()]
     assert [r["type"] for r in rows] == ["owner", "plan", "session", "block", "overlap", "status"]
     assert rows[-1]["text"] == "fence BLOCKED · 1 plan · 0 stale · 1 blocked"
+
+
+def test_json_follows_the_logs(cluster: Path) -> None:
+    proc = subprocess.Popen([str(PLANFENCE), "view", "--cluster", str(cluster), "--json"],
+                            stdout=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        first = [json.loads(proc.stdout.readline()) for _ in range(4)]
+        assert [r["type"] for r in first] == ["owner", "plan", "overlap", "status"]
+        append(cluster, block("alpha", 6.0))
+        rows = {}
+        while "block" not in rows:
+            row = json.loads(proc.stdout.readline())
+            rows[row["type"]] = row
+        assert (rows["block"]["id"], rows["block"]["tool"]) == ("alpha@6.0", "Edit")
+    finally:
+        stop(proc)
 
 
 def test_the_statusline_hook_install_writes_prints_the_fence(cluster: Path, tmp_path: Path) -> None:

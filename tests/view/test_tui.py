@@ -72,6 +72,9 @@ async def test_the_tui_shows_the_team_live(tmp_path: Path) -> None:
             assert "bold" in style_of(app, "blocks", key, 1)
             await until(pilot, lambda: cells(app, "sessions", A)[0] == "blocked")
             assert "red" in style_of(app, "sessions", A, 0)
+            await until(pilot, lambda: "blocked" in cells(app, "owners", "planner")[5])
+            assert cells(app, "owners", "planner")[5] == f"{block['plan']} blocked relevant"
+            assert cells(app, "owners", "api")[3].startswith("api:")
 
             # Select the block: its writer, the diff and the lineage graph.
             blocks = app.query_one("#blocks")
