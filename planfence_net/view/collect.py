@@ -149,38 +149,41 @@ class Collector:
             pass  # the status line then says it has no fresh status
 
     async def _fetch_bodies(self) -> None:
-        """Fetch the bodies of the records `_feed` wanted, per owner, as they come."""
-        roster = self.cdir.roster()
-        me = roster.owner_of("plan/x") or roster.agents[0].name
-        identity = self.cdir.identity(me)
+        """Fetch the bodies of the records `_feed` wanted, as they come."""
         while True:
             await self._wake.wait()
             self._wake = anyio.Event()
-            wanted, self._wanted = self._wanted, []
-            by_owner: dict[str, list[bytes]] = {}
-            for rid in dict.fromkeys(wanted):
-                put = self.team.puts.get(rid)
-                if put is not None and rid not in self.team.bodies and _is_id(rid):
-                    by_owner.setdefault(put.owner, []).append(bytes.fromhex(rid))
-            addresses = link_addresses(self.cdir)
+            await self.wait_bodies()
 
-            async def ask(owner: str, ids: list[bytes], addresses: Any) -> None:
-                try:
-                    found = await wait_records(
-                        roster, identity, owner, ids, addresses, FETCH_TIMEOUT
-                    )
-                except PlanfenceError:
-                    return  # the rows stay without these bodies
-                for rid, record in found.items():
-                    self.team.body(rid.hex(), record.body)
+    async def wait_bodies(self) -> None:
+        """Fetch the bodies wanted so far, per owner and concurrently (each owner given
+        FETCH_TIMEOUT), fold them and publish what changed."""
+        roster = self.cdir.roster()
+        me = roster.owner_of("plan/x") or roster.agents[0].name
+        identity = self.cdir.identity(me)
+        wanted, self._wanted = self._wanted, []
+        by_owner: dict[str, list[bytes]] = {}
+        for rid in dict.fromkeys(wanted):
+            put = self.team.puts.get(rid)
+            if put is not None and rid not in self.team.bodies and _is_id(rid):
+                by_owner.setdefault(put.owner, []).append(bytes.fromhex(rid))
+        addresses = link_addresses(self.cdir)
 
-            async with anyio.create_task_group() as tg:
-                for owner, ids in by_owner.items():
-                    tg.start_soon(ask, owner, ids, addresses)
-            batch = self.team.take()
-            if batch:
-                self._publish(batch)
-                self.write_status()
+        async def ask(owner: str, ids: list[bytes]) -> None:
+            try:
+                found = await wait_records(roster, identity, owner, ids, addresses, FETCH_TIMEOUT)
+            except PlanfenceError:
+                return  # the rows stay without these bodies
+            for rid, record in found.items():
+                self.team.body(rid.hex(), record.body)
+
+        async with anyio.create_task_group() as tg:
+            for owner, ids in by_owner.items():
+                tg.start_soon(ask, owner, ids)
+        batch = self.team.take()
+        if batch:
+            self._publish(batch)
+            self.write_status()
 
 
 def _is_id(text: str) -> bool:

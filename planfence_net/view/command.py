@@ -3,7 +3,8 @@ default), a terminal UI (`--tui`) or JSON lines (`--json`), three readers of one
 
 The page listens on 127.0.0.1 only and prints its URL, which carries a token made for this
 start; a request without it is refused. `--json` prints every row, then each change, one JSON
-object a line (`--once`: the rows as they are now, then exit). `--statusline` is the Claude
+object a line (`--once`: the rows as they are now, with the bodies the owners gave within
+their timeout, then exit). `--statusline` is the Claude
 Code status line (`statusline`). Errors are one line on stderr and exit 1.
 
 The click command lives here, beside what it runs; the CLI's root group registers it.
@@ -82,6 +83,7 @@ def _view(
     collector = Collector(cdir)
     if json_out and once:
         collector.round()
+        anyio.run(collector.wait_bodies)
         for row in collector.team.rows():
             click.echo(json.dumps(row, default=str))
         return
