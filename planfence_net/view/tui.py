@@ -199,7 +199,10 @@ def _decision(d: dict[str, Any]) -> Text:
 
 
 def _writer(w: dict[str, Any]) -> str:
-    return str(w.get("writer") or (f"session {str(w.get('session'))[:8]}"))
+    """The writer's sentence, with its session's short id when the sentence lacks it."""
+    session = str(w.get("session") or "")[:8]
+    who = str(w.get("writer") or (f"session {session}" if session else "unknown writer"))
+    return who if session in who else f"{who} (session {session})"
 
 
 def _file(key: str) -> str:

@@ -79,7 +79,7 @@ def test_the_page_shows_the_team_live(tmp_path: Path, browser: object) -> None:
         block = block_line(team)
         WebDriverWait(driver, 2).until(
             lambda d: any(
-                f"session {B[:8]}" in b.text and "+v = 2" in b.text
+                B[:8] in b.text and "+v = 2" in b.text
                 for b in d.find_elements(By.CSS_SELECTOR, "#blocks .block")
             )
         )

@@ -67,7 +67,7 @@ async def test_the_tui_shows_the_team_live(tmp_path: Path) -> None:
             await anyio.to_thread.run_sync(step_drift, team)
             block = await anyio.to_thread.run_sync(block_line, team)
             key = f"{block['plan']}@{block['ts']}"
-            await until(pilot, lambda: f"session {B[:8]}" in "".join(cells(app, "blocks", key)))
+            await until(pilot, lambda: B[:8] in "".join(cells(app, "blocks", key)))
             assert cells(app, "blocks", key)[1] == "Write of src/other.py"
             assert "bold" in style_of(app, "blocks", key, 1)
             await until(pilot, lambda: cells(app, "sessions", A)[0] == "blocked")
@@ -82,7 +82,7 @@ async def test_the_tui_shows_the_team_live(tmp_path: Path) -> None:
             await pilot.press("enter")
             await until(pilot, lambda: app.shown_plan == block["plan"])
             detail = str(app.query_one("#detail").render())
-            assert f"session {B[:8]}" in detail and "+v = 2" in detail and "-v = 1" in detail
+            assert B[:8] in detail and "+v = 2" in detail and "-v = 1" in detail
             graph = str(app.query_one("#lineage").render())
             assert f"lineage of {block['plan']}" in graph
             assert "api:file/src/lib.py" in graph and "STALE" in graph and "head now:" in graph
