@@ -14,7 +14,8 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from .team import PLAN_PREFIX, QUIET, Team
+from .rows import QUIET
+from .team import PLAN_PREFIX, Team
 
 DEPTH = 3
 NODES = 60

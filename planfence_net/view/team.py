@@ -6,26 +6,9 @@ for what: an executor's validation is a `heads`), `workspace`, `listening` and t
 store's `decision`s) and `Team.body(id, body)` the body of a record the collector
 fetched (plans, intents, branch and HEAD facts: a put line names a record, not its content).
 Each marks the rows it changed; `Team.take()` returns those rows, as the typed events every
-reader shows (the page, the TUI, `planfence view --json`), and `Team.rows()` all of them:
-
-    {"type": "session", "id", "session", "subagent", "client", "plan", "worktree",
-     "path", "branch", "head", "state": working|blocked|stale|ended, "last", "tool",
-     "files"}
-    {"type": "plan", "id", "plan", "owner", "record", "seq", "session", "subagent",
-     "worktree", "reads", "targets", "evidence", "intents", "stale", "trust", "last_check"}
-    {"type": "block", "id", "ts", "plan", "session", "subagent", "tool", "files", "class",
-     "lines", "reread", "held", "writers", "record", "changed_again"}
-    {"type": "owner", "id", "agent", "address", "root", "keys", "puts", "requests",
-     "decisions"}
-    {"type": "overlap", "id": "overlap", "plans", "cells": [[i, j, [file, ...]], ...]}
-    {"type": "status", "id": "status", "text", "plans", "stale", "blocked", "sessions",
-     "states": {session: state}, "lines"}
-
-A session is `ended` once every intent it published is ended (SessionEnd ends them; a
-session that never wrote has none, and stays as it was), else `blocked` when its plan's last
-check blocked, `stale` when a key its plan holds has a newer head than the version the plan
-recorded (status facts aside: they only inform), else `working`. Block lines carry a
-`writers` list (who changed each drifted file, and the diff) when the hook wrote one.
+reader shows (the page, the TUI, `planfence view --json`), and `Team.rows()` all of them
+(their shapes and the states of a session: `rows`). Block lines carry a `writers` list (who
+changed each drifted file, and the diff) when the hook wrote one.
 """
 
 from __future__ import annotations
@@ -34,14 +17,17 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import rows
+
 PLAN_PREFIX = "plan/"
 RECENT = 12  # puts and decisions kept per owner
 BLOCKS = 200  # blocks kept (the newest)
-QUIET = (":status",)  # keys whose change only informs: never makes a plan stale
 
 
 @dataclass
-class _Put:
+class Put:
+    """What a `put` line says of one record: its key, owner, seq, parents (hex) and time."""
+
     key: str
     owner: str
     seq: int
@@ -50,7 +36,10 @@ class _Put:
 
 
 @dataclass
-class _Plan:
+class PlanState:
+    """A plan as the logs tell it: its newest record, that record's body once fetched, its
+    last check and the sessions seen working under it."""
+
     name: str
     owner: str = ""
     record: str = ""
@@ -62,7 +51,9 @@ class _Plan:
 
 
 @dataclass
-class _Session:
+class SessionState:
+    """A session (or one subagent of it): its plan, client, last call and that call's files."""
+
     session: str
     subagent: str | None
     plan: str = ""
@@ -81,11 +72,11 @@ class Team:
     """The fold (see module doc). Feed it lines and bodies; take the rows it changed."""
 
     def __init__(self) -> None:
-        self.puts: dict[str, _Put] = {}  # record id (hex) -> its put line
+        self.puts: dict[str, Put] = {}  # record id (hex) -> its put line
         self.heads: dict[str, str] = {}  # key -> id of its newest put
         self.bodies: dict[str, Any] = {}  # record id (hex) -> body, once fetched
-        self.plans: dict[str, _Plan] = {}
-        self.sessions: dict[str, _Session] = {}
+        self.plans: dict[str, PlanState] = {}
+        self.sessions: dict[str, SessionState] = {}
         self.holders: dict[str, set[str]] = {}  # key -> plans whose record holds it
         self.intents: dict[str, str] = {}  # intent key -> its newest record id
         self.blocks: deque[dict[str, Any]] = deque(maxlen=BLOCKS)
@@ -134,7 +125,7 @@ class Team:
         elif put.key.endswith((":branch", ":head")):
             agent = put.key.split(":", 1)[0]
             for sid, row in self.sessions.items():
-                if self._worktree_agent(row) == agent:
+                if rows.worktree_agent(self, row) == agent:
                     self._mark("session", sid)
 
     def wanted(self, rid: str) -> bool:
@@ -150,7 +141,7 @@ class Team:
         rid, key = line["id"], line["key"]
         parents = [p for p in line.get("parents", []) if isinstance(p, str)]
         seq = line["seq"] if isinstance(line.get("seq"), int) else 0
-        self.puts[rid] = _Put(key, agent, seq, parents, float(line.get("ts") or 0))
+        self.puts[rid] = Put(key, agent, seq, parents, float(line.get("ts") or 0))
         self.heads[key] = rid
         owner = self._owner(agent)
         owner["keys"].add(key)
@@ -178,7 +169,7 @@ class Team:
         if isinstance(session, str) and session:
             subagent = line.get("subagent") if isinstance(line.get("subagent"), str) else None
             sid = session_id(session, subagent)
-            row = self.sessions.setdefault(sid, _Session(session, subagent))
+            row = self.sessions.setdefault(sid, SessionState(session, subagent))
             row.plan, row.tool = plan.name, str(line.get("tool") or "")
             row.last = float(line.get("ts") or row.last)
             row.files = [str(f) for f in line.get("files", [])][:20]
@@ -215,7 +206,7 @@ class Team:
         session = body.get("session")
         if isinstance(session, str):
             sid = session_id(session, body.get("subagent"))
-            row = self.sessions.setdefault(sid, _Session(session, body.get("subagent")))
+            row = self.sessions.setdefault(sid, SessionState(session, body.get("subagent")))
             row.client = body.get("agent") or row.client
             if not row.plan and plan is not None:
                 row.plan = plan.name
@@ -227,7 +218,7 @@ class Team:
     def take(self) -> list[dict[str, Any]]:
         """The rows changed since the last `take`, in the order they changed."""
         dirty, self._dirty = list(self._dirty), {}
-        return [row for kind, rid in dirty if (row := self._row(kind, rid)) is not None]
+        return [row for kind, rid in dirty if (row := rows.row(self, kind, rid)) is not None]
 
     def rows(self) -> list[dict[str, Any]]:
         """Every row, as a reader that starts now needs them (owners, plans, sessions,
@@ -235,211 +226,31 @@ class Team:
         keys = [("owner", a) for a in sorted(self.owners)]
         keys += [("plan", p) for p in sorted(self.plans)]
         keys += [("session", s) for s in sorted(self.sessions)]
-        rows = [row for kind, rid in keys if (row := self._row(kind, rid)) is not None]
-        return rows + list(self.blocks) + [self._overlap(), self.status()]
+        found = [row for kind, rid in keys if (row := rows.row(self, kind, rid)) is not None]
+        return found + list(self.blocks) + [rows.overlap_row(self), self.status()]
 
     def status(self) -> dict[str, Any]:
-        """The status row: counts and the status line's text (`fence ok · 3 plans · 1 stale`)."""
-        live = [s for s in self.sessions if self._state(self.sessions[s]) != "ended"]
-        states = [self._state(self.sessions[s]) for s in live]
-        stale = sum(1 for p in self.plans.values() if self.stale_keys(p.name))
-        blocked = states.count("blocked")
-        head = "fence BLOCKED" if blocked else "fence ok"
-        plans = len(self.plans)
-        parts = [head, f"{plans} plan" + ("" if plans == 1 else "s"), f"{stale} stale"]
-        if blocked:
-            parts.append(f"{blocked} blocked")
-        return {
-            "type": "status",
-            "id": "status",
-            "text": " · ".join(parts),
-            "plans": len(self.plans),
-            "stale": stale,
-            "blocked": blocked,
-            "sessions": len(live),
-            "states": {self.sessions[s].session: self._state(self.sessions[s]) for s in live},
-            "lines": self.lines,
-        }
+        """The status row (see `rows.status_row`)."""
+        return rows.status_row(self)
 
     def stale_keys(self, name: str) -> list[str]:
         """The keys plan `name` holds at a version older than their head."""
-        plan = self.plans.get(name)
-        if plan is None:
-            return []
-        found = []
-        for rid in plan.parents:
-            put = self.puts.get(rid)
-            if put is not None and not put.key.endswith(QUIET) and self.heads[put.key] != rid:
-                found.append(put.key)
-        return sorted(found)
+        return rows.stale_keys(self, name)
 
-    def _row(self, kind: str, rid: str) -> dict[str, Any] | None:
-        if kind == "session" and rid in self.sessions:
-            return self._session_row(rid)
-        if kind == "plan" and rid in self.plans:
-            return self._plan_row(self.plans[rid])
-        if kind == "owner" and rid in self.owners:
-            return self._owner_row(rid)
-        if kind == "block":
-            return next((b for b in self.blocks if b["id"] == rid), None)
-        if kind == "overlap":
-            return self._overlap()
-        if kind == "status":
-            return self.status()
-        return None
-
-    def _session_row(self, sid: str) -> dict[str, Any]:
-        row = self.sessions[sid]
-        agent = self._worktree_agent(row)
-        return {
-            "type": "session",
-            "id": sid,
-            "session": row.session,
-            "subagent": row.subagent,
-            "client": row.client,
-            "plan": row.plan,
-            "worktree": agent,
-            "path": self.roots.get(agent or "") or self._plan_body(row.plan).get("worktree"),
-            "branch": self._fact(agent, "branch"),
-            "head": self._fact(agent, "head"),
-            "state": self._state(row),
-            "last": row.last,
-            "tool": row.tool,
-            "files": row.files,
-        }
-
-    def _plan_row(self, plan: _Plan) -> dict[str, Any]:
-        roles = self._roles(plan)
-        by_role: dict[str, list[str]] = {"read": [], "target": [], "evidence": []}
-        for key, names in roles.items():
-            for role in names:
-                if role in by_role:
-                    by_role[role].append(key)
-        body = plan.body
-        return {
-            "type": "plan",
-            "id": plan.name,
-            "plan": plan.name,
-            "owner": plan.owner,
-            "record": plan.record,
-            "seq": plan.seq,
-            "session": body.get("session"),
-            "subagent": body.get("agent"),
-            "worktree": body.get("worktree"),
-            "reads": sorted(by_role["read"]),
-            "targets": sorted(by_role["target"]),
-            "evidence": sorted(by_role["evidence"]),
-            "intents": self._intents_of(plan.name),
-            "stale": self.stale_keys(plan.name),
-            "trust": body.get("trust"),
-            "last_check": plan.last_check,
-        }
-
-    def _owner_row(self, agent: str) -> dict[str, Any]:
-        owner = self.owners[agent]
-        return {
-            "type": "owner",
-            "id": agent,
-            "agent": agent,
-            "address": owner.get("address"),
-            "root": owner.get("root"),
-            "keys": len(owner["keys"]),
-            "puts": list(owner["puts"]),
-            "requests": list(owner["requests"]),
-            "decisions": list(owner["decisions"]),
-        }
-
-    def _overlap(self) -> dict[str, Any]:
-        """Which plans target or read the same files: files compared by their path in the
-        worktree (two worktrees of one repository meet at merge time)."""
-        files: dict[str, set[str]] = {}
-        for plan in self.plans.values():
-            for key, roles in self._roles(plan).items():
-                rel = key.split(":file/", 1)[1] if ":file/" in key else None
-                if rel is not None and {"read", "target"} & set(roles):
-                    files.setdefault(plan.name, set()).add(rel)
-        names = sorted(files)
-        cells = [
-            [i, j, sorted(files[a] & files[b])]
-            for i, a in enumerate(names)
-            for j, b in enumerate(names)
-            if i < j and files[a] & files[b]
-        ]
-        return {"type": "overlap", "id": "overlap", "plans": names, "cells": cells}
-
-    # -- helpers ----------------------------------------------------------------------
-
-    def _state(self, row: _Session) -> str:
-        if self._ended(row):
-            return "ended"
-        plan = self.plans.get(row.plan)
-        if plan is not None and plan.last_check and plan.last_check.get("exit") == 2:
-            return "blocked"
-        if plan is not None and self.stale_keys(plan.name):
-            return "stale"
-        return "working"
-
-    def _ended(self, row: _Session) -> bool:
-        mine = [
-            self.bodies[rid]
-            for rid in self.intents.values()
-            if rid in self.bodies
-            and self.bodies[rid].get("session") == row.session
-            and self.bodies[rid].get("subagent") == row.subagent
-        ]
-        return bool(mine) and all(b.get("ended") for b in mine)
-
-    def _intents_of(self, plan: str) -> list[dict[str, Any]]:
-        found = []
-        for rid in self.intents.values():
-            body = self.bodies.get(rid)
-            if body is not None and body.get("plan") == plan:
-                found.append(_pick(body, "file", "exclusive", "expires", "ended"))
-        return sorted(found, key=lambda i: str(i.get("file")))
-
-    def _roles(self, plan: _Plan) -> dict[str, list[str]]:
-        """The plan's keys and roles: from its body, else its parents' keys (role unknown)."""
-        declaration = plan.body.get("declaration")
-        if isinstance(declaration, dict):
-            return {str(k): [str(r) for r in v] for k, v in declaration.items()}
-        return {self.puts[p].key: ["read"] for p in plan.parents if p in self.puts}
-
-    def _held_keys(self, plan: _Plan) -> list[str]:
+    def _held_keys(self, plan: PlanState) -> list[str]:
         return [self.puts[p].key for p in plan.parents if p in self.puts]
 
-    def _worktree_agent(self, row: _Session) -> str | None:
-        """The workspace agent of the session's worktree: from its files' keys, else from
-        the plan's worktree path."""
-        path = self._plan_body(row.plan).get("worktree")
-        for agent, root in self.roots.items():
-            if root == path:
-                return agent
-        plan = self.plans.get(row.plan)
-        keys = sorted(self._roles(plan)) if plan is not None else []
-        agents = [k.split(":", 1)[0] for k in keys if ":" in k]
-        return agents[0] if agents else None
+    def _plan(self, name: str) -> PlanState:
+        return self.plans.setdefault(name, PlanState(name))
 
-    def _fact(self, agent: str | None, fact: str) -> str | None:
-        rid = self.heads.get(f"{agent}:{fact}") if agent else None
-        body = self.bodies.get(rid or "")
-        value = body.get(fact) if isinstance(body, dict) else None
-        return value if isinstance(value, str) else None
-
-    def _plan_body(self, name: str) -> dict[str, Any]:
-        plan = self.plans.get(name)
-        return plan.body if plan is not None else {}
-
-    def _plan(self, name: str) -> _Plan:
-        return self.plans.setdefault(name, _Plan(name))
-
-    def _plan_changed(self, plan: _Plan) -> None:
+    def _plan_changed(self, plan: PlanState) -> None:
         self._mark("plan", plan.name)
         for sid in plan.sessions:
             self._mark("session", sid)
         session = plan.body.get("session")
         if isinstance(session, str):
             sid = session_id(session, plan.body.get("agent"))
-            row = self.sessions.setdefault(sid, _Session(session, plan.body.get("agent")))
+            row = self.sessions.setdefault(sid, SessionState(session, plan.body.get("agent")))
             row.plan = row.plan or plan.name
             plan.sessions.add(sid)
             self._mark("session", sid)
