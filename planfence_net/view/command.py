@@ -101,8 +101,10 @@ def _view(
         sock.bind(("127.0.0.1", port))
         sock.listen(128)  # connections wait for the server from here on, never refused
     except OSError as exc:
+        sock.close()
         raise PlanfenceError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}") from None
-    anyio.run(_serve, collector, sock, open_browser)
+    with sock:
+        anyio.run(_serve, collector, sock, open_browser)
 
 
 async def _print_json(collector: object) -> None:

@@ -209,3 +209,16 @@ def test_the_statusline_hook_install_writes_prints_the_fence(cluster: Path, tmp_
     code, out, err = run_cli("hook", "install", "claude", "--project", repo, "--statusline")
     assert code == 1
     assert err.endswith("already has a statusLine of its own; not replacing it\n")
+
+
+def test_errors_are_one_line(cluster: Path, tmp_path: Path) -> None:
+    code, out, err = run_cli("view", "--cluster", tmp_path / "none", "--json", "--once")
+    assert (code, out) == (1, "")
+    assert err == f"error: no roster at {tmp_path / 'none' / 'cluster.toml'}\n"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, out, err = run_cli("view", "--cluster", cluster, "--port", port)
+    assert (code, out) == (1, "")
+    assert err == f"error: cannot listen on 127.0.0.1:{port}: Address already in use\n"
