@@ -217,8 +217,11 @@ def install(
         raise ConfigError("--shared is for a Claude Code project install")
     if trust and agent != "codex":
         raise ConfigError("--trust is for codex (Claude Code needs no trust step)")
-    if statusline and agent != "claude":
-        raise ConfigError("--statusline is for claude (Codex has no status line command)")
+    if statusline and (agent != "claude" or shared):
+        raise ConfigError(
+            "--statusline is for a Claude Code install on this machine (not --shared: the "
+            "status line names this installation's planfence)"
+        )
     if sandbox:
         from ..workspace.installers.sandbox import install as install_sandbox
 

@@ -209,6 +209,11 @@ def test_the_statusline_hook_install_writes_prints_the_fence(cluster: Path, tmp_
     code, out, err = run_cli("hook", "install", "claude", "--project", repo, "--statusline")
     assert code == 1
     assert err.endswith("already has a statusLine of its own; not replacing it\n")
+    for agent, more in (("codex", ()), ("claude", ("--shared",))):
+        code, out, err = run_cli("hook", "install", agent, "--project", repo, "--statusline", *more)
+        assert (code, err) == (1, "error: --statusline is for a Claude Code install on this "
+                               "machine (not --shared: the status line names this "
+                               "installation's planfence)\n")  # fmt: skip
 
 
 def test_errors_are_one_line(cluster: Path, tmp_path: Path) -> None:
