@@ -50,6 +50,7 @@ class Collector:
         self.team = Team()
         self._offsets: dict[Path, int] = {}
         self._partial: dict[Path, bytes] = {}
+        self._inodes: dict[Path, int] = {}
         self._subscribers: list[MemoryObjectSendStream[Batch]] = []
         self._wanted: list[str] = []
         self._wake = anyio.Event()
@@ -118,6 +119,14 @@ class Collector:
         was appended: short, so it runs in the loop)."""
         try:
             with open(path, "rb") as f:
+                st = os.fstat(f.fileno())
+                if (
+                    st.st_size < self._offsets.get(path, 0)
+                    or self._inodes.get(path, st.st_ino) != st.st_ino
+                ):
+                    self._offsets[path] = 0  # a new file in its place: read it from the start
+                    self._partial.pop(path, None)
+                self._inodes[path] = st.st_ino
                 f.seek(self._offsets.get(path, 0))
                 data = f.read()
         except OSError:

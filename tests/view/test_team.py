@@ -3,6 +3,8 @@ lines of the shapes the owners and the hook write (docs/VIEW.md), no I/O."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from planfence_net.view.graph import lineage, svg, text
@@ -165,3 +167,21 @@ def test_an_owner_row_is_its_live_log() -> None:
         {"ts": 2.0, "peer": "planner", "op": "heads", "outcome": "ok", "ms": 0.4}
     ]
     assert owners["central"]["decisions"] == [{"ts": 3.0, "action": "ship", "keys": ["k"]}]
+
+
+def test_the_collector_reads_whole_lines_and_a_replaced_log_from_its_start(tmp_path: Path) -> None:
+    from planfence_net.cluster.folder import ClusterDir
+    from planfence_net.view.collect import Collector
+
+    (tmp_path / "logs").mkdir()
+    log = tmp_path / "logs" / "planner.jsonl"
+    line = json.dumps(put("plan/alpha", "p1", 1))
+    log.write_text(line[:20])  # half a line: not read yet
+    collector = Collector(ClusterDir(tmp_path), fetch=False)
+    assert collector.round() == []
+    with open(log, "a") as f:
+        f.write(line[20:] + "\n")
+    assert [r["id"] for r in collector.round() if r["type"] == "plan"] == ["alpha"]
+    log.write_text(json.dumps(put("plan/beta", "p2", 2)) + "\n")  # shorter: a new file
+    assert [r["id"] for r in collector.round() if r["type"] == "plan"] == ["beta"]
+    assert json.loads((tmp_path / "view" / "status.json").read_text())["plans"] == 2
