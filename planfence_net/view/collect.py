@@ -53,7 +53,7 @@ class Collector:
         self._inodes: dict[Path, int] = {}
         self._subscribers: list[MemoryObjectSendStream[Batch]] = []
         self._wanted: list[str] = []
-        self._wake = anyio.Event()
+        self._wake: anyio.Event | None = None  # made in `run`, inside the event loop
         self.rounds = 0
 
     def subscribe(self) -> MemoryObjectReceiveStream[Batch]:
@@ -66,7 +66,10 @@ class Collector:
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Read the logs so far, report started, then follow them until cancelled; then end
         every subscriber's stream."""
+        self._wake = anyio.Event()
         self.round()
+        if self._wanted:
+            self._wake.set()
         try:
             async with anyio.create_task_group() as tg:
                 if self.fetch:
@@ -112,7 +115,8 @@ class Collector:
         rid = line.get("id")
         if line.get("event") == "put" and isinstance(rid, str) and self.team.wanted(rid):
             self._wanted.append(rid)
-            self._wake.set()
+            if self._wake is not None:
+                self._wake.set()
 
     def _new_lines(self, path: Path) -> list[bytes]:
         """The whole lines appended to `path` since the last read (a local file read of what
@@ -160,6 +164,7 @@ class Collector:
     async def _fetch_bodies(self) -> None:
         """Fetch the bodies of the records `_feed` wanted, as they come."""
         while True:
+            assert self._wake is not None  # made before this task starts
             await self._wake.wait()
             self._wake = anyio.Event()
             await self.wait_bodies()
