@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver")
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "view.png"
-GREY = "rgba(140, 149, 159, 1)"  # --ended in page.html
+GREY = "rgb(140, 149, 159)"  # --ended in page.html
 
 
 @pytest.fixture
@@ -47,6 +47,7 @@ def browser() -> Iterator[object]:
 
 
 def test_the_page_shows_the_team_live(tmp_path: Path, browser: object) -> None:
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.remote.webdriver import WebDriver
     from selenium.webdriver.support.ui import WebDriverWait
@@ -59,46 +60,57 @@ def test_the_page_shows_the_team_live(tmp_path: Path, browser: object) -> None:
         driver.execute_script("window.pfLoaded = 'first load'")
         wait = WebDriverWait(driver, 10)
 
+        def text(selector: str) -> str:
+            """The text of the first element `selector` names, read in one script (the page
+            redraws a section as its rows change: an element found earlier may be gone)."""
+            found = driver.execute_script(
+                "const e = document.querySelector(arguments[0]); return e ? (e.innerText ?? e.textContent) : ''",
+                selector,
+            )
+            return str(found)
+
+        def style(selector: str, name: str) -> str:
+            return str(
+                driver.execute_script(
+                    "return getComputedStyle(document.querySelector(arguments[0]))[arguments[1]]",
+                    selector,
+                    name,
+                )
+            )
+
         def session_row(session: str) -> str:
-            rows = driver.find_elements(By.CSS_SELECTOR, f'#sessions tr[data-id="{session}"]')
-            return rows[0].text if rows else ""
+            return text(f'#sessions tr[data-id="{session}"]')
 
         # Both sessions, each in its worktree, and their plans with their files.
         wait.until(lambda _: "api" in session_row(A) and "web" in session_row(B))
         assert "main" in session_row(A) and "claude" in session_row(A)
-        plans = lambda _: driver.find_element(By.ID, "plans").text  # noqa: E731
-        wait.until(lambda d: "src/lib.py" in plans(d) and "src/other.py" in plans(d))
-        plan_rows = driver.find_elements(By.CSS_SELECTOR, "#plans tbody tr")
-        assert {r.find_element(By.CSS_SELECTOR, "td:nth-child(2)").text for r in plan_rows} == {
-            A[:8],
-            B[:8],
-        }
+        wait.until(lambda _: "src/lib.py" in text("#plans") and "src/other.py" in text("#plans"))
+        plan_sessions = driver.execute_script(
+            "return [...document.querySelectorAll('#plans tbody tr td:nth-child(2)')]"
+            ".map((td) => td.innerText)"
+        )
+        assert sorted(plan_sessions) == [A[:8], B[:8]]
 
         # The drift, the blocked write, and the block on the open page within 2 s.
         step_drift(team)
         block = block_line(team)
         WebDriverWait(driver, 2).until(
-            lambda d: any(
-                B[:8] in b.text and "+v = 2" in b.text
-                for b in d.find_elements(By.CSS_SELECTOR, "#blocks .block")
-            )
+            lambda _: B[:8] in text("#blocks .block") and "+v = 2" in text("#blocks .block")
         )
-        shown = driver.find_element(By.CSS_SELECTOR, "#blocks .block")
-        assert shown.find_element(By.CSS_SELECTOR, ".title").value_of_css_property(
-            "font-weight"
-        ) in ("700", "bold")
-        assert shown.text.startswith("BLOCKED Write of src/other.py · relevant drift\n")
-        assert "relevant drift" in shown.text
-        assert "src/lib.py" in shown.text and "-v = 1" in shown.text
+        shown = text("#blocks .block")
+        assert style("#blocks .block .title", "fontWeight") in ("700", "bold")
+        assert shown.startswith("BLOCKED Write of src/other.py · relevant drift\n")
+        assert "src/lib.py" in shown and "-v = 1" in shown
         assert driver.execute_script("return window.pfLoaded") == "first load"  # no reload
-        assert block["plan"] == shown.get_attribute("data-plan")
+        plan = driver.execute_script("return document.querySelector('#blocks .block').dataset.plan")
+        assert plan == block["plan"]
         wait.until(lambda _: session_row(A).startswith("blocked"))
 
         # Click: the lineage graph, with the version of src/lib.py the plan did not see.
-        shown.click()
+        clicking = WebDriverWait(driver, 10, ignored_exceptions=[StaleElementReferenceException])
+        clicking.until(lambda d: d.find_element(By.CSS_SELECTOR, "#blocks .block").click() or True)
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#lineage svg .node-head"))
-        graph = driver.find_element(By.CSS_SELECTOR, "#lineage svg")
-        assert "api:file/src/lib.py" in graph.text
+        assert "api:file/src/lib.py" in text("#lineage svg")
         assert driver.find_elements(By.CSS_SELECTOR, "#lineage svg .node-plan")
         assert driver.find_elements(By.CSS_SELECTOR, "#lineage svg .node-drift")
         if os.environ.get("PLANFENCE_VIEW_SCREENSHOT") == "1":
@@ -107,6 +119,5 @@ def test_the_page_shows_the_team_live(tmp_path: Path, browser: object) -> None:
         # Closing session B greys its row.
         end_session(team, team.web, B)
         wait.until(lambda _: session_row(B).startswith("ended"))
-        row = driver.find_element(By.CSS_SELECTOR, f'#sessions tr[data-id="{B}"]')
-        assert row.value_of_css_property("color") == GREY
+        assert style(f'#sessions tr[data-id="{B}"]', "color") == GREY
         assert driver.execute_script("return window.pfLoaded") == "first load"
