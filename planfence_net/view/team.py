@@ -97,7 +97,7 @@ class Team:
         elif event == "check" and isinstance(line.get("plan"), str):
             self._check(line)
         elif event == "request" and owner is not None:
-            owner["requests"].append(_pick(line, "ts", "peer", "op", "outcome", "ms"))
+            owner["requests"].append(_pick(line, "ts", "peer", "op", "outcome", "latency_ms"))
             self._mark("owner", agent)
         elif event == "decision" and owner is not None:
             owner["decisions"].append(_pick(line, "ts", "action", "outcome", "reason", "keys"))

@@ -157,14 +157,14 @@ def test_the_lineage_graph_shows_the_head_the_plan_did_not_see() -> None:
 def test_an_owner_row_is_its_live_log() -> None:
     team = team_with_a_plan()
     team.feed({"ts": 2.0, "agent": "api", "event": "request", "peer": "planner", "op": "heads",
-               "keys": ["api:head"], "outcome": "ok", "ms": 0.4})  # fmt: skip
+               "keys": ["api:head"], "outcome": "ok", "latency_ms": 0.4})  # fmt: skip
     team.feed({"ts": 3.0, "agent": "central", "event": "decision", "action": "ship",
                "peer": "executor", "keys": ["k"]})  # fmt: skip
     owners = by_type(team.rows(), "owner")
     assert owners["api"]["keys"] == 4
     assert [p["key"] for p in owners["api"]["puts"]][-1] == "api:branch"
     assert owners["api"]["requests"] == [
-        {"ts": 2.0, "peer": "planner", "op": "heads", "outcome": "ok", "ms": 0.4}
+        {"ts": 2.0, "peer": "planner", "op": "heads", "outcome": "ok", "latency_ms": 0.4}
     ]
     assert owners["central"]["decisions"] == [{"ts": 3.0, "action": "ship", "keys": ["k"]}]
 
