@@ -1,7 +1,7 @@
 """Each layer of `planfence_net` imports only the layers below it.
 
-defaults, core < protocol < net < cluster < owners, executor, traces < workspace, bench < mcp
-< cli. The table below is the architecture (docs/ARCHITECTURE.md draws the same picture, and a
+defaults, core < protocol < net < cluster < owners, executor, traces < workspace, bench < mcp,
+view < cli. The table below is the architecture (docs/ARCHITECTURE.md draws the same picture, and a
 test below fails when the two differ); a new import across layers either fits it or changes
 it here, on purpose.
 """
@@ -25,7 +25,8 @@ ALLOWED: dict[str, set[str]] = {
     "workspace": BELOW_OWNERS | {"owners", "executor", "traces"},
     "bench": BELOW_OWNERS | {"owners", "executor", "traces"},
     "mcp": BELOW_OWNERS | {"owners", "executor", "traces", "workspace"},
-    "cli": BELOW_OWNERS | {"owners", "executor", "traces", "workspace", "bench", "mcp"},
+    "view": BELOW_OWNERS | {"owners", "executor", "traces", "workspace"},
+    "cli": BELOW_OWNERS | {"owners", "executor", "traces", "workspace", "bench", "mcp", "view"},
     "__main__": {"cli"},
     "__init__": {"core", "net", "cluster", "executor"},  # the public API, loaded on first use
 }

@@ -173,6 +173,12 @@ SandboxOpt = Option(
     help="claude only: also turn on Claude Code's sandbox for Bash, which then cannot read "
     "the fence's keys or socket nor write its files (needs bubblewrap on Linux).",
 )
+StatuslineOpt = Option(
+    False,
+    "--statusline",
+    help="claude only: also show the fence in Claude Code's status line (`planfence view "
+    "--statusline`: fence ok · 3 plans · 1 stale).",
+)
 
 
 @hook_app.command("install")
@@ -193,6 +199,7 @@ def install(
     explicit: bool = ExplicitOpt,
     sandbox: bool = SandboxOpt,
     command_form: bool = CommandFormOpt,
+    statusline: bool = StatuslineOpt,
 ) -> None:
     """Merge our PreToolUse and PostToolUse hooks (Claude Code: and SessionStart) into the
     agent's config; other hooks stay."""
@@ -210,6 +217,11 @@ def install(
         raise ConfigError("--shared is for a Claude Code project install")
     if trust and agent != "codex":
         raise ConfigError("--trust is for codex (Claude Code needs no trust step)")
+    if statusline and (agent != "claude" or shared):
+        raise ConfigError(
+            "--statusline is for a Claude Code install on this machine (not --shared: the "
+            "status line names this installation's planfence)"
+        )
     if sandbox:
         from ..workspace.installers.sandbox import install as install_sandbox
 
@@ -226,6 +238,8 @@ def install(
         explicit=explicit,
         http=not command_form,
     )
+    if statusline:
+        installer.install_statusline(path, cluster)
     root = installer.project_root(project)
     if not user:
         mark(root, cluster.resolve() if cluster is not None else None)

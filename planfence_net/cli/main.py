@@ -73,11 +73,21 @@ COMMANDS = {
     "workspace": ("workspace", "Workspace owners, trusted states and drift checks."),
     "hook": ("hook", "PreToolUse hooks for Codex and Claude Code, and the git commit gate."),
     "mcp": ("mcp", "Check MCP write tools against what was read."),
+    "view": (
+        "planfence_net.view.command",
+        "The team, live: sessions, plans, blocks and owners, as a local web page.",
+    ),
     "ping": (
         "ping",
         "Open one authenticated session to AGENT's owner and ping it; exit 0 if it answered.",
     ),
 }
+
+
+def command_module(name: str) -> str:
+    """The module a `COMMANDS` entry names: a module of this package, or an absolute one (a
+    command that lives beside the library it runs, `planfence_net.view.command`)."""
+    return name if name.startswith("planfence_net.") else f"{__package__}.{name}"
 
 
 class LazyGroup(PlanfenceGroup):
@@ -91,7 +101,7 @@ class LazyGroup(PlanfenceGroup):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in COMMANDS:
             # __import__, not importlib.import_module: `python -X importtime` sees it
-            module = __import__(f"{__package__}.{COMMANDS[cmd_name][0]}", fromlist=["register"])
+            module = __import__(command_module(COMMANDS[cmd_name][0]), fromlist=["register"])
             module.register(self)
         return super().get_command(ctx, cmd_name)
 

@@ -498,3 +498,24 @@ def unserved_note(root: Path, cluster: Path | None = None) -> str:
 
     missing = serving(root, cluster)
     return f"warning: {missing[0]}\n  to activate: {missing[1]}\n" if missing else ""
+
+
+def install_statusline(path: Path, cluster: Path | None = None) -> dict[str, Any]:
+    """`hook install claude --statusline`: set Claude Code's `statusLine` in the settings
+    file `path` to `planfence view --statusline` (`view/statusline.py`: it reads the status
+    the view's collector keeps, never an owner), replacing only a status line of ours;
+    returns the value written. Raises ConfigError when `path` has someone else's."""
+    words = [executable(), "view", "--statusline"]
+    if cluster is not None:
+        words += ["--cluster", str(cluster.resolve())]
+    line = {"type": "command", "command": shlex.join(words), "padding": 0}
+    config = load(path)
+    old = config.get("statusLine")
+    if old is not None and not (
+        isinstance(old, dict) and " view --statusline" in str(old.get("command", ""))
+    ):
+        raise ConfigError(f"{path} already has a statusLine of its own; not replacing it")
+    config["statusLine"] = line
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write(path, dump(path, config))
+    return line

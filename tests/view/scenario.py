@@ -1,0 +1,177 @@
+"""The team scenario the view's readers are tested on: two Claude Code sessions in two
+worktrees of one repository (`served_team`: planner, workspace owners api and web, real
+processes on 127.0.0.1), each calling the hook `hook install claude --command` installed in
+its worktree, the way Claude Code runs it (the installed command and arguments, the payload
+on stdin).
+
+A, B         the two sessions (A in api, B in web)
+Team         the cluster handle, the worktrees and the installed hook of each
+installed    `hook install claude --command` in both worktrees; yields a Team
+step_reads   A reads api/src/lib.py and writes api/src/other.py; B reads web/src/other.py
+step_drift   B writes api/src/lib.py (the file A read); A's next write is blocked
+block_line   A's block line in the planner's log, with `writers` (see below)
+end_session  Claude Code's SessionEnd of a session, through the installed hook
+
+The block's `writers` field (who changed each drifted file, and the diff) is written by the
+hook of the `writer` branch; until the hook on this branch writes it, `block_line` appends
+the real block line again (same plan and time: the readers replace the row) with the writer
+the records show (session B, its client, worktree and the diff), so the readers are tested
+on the shape they will be given.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from support.cluster import PLANFENCE, ClusterHandle
+from support.workspace import payload, run_cli, served_team, stop, write
+
+A, B = "aaaaaaaa-1111-4111-8111-111111111111", "bbbbbbbb-2222-4222-8222-222222222222"
+FILES = {"src/lib.py": "v = 1\n", "src/other.py": "w = 1\n"}
+
+
+@dataclass
+class Team:
+    handle: ClusterHandle
+    api: Path
+    web: Path
+    calls: int = 0
+
+    @property
+    def cluster(self) -> Path:
+        return self.handle.path
+
+    def hook(self, repo: Path, session: str, event: str, **fields: Any) -> tuple[int, str]:
+        """Run the hook installed in `repo` for `event` as Claude Code does; (exit, stderr)."""
+        settings = json.loads((repo / ".claude" / "settings.local.json").read_text())
+        handler = settings["hooks"][event][0]["hooks"][0]
+        self.calls += 1
+        data = {
+            **payload("claude-read", repo),
+            "session_id": session,
+            "hook_event_name": event,
+            "tool_use_id": f"toolu_{self.calls:04}",
+            **fields,
+        }
+        if event == "SessionEnd":
+            data = {k: v for k, v in data.items() if not k.startswith("tool_")}
+            data["reason"] = "prompt_input_exit"
+        proc = subprocess.run(
+            [handler["command"], *handler.get("args", [])],
+            input=json.dumps(data).encode(),
+            capture_output=True,
+            cwd=repo,
+            timeout=30,
+        )
+        return proc.returncode, proc.stderr.decode()
+
+    def read(self, repo: Path, session: str, path: Path) -> None:
+        got = self.hook(repo, session, "PostToolUse", tool_name="Read",
+                        tool_input={"file_path": str(path)})  # fmt: skip
+        assert got == (0, ""), got
+
+    def write(self, repo: Path, session: str, path: Path, text: str) -> tuple[int, str]:
+        """A Write of `path`: PreToolUse, and when it is let through the file and PostToolUse."""
+        self.calls += 1
+        call = {
+            "tool_name": "Write",
+            "tool_input": {"file_path": str(path), "content": text},
+            "tool_use_id": f"toolu_w{self.calls:04}",  # one call: the same id before and after
+        }
+        got = self.hook(repo, session, "PreToolUse", **call)
+        if got[0] == 0:
+            path.write_text(text)
+            after = self.hook(repo, session, "PostToolUse", **call)
+            assert after == (0, ""), after
+        return got
+
+
+@contextmanager
+def installed(tmp: Path) -> Iterator[Team]:
+    """The served team with the hook installed (command handlers) in both worktrees."""
+    with served_team(tmp, FILES) as (handle, api, web):
+        for repo in (api, web):
+            code, out, err = run_cli(
+                "hook", "install", "claude", "--project", repo, "--cluster", handle.path,
+                "--command",
+            )  # fmt: skip
+            assert code == 0, out + err
+        yield Team(handle, api, web)
+
+
+def step_reads(team: Team) -> None:
+    """A reads api/src/lib.py and writes api/src/other.py; B reads web/src/other.py."""
+    team.read(team.api, A, team.api / "src/lib.py")
+    team.read(team.web, B, team.web / "src/other.py")
+    assert team.write(team.api, A, team.api / "src/other.py", "w = 2\n") == (0, "")
+
+
+def step_drift(team: Team) -> str:
+    """B writes api/src/lib.py, which A read; A's next write is blocked: its reason."""
+    assert team.write(team.web, B, team.api / "src/lib.py", "v = 2\n") == (0, "")
+    code, reason = team.write(team.api, A, team.api / "src/other.py", "w = 3\n")
+    assert code == 2, reason
+    return reason
+
+
+def block_line(team: Team) -> dict[str, Any]:
+    """A's newest block line from the planner's log, with `writers` (see module doc)."""
+    log = team.cluster / "logs" / "planner.jsonl"
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    block = [e for e in lines if e.get("event") == "check" and e.get("exit") == 2][-1]
+    assert block["session"] == A
+    if "writers" not in block:
+        block = {
+            **block,
+            "writers": [
+                {
+                    "path": "src/lib.py",
+                    "writer": f"claude session {B[:8]} in worktree web",
+                    "session": B,
+                    "agent": None,
+                    "client": "claude",
+                    "worktree": str(team.web),
+                    "commit": None,
+                    "at": block["ts"],
+                    "diff": "--- a/src/lib.py\n+++ b/src/lib.py\n@@ -1 +1 @@\n-v = 1\n+v = 2",
+                }
+            ],
+        }
+        with open(log, "a") as f:
+            f.write(json.dumps(block) + "\n")
+    return block
+
+
+def end_session(team: Team, repo: Path, session: str) -> None:
+    assert team.hook(repo, session, "SessionEnd") == (0, "")
+
+
+def drift_file(repo: Path) -> None:
+    """A change outside any session (a person, a formatter): api/src/lib.py."""
+    write(repo, {"src/lib.py": "v = 3\n"})
+
+
+@contextmanager
+def view_page(cluster: Path) -> Iterator[str]:
+    """`planfence view --cluster CLUSTER` as a real process; yields the URL it printed (with
+    its token); stopped (SIGTERM, then SIGKILL) when the block ends."""
+    proc = subprocess.Popen(
+        [str(PLANFENCE), "view", "--cluster", str(cluster)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("planfence view: http://127.0.0.1:"), line + proc.stdout.read()
+        yield line.split(": ", 1)[1].strip()
+    finally:
+        stop(proc)

@@ -1,0 +1,123 @@
+"""`planfence view` in a real headless browser (the OS's Chromium and chromedriver, driven by
+Selenium): two sessions in two worktrees read and write through the installed hooks; the
+page lists both with their files; a drift then a blocked write makes the block appear on the
+open page within 2 s without a reload, naming the writer session and showing the diff;
+clicking it shows the lineage graph; closing a session greys it.
+
+The `browser` group (`.ci/run`); skips with one line where chromium or chromedriver is
+missing. With PLANFENCE_VIEW_SCREENSHOT=1 it also writes the README's screenshot,
+docs/view.png.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .scenario import A, B, block_line, end_session, installed, step_drift, step_reads, view_page
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DRIVER = shutil.which("chromedriver")
+SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "view.png"
+GREY = "rgb(140, 149, 159)"  # --ended in page.html
+
+
+@pytest.fixture
+def browser() -> Iterator[object]:
+    if CHROMIUM is None or DRIVER is None:
+        pytest.skip("chromium or chromedriver missing (apt-get install chromium chromium-driver)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1500,1100"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=DRIVER))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def test_the_page_shows_the_team_live(tmp_path: Path, browser: object) -> None:
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.remote.webdriver import WebDriver
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver = browser
+    assert isinstance(driver, WebDriver)
+    with installed(tmp_path) as team, view_page(team.cluster) as url:
+        step_reads(team)
+        driver.get(url)
+        driver.execute_script("window.pfLoaded = 'first load'")
+        wait = WebDriverWait(driver, 10)
+
+        def text(selector: str) -> str:
+            """The text of the first element `selector` names, read in one script (the page
+            redraws a section as its rows change: an element found earlier may be gone)."""
+            found = driver.execute_script(
+                "const e = document.querySelector(arguments[0]); return e ? (e.innerText ?? e.textContent) : ''",
+                selector,
+            )
+            return str(found)
+
+        def style(selector: str, name: str) -> str:
+            return str(
+                driver.execute_script(
+                    "return getComputedStyle(document.querySelector(arguments[0]))[arguments[1]]",
+                    selector,
+                    name,
+                )
+            )
+
+        def session_row(session: str) -> str:
+            return text(f'#sessions tr[data-id="{session}"]')
+
+        # Both sessions, each in its worktree, and their plans with their files.
+        wait.until(lambda _: "api" in session_row(A) and "web" in session_row(B))
+        assert "main" in session_row(A) and "claude" in session_row(A)
+        wait.until(lambda _: "src/lib.py" in text("#plans") and "src/other.py" in text("#plans"))
+        plan_sessions = driver.execute_script(
+            "return [...document.querySelectorAll('#plans tbody tr td:nth-child(2)')]"
+            ".map((td) => td.innerText)"
+        )
+        assert sorted(plan_sessions) == [A[:8], B[:8]]
+
+        # The drift, the blocked write, and the block on the open page within 2 s.
+        step_drift(team)
+        block = block_line(team)
+        WebDriverWait(driver, 2).until(
+            lambda _: B[:8] in text("#blocks .block") and "+v = 2" in text("#blocks .block")
+        )
+        shown = text("#blocks .block")
+        assert style("#blocks .block .title", "fontWeight") in ("700", "bold")
+        assert shown.startswith("BLOCKED Write of src/other.py · relevant drift\n")
+        assert "src/lib.py" in shown and "-v = 1" in shown
+        assert driver.execute_script("return window.pfLoaded") == "first load"  # no reload
+        plan = driver.execute_script("return document.querySelector('#blocks .block').dataset.plan")
+        assert plan == block["plan"]
+        wait.until(lambda _: session_row(A).startswith("blocked"))
+
+        # Click: the lineage graph, with the version of src/lib.py the plan did not see.
+        clicking = WebDriverWait(driver, 10, ignored_exceptions=[StaleElementReferenceException])
+        clicking.until(lambda d: d.find_element(By.CSS_SELECTOR, "#blocks .block").click() or True)
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#lineage svg .node-head"))
+        assert "api:file/src/lib.py" in text("#lineage svg")
+        assert driver.find_elements(By.CSS_SELECTOR, "#lineage svg .node-plan")
+        assert driver.find_elements(By.CSS_SELECTOR, "#lineage svg .node-drift")
+        if os.environ.get("PLANFENCE_VIEW_SCREENSHOT") == "1":
+            driver.save_screenshot(str(SCREENSHOT))
+
+        # Closing session B greys its row.
+        end_session(team, team.web, B)
+        wait.until(lambda _: session_row(B).startswith("ended"))
+        assert style(f'#sessions tr[data-id="{B}"]', "color") == GREY
+        assert driver.execute_script("return window.pfLoaded") == "first load"
