@@ -1,4 +1,4 @@
-"""`planfence owner serve|restart|compact`, `put`, `heads`, `get` and `logs`: records and the
+"""`planfence owner serve|restart|stop|start|compact`, `put`, `heads`, `get` and `logs`: records and the
 owners that hold them. `register(app)` adds them to the composition root's click group."""
 
 from __future__ import annotations
@@ -40,10 +40,12 @@ if TYPE_CHECKING:  # the commands import the library in their bodies: `put --hel
 
 
 def register(app: Group) -> None:
-    """Add `owner` (serve, restart, compact), `put`, `heads`, `get` and `logs` to `app`."""
-    owner_app = Group("owner", help="Run or restart an owner daemon.")
+    """Add `owner` (serve, restart, stop, start, compact), `put`, `heads`, `get` and `logs` to `app`."""
+    owner_app = Group("owner", help="Run, stop, start or restart an owner daemon.")
     owner_app.command("serve")(owner_serve)
     owner_app.command("restart")(cli_inspect.restart)
+    owner_app.command("stop")(owner_stop)
+    owner_app.command("start")(owner_start)
     owner_app.command("compact")(owner_compact)
     app.add_command(owner_app)
     app.command("put")(put)
@@ -144,6 +146,39 @@ async def serve_owner(
             )
         )
         click.echo(f"owner {agent} listening on {host}:{bound}")
+
+
+@user_errors
+def owner_stop(
+    path: Path = DirArg, agent: str = Argument(..., help="Agent name."), json_out: bool = JsonOpt
+) -> None:
+    """Stop AGENT's owner of a running cluster (SIGTERM, SIGKILL after 10 s); the others keep
+    running. `planfence owner start` (or `cluster up`) starts it again."""
+    from ..cluster.lifecycle import stop_owner
+
+    pid = stop_owner(cluster_dir(path), agent)
+    if json_out:
+        echo_json({"agent": agent, "pid": pid, "was_running": pid is not None})
+    else:
+        click.echo(f"stopped {agent} (pid {pid})" if pid else f"{agent} was not running")
+
+
+@user_errors
+def owner_start(
+    path: Path = DirArg,
+    agent: str = Argument(..., help="Agent name."),
+    timeout: float = Option(20.0, "--timeout", help="Seconds to wait for it."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Start AGENT's owner unless it runs (the shaper in front of it, if any, keeps
+    running); returns once it accepts sessions."""
+    from ..cluster.lifecycle import start_owner
+
+    pid, started = start_owner(cluster_dir(path), agent, timeout)
+    if json_out:
+        echo_json({"agent": agent, "pid": pid, "started": started})
+    else:
+        click.echo(f"{'started' if started else 'already running:'} {agent} (pid {pid})")
 
 
 # ---- records -------------------------------------------------------------------------------
