@@ -77,6 +77,11 @@ COMMANDS = {
         "ping",
         "Open one authenticated session to AGENT's owner and ping it; exit 0 if it answered.",
     ),
+    "doctor": (
+        "ping",
+        "Check that the fence works here: an owner serves this folder, the agents' hooks are "
+        "installed and start, Codex trusts them, the git gate is in place.",
+    ),
 }
 
 
