@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ..core.errors import ConfigError, PlanfenceError
+from ..core.escaping import escape
 from . import inspect as cli_inspect
 from .group import Group
 from .params import Argument, Option
@@ -273,25 +274,47 @@ def get(
 @user_errors
 def logs(
     path: Path = DirArg,
-    agent: str = Argument(..., help="Agent name."),
+    agent: str | None = Argument(
+        None, help="Agent name (default: every owner, merged by time, the agent on each line)."
+    ),
     follow: bool = Option(False, "--follow", "-f", help="Keep printing new lines."),
     event: str | None = Option(None, "--event", help="Only this event name."),
     shaper: bool = Option(False, "--shaper", help="The output of the shaper in front of AGENT."),
     json_out: bool = JsonOpt,
 ) -> None:
     """Print an owner's structured log (connections, handshakes, requests, puts, errors), or
-    with --shaper the output of the shaper in front of it."""
+    with --shaper the output of the shaper in front of it.
+
+    Without AGENT, every owner's log as one stream, merged by time, each line starting with
+    its agent; with --follow, new lines of every owner as they come, until Ctrl-C.
+    """
     from ..cluster.processes import shaper_name
-    from ..owners.logs import EVENTS, format_event, read_events, read_lines
+    from ..owners.logs import EVENTS, format_event, read_events, read_lines, read_merged
 
     cdir = cluster_dir(path)
-    cdir.roster().agent(agent)
+    roster = cdir.roster()
+    if agent is not None:
+        roster.agent(agent)
+    elif shaper:
+        raise click.BadParameter("--shaper needs an AGENT", param_hint="'--shaper'")
     if event is not None and event not in EVENTS:
         raise click.BadParameter(
             f"unknown event {event!r}; owners log: {', '.join(EVENTS)}", param_hint="'--event'"
         )
-    source = cdir.out(shaper_name(agent)) if shaper else cdir.log(agent)
+    width = max(len(name) for name in roster.names)
     try:
+        if agent is None:
+            merged = read_merged(
+                {name: cdir.log(name) for name in roster.names}, event=event, follow=follow
+            )
+            for entry in merged:
+                if json_out:
+                    click.echo(json.dumps(entry))
+                else:
+                    who = escape(str(entry.get("agent", "?")))
+                    click.echo(f"{who:<{width}} {format_event(entry)}")
+            return
+        source = cdir.out(shaper_name(agent)) if shaper else cdir.log(agent)
         entries = (
             ({"agent": agent, "line": line} for line in read_lines(source, follow))
             if shaper
@@ -303,6 +326,8 @@ def logs(
             else:
                 click.echo(entry["line"] if shaper else format_event(entry))
     except FileNotFoundError:
+        if agent is None:
+            raise PlanfenceError(f"no owner has a log yet in {cdir.root / 'logs'}") from None
         what = "shaper output" if shaper else "log"
         raise PlanfenceError(f"no {what} for {agent} yet at {source}") from None
     except KeyboardInterrupt:

@@ -593,3 +593,68 @@ def test_logs_follow_prints_new_puts_as_they_happen(live_cluster: ClusterHandle)
         follower.terminate()
         follower.wait(timeout=10)
         follower.stdout.close()  # type: ignore[union-attr]
+
+
+def test_logs_without_an_agent_merge_every_owner_by_time(live_cluster: ClusterHandle) -> None:
+    h = live_cluster
+    ok("put", h.path, "req/merged", "--body", "1")
+    ok("put", h.path, "inv/merged", "--body", "2")
+    ok("put", h.path, "req/merged", "--body", "3")
+    entries = [
+        json.loads(line) for line in ok("logs", h.path, "--event", "put", "--json").splitlines()
+    ]
+    assert [(e["agent"], e["key"], e["seq"]) for e in entries] == [
+        ("reqs", "req/merged", 1),
+        ("inventory", "inv/merged", 1),
+        ("reqs", "req/merged", 2),
+    ]
+    assert [e["ts"] for e in entries] == sorted(e["ts"] for e in entries)
+    lines = ok("logs", h.path, "--event", "put").splitlines()
+    assert [line.split()[:3] for line in lines] == [
+        ["reqs", lines[0].split()[1], "put"],
+        ["inventory", lines[1].split()[1], "put"],
+        ["reqs", lines[2].split()[1], "put"],
+    ]
+    assert all(re.fullmatch(STAMP, line.split()[1]) for line in lines)
+    listening = [
+        e["agent"]
+        for e in map(json.loads, ok("logs", h.path, "--event", "listening", "--json").splitlines())
+    ]
+    assert sorted(listening) == sorted(NAMES)
+    usage = run("logs", h.path, "--shaper")
+    assert usage.exit_code == 64 and "--shaper needs an AGENT" in usage.stderr, usage.stderr
+
+
+def test_logs_follow_without_an_agent_prints_every_owners_new_lines(
+    live_cluster: ClusterHandle,
+) -> None:
+    import selectors
+    import subprocess
+    import time as clock
+
+    from support.cluster import PLANFENCE, run_planfence
+
+    h = live_cluster
+    follower = subprocess.Popen(
+        [str(PLANFENCE), "logs", str(h.path), "--follow", "--event", "put", "--json"],
+        stdout=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        run_planfence("put", str(h.path), "req/followed", "--body", "1")
+        run_planfence("put", str(h.path), "audit/followed", "--body", "2")
+        selector = selectors.DefaultSelector()
+        selector.register(follower.stdout, selectors.EVENT_READ)  # type: ignore[arg-type]
+        deadline = clock.monotonic() + 20
+        seen: list[tuple[str, str]] = []
+        while len(seen) < 2 and clock.monotonic() < deadline:
+            if selector.select(timeout=deadline - clock.monotonic()):
+                entry = json.loads(follower.stdout.readline())  # type: ignore[union-attr]
+                seen.append((entry["agent"], entry["key"]))
+        assert sorted(seen) == [("audit", "audit/followed"), ("reqs", "req/followed")]
+        assert follower.poll() is None  # still following
+    finally:
+        follower.terminate()
+        follower.wait(timeout=10)
+        follower.stdout.close()  # type: ignore[union-attr]
