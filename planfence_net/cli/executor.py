@@ -76,7 +76,8 @@ def authorize(
 ) -> None:
     """Validate a plan's declared dependencies against their owners, right now.
 
-    Exit 0: authorized. Exit 2: the plan is stale (a dependency drifted; replan and retry).
+    Exit 0: authorized. Exit 2: the plan is stale (a dependency drifted; replan and retry:
+    the last line is the command to run next).
     Exit 3: blocked for another reason (owner unavailable, missing lineage, ...).
     """
     import anyio
@@ -107,6 +108,10 @@ def authorize(
         echo_json(decision.to_json())
     else:
         click.echo(escaped_lines(decision.explain()))
+        if decision.reason == "stale_plan":
+            from .text import stale_next_step
+
+            click.echo(escaped_lines(stale_next_step(str(path), [*decision.drift])))
     if decision.authorized:
         raise click.exceptions.Exit(EXIT_OK)
     raise click.exceptions.Exit(EXIT_STALE if decision.reason == "stale_plan" else EXIT_BLOCKED)
