@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from .group import Group
-from .params import Option
+from .params import Argument, Option
 from .support import DirArg, JsonOpt, cluster_dir, echo_json, print_table, run_async, user_errors
 
 if TYPE_CHECKING:  # imported where used: `planfence --help` loads no library
@@ -87,6 +87,26 @@ def cluster_init(
             f"docker-compose.yml: PLANFENCE_CLUSTER={path.resolve()} "
             f"PLANFENCE_UID={os.getuid()} PLANFENCE_GID={os.getgid()}"
         )
+
+
+@cluster_app.command("add")
+@user_errors
+def cluster_add(
+    path: Path = DirArg,
+    name: str = Argument(..., help="The new member's name (e.g. db)."),
+    owns: list[str] = Option(..., "--owns", help="A key pattern it owns, e.g. 'db:*' (repeat)."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Add a member to the cluster's roster: its own key file and a free port. It owns the
+    --owns patterns; a process serving as it (e.g. `planfence mcp proxy --as NAME`, or
+    `planfence owner start`) can then run."""
+    from ..cluster.processes import add_member
+
+    agent = add_member(cluster_dir(path), name, owns)
+    if json_out:
+        echo_json(agent.to_json())
+    else:
+        click.echo(f"added {agent.name} at {agent.address}, owning {' '.join(agent.owns)}")
 
 
 @cluster_app.command("up")

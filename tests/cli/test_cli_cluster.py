@@ -658,3 +658,18 @@ def test_logs_follow_without_an_agent_prints_every_owners_new_lines(
         follower.terminate()
         follower.wait(timeout=10)
         follower.stdout.close()  # type: ignore[union-attr]
+
+
+def test_cluster_add_writes_a_key_and_a_roster_entry_once(cluster_dir: ClusterHandle) -> None:
+    h = cluster_dir
+    added = json.loads(ok("cluster", "add", h.path, "db", "--owns", "db:*", "--json"))
+    roster = h.cdir.roster()
+    assert roster.names == [*NAMES, "db"]
+    assert added == roster.agent("db").to_json()
+    assert roster.owner_of("db:resource/x") == "db"
+    assert stat.S_IMODE(h.cdir.key("db").stat().st_mode) == 0o600
+    assert load_identity("db", h.cdir.key("db")).public_key.hex() == added["public_key"]
+    assert fails("cluster", "add", h.path, "db", "--owns", "x:*") == (
+        f"error: 'db' is already a member of {h.cdir.roster_path}"
+    )
+    assert h.cdir.roster().names == [*NAMES, "db"]
