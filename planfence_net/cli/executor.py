@@ -27,7 +27,7 @@ from .support import (
     user_errors,
     write_record,
 )
-from .text import escaped_lines
+from .text import LEGEND, escaped_lines
 
 if TYPE_CHECKING:  # each command imports what it uses: authorize never loads the bench lab
     from rich.status import Status
@@ -227,7 +227,17 @@ def scenario(
         run_async(wait_owners_reachable, cdir, roster.names, wait, links)
     else:  # fail in one line, within the deadline, when an owner is not up
         run_async(ping_owners, roster, identity_for(cdir, "ops"), roster.names, links)
-    outcomes = run_async(functools.partial(run_demo, cdir, addresses=links))
+    from rich.console import Console
+
+    with Console(stderr=True).status("running the stale-plan scenario ...") as status:
+        outcomes = run_async(
+            functools.partial(
+                run_demo,
+                cdir,
+                addresses=links,
+                progress=lambda m: status.update(f"running {m} ..."),
+            )
+        )
     skipped = (
         {}
         if "central" in available_policies(cdir)
@@ -289,6 +299,7 @@ def report_outcomes(
             for r in rows
         ],
     )
+    click.echo(LEGEND)
     for policy, why in skipped.items():
         click.echo(f"no {policy} row: {why}")
     if drifted is not None and drifted.decision is not None:
