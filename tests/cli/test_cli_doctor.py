@@ -5,12 +5,13 @@ a folder no owner serves, hooks not installed, Codex's hooks untrusted, no git g
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from support.cluster import PLANFENCE
+from support.cluster import PLANFENCE, REPO
 from support.workspace import make_repo, run_cli, served
 
 
@@ -105,3 +106,47 @@ def test_a_claude_hook_that_fails_open_fails(tmp_path: Path, home: Path) -> None
         "Claude Code lets the call through when it cannot start or times out"
     )
     assert lines[2] == f"      fix: planfence hook install claude --project {repo}"
+
+
+def test_a_codex_that_does_not_answer_is_a_failed_check(tmp_path: Path, home: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
+    with served(repo):
+        assert run_cli("hook", "install", "codex", "--project", repo)[0] == 0
+        code, out, err = run_cli("doctor", "--project", repo, "--codex", "/bin/false")
+    assert (code, err) == (1, "error: 2 of 3 checks failed: codex trust, git gate\n")
+    assert out.splitlines()[1:3] == [
+        "FAIL  codex trust: cannot ask Codex: /bin/false app-server exited before answering "
+        "initialize",
+        "      fix: pass --codex PATH",
+    ]
+
+
+def pinned_codex() -> Path:
+    """The Codex CLI scripts/install-agents installs ($PLANFENCE_AGENTS_DIR or .agents/)."""
+    prefix = os.environ.get("PLANFENCE_AGENTS_DIR") or str(REPO / ".agents")
+    return Path(prefix) / "node_modules" / ".bin" / "codex"
+
+
+@pytest.mark.agents
+def test_the_real_codex_is_asked_whether_it_trusts_our_hooks(tmp_path: Path, home: Path) -> None:
+    codex = pinned_codex()
+    if not os.access(codex, os.X_OK):
+        pytest.skip("the pinned Codex CLI is not installed: run scripts/install-agents")
+    repo = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
+    (home / ".codex").mkdir()  # Codex refuses a CODEX_HOME that does not exist
+    with served(repo):
+        for agent in ("codex", "git"):
+            assert run_cli("hook", "install", agent, "--project", repo)[0] == 0
+        code, out, err = run_cli("doctor", "--project", repo, "--codex", codex)
+        assert (code, err) == (1, "error: 1 of 4 checks failed: codex trust\n")
+        assert out.splitlines()[2] == (
+            f"FAIL  codex trust: untrusted: the project {repo} is not trusted: Codex ignores "
+            "its .codex/ config"
+        )
+        trusted = run_cli(
+            "hook", "install", "codex", "--project", repo, "--trust", "--codex", codex
+        )
+        assert trusted[0] == 0, trusted
+        code, out, err = run_cli("doctor", "--project", repo, "--codex", codex)
+    assert (code, err) == (0, ""), out
+    assert out.splitlines()[2] == "ok    codex trust: Codex lists our hooks enabled and trusted"

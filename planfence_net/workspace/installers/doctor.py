@@ -129,7 +129,10 @@ def codex_checks(
 ) -> list[Check]:
     """Codex's hooks (all there, the command starts) and its trust in them."""
     trust = f"planfence hook install codex --project {shlex.quote(str(root))} --trust"
-    s = codex_status(root, find_codex(codex))
+    try:
+        s = codex_status(root, find_codex(codex))
+    except ConfigError as exc:  # the Codex at hand does not start or answer
+        return [Check("codex trust", False, f"cannot ask Codex: {exc}", "pass --codex PATH")]
     if s.state == MISSING:
         return [Check("codex hooks", False, f"{s.state}: {s.detail}", s.step)]
     handler = found["PreToolUse"][0][3]
