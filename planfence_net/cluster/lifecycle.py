@@ -43,7 +43,7 @@ class Up:
     links: dict[str, tuple[str, int]]  # agent -> the shaper in front of it ({} on loopback)
 
 
-class Interrupted(Exception):
+class Interrupted(PlanfenceError):
     """`bring_up` was interrupted (Ctrl-C) and stopped what it had started (`stopped`)."""
 
     def __init__(self, stopped: list[str]) -> None:
@@ -59,16 +59,17 @@ def bring_up(
     loss: float = 0.0,
     timeout: float = 20.0,
 ) -> Up:
-    """Start and wait as the module doc says. Raises PlanfenceError naming the failure and
-    the owners it stopped; raises Interrupted (from the KeyboardInterrupt or other exception)
-    once it stopped what it started."""
+    """Start and wait as the module doc says; returns what it started. Raises ConfigError
+    when a port is taken (starting nothing), PlanfenceError naming a failure and the owners
+    it stopped, Interrupted on Ctrl-C, and any other exception as it is, each once it
+    stopped what it started."""
     roster = cdir.roster()
     owners_before = running_owners(cdir)
     shapers_before = running_shapers(cdir)
-    started: list[str] = []
+    started: list[str] | None = None
     try:
         with deferred_sigint():  # a pid file for every process it spawns
-            started = start_owners(cdir)
+            started = start_owners(cdir)  # a taken port: ConfigError, nothing started
         _run(wait_cluster_ready, cdir, started, timeout)
         with deferred_sigint():
             links = start_shapers(cdir, profile, delay_ms=delay_ms, loss=loss)
@@ -79,6 +80,8 @@ def bring_up(
                 )
             )
     except PlanfenceError as exc:
+        if started is None:
+            raise
         with ignored_sigint():
             stop_shapers(cdir)
             failed = exc.process if isinstance(exc, StartError) else None
