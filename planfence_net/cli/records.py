@@ -275,7 +275,9 @@ def get(
 def logs(
     path: Path = DirArg,
     agent: str | None = Argument(
-        None, help="Agent name (default: every owner, merged by time, the agent on each line)."
+        None,
+        metavar="[AGENT]",
+        help="Agent name (default: every owner, merged by time, the agent on each line).",
     ),
     follow: bool = Option(False, "--follow", "-f", help="Keep printing new lines."),
     event: str | None = Option(None, "--event", help="Only this event name."),
