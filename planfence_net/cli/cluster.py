@@ -19,7 +19,7 @@ from .support import DirArg, JsonOpt, cluster_dir, echo_json, print_table, run_a
 
 if TYPE_CHECKING:  # imported where used: `planfence --help` loads no library
     from ..cluster.folder import ClusterDir
-    from ..cluster.health import OwnerHealth
+    from ..cluster.health import OwnerHealth, Shaper
 
 cluster_app = Group("cluster", help="Create, start, inspect and stop a cluster.")
 
@@ -169,8 +169,9 @@ def cluster_status(
     """Per agent: name, address, pid, alive (its owner answered a ping over an authenticated
     session within --timeout), owned patterns, and the shaper in front of it.
 
-    Exit 1, naming each, when an owner is not alive: not running, or running but not
-    answering (stopped with SIGSTOP, frozen). With --watch the table is redrawn (with --json,
+    Exit 1, naming each, when an owner is not alive (not running, or running but not
+    answering: stopped with SIGSTOP, frozen) or the shaper this folder started in front of
+    it is not running. With --watch the table is redrawn (with --json,
     one JSON line per round) until Ctrl-C, and the exit code is the last round's.
     """
     from ..cluster.health import wait_health
@@ -196,19 +197,26 @@ def _status_table(rows: list[OwnerHealth]) -> tuple[list[str], list[list[Any]]]:
             r.pid or "-",
             "yes" if r.alive else "no",
             " ".join(r.owns),
-            f"{r.shaper.address} ({r.shaper.profile})" if r.shaper else "-",
+            _shaper_cell(r.shaper) if r.shaper else "-",
         ]
         for r in rows
     ]
     return ["agent", "address", "pid", "alive", "owns", "shaper"], cells
 
 
+def _shaper_cell(shaper: Shaper) -> str:
+    down = shaper.local and not shaper.running
+    return f"{shaper.address} ({shaper.profile}{', not running' if down else ''})"
+
+
 def _exit_unless_alive(rows: list[OwnerHealth]) -> None:
-    """One line on stderr naming every owner that is not alive, and exit 1; else return."""
-    down = [f"{r.name}: {r.problem}" for r in rows if not r.alive]
+    """One line on stderr naming every owner that is not alive (or whose shaper is down),
+    and exit 1; else return."""
+    down = [f"{r.name}: {r.problem}" for r in rows if r.problem]
     if down:
+        what = "not alive" if any(not r.alive for r in rows) else "not reachable as shaped"
         click.echo(
-            f"error: {len(down)} of {len(rows)} owner(s) not alive: {'; '.join(down)}", err=True
+            f"error: {len(down)} of {len(rows)} owner(s) {what}: {'; '.join(down)}", err=True
         )
         raise click.exceptions.Exit(1)
 

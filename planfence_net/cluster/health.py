@@ -18,7 +18,14 @@ from ..net.api import owner_session
 from ..net.client import collapsing_task_group
 from .folder import ClusterDir
 from .pids import read_pid
-from .processes import link_addresses, owner_marker, read_links, running_pid, shaper_marker
+from .processes import (
+    link_addresses,
+    owner_marker,
+    read_links,
+    running_pid,
+    shaper_marker,
+    static_links_path,
+)
 from .processes import shaper_name as shaper_of
 
 
@@ -27,7 +34,8 @@ class Shaper:
     address: str
     profile: str | None
     pid: int | None
-    running: bool  # False also for a shaper another host runs (a static links.toml)
+    local: bool  # started from this folder (False: another host runs it, a static links.toml)
+    running: bool  # a local one's process runs
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +52,13 @@ class OwnerHealth:
 
     @property
     def problem(self) -> str:
-        """Why this owner cannot serve, in a few words; "" when it can."""
+        """Why this owner cannot serve, or not through its link, in a few words; "" when it
+        can."""
+        if self.alive and self.shaper is not None and self.shaper.local and not self.shaper.running:
+            return (
+                f"its {self.shaper.profile} shaper is not running: sessions reach it unshaped "
+                f"(`planfence cluster up DIR --profile {self.shaper.profile}` starts it again)"
+            )
         if self.alive:
             return ""
         if self.running:
@@ -64,6 +78,7 @@ class OwnerHealth:
                 "address": self.shaper.address,
                 "profile": self.shaper.profile,
                 "pid": self.shaper.pid,
+                "running": self.shaper.running,
             },
         }
 
@@ -75,18 +90,21 @@ async def wait_health(cdir: ClusterDir, timeout: float) -> list[OwnerHealth]:  #
     answered = await wait_answering(cdir, roster, timeout)
     links = link_addresses(cdir)
     recorded = read_links(cdir)
+    local = not static_links_path(cdir).exists()
     rows = []
     for agent in roster.agents:
         pid = running_pid(cdir, agent.name, owner_marker(cdir, agent.name))
         link = links.get(agent.name)
+        address = f"{link[0]}:{link[1]}" if link else recorded.get("links", {}).get(agent.name)
         shaper = None
-        if link is not None:
+        if address is not None:
             name = shaper_of(agent.name)
             shaper = Shaper(
-                f"{link[0]}:{link[1]}",
+                address,
                 recorded.get("profile"),
                 read_pid(cdir, name),
-                running_pid(cdir, name, shaper_marker(agent.address)) is not None,
+                local,
+                local and running_pid(cdir, name, shaper_marker(agent.address)) is not None,
             )
         rows.append(
             OwnerHealth(

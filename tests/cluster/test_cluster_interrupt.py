@@ -78,3 +78,48 @@ def test_ctrl_c_keeps_the_owners_that_ran_before(cluster_dir: ClusterHandle) -> 
     assert up.returncode == 130, err
     assert err == "interrupted: stopped what this command started: planner, inventory, ops, audit\n"
     assert list(owner_processes(str(h.path.resolve()))) == [reqs]
+
+
+def test_status_names_a_dead_shaper_and_cluster_up_starts_it_again(
+    cluster_dir: ClusterHandle,
+) -> None:
+    """An owner whose shaper died still answers, but sessions would reach it unshaped: the
+    status shows the shaper as not running and exits 1; `cluster up --profile` restarts it."""
+    import json
+    import os
+
+    from planfence_net.cluster import processes as clusterlib
+    from support.cluster import run_planfence, wait_exit
+
+    h = cluster_dir
+    shaped = ("--profile", "synthetic-lte", "--delay-ms", "1")
+    try:
+        run_planfence("cluster", "up", str(h.path), *shaped)
+        shaper = clusterlib.running_pid(
+            h.cdir, "shaper-ops", clusterlib.shaper_marker(h.roster.agent("ops").address)
+        )
+        assert shaper is not None
+        os.kill(shaper, signal.SIGKILL)
+        assert wait_exit(shaper)
+        status = subprocess.run(
+            [str(PLANFENCE), "cluster", "status", str(h.path), "--json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+        assert status.returncode == 1
+        assert status.stderr == (
+            "error: 1 of 5 owner(s) not reachable as shaped: ops: its synthetic-lte shaper is "
+            "not running: sessions reach it unshaped (`planfence cluster up DIR --profile "
+            "synthetic-lte` starts it again)\n"
+        )
+        rows = {r["name"]: r for r in json.loads(status.stdout)}
+        assert rows["ops"]["alive"] is True
+        assert (rows["ops"]["shaper"]["pid"], rows["ops"]["shaper"]["running"]) == (shaper, False)
+        assert all(rows[n]["shaper"]["running"] for n in rows if n != "ops")
+        run_planfence("cluster", "up", str(h.path), *shaped)
+        again = json.loads(run_planfence("cluster", "status", str(h.path), "--json").stdout)
+        assert all(r["alive"] and r["shaper"]["running"] for r in again)
+    finally:
+        clusterlib.stop_shapers(h.cdir)
