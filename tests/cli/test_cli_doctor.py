@@ -110,12 +110,15 @@ def test_a_claude_hook_that_fails_open_fails(tmp_path: Path, home: Path) -> None
 
 def test_a_codex_that_does_not_answer_is_a_failed_check(tmp_path: Path, home: Path) -> None:
     repo = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
+    mute = tmp_path / "mute-codex"  # reads the first request, then exits without answering
+    mute.write_text("#!/bin/sh\nread request\n")
+    mute.chmod(0o755)
     with served(repo):
         assert run_cli("hook", "install", "codex", "--project", repo)[0] == 0
-        code, out, err = run_cli("doctor", "--project", repo, "--codex", "/bin/false")
+        code, out, err = run_cli("doctor", "--project", repo, "--codex", mute)
     assert (code, err) == (1, "error: 2 of 3 checks failed: codex trust, git gate\n")
     assert out.splitlines()[1:3] == [
-        "FAIL  codex trust: cannot ask Codex: /bin/false app-server exited before answering "
+        f"FAIL  codex trust: cannot ask Codex: {mute} app-server exited before answering "
         "initialize",
         "      fix: pass --codex PATH",
     ]
