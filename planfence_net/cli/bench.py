@@ -23,6 +23,7 @@ from ..bench import EXPERIMENTS
 from ..core.errors import ConfigError, PlanfenceError
 from .group import Group
 from .params import Argument, Option
+from .text import LEGEND
 
 if TYPE_CHECKING:  # imported where used: `planfence --help` never loads the harness
     from collections.abc import Iterable
@@ -101,6 +102,7 @@ def bench(
         raise click.exceptions.Exit(1) from None
     for line in summary_lines(summaries):
         click.echo(line)
+    click.echo(LEGEND)
     click.echo(f"report: {folder / 'report.md'}")
 
 

@@ -6,21 +6,20 @@ answer, e.g. stopped with SIGSTOP, is not alive).
 
 from __future__ import annotations
 
-import functools
+import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..core.errors import PlanfenceError, StartError
 from .group import Group
-from .params import Option
+from .params import Argument, Option
 from .support import DirArg, JsonOpt, cluster_dir, echo_json, print_table, run_async, user_errors
 
 if TYPE_CHECKING:  # imported where used: `planfence --help` loads no library
     from ..cluster.folder import ClusterDir
-    from ..core.roster import Roster
+    from ..cluster.health import OwnerHealth, Shaper
 
 cluster_app = Group("cluster", help="Create, start, inspect and stop a cluster.")
 
@@ -90,6 +89,26 @@ def cluster_init(
         )
 
 
+@cluster_app.command("add")
+@user_errors
+def cluster_add(
+    path: Path = DirArg,
+    name: str = Argument(..., help="The new member's name (e.g. db)."),
+    owns: list[str] = Option(..., "--owns", help="A key pattern it owns, e.g. 'db:*' (repeat)."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Add a member to the cluster's roster: its own key file and a free port. It owns the
+    --owns patterns; a process serving as it (e.g. `planfence mcp proxy --as NAME`, or
+    `planfence owner start`) can then run."""
+    from ..cluster.processes import add_member
+
+    agent = add_member(cluster_dir(path), name, owns)
+    if json_out:
+        echo_json(agent.to_json())
+    else:
+        click.echo(f"added {agent.name} at {agent.address}, owning {' '.join(agent.owns)}")
+
+
 @cluster_app.command("up")
 @user_errors
 def cluster_up(
@@ -104,15 +123,22 @@ def cluster_up(
     loss: float = Option(0.0, "--loss", min=0.0, max=0.99, help="Loss probability on every link."),
     timeout: float = Option(20.0, help="Seconds to wait for owners."),
 ) -> None:
-    """Start every owner (and shaper) that is not running; return once each accepts sessions."""
-    from ..cluster import processes as clusterlib
+    """Start every owner (and shaper) that is not running; return once each accepts sessions.
+
+    On a failure, or Ctrl-C, it stops the owners and shapers it started (and only those).
+    """
+    from ..cluster.lifecycle import Interrupted, bring_up
     from ..traces import require_traces
 
     cdir = cluster_dir(path)
     roster = cdir.roster()
     require_traces(profile)  # fail before starting anything
-    started = clusterlib.start_owners(cdir)
-    links = wait_up(cdir, roster, started, timeout, profile, delay_ms=delay_ms, loss=loss)
+    try:
+        up = bring_up(cdir, profile, delay_ms=delay_ms, loss=loss, timeout=timeout)
+    except Interrupted as exc:
+        click.echo(f"interrupted: {exc}", err=True)
+        raise click.exceptions.Exit(130) from None
+    started, links = up.started, up.links
     if json_out:
         echo_json(
             {
@@ -129,52 +155,6 @@ def cluster_up(
         )
 
 
-def wait_up(
-    cdir: ClusterDir,
-    roster: Roster,
-    started: list[str],
-    timeout: float,
-    profile: str,
-    *,
-    delay_ms: int | None,
-    loss: float,
-) -> dict[str, tuple[str, int]]:
-    """Wait for the `started` owners, then start a `profile` shaper in front of every owner
-    (none on loopback) and wait for the owners through them; return the shapers' addresses.
-    On a PlanfenceError, stop the shapers and the `started` owners and raise one naming them."""
-    from ..cluster import processes as clusterlib
-    from ..cluster.ready import wait_cluster_ready
-
-    try:
-        run_async(wait_cluster_ready, cdir, started, timeout)
-        links = clusterlib.start_shapers(cdir, profile, delay_ms=delay_ms, loss=loss)
-        if links:
-            run_async(
-                functools.partial(
-                    wait_cluster_ready,
-                    cdir,
-                    roster.names,
-                    timeout,
-                    links,
-                    watch=clusterlib.shaper_name,
-                )
-            )
-    except PlanfenceError as exc:
-        clusterlib.stop_shapers(cdir)
-        failed = exc.process if isinstance(exc, StartError) else None
-        stopped = [
-            name
-            for name in started
-            if clusterlib.stop_process(cdir, name, clusterlib.owner_marker(cdir, name))
-            and name != failed  # one that failed to start is never called running
-        ]
-        raise PlanfenceError(
-            f"{exc} (stopped the owners this command started: "
-            f"{', '.join(stopped) or 'none were running'})"
-        ) from None
-    return links
-
-
 @cluster_app.command("status")
 @user_errors
 def cluster_status(
@@ -183,57 +163,103 @@ def cluster_status(
     timeout: float = Option(
         2.0, "--timeout", min=0.01, help="Seconds each owner has to answer a ping."
     ),
+    watch: bool = Option(False, "--watch", help="Ask again every --interval seconds until Ctrl-C."),
+    interval: float = Option(2.0, "--interval", min=0.05, help="Seconds between --watch rounds."),
 ) -> None:
     """Per agent: name, address, pid, alive (its owner answered a ping over an authenticated
-    session within --timeout), owned patterns, and the shaper in front of it."""
-    from ..cluster import processes as clusterlib
-    from ..cluster.pids import read_pid
+    session within --timeout), owned patterns, and the shaper in front of it.
+
+    Exit 1, naming each, when an owner is not alive (not running, or running but not
+    answering: stopped with SIGSTOP, frozen) or the shaper this folder started in front of
+    it is not running. With --watch the table is redrawn (with --json,
+    one JSON line per round) until Ctrl-C, and the exit code is the last round's.
+    """
+    from ..cluster.health import wait_health
 
     cdir = cluster_dir(path)
-    links = clusterlib.link_addresses(cdir)
-    profile = clusterlib.read_links(cdir).get("profile")
-    roster = cdir.roster()
-    answered = run_async(functools.partial(_answering, cdir, roster, timeout))
-    rows: list[dict[str, Any]] = []
-    cells: list[list[Any]] = []
-    for agent in roster.agents:
-        running = clusterlib.running_pid(
-            cdir, agent.name, clusterlib.owner_marker(cdir, agent.name)
-        )
-        known_pid = running or read_pid(cdir, agent.name)
-        alive = agent.name in answered  # also an owner this host did not start (compose)
-        link = links.get(agent.name)
-        shaper = f"{link[0]}:{link[1]}" if link else None
-        rows.append(
-            {
-                "name": agent.name,
-                "address": agent.address,
-                "pid": known_pid,
-                "alive": alive,
-                "owns": list(agent.owns),
-                "shaper": {
-                    "address": shaper,
-                    "profile": profile,
-                    "pid": read_pid(cdir, clusterlib.shaper_name(agent.name)),
-                }
-                if shaper
-                else None,
-            }
-        )
-        cells.append(
-            [
-                agent.name,
-                agent.address,
-                known_pid or "-",
-                "yes" if alive else "no",
-                " ".join(agent.owns),
-                f"{shaper} ({profile})" if shaper else "-",
-            ]
-        )
-    if json_out:
-        echo_json(rows)
+    if not watch:
+        rows = run_async(wait_health, cdir, timeout)
+        if json_out:
+            echo_json([r.to_json() for r in rows])
+        else:
+            print_table(*_status_table(rows))
+        _exit_unless_alive(rows)
         return
-    print_table(["agent", "address", "pid", "alive", "owns", "shaper"], cells)
+    rows = _watch_status(cdir, timeout, interval, json_out)
+    _exit_unless_alive(rows)
+
+
+def _status_table(rows: list[OwnerHealth]) -> tuple[list[str], list[list[Any]]]:
+    cells = [
+        [
+            r.name,
+            r.address,
+            r.pid or "-",
+            "yes" if r.alive else "no",
+            " ".join(r.owns),
+            _shaper_cell(r.shaper) if r.shaper else "-",
+        ]
+        for r in rows
+    ]
+    return ["agent", "address", "pid", "alive", "owns", "shaper"], cells
+
+
+def _shaper_cell(shaper: Shaper) -> str:
+    down = shaper.local and not shaper.running
+    return f"{shaper.address} ({shaper.profile}{', not running' if down else ''})"
+
+
+def _exit_unless_alive(rows: list[OwnerHealth]) -> None:
+    """One line on stderr naming every owner that is not alive (or whose shaper is down),
+    and exit 1; else return."""
+    down = [f"{r.name}: {r.problem}" for r in rows if r.problem]
+    if down:
+        what = "not alive" if any(not r.alive for r in rows) else "not reachable as shaped"
+        click.echo(
+            f"error: {len(down)} of {len(rows)} owner(s) {what}: {'; '.join(down)}", err=True
+        )
+        raise click.exceptions.Exit(1)
+
+
+def _watch_status(
+    cdir: ClusterDir, timeout: float, interval: float, json_out: bool
+) -> list[OwnerHealth]:
+    """Redraw the status every `interval` seconds until Ctrl-C; return the last round."""
+    import time
+
+    from rich.console import Console
+    from rich.live import Live
+    from rich.table import Table
+    from rich.text import Text
+
+    from ..cluster.health import wait_health
+    from ..core.escaping import escape
+
+    rows: list[OwnerHealth] = []
+    console = Console()
+    live = None if json_out else Live(console=console, auto_refresh=False)
+    try:
+        if live is not None:
+            live.start()
+        while True:
+            rows = run_async(wait_health, cdir, timeout)
+            if live is None:
+                click.echo(json.dumps([r.to_json() for r in rows]))
+            else:
+                columns, cells = _status_table(rows)
+                table = Table(*columns, box=None, pad_edge=False)
+                for row in cells:
+                    table.add_row(*[Text(escape(str(c))) for c in row])
+                alive = sum(r.alive for r in rows)
+                table.caption = f"{alive} of {len(rows)} alive at {time.strftime('%H:%M:%S')}"
+                live.update(table, refresh=True)
+            time.sleep(interval)  # the next round: a person is watching, not waiting for it
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if live is not None:
+            live.stop()
+    return rows
 
 
 @cluster_app.command("down")
@@ -252,25 +278,3 @@ def cluster_down(path: Path = DirArg, json_out: bool = JsonOpt) -> None:
             f"stopped {len(stopped)} owner(s): {', '.join(stopped) or '-'}"
             + (f"; {len(shapers)} shaper(s)" if shapers else "")
         )
-
-
-async def _answering(cdir: ClusterDir, roster: Roster, within: float) -> set[str]:
-    """The owners that answer a ping (each asked as itself, at its roster address) within
-    `within` seconds, all asked at once."""
-    from ..net.api import owner_session
-    from ..net.client import collapsing_task_group
-
-    answered: set[str] = set()
-
-    async def ping(name: str) -> None:
-        try:
-            async with owner_session(roster, cdir.identity(name), name, None, within) as s:
-                await s.request("ping")
-        except PlanfenceError:
-            return
-        answered.add(name)
-
-    async with collapsing_task_group() as tg:
-        for name in roster.names:
-            tg.start_soon(ping, name)
-    return answered

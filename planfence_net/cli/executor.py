@@ -27,7 +27,7 @@ from .support import (
     user_errors,
     write_record,
 )
-from .text import escaped_lines
+from .text import LEGEND, escaped_lines
 
 if TYPE_CHECKING:  # each command imports what it uses: authorize never loads the bench lab
     from rich.status import Status
@@ -76,7 +76,8 @@ def authorize(
 ) -> None:
     """Validate a plan's declared dependencies against their owners, right now.
 
-    Exit 0: authorized. Exit 2: the plan is stale (a dependency drifted; replan and retry).
+    Exit 0: authorized. Exit 2: the plan is stale (a dependency drifted; replan and retry:
+    the last line is the command to run next).
     Exit 3: blocked for another reason (owner unavailable, missing lineage, ...).
     """
     import anyio
@@ -107,6 +108,10 @@ def authorize(
         echo_json(decision.to_json())
     else:
         click.echo(escaped_lines(decision.explain()))
+        if decision.reason == "stale_plan":
+            from .text import stale_next_step
+
+            click.echo(escaped_lines(stale_next_step(str(path), [*decision.drift])))
     if decision.authorized:
         raise click.exceptions.Exit(EXIT_OK)
     raise click.exceptions.Exit(EXIT_STALE if decision.reason == "stale_plan" else EXIT_BLOCKED)
@@ -222,7 +227,17 @@ def scenario(
         run_async(wait_owners_reachable, cdir, roster.names, wait, links)
     else:  # fail in one line, within the deadline, when an owner is not up
         run_async(ping_owners, roster, identity_for(cdir, "ops"), roster.names, links)
-    outcomes = run_async(functools.partial(run_demo, cdir, addresses=links))
+    from rich.console import Console
+
+    with Console(stderr=True).status("running the stale-plan scenario ...") as status:
+        outcomes = run_async(
+            functools.partial(
+                run_demo,
+                cdir,
+                addresses=links,
+                progress=lambda m: status.update(f"running {m} ..."),
+            )
+        )
     skipped = (
         {}
         if "central" in available_policies(cdir)
@@ -284,6 +299,7 @@ def report_outcomes(
             for r in rows
         ],
     )
+    click.echo(LEGEND)
     for policy, why in skipped.items():
         click.echo(f"no {policy} row: {why}")
     if drifted is not None and drifted.decision is not None:

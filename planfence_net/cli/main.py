@@ -18,7 +18,7 @@ from .group import EXIT_CODES_HELP, PlanfenceGroup
 # order `planfence --help` lists them
 COMMANDS = {
     "cluster": ("cluster", "Create, start, inspect and stop a cluster."),
-    "owner": ("records", "Run or restart an owner daemon."),
+    "owner": ("records", "Run, stop, start or restart an owner daemon."),
     "put": ("records", "Write a record as the agent that owns KEY; prints its id and seq."),
     "heads": ("records", "Current head of each KEY, asked from its owner."),
     "get": (
@@ -80,6 +80,11 @@ COMMANDS = {
     "ping": (
         "ping",
         "Open one authenticated session to AGENT's owner and ping it; exit 0 if it answered.",
+    ),
+    "doctor": (
+        "ping",
+        "Check that the fence works here: an owner serves this folder, the agents' hooks are "
+        "installed and start, Codex trusts them, the git gate is in place.",
     ),
 }
 

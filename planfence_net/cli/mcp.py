@@ -131,7 +131,8 @@ def serve(
         if (exc.name or "").partition(".")[0] != "mcp":
             raise
         click.echo(
-            "error: planfence mcp serve needs the MCP SDK: pip install 'planfence-net[mcp]'",
+            "error: planfence mcp serve needs the MCP SDK: install the wheel with its mcp extra "
+            "(README, Install), or pip install 'mcp>=2.0,<3' where planfence runs",
             err=True,
         )
         raise click.exceptions.Exit(1) from None

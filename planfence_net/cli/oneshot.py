@@ -194,6 +194,15 @@ def authorize(args: AuthorizeArgs) -> int:
             from .text import escaped_lines
 
             _write(sys.stdout, escaped_lines(decision.explain()) + "\n")
+            if decision.reason == "stale_plan":  # the next command, as the click one prints
+                from pathlib import Path
+
+                from .text import stale_next_step
+
+                _write(
+                    sys.stdout,
+                    escaped_lines(stale_next_step(str(Path(args.path)), [*decision.drift])) + "\n",
+                )
     except (EOFError, KeyboardInterrupt):
         _write(sys.stderr, "\nAborted!\n")
         return 1

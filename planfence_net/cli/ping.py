@@ -1,8 +1,13 @@
-"""`planfence ping`: does an owner accept an authenticated session right now?
+"""Health checks: `planfence ping` and `planfence doctor`.
 
-One try under one deadline, for scripts and container health checks (docker-compose.yml):
-exit 0 when the owner answered a ping over a Noise session, 1 with one line otherwise.
-`register(app)` adds the command to the composition root's click group.
+`ping`: does an owner accept an authenticated session right now? One try under one
+deadline, for scripts and container health checks (docker-compose.yml): exit 0 when the
+owner answered a ping over a Noise session, 1 with one line otherwise.
+
+`doctor`: is the fence working for a folder (workspace/installers/doctor.py)? One line per
+check with its fix; exit 1, naming what failed, when anything would block or fail open.
+
+`register(app)` adds the commands to the composition root's click group.
 """
 
 from __future__ import annotations
@@ -19,8 +24,9 @@ from .support import DirArg, JsonOpt, cluster_dir, echo_json, run_async, user_er
 
 
 def register(app: Group) -> None:
-    """Add the `ping` command to `app`."""
+    """Add the `ping` and `doctor` commands to `app`."""
     app.command("ping")(ping)
+    app.command("doctor")(doctor)
 
 
 @user_errors
@@ -79,3 +85,44 @@ def ping(
         echo_json({"agent": agent, "address": f"{host}:{port}", "ms": round(elapsed * 1000, 2)})
     else:
         click.echo(f"{agent} at {host}:{port} answered in {elapsed * 1000:.1f} ms")
+
+
+@user_errors
+def doctor(
+    project: Path = Option(
+        Path("."),
+        "--project",
+        help="A folder of the project (its git worktree root is used; default: here).",
+    ),
+    codex: Path | None = Option(
+        None,
+        "--codex",
+        metavar="PATH",
+        help="The codex executable to ask (default: codex on PATH).",
+    ),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Check that the fence works here: an owner serves this folder, the agents' hooks are
+    installed and start, Codex trusts them, the git gate is in place.
+
+    One line per check (ok or FAIL) with the command that fixes it. Exit 1, naming the
+    failed checks on stderr, when anything would block the agents or let their calls
+    through unchecked.
+    """
+    from ..workspace.installers.doctor import diagnose
+
+    health = diagnose(project, codex)
+    if json_out:
+        echo_json(health.to_json())
+    else:
+        from ..core.escaping import escape
+
+        for check in health.checks:
+            click.echo("\n".join(escape(line) for line in check.text().splitlines()))
+    if not health.ok:
+        failed = ", ".join(c.name for c in health.failed)
+        click.echo(
+            f"error: {len(health.failed)} of {len(health.checks)} checks failed: {failed}",
+            err=True,
+        )
+        raise click.exceptions.Exit(1)

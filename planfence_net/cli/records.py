@@ -1,4 +1,4 @@
-"""`planfence owner serve|restart|compact`, `put`, `heads`, `get` and `logs`: records and the
+"""`planfence owner serve|restart|stop|start|compact`, `put`, `heads`, `get` and `logs`: records and the
 owners that hold them. `register(app)` adds them to the composition root's click group."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ..core.errors import ConfigError, PlanfenceError
+from ..core.escaping import escape
 from . import inspect as cli_inspect
 from .group import Group
 from .params import Argument, Option
@@ -40,10 +41,12 @@ if TYPE_CHECKING:  # the commands import the library in their bodies: `put --hel
 
 
 def register(app: Group) -> None:
-    """Add `owner` (serve, restart, compact), `put`, `heads`, `get` and `logs` to `app`."""
-    owner_app = Group("owner", help="Run or restart an owner daemon.")
+    """Add `owner` (serve, restart, stop, start, compact), `put`, `heads`, `get` and `logs` to `app`."""
+    owner_app = Group("owner", help="Run, stop, start or restart an owner daemon.")
     owner_app.command("serve")(owner_serve)
     owner_app.command("restart")(cli_inspect.restart)
+    owner_app.command("stop")(owner_stop)
+    owner_app.command("start")(owner_start)
     owner_app.command("compact")(owner_compact)
     app.add_command(owner_app)
     app.command("put")(put)
@@ -146,6 +149,39 @@ async def serve_owner(
         click.echo(f"owner {agent} listening on {host}:{bound}")
 
 
+@user_errors
+def owner_stop(
+    path: Path = DirArg, agent: str = Argument(..., help="Agent name."), json_out: bool = JsonOpt
+) -> None:
+    """Stop AGENT's owner of a running cluster (SIGTERM, SIGKILL after 10 s); the others keep
+    running. `planfence owner start` (or `cluster up`) starts it again."""
+    from ..cluster.lifecycle import stop_owner
+
+    pid = stop_owner(cluster_dir(path), agent)
+    if json_out:
+        echo_json({"agent": agent, "pid": pid, "was_running": pid is not None})
+    else:
+        click.echo(f"stopped {agent} (pid {pid})" if pid else f"{agent} was not running")
+
+
+@user_errors
+def owner_start(
+    path: Path = DirArg,
+    agent: str = Argument(..., help="Agent name."),
+    timeout: float = Option(20.0, "--timeout", help="Seconds to wait for it."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Start AGENT's owner unless it runs (the shaper in front of it, if any, keeps
+    running); returns once it accepts sessions."""
+    from ..cluster.lifecycle import start_owner
+
+    pid, started = start_owner(cluster_dir(path), agent, timeout)
+    if json_out:
+        echo_json({"agent": agent, "pid": pid, "started": started})
+    else:
+        click.echo(f"{'started' if started else 'already running:'} {agent} (pid {pid})")
+
+
 # ---- records -------------------------------------------------------------------------------
 
 
@@ -238,25 +274,49 @@ def get(
 @user_errors
 def logs(
     path: Path = DirArg,
-    agent: str = Argument(..., help="Agent name."),
+    agent: str | None = Argument(
+        None,
+        metavar="[AGENT]",
+        help="Agent name (default: every owner, merged by time, the agent on each line).",
+    ),
     follow: bool = Option(False, "--follow", "-f", help="Keep printing new lines."),
     event: str | None = Option(None, "--event", help="Only this event name."),
     shaper: bool = Option(False, "--shaper", help="The output of the shaper in front of AGENT."),
     json_out: bool = JsonOpt,
 ) -> None:
     """Print an owner's structured log (connections, handshakes, requests, puts, errors), or
-    with --shaper the output of the shaper in front of it."""
+    with --shaper the output of the shaper in front of it.
+
+    Without AGENT, every owner's log as one stream, merged by time, each line starting with
+    its agent; with --follow, new lines of every owner as they come, until Ctrl-C.
+    """
     from ..cluster.processes import shaper_name
-    from ..owners.logs import EVENTS, format_event, read_events, read_lines
+    from ..owners.logs import EVENTS, format_event, read_events, read_lines, read_merged
 
     cdir = cluster_dir(path)
-    cdir.roster().agent(agent)
+    roster = cdir.roster()
+    if agent is not None:
+        roster.agent(agent)
+    elif shaper:
+        raise click.BadParameter("--shaper needs an AGENT", param_hint="'--shaper'")
     if event is not None and event not in EVENTS:
         raise click.BadParameter(
             f"unknown event {event!r}; owners log: {', '.join(EVENTS)}", param_hint="'--event'"
         )
-    source = cdir.out(shaper_name(agent)) if shaper else cdir.log(agent)
+    width = max(len(name) for name in roster.names)
     try:
+        if agent is None:
+            merged = read_merged(
+                {name: cdir.log(name) for name in roster.names}, event=event, follow=follow
+            )
+            for entry in merged:
+                if json_out:
+                    click.echo(json.dumps(entry))
+                else:
+                    who = escape(str(entry.get("agent", "?")))
+                    click.echo(f"{who:<{width}} {format_event(entry)}")
+            return
+        source = cdir.out(shaper_name(agent)) if shaper else cdir.log(agent)
         entries = (
             ({"agent": agent, "line": line} for line in read_lines(source, follow))
             if shaper
@@ -268,6 +328,8 @@ def logs(
             else:
                 click.echo(entry["line"] if shaper else format_event(entry))
     except FileNotFoundError:
+        if agent is None:
+            raise PlanfenceError(f"no owner has a log yet in {cdir.root / 'logs'}") from None
         what = "shaper output" if shaper else "log"
         raise PlanfenceError(f"no {what} for {agent} yet at {source}") from None
     except KeyboardInterrupt:

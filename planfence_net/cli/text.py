@@ -15,6 +15,29 @@ def escaped_lines(text: str) -> str:
     return "\n".join(escape(line) for line in text.split("\n"))
 
 
+# The one line under every result table of the stale-plan scenario and the bench.
+LEGEND = (
+    "stall: from ready to act to authorized or blocked, per action (the replan's model call "
+    "excluded); KiB: coordination bytes charged to the action, both directions, encrypted and "
+    "framed (sync's pushes and acks included). sync's stall is near zero because it pays "
+    "before the action: an update waits until every participant acknowledged its push, then "
+    "the executor acts on its replica without a request."
+)
+
+
+def stale_next_step(path: str, drifted: list[str]) -> str:
+    """The line `authorize` prints after a stale plan (exit 2): the command to run next (the
+    drifted keys' current versions) and what to do with its answer."""
+    import shlex
+
+    heads = shlex.join(["planfence", "heads", path, *drifted])
+    plan = shlex.join(["planfence", "plan", path])
+    return (
+        f"next: {heads}  (the versions that replaced the plan's; make the plan again from "
+        f"them: {plan} KEY --body JSON --parent ID ..., then authorize the new plan's id)"
+    )
+
+
 def to_jsonable(value: Any) -> Any:
     """`value` with bytes as lowercase hex and NaN or infinite floats as None (JSON null)."""
     if isinstance(value, float) and not math.isfinite(value):

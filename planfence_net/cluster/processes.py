@@ -26,7 +26,7 @@ import tomli_w
 
 from ..core.errors import ConfigError
 from ..core.identity import generate_key_file
-from ..core.roster import Roster, parse_address, roster_from_dict
+from ..core.roster import Agent, Roster, check_name, parse_address, roster_from_dict
 from ..defaults import data_dir
 from .compose import (
     COMPOSE_CENTRAL,
@@ -158,6 +158,29 @@ def roster_rows(
             }
         )
     return rows
+
+
+def add_member(cdir: ClusterDir, name: str, owns: list[str]) -> Agent:
+    """Add the member `name`, owning the key patterns `owns`, to the roster of `cdir`: a
+    fresh key file, and a free port on the host of the first member. Owners already running
+    learn of it when they restart. Raises ConfigError for a name the roster has or a key
+    file that exists already (nothing is written then)."""
+    roster = cdir.roster()
+    check_name(name)
+    if name in roster.names:
+        raise ConfigError(f"{name!r} is already a member of {cdir.roster_path}")
+    if cdir.key(name).exists():
+        raise ConfigError(
+            f"key file {cdir.key(name)} already exists; remove it or use another name"
+        )
+    data = tomllib.loads(cdir.roster_path.read_text())
+    [row] = roster_rows(cdir, [{"name": name, "owns": list(owns)}], roster.agents[0].host, 0)
+    data["agents"] = [*data.get("agents", []), row]
+    roster_from_dict(data)  # the new roster must load before it is written
+    tmp = cdir.roster_path.with_name("cluster.toml.planfence-tmp")
+    tmp.write_text(tomli_w.dumps(data))
+    tmp.replace(cdir.roster_path)
+    return cdir.roster().agent(name)
 
 
 GITIGNORE = ("keys/", "data/", "logs/", "run/", "*.key", "*.sqlite*")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import heapq
 import json
 import os
 import time
@@ -194,6 +195,70 @@ def read_events(
             entry = {"event": "unparsed", "line": line}
         if event is None or entry.get("event") == event:
             yield entry
+
+
+def read_merged(
+    paths: dict[str, Path], *, event: str | None = None, follow: bool = False, poll: float = 0.25
+) -> Iterator[dict[str, Any]]:
+    """The events of several owners' logs (agent -> log path) as one stream: what the logs
+    hold now merged by time, then, with `follow`, new lines of every log as they come (each
+    batch in time order) until the caller stops iterating. Every entry names its "agent". A
+    log that does not exist yet is read once it appears; without `follow`, a missing one is
+    skipped (FileNotFoundError only when none exists)."""
+    tails = [_Tail(agent, path) for agent, path in paths.items()]
+    if not follow and not any(t.path.exists() for t in tails):
+        raise FileNotFoundError(", ".join(str(t.path) for t in tails))
+
+    def stamp(entry: dict[str, Any]) -> float:
+        ts = entry.get("ts", 0)
+        return float(ts) if isinstance(ts, (int, float)) else 0.0
+
+    wanted = (lambda e: True) if event is None else (lambda e: e.get("event") == event)
+    try:
+        yield from filter(wanted, heapq.merge(*(t.entries() for t in tails), key=stamp))
+        while follow:
+            batch = sorted((e for t in tails for e in t.entries()), key=stamp)
+            if not batch:
+                time.sleep(poll)  # tail -f: the writers are other processes
+            yield from filter(wanted, batch)
+    finally:
+        for t in tails:
+            t.close()
+
+
+class _Tail:
+    """One log read from where the last read stopped; whole lines only."""
+
+    def __init__(self, agent: str, path: Path) -> None:
+        self.agent, self.path = agent, path
+        self._file: Any = None
+        self._partial = ""
+
+    def entries(self) -> Iterator[dict[str, Any]]:
+        """The events of the complete lines written since the last call (none yet when the
+        log does not exist)."""
+        if self._file is None:
+            try:
+                self._file = open(self.path, encoding="utf-8", errors="replace")  # noqa: SIM115
+            except FileNotFoundError:
+                return
+        while line := self._file.readline():
+            if not line.endswith("\n"):
+                self._partial += line
+                continue
+            line, self._partial = self._partial + line, ""
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                entry = {"event": "unparsed", "line": line.rstrip("\n")}
+            if not isinstance(entry, dict):
+                entry = {"event": "unparsed", "line": line.rstrip("\n")}
+            entry.setdefault("agent", self.agent)
+            yield entry
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
 
 
 def format_event(entry: dict[str, Any]) -> str:

@@ -154,7 +154,12 @@ def test_cluster_init_json_with_free_ports_and_extra_agents(tmp_path: Path) -> N
 
 
 def status(h: ClusterHandle) -> list[dict[str, object]]:
-    return json.loads(ok("cluster", "status", h.path, "--json"))
+    """`cluster status --json`'s rows; its exit code says whether every owner is alive."""
+    result = run("cluster", "status", h.path, "--json")
+    rows: list[dict[str, object]] = json.loads(result.stdout)
+    alive = all(r["alive"] for r in rows)
+    assert (result.exit_code, result.stderr == "") == (0 if alive else 1, alive), result.stderr
+    return rows
 
 
 def test_cluster_status_table_shows_pid_liveness_and_shaper(cluster_dir: ClusterHandle) -> None:
@@ -162,7 +167,14 @@ def test_cluster_status_table_shows_pid_liveness_and_shaper(cluster_dir: Cluster
     (h.path / "links.toml").write_text('[links]\nreqs = "127.0.0.1:7001"\n')
     (h.path / "run").mkdir(exist_ok=True)
     (h.path / "run" / "links.toml").write_text('profile = "verizon-lte"\n')
-    rows = [line.split() for line in ok("cluster", "status", h.path).splitlines()]
+    result = run("cluster", "status", h.path)
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "error: 5 of 5 owner(s) not alive: "
+        + "; ".join(f"{a.name}: not running" for a in h.roster.agents)
+        + "\n"
+    )
+    rows = [line.split() for line in result.stdout.splitlines()]
     assert rows == [["agent", "address", "pid", "alive", "owns", "shaper"]] + [
         [
             a.name,
@@ -240,19 +252,116 @@ def test_cluster_lifecycle_up_idempotent_restart_crashed_down(cluster_dir: Clust
 def test_cluster_status_pings_each_owner_a_stopped_one_is_not_alive(
     cluster_dir: ClusterHandle,
 ) -> None:
-    """The process of a SIGSTOPped owner still exists, but it answers nothing: not alive."""
+    """The process of a SIGSTOPped owner still exists, but it answers nothing: not alive, and
+    the status exits 1 naming it."""
     h = cluster_dir
     h.up()
     pids = {name: h.owner_pid(name) for name in NAMES}
     os.kill(pids["reqs"], signal.SIGSTOP)
     try:
         stopped = [(r["name"], r["pid"], r["alive"]) for r in status(h)]
-        table = ok("cluster", "status", h.path).splitlines()[2].split()
+        result = run("cluster", "status", h.path, "--timeout", "0.5")
     finally:
         os.kill(pids["reqs"], signal.SIGCONT)
     assert stopped == [(name, pids[name], name != "reqs") for name in NAMES]
+    table = result.stdout.splitlines()[2].split()
     assert table[:4] == ["reqs", h.roster.agent("reqs").address, str(pids["reqs"]), "no"]
+    assert (result.exit_code, result.stderr) == (
+        1,
+        f"error: 1 of 5 owner(s) not alive: reqs: process {pids['reqs']} runs but does not "
+        "answer (stopped or frozen)\n",
+    )
     assert [(r["pid"], r["alive"]) for r in status(h)] == [(pids[n], True) for n in NAMES]
+
+
+def test_cluster_status_names_a_killed_owner_and_owner_start_brings_it_back(
+    cluster_dir: ClusterHandle,
+) -> None:
+    h = cluster_dir
+    h.up()
+    assert run("cluster", "status", h.path).exit_code == 0
+    killed = h.kill9("audit")
+    result = run("cluster", "status", h.path)
+    assert (result.exit_code, result.stderr) == (
+        1,
+        f"error: 1 of 5 owner(s) not alive: audit: not running (process {killed} is gone)\n",
+    )
+    assert table(result.stdout)[5][:4] == [
+        "audit",
+        h.roster.agent("audit").address,
+        str(killed),
+        "no",
+    ]
+    started = json.loads(ok("owner", "start", h.path, "audit", "--json"))
+    assert started == {"agent": "audit", "pid": h.owner_pid("audit"), "started": True}
+    assert started["pid"] != killed
+    assert (
+        ok("owner", "start", h.path, "audit") == f"already running: audit (pid {started['pid']})\n"
+    )
+    assert [r["alive"] for r in status(h)] == [True] * 5
+
+
+def test_owner_stop_stops_one_owner_and_the_others_keep_serving(
+    cluster_dir: ClusterHandle,
+) -> None:
+    h = cluster_dir
+    h.up()
+    pids = {name: h.owner_pid(name) for name in NAMES}
+    assert (
+        ok("owner", "stop", h.path, "inventory") == f"stopped inventory (pid {pids['inventory']})\n"
+    )
+    assert set(owner_processes(str(h.path.resolve()))) == set(pids.values()) - {pids["inventory"]}
+    assert [e["event"] for e in h.events("inventory")][-1] == "stopped"  # on SIGTERM, cleanly
+    assert [(r["name"], r["alive"]) for r in status(h)] == [(n, n != "inventory") for n in NAMES]
+    assert json.loads(ok("owner", "stop", h.path, "inventory", "--json")) == {
+        "agent": "inventory",
+        "pid": None,
+        "was_running": False,
+    }
+    assert fails("owner", "stop", h.path, "nobody").startswith("error: ")
+
+
+def test_cluster_status_watch_prints_a_round_per_interval_until_ctrl_c(
+    live_cluster: ClusterHandle,
+) -> None:
+    import subprocess
+
+    from support.cluster import PLANFENCE
+
+    h = live_cluster
+    watcher = subprocess.Popen(
+        [
+            str(PLANFENCE),
+            "cluster",
+            "status",
+            str(h.path),
+            "--watch",
+            "--interval",
+            "0.05",
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert watcher.stdout is not None
+        first = json.loads(watcher.stdout.readline())
+        assert [r["alive"] for r in first] == [True] * 5
+        h.kill9("ops")
+        while True:  # rounds keep coming; one of them sees ops gone
+            rows = json.loads(watcher.stdout.readline())
+            if not rows[3]["alive"]:
+                break
+        watcher.send_signal(signal.SIGINT)
+        _, err = watcher.communicate(timeout=30)
+    finally:
+        if watcher.poll() is None:
+            watcher.kill()
+            watcher.communicate()
+    assert watcher.returncode == 1
+    assert err.startswith("error: 1 of 5 owner(s) not alive: ops: not running"), err
 
 
 def test_owner_serve_refuses_a_key_file_others_can_read(cluster_dir: ClusterHandle) -> None:
@@ -484,3 +593,85 @@ def test_logs_follow_prints_new_puts_as_they_happen(live_cluster: ClusterHandle)
         follower.terminate()
         follower.wait(timeout=10)
         follower.stdout.close()  # type: ignore[union-attr]
+
+
+def test_logs_without_an_agent_merge_every_owner_by_time(live_cluster: ClusterHandle) -> None:
+    h = live_cluster
+    ok("put", h.path, "req/merged", "--body", "1")
+    ok("put", h.path, "inv/merged", "--body", "2")
+    ok("put", h.path, "req/merged", "--body", "3")
+    entries = [
+        json.loads(line) for line in ok("logs", h.path, "--event", "put", "--json").splitlines()
+    ]
+    assert [(e["agent"], e["key"], e["seq"]) for e in entries] == [
+        ("reqs", "req/merged", 1),
+        ("inventory", "inv/merged", 1),
+        ("reqs", "req/merged", 2),
+    ]
+    assert [e["ts"] for e in entries] == sorted(e["ts"] for e in entries)
+    lines = ok("logs", h.path, "--event", "put").splitlines()
+    assert [line.split()[:3] for line in lines] == [
+        ["reqs", lines[0].split()[1], "put"],
+        ["inventory", lines[1].split()[1], "put"],
+        ["reqs", lines[2].split()[1], "put"],
+    ]
+    assert all(re.fullmatch(STAMP, line.split()[1]) for line in lines)
+    listening = [
+        e["agent"]
+        for e in map(json.loads, ok("logs", h.path, "--event", "listening", "--json").splitlines())
+    ]
+    assert sorted(listening) == sorted(NAMES)
+    usage = run("logs", h.path, "--shaper")
+    assert usage.exit_code == 64 and "--shaper needs an AGENT" in usage.stderr, usage.stderr
+
+
+def test_logs_follow_without_an_agent_prints_every_owners_new_lines(
+    live_cluster: ClusterHandle,
+) -> None:
+    import select
+    import subprocess
+    import time as clock
+
+    from support.cluster import PLANFENCE, run_planfence
+
+    h = live_cluster
+    follower = subprocess.Popen(
+        [str(PLANFENCE), "logs", str(h.path), "--follow", "--event", "put", "--json"],
+        stdout=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        run_planfence("put", str(h.path), "req/followed", "--body", "1")
+        run_planfence("put", str(h.path), "audit/followed", "--body", "2")
+        assert follower.stdout is not None
+        fd, received = follower.stdout.fileno(), b""
+        deadline = clock.monotonic() + 20
+        while received.count(b"\n") < 2 and clock.monotonic() < deadline:
+            if select.select([fd], [], [], deadline - clock.monotonic())[0]:
+                received += os.read(fd, 65536)  # raw reads: no line buffered out of select's view
+        seen = [json.loads(line) for line in received.splitlines()]
+        assert sorted((e["agent"], e["key"]) for e in seen) == [
+            ("audit", "audit/followed"),
+            ("reqs", "req/followed"),
+        ]
+        assert follower.poll() is None  # still following
+    finally:
+        follower.terminate()
+        follower.wait(timeout=10)
+        if follower.stdout is not None:
+            follower.stdout.close()
+
+
+def test_cluster_add_writes_a_key_and_a_roster_entry_once(cluster_dir: ClusterHandle) -> None:
+    h = cluster_dir
+    added = json.loads(ok("cluster", "add", h.path, "db", "--owns", "db:*", "--json"))
+    roster = h.cdir.roster()
+    assert roster.names == [*NAMES, "db"]
+    assert added == roster.agent("db").to_json()
+    assert roster.owner_of("db:resource/x") == "db"
+    assert stat.S_IMODE(h.cdir.key("db").stat().st_mode) == 0o600
+    assert load_identity("db", h.cdir.key("db")).public_key.hex() == added["public_key"]
+    assert fails("cluster", "add", h.path, "db", "--owns", "x:*") == (
+        f"error: 'db' is already a member of {h.cdir.roster_path}"
+    )
+    assert h.cdir.roster().names == [*NAMES, "db"]

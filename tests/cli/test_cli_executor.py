@@ -9,6 +9,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from planfence_net.cli.main import app
+from planfence_net.cli.text import LEGEND
 
 runner = CliRunner()
 
@@ -160,6 +161,7 @@ def test_scenario_runs_on_a_running_cluster_without_a_central_store(live_cluster
     code, text, _ = invoke("scenario", live_cluster.path)
     assert code == 0 and f"\nno central row: {why}\n" in text
     assert text.startswith("stale-plan scenario: 5 owners, 3 workflow families per policy\n")
+    assert f"\n{LEGEND}\nno central row" in text  # the legend right under the table
     assert summary["freshness"]["invalid"] == 3
     assert [summary[p]["invalid"] for p in ("sync", "allkeys", "planfence")] == [0, 0, 0]
     # the owners' own logs show the executor (`ops`) asking for heads

@@ -198,6 +198,19 @@ def test_decisions_and_exit_codes_match_the_click_command(live_cluster: ClusterH
     code, decision = decided(path, "--root", plan, *deps)
     assert (code, decision["reason"]) == (2, "stale_plan")
     assert decision["drift"] == {"req/order-5": {"from": r3, "to": r4}}
+    code, out, err = fresh("authorize", path, "--root", plan, *deps)
+    assert (code, err) == (2, "")
+    assert unmeasured(out) == (
+        "action: stale plan: a declared key changed since the plan was made; replan from the "
+        "owners' heads and retry\n"
+        "  plan is stale and replanning is disabled: req/order-5\n"
+        f"  req/order-5: {r3[:12]} -> {r4[:12]}\n"
+        "  3 round trips, N B sent, N B received, T ms\n"
+        f"next: planfence heads {path} req/order-5  (the versions that replaced the plan's; "
+        f"make the plan again from them: planfence plan {path} KEY --body JSON --parent ID ..., "
+        "then authorize the new plan's id)\n"
+    )
+    assert unmeasured(in_click("authorize", path, "--root", plan, *deps)[1]) == unmeasured(out)
 
     code, decision = decided(path, "--root", plan, "--dep", "req/order-5", "--dep", "audit/x")
     assert (code, decision["reason"]) == (3, "incomplete_declaration")

@@ -206,7 +206,8 @@ def test_without_sdk_one_line(tmp_path: Path) -> None:
     )
     assert (proc.returncode, proc.stdout) == (1, "")
     assert proc.stderr == (
-        "error: planfence mcp serve needs the MCP SDK: pip install 'planfence-net[mcp]'\n"
+        "error: planfence mcp serve needs the MCP SDK: install the wheel with its mcp extra "
+        "(README, Install), or pip install 'mcp>=2.0,<3' where planfence runs\n"
     )
 
 

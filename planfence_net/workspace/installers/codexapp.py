@@ -91,7 +91,10 @@ def hooks_list(codex: Path, root: Path, timeout: float = TIMEOUT) -> dict[str, A
         raise ConfigError(f"{codex} app-server answered something unexpected: {exc}") from None
     finally:
         selector.close()
-        proc.stdin.close()
+        try:
+            proc.stdin.close()
+        except BrokenPipeError:  # a Codex that exited before reading what was written
+            pass
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:

@@ -112,18 +112,31 @@ def any_hook_active(root: Path) -> bool:
     ):
         return True
     codex = ours_by_event(codex_files(root))
-    if not all(codex.values()):
-        return False
+    return all(codex.values()) and not untrusted(root)
+
+
+def untrusted(root: Path) -> str:
+    """Why $CODEX_HOME/config.toml, read without asking Codex, does not record the trust
+    Codex needs to run our hooks for `root` (the project's, when a handler of ours is in
+    the project's .codex/, and each handler's hash); "" when it records all of it."""
+    codex = ours_by_event(codex_files(root))
+    path = codex_home() / "config.toml"
     try:
-        config = tomllib.loads((codex_home() / "config.toml").read_text())
-    except (OSError, tomllib.TOMLDecodeError):
-        return False
+        config = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        return f"{path} does not exist: Codex has recorded no trust in the project or our hooks"
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        return f"{path} cannot be read ({exc})"
     state = config.get("hooks", {}).get("state", {})
     user = str(codex_home())
     needs_project = any(not str(e[0]).startswith(user) for es in codex.values() for e in es)
     if needs_project and not project_trusted(root):
-        return False
-    return all(
-        isinstance(state.get(key), dict) and state[key].get("trusted_hash") == digest
+        return f"{path} does not trust the project {root}: Codex ignores its .codex/ config"
+    stale = [
+        key
         for key, digest in handler_hashes(root, None)
-    )
+        if not (isinstance(state.get(key), dict) and state[key].get("trusted_hash") == digest)
+    ]
+    if stale:
+        return f"{path} records no trust in {', '.join(stale)}: Codex skips those hooks"
+    return ""
