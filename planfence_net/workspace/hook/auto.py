@@ -230,6 +230,9 @@ def _record(
         cache=cache_path(cdir.root, plan),
         evidence=evidence,
     )
+    from ..place.history import keep_keys
+
+    keep_keys(cdir.root, spaces, files)  # what it read, for the diff of a later block
     return 0, ""
 
 
@@ -308,6 +311,7 @@ def block_message(call: ToolCall, verdict: Verdict) -> str:
     plan's one replan: stop and report (saying a re-read file changed again only when one
     did, `Verdict.again`). Else: re-read the files named and retry."""
     from ..model.machine import UNDECIDED
+    from ..model.writers import block_lines
     from .text import base_moved, stop_for_person, stopped_line
     from .text import block_message as trusted_message
 
@@ -319,6 +323,7 @@ def block_message(call: ToolCall, verdict: Verdict) -> str:
         f"{'subagent' if call.agent_id else 'session'} read and wrote) is stale "
         f"({verdict.level} drift).",
         *verdict.lines,
+        *block_lines(verdict.writers),  # who changed what, and how
     ]
     if base_moved(verdict):
         lines.append(stop_for_person(plan))

@@ -51,12 +51,36 @@ def expected(call: ToolCall, data: bytes) -> dict[str, str | None]:
 
 def file_keys(root: Path, cwd: str, files: list[str] | tuple[str, ...]) -> list[str]:
     """The file keys of `files` (relative to `cwd`) inside the cluster's worktrees."""
+    return [key for key, _ in keyed_files(root, cwd, files)]
+
+
+def keyed_files(root: Path, cwd: str, files: list[str] | tuple[str, ...]) -> list[tuple[str, Path]]:
+    """(file key, path) of `files` (relative to `cwd`) inside the cluster's worktrees."""
     from ...cluster.folder import ClusterDir
     from ..model.facts import file_key
     from ..place.config import locate, workspaces
 
     spaces = workspaces(ClusterDir(root))
-    return [file_key(*found) for f in files if (found := locate(spaces, Path(cwd) / f)) is not None]
+    return [
+        (file_key(*found), Path(cwd) / f)
+        for f in files
+        if (found := locate(spaces, Path(cwd) / f)) is not None
+    ]
+
+
+def note_writes(root: Path, call: ToolCall, written: list[tuple[str, Path]]) -> None:
+    """Record the call's writes of `written` ((file key, path) pairs) as this session's
+    (`place.history.note_write`): what a block says when they stale another plan."""
+    from ..model.writers import Write
+    from ..place import history
+    from ..place.paths import worktree_root
+
+    where = worktree_root(Path(call.cwd)) or Path(call.cwd)
+    who = Write(
+        (), call.session, call.agent_id, call.agent_type, call.agent, str(where), history.now()
+    )
+    for key, path in written:
+        history.note_write(root, key, path, who)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,7 +143,9 @@ class PlanWrites:
                 f"these files as changed."
             )
         cwd, files = note
-        keys = file_keys(root, cwd, [f for f in files if f in call.files])
+        written = keyed_files(root, cwd, [f for f in files if f in call.files])
+        note_writes(root, call, written)  # who wrote them, for the blocks of other plans
+        keys = [key for key, _ in written]
         try:
             # A stopped plan's count stays: only a person's re-base lifts the stop (`stops`).
             self.advance(keys, landed=not stops.stopped(root, plan))

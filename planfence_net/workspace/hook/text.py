@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 def block_message(call: ToolCall, verdict: Verdict, session_bound: bool = False) -> str:
     """The reason the model reads: what changed, what to re-read, what to do next (with a
     command it can run as written; `session_bound`: the plan is the session's own)."""
+    from ..model.writers import block_lines
+
     plan = verdict.plan
     blocked = f"PlanFence blocked {call.describe()}{call.subagent()}"
     if verdict.level == "undecided":
@@ -28,6 +30,7 @@ def block_message(call: ToolCall, verdict: Verdict, session_bound: bool = False)
     lines = [
         f"{blocked}: plan {plan!r} is stale ({verdict.level} drift).",
         *verdict.lines,
+        *block_lines(verdict.writers),  # who changed what, and how
     ]
     if base_moved(verdict):
         lines.append(stop_for_person(plan))  # no re-read or re-trust of the agent's fixes it

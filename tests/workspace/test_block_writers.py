@@ -1,0 +1,181 @@
+"""Blocks that say who changed what (issue 30, item 1), as real hook processes against a real
+workspace owner: session A's write that stales session B's plan names A (session, subagent,
+client, worktree) with the diff since B's read; a plain process is "outside any fenced
+session", with the diff; a HEAD change names the commit and its author; a large file's
+content is not kept, and the block says so. The owners' log line carries the same, as
+`writers`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from planfence_net.workspace.model.writers import CONTENT_CAP
+from planfence_net.workspace.plans.session import auto_plan
+from support.auto_hook import AUTO
+from support.workspace import git, make_repo, payload, run_hook, served
+
+FILES = {"lib.py": "def f():\n    return 1\n", "main.py": "import lib\n"}
+A = "0199a7c4-5e2b-7f31-8d6a-3c9e1b2f4a58"
+B = "9f2c6a1e-4b7d-4e0a-9c55-2f1d8e7b3a10"
+
+
+def hook(
+    repo: Path, session: str, event: str, tool: str, args: dict[str, Any], n: int, **more: str
+) -> tuple[int, str]:
+    data = {
+        **payload("claude-read", repo),
+        "session_id": session,
+        "hook_event_name": event,
+        "tool_name": tool,
+        "tool_input": args,
+        "tool_use_id": f"toolu_{session[:4]}{n:04}",
+        **more,
+    }
+    return run_hook("claude", data, *AUTO)
+
+
+def read(repo: Path, session: str, rel: str, n: int) -> None:
+    assert hook(repo, session, "PostToolUse", "Read", {"file_path": str(repo / rel)}, n) == (0, "")
+
+
+def agent_write(repo: Path, session: str, rel: str, text: str, n: int, **more: str) -> None:
+    """A Write through the hooks: PreToolUse, the write itself, PostToolUse."""
+    args = {"file_path": str(repo / rel), "content": text}
+    assert hook(repo, session, "PreToolUse", "Write", args, n, **more) == (0, "")
+    (repo / rel).write_text(text)
+    assert hook(repo, session, "PostToolUse", "Write", args, n, **more) == (0, "")
+
+
+def blocked_write(repo: Path, session: str, n: int) -> str:
+    args = {"file_path": str(repo / "main.py"), "content": "x\n"}
+    code, reason = hook(repo, session, "PreToolUse", "Write", args, n)
+    assert code == 2, reason
+    return reason
+
+
+def who(reason: str) -> list[str]:
+    """The block's "Who changed what" lines, without the first (its heading)."""
+    lines = reason.splitlines()
+    at = lines.index("Who changed what:")
+    return [ln for ln in lines[at + 1 :] if ln.startswith(("- ", "    "))]
+
+
+def logged(repo: Path, plan: str) -> list[dict[str, Any]]:
+    """The `writers` of the last logged block of `plan` in the owner's log."""
+    log = (repo / ".planfence" / "logs" / "ws.jsonl").read_text().splitlines()
+    rows = [json.loads(x) for x in log if '"event":"check"' in x]
+    [*_, last] = [r for r in rows if r["plan"] == plan and r["exit"] == 2]
+    writers: list[dict[str, Any]] = last["writers"]
+    return writers
+
+
+def stamp_free(line: str) -> str:
+    """`line` with its UTC time stamp (the time of a write) replaced by T."""
+    import re
+
+    return re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", "T", line)
+
+
+def test_session_a_stales_session_b_and_b_is_told_it_was_a(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", FILES)
+    with served(repo):
+        read(repo, B, "lib.py", 1)
+        read(repo, A, "lib.py", 1)
+        agent_write(
+            repo,
+            A,
+            "lib.py",
+            "def f():\n    return 2\n",
+            2,
+            agent_id="a81f3c",
+            agent_type="Explore",
+        )
+        reason = blocked_write(repo, B, 3)
+        assert [stamp_free(ln) for ln in who(reason)] == [
+            f"- lib.py: written by session {A} (subagent a81f3c, Explore) of claude in {repo}, "
+            "T; diff since the version the plan read:",
+            "    @@ -1,2 +1,2 @@",
+            "     def f():",
+            "    -    return 1",
+            "    +    return 2",
+        ]
+        [row] = logged(repo, auto_plan(B))
+        assert {k: row[k] for k in ("path", "session", "agent", "client", "worktree")} == {
+            "path": "lib.py",
+            "session": A,
+            "agent": "a81f3c",
+            "client": "claude",
+            "worktree": str(repo),
+        }
+        assert row["diff"] == "@@ -1,2 +1,2 @@\n def f():\n-    return 1\n+    return 2"
+        assert row["commit"] is None and isinstance(row["at"], float)
+
+
+def test_a_plain_process_is_outside_any_fenced_session(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", FILES)
+    with served(repo):
+        read(repo, B, "lib.py", 1)
+        agent_write(repo, A, "lib.py", "def f():\n    return 2\n", 1)  # A's, then overwritten:
+        script = "open('lib.py', 'w').write('def f():\\n    return 3\\n')"
+        subprocess.run([sys.executable, "-c", script], cwd=repo, check=True)
+        reason = blocked_write(repo, B, 2)
+        assert [stamp_free(ln) for ln in who(reason)] == [
+            "- lib.py: outside any fenced session, T; diff since the version the plan read:",
+            "    @@ -1,2 +1,2 @@",
+            "     def f():",
+            "    -    return 1",
+            "    +    return 3",
+        ]
+        [row] = logged(repo, auto_plan(B))
+        assert (row["writer"], row["session"], row["client"]) == (
+            "outside any fenced session",
+            None,
+            None,
+        )
+        assert row["diff"] == "@@ -1,2 +1,2 @@\n def f():\n-    return 1\n+    return 3"
+
+
+def test_a_head_change_names_the_commit_and_its_author(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", FILES)
+    with served(repo):
+        read(repo, B, "lib.py", 1)
+        (repo / "lib.py").write_text("def f():\n    return 4\n")
+        git(repo, "-c", "user.name=Ann Author", "-c", "user.email=ann@example.com",
+            "commit", "-qam", "Return four")  # fmt: skip
+        sha = git(repo, "rev-parse", "HEAD").strip()
+        reason = blocked_write(repo, B, 2)
+        lines = [stamp_free(ln) for ln in who(reason)]
+        assert lines[:2] == [
+            f"- HEAD: commit {sha[:7]} by Ann Author <ann@example.com> ('Return four'), T; "
+            "files changed since the plan's HEAD:",
+            "    M lib.py",
+        ]
+        assert lines[2].startswith("- lib.py: outside any fenced session, T; diff since")
+        rows = logged(repo, auto_plan(B))
+        assert [(r["path"], r["commit"]) for r in rows] == [("HEAD", sha), ("lib.py", None)]
+
+
+def test_a_large_files_content_is_not_kept_and_the_block_says_so(tmp_path: Path) -> None:
+    big = "".join(f"line {i}\n" for i in range(CONTENT_CAP // 6))
+    assert len(big) > CONTENT_CAP
+    repo = make_repo(tmp_path / "repo", {**FILES, "big.txt": big})
+    (repo / "big.txt").write_text(big + "more\n")  # an uncommitted version: git has no blob
+    with served(repo):
+        read(repo, B, "big.txt", 1)
+        (repo / "big.txt").write_text(big + "changed\n")
+        reason = blocked_write(repo, B, 2)
+        size = len(big) + len("more\n")
+        assert [stamp_free(ln) for ln in who(reason)] == [
+            f"- big.txt: outside any fenced session, T; diff not kept (the read version is "
+            f"{size} bytes; content is kept for files of at most 64 KiB)"
+        ]
+        [row] = logged(repo, auto_plan(B))
+        assert row["diff"] is None and "diff not kept" in row["note"]
+        assert not list((repo / ".planfence" / "run" / "contents").glob("*")) or all(
+            p.stat().st_size <= CONTENT_CAP
+            for p in (repo / ".planfence" / "run" / "contents").iterdir()
+        )
