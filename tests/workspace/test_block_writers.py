@@ -13,7 +13,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from planfence_net.workspace.model.writers import CONTENT_CAP
+from planfence_net.workspace.model.writers import (
+    CONTENT_CAP,
+    DIFF_LINES,
+    MISSING,
+    OUTSIDE,
+    Drifted,
+    Write,
+    bounded_diff,
+    file_writer,
+)
+from planfence_net.workspace.place import history
 from planfence_net.workspace.plans.session import auto_plan
 from support.auto_hook import AUTO
 from support.workspace import git, make_repo, payload, run_hook, served
@@ -179,3 +189,51 @@ def test_a_large_files_content_is_not_kept_and_the_block_says_so(tmp_path: Path)
             p.stat().st_size <= CONTENT_CAP
             for p in (repo / ".planfence" / "run" / "contents").iterdir()
         )
+
+
+# The pure rules (`model.writers`), without owners.
+
+WRITE = Write(("git:2", "blake2b:2"), A, None, None, "codex", "/home/dev/wt", 1796142600.0)
+
+
+def test_a_session_is_named_only_for_the_exact_content_its_write_left() -> None:
+    drifted = Drifted("ws:file/lib.py", {"hash": "git:1"}, {"hash": "git:2"})
+    named = file_writer("lib.py", drifted, [WRITE], 5.0, (b"a\n", b"b\n"))
+    assert (named.session, named.client, named.worktree, named.at) == (
+        A,
+        "codex",
+        "/home/dev/wt",
+        1796142600.0,
+    )
+    assert named.writer == f"written by session {A} of codex in /home/dev/wt"
+    later = Drifted("ws:file/lib.py", {"hash": "git:1"}, {"hash": "git:3"})  # changed since
+    other = file_writer("lib.py", later, [WRITE], 5.0, (b"a\n", b"c\n"))
+    assert (other.writer, other.session, other.at) == (OUTSIDE, None, 5.0)
+    gone = Drifted("ws:file/lib.py", {"hash": "git:1"}, {"missing": True})
+    deleted = Write((MISSING,), A, "a81f3c", "Explore", "claude", "/home/dev/wt", 9.0)
+    assert file_writer("lib.py", gone, [WRITE, deleted], None, (b"a\n", None)).agent == "a81f3c"
+
+
+def test_a_diff_is_bounded_and_binary_content_is_not_diffed() -> None:
+    old = "".join(f"{i}\n" for i in range(100)).encode()
+    diff, note = bounded_diff(old, b"")
+    assert diff is not None and note == ""
+    lines = diff.splitlines()
+    assert len(lines) == DIFF_LINES and lines[-1] == f"... {101 - DIFF_LINES + 1} more lines"
+    assert bounded_diff(b"a\0b", b"a\0c") == (None, "binary content: no diff shown")
+    assert bounded_diff(b"\xff\xfe", b"x") == (None, "binary content: no diff shown")
+    assert bounded_diff(None, b"new\n") == ("@@ -0,0 +1 @@\n+new", "")
+
+
+def test_the_content_store_keeps_small_files_by_both_hashes(tmp_path: Path) -> None:
+    small, big = tmp_path / "small.txt", tmp_path / "big.txt"
+    small.write_bytes(b"hello\n")
+    big.write_bytes(b"x" * (CONTENT_CAP + 1))
+    names = history.keep(tmp_path / "cluster", small)
+    git_sha = subprocess.run(
+        ["git", "hash-object", str(small)], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert names[0] == f"git:{git_sha}" and names[1].startswith("blake2b:")
+    assert [history.content(tmp_path / "cluster", n) for n in names] == [b"hello\n"] * 2
+    assert history.keep(tmp_path / "cluster", big) == ()
+    assert history.content(tmp_path / "cluster", "git:../../etc/passwd") is None

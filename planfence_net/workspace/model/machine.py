@@ -80,13 +80,13 @@ class Verdict:
         """What `workspace check` prints."""
         if self.level == UNDECIDED:
             return [f"Cannot decide whether plan {self.plan!r} is still valid: {self.detail}"]
-        out = list(self.lines)
+        out = list(self.lines) + block_lines(self.writers)
         if self.level != NONE:
             tail = (
                 "; it changed again after a replan: stop and report" if self.changed_again else ""
             )
             out.append(f"Drift class: {self.level}{tail}")
-        return out + block_lines(self.writers)
+        return out
 
     def to_json(self) -> dict[str, Any]:
         return {
