@@ -323,7 +323,6 @@ def block_message(call: ToolCall, verdict: Verdict) -> str:
         f"{'subagent' if call.agent_id else 'session'} read and wrote) is stale "
         f"({verdict.level} drift).",
         *verdict.lines,
-        *block_lines(verdict.writers),  # who changed what, and how
     ]
     if base_moved(verdict):
         lines.append(stop_for_person(plan))
@@ -348,7 +347,7 @@ def block_message(call: ToolCall, verdict: Verdict) -> str:
         lines.append(
             "Re-check what changed, then retry once; if it is blocked again, stop and report."
         )
-    return "\n".join(lines)
+    return "\n".join(lines + block_lines(verdict.writers))  # then who changed what, how
 
 
 def session_start(call: ToolCall, cdir: ClusterDir, timeout: float) -> Answer:

@@ -30,7 +30,6 @@ def block_message(call: ToolCall, verdict: Verdict, session_bound: bool = False)
     lines = [
         f"{blocked}: plan {plan!r} is stale ({verdict.level} drift).",
         *verdict.lines,
-        *block_lines(verdict.writers),  # who changed what, and how
     ]
     if base_moved(verdict):
         lines.append(stop_for_person(plan))  # no re-read or re-trust of the agent's fixes it
@@ -48,7 +47,7 @@ def block_message(call: ToolCall, verdict: Verdict, session_bound: bool = False)
             f"`{trust_command(call, plan, session_bound)} "
             f"...`. If it changes again, stop and report."
         )
-    return "\n".join(lines)
+    return "\n".join(lines + block_lines(verdict.writers))  # then who changed what, how
 
 
 BASE_LINES = ("- Branch changed", "- HEAD changed", "- Repository changed")
