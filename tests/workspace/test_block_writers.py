@@ -149,6 +149,20 @@ def test_a_plain_process_is_outside_any_fenced_session(tmp_path: Path) -> None:
         assert row["diff"] == "@@ -1,2 +1,2 @@\n def f():\n-    return 1\n+    return 3"
 
 
+def test_a_write_overwritten_before_its_post_tool_use_is_not_the_sessions(
+    tmp_path: Path,
+) -> None:
+    repo = make_repo(tmp_path / "repo", FILES)
+    with served(repo):
+        read(repo, B, "lib.py", 1)
+        args = {"file_path": str(repo / "lib.py"), "content": "def f():\n    return 2\n"}
+        assert hook(repo, A, "PreToolUse", "Write", args, 1) == (0, "")
+        (repo / "lib.py").write_text("def f():\n    return 3\n")  # not what A's call made
+        assert hook(repo, A, "PostToolUse", "Write", args, 1) == (0, "")
+        [line, *_] = who(blocked_write(repo, B, 2))
+        assert stamp_free(line).startswith("- lib.py: outside any fenced session, T; diff")
+
+
 def test_a_head_change_names_the_commit_and_its_author(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", FILES)
     with served(repo):

@@ -143,9 +143,13 @@ class PlanWrites:
                 f"these files as changed."
             )
         cwd, files = note
-        written = keyed_files(root, cwd, [f for f in files if f in call.files])
-        note_writes(root, call, written)  # who wrote them, for the blocks of other plans
-        keys = [key for key, _ in written]
+        mine = [f for f in files if f in call.files]
+        expect = inflight.made(root, plan, call.tool_use_id) if call.tool_use_id else {}
+        # Who wrote them, for the blocks of other plans: never a file that no longer holds
+        # what the call made (another process wrote it since).
+        held = [f for f in mine if expect.get(f) is None or inflight.landed(cwd, f, expect[f])]
+        note_writes(root, call, keyed_files(root, cwd, held))
+        keys = file_keys(root, cwd, mine)
         try:
             # A stopped plan's count stays: only a person's re-base lifts the stop (`stops`).
             self.advance(keys, landed=not stops.stopped(root, plan))
