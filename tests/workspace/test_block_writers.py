@@ -7,12 +7,14 @@ content is not kept, and the block says so. The owners' log line carries the sam
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from planfence_net.workspace.model.machine import Verdict
 from planfence_net.workspace.model.writers import (
     CONTENT_CAP,
     DIFF_LINES,
@@ -25,6 +27,7 @@ from planfence_net.workspace.model.writers import (
 )
 from planfence_net.workspace.place import history
 from planfence_net.workspace.plans.session import auto_plan
+from planfence_net.workspace.plans.writers import attributed
 from support.auto_hook import AUTO
 from support.workspace import git, make_repo, payload, run_hook, served
 
@@ -251,3 +254,33 @@ def test_the_content_store_keeps_small_files_by_both_hashes(tmp_path: Path) -> N
     assert [history.content(tmp_path / "cluster", n) for n in names] == [b"hello\n"] * 2
     assert history.keep(tmp_path / "cluster", big) == ()
     assert history.content(tmp_path / "cluster", "git:../../etc/passwd") is None
+
+
+def test_a_block_names_at_most_ten_files_and_git_only_within_its_time(tmp_path: Path) -> None:
+    drifted = tuple(
+        Drifted(f"ws:file/f{i:02}.py", {"hash": "git:1"}, {"hash": "git:2"}) for i in range(12)
+    )
+    verdict = Verdict("p", "relevant", (), (), False, 1, None, "", None, drifted=drifted)
+    named = attributed(tmp_path / "no-cluster", verdict)
+    assert [w.path for w in named.writers] == [f"f{i:02}.py" for i in range(10)]
+    assert named.writer_lines()[-1] == "- and 2 more changed files"
+    repo = make_repo(tmp_path / "repo", FILES)
+    sha = git(repo, "rev-parse", "HEAD").strip()
+    moved = dataclasses.replace(verdict, drifted=(Drifted("ws:head", {}, {"head": sha}),))
+    [asked] = attributed_in(repo, moved, timeout=5).writers
+    assert (asked.writer, asked.commit) == (
+        f"commit {sha[:7]} by test <test@example.invalid> ('initial')",
+        sha,
+    )
+    [late] = attributed_in(repo, moved, timeout=0).writers
+    assert (late.writer, late.commit) == (f"now at {sha[:7]}", sha)  # no time to ask git
+
+
+def attributed_in(repo: Path, verdict: Verdict, timeout: float) -> Verdict:
+    """`attributed` for a cluster whose workspace agent `ws` serves `repo`."""
+    cluster = repo.parent / "cluster"
+    cluster.mkdir(exist_ok=True)
+    (cluster / "cluster.toml").write_text(
+        f'name = "t"\n[[agents]]\nname = "ws"\nworkspace = "{repo}"\n'
+    )
+    return attributed(cluster, verdict, timeout=timeout)

@@ -311,7 +311,6 @@ def block_message(call: ToolCall, verdict: Verdict) -> str:
     plan's one replan: stop and report (saying a re-read file changed again only when one
     did, `Verdict.again`). Else: re-read the files named and retry."""
     from ..model.machine import UNDECIDED
-    from ..model.writers import block_lines
     from .text import base_moved, stop_for_person, stopped_line
     from .text import block_message as trusted_message
 
@@ -347,7 +346,7 @@ def block_message(call: ToolCall, verdict: Verdict) -> str:
         lines.append(
             "Re-check what changed, then retry once; if it is blocked again, stop and report."
         )
-    return "\n".join(lines + block_lines(verdict.writers))  # then who changed what, how
+    return "\n".join(lines + verdict.writer_lines())  # then who changed what, and how
 
 
 def session_start(call: ToolCall, cdir: ClusterDir, timeout: float) -> Answer:

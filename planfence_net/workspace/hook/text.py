@@ -17,7 +17,6 @@ if TYPE_CHECKING:
 def block_message(call: ToolCall, verdict: Verdict, session_bound: bool = False) -> str:
     """The reason the model reads: what changed, what to re-read, what to do next (with a
     command it can run as written; `session_bound`: the plan is the session's own)."""
-    from ..model.writers import block_lines
 
     plan = verdict.plan
     blocked = f"PlanFence blocked {call.describe()}{call.subagent()}"
@@ -47,7 +46,7 @@ def block_message(call: ToolCall, verdict: Verdict, session_bound: bool = False)
             f"`{trust_command(call, plan, session_bound)} "
             f"...`. If it changes again, stop and report."
         )
-    return "\n".join(lines + block_lines(verdict.writers))  # then who changed what, how
+    return "\n".join(lines + verdict.writer_lines())  # then who changed what, and how
 
 
 BASE_LINES = ("- Branch changed", "- HEAD changed", "- Repository changed")

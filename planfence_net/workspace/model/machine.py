@@ -80,13 +80,17 @@ class Verdict:
         """What `workspace check` prints."""
         if self.level == UNDECIDED:
             return [f"Cannot decide whether plan {self.plan!r} is still valid: {self.detail}"]
-        out = list(self.lines) + block_lines(self.writers)
+        out = list(self.lines) + self.writer_lines()
         if self.level != NONE:
             tail = (
                 "; it changed again after a replan: stop and report" if self.changed_again else ""
             )
             out.append(f"Drift class: {self.level}{tail}")
         return out
+
+    def writer_lines(self) -> list[str]:
+        """Who changed what, as a block says it (`model.writers.block_lines`)."""
+        return block_lines(self.writers, len(self.drifted) - len(self.writers))
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -227,8 +227,10 @@ def _bounded(lines: list[str]) -> list[str]:
     return lines[: DIFF_LINES - 1] + [f"... {left} more lines"]
 
 
-def block_lines(writers: Sequence[Writer]) -> list[str]:
-    """The part of a block message that says who changed what, or [] for no writers."""
+def block_lines(writers: Sequence[Writer], more: int = 0) -> list[str]:
+    """The part of a block message that says who changed what, or [] for no writers;
+    `more`: how many other drifted files it does not name."""
     if not writers:
         return []
-    return ["Who changed what:"] + [line for w in writers for line in w.lines()]
+    rest = [f"- and {more} more changed file{'s' if more > 1 else ''}"] if more > 0 else []
+    return ["Who changed what:"] + [line for w in writers for line in w.lines()] + rest

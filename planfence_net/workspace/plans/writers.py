@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 from ...cluster.folder import ClusterDir
 from ...core.errors import ConfigError
-from ..model.facts import file_of, split_key
+from ..model.facts import file_of
 from ..model.machine import Verdict
 from ..model.writers import (
     CONTENT_CAP,
@@ -33,40 +35,70 @@ from ..model.writers import (
 )
 from ..place import history
 from ..place.config import workspaces
-from ..place.observe import run_git
+
+MAX_NAMED = 10  # drifted files (and HEADs) a block says who changed; the rest are counted
+TIMEOUT = 2.0  # seconds the git commands of one block may take together
 
 
-def attributed(cluster: Path, verdict: Verdict) -> Verdict:
+def attributed(cluster: Path, verdict: Verdict, timeout: float = TIMEOUT) -> Verdict:
     """`verdict` with its `writers` when it blocks on drifted files or HEAD (the cluster
-    folder `cluster` keeps the recorded writes and contents), else `verdict`. Never
-    raises."""
+    folder `cluster` keeps the recorded writes and contents), else `verdict`: the first
+    MAX_NAMED drifted keys, git asked within `timeout` seconds in all (what git could not
+    say in time is said as not kept, so a block is never late). Never raises."""
     if verdict.exit_code != 2 or not verdict.drifted:
         return verdict
     try:
         spaces = workspaces(ClusterDir(cluster))
     except (ConfigError, OSError, ValueError):
         spaces = {}
+    git = _Git(time.monotonic() + timeout)
     agents = {d.key.partition(":")[0] for d in verdict.drifted}
     writers = []
-    for drifted in verdict.drifted:
+    for drifted in verdict.drifted[:MAX_NAMED]:
         agent = drifted.key.partition(":")[0]
         root = spaces.get(agent)
         rel = file_of(drifted.key)
         try:
             if rel is None:
-                writers.append(_head(root, drifted))
+                writers.append(_head(git, root, drifted))
             else:
                 name = f"{agent}:{rel}" if len(agents) > 1 else rel
-                writers.append(_file(cluster, root, rel, name, drifted))
+                writers.append(_file(cluster, git, root, rel, name, drifted))
         except (OSError, ValueError):
             continue  # never a failed check for what cannot be said
     return dataclasses.replace(verdict, writers=tuple(writers))
 
 
-def _file(cluster: Path, root: Path | None, rel: str, name: str, drifted: Drifted) -> Writer:
+@dataclasses.dataclass(frozen=True)
+class _Git:
+    """git commands in a worktree, each within what is left until `deadline`."""
+
+    deadline: float
+
+    def run(self, root: Path, *args: str) -> bytes | None:
+        """git's stdout, or None when it failed or there is no time left."""
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            return None
+        try:
+            proc = subprocess.run(
+                ["git", *args],
+                cwd=root,
+                capture_output=True,
+                timeout=left,
+                stdin=subprocess.DEVNULL,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return proc.stdout if proc.returncode == 0 else None
+
+
+def _file(
+    cluster: Path, git: _Git, root: Path | None, rel: str, name: str, drifted: Drifted
+) -> Writer:
     path = root / rel if root is not None else None
-    old = _version(cluster, root, None, drifted.old)
-    new = _version(cluster, root, path, drifted.new)
+    old = _version(cluster, git, root, None, drifted.old)
+    new = _version(cluster, git, root, path, drifted.new)
     contents = (old[1], new[1]) if old[0] and new[0] else None
     write = history.last_write(cluster, drifted.key)
     modified = None
@@ -79,7 +111,7 @@ def _file(cluster: Path, root: Path | None, rel: str, name: str, drifted: Drifte
 
 
 def _version(
-    cluster: Path, root: Path | None, path: Path | None, body: Any
+    cluster: Path, git: _Git, root: Path | None, path: Path | None, body: Any
 ) -> tuple[bool, bytes | None]:
     """(found, content) of the version a file body names: (True, None) for no file; the
     file itself at `path` while it holds that version, else the kept content, else git's
@@ -97,51 +129,28 @@ def _version(
     if kept is not None:
         return True, kept
     if root is not None and digest.startswith("git:"):
-        blob = _git_blob(root, digest[4:])
+        blob = git.run(root, "cat-file", "blob", digest[4:])
         if blob is not None and digest in history.hashes(blob):
             return True, blob
     return False, None
 
 
-def _git_blob(root: Path, sha: str) -> bytes | None:
-    """The blob `sha` from the repository of `root`, or None (git does not have it)."""
-    import subprocess
-
-    try:
-        proc = subprocess.run(
-            ["git", "cat-file", "blob", sha],
-            cwd=root,
-            capture_output=True,
-            timeout=10,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return proc.stdout if proc.returncode == 0 else None
-
-
-def _head(root: Path | None, drifted: Drifted) -> Writer:
+def _head(git: _Git, root: Path | None, drifted: Drifted) -> Writer:
     """The commit HEAD moved to, its author, and the paths it changed since the plan's."""
     old, new = (_sha(b) for b in (drifted.old, drifted.new))
-    parts = split_key(drifted.key)
-    if root is None or new is None or parts is None:
+    if root is None or new is None:
         return head_writer(None, [], new or "")
+    shown = git.run(root, "log", "-1", "--format=%H%x00%an <%ae>%x00%ct%x00%s", new, "--")
     try:
-        sha, author, at, subject = (
-            run_git(root, "log", "-1", "--format=%H%x00%an <%ae>%x00%ct%x00%s", new, "--")
-            .rstrip("\n")
-            .split("\0", 3)
-        )
+        sha, author, at, subject = (shown or b"").decode().rstrip("\n").split("\0", 3)
         commit = Commit(sha, author, float(at), subject)
-    except (ConfigError, ValueError):
+    except (ValueError, UnicodeDecodeError):
         return head_writer(None, [], new)
-    changed: list[str] = []
-    if old is not None:
-        try:
-            out = run_git(root, "diff-tree", "-r", "--name-status", "--no-renames", old, new)
-            changed = [" ".join(line.split("\t", 1)) for line in out.splitlines() if line]
-        except ConfigError:
-            changed = []
+    out = (
+        git.run(root, "diff-tree", "-r", "--name-status", "--no-renames", old, new) if old else None
+    )
+    text = out.decode(errors="replace") if out else ""
+    changed = [" ".join(line.split("\t", 1)) for line in text.splitlines() if line]
     return head_writer(commit, changed, new)
 
 
