@@ -152,7 +152,7 @@ def test_a_told_parent_that_is_blocked_reads_it_after_the_reason(tmp_path: Path)
     with served(repo):
         assert read(repo, "lib.py", 1) == (0, "", "")
         assert write_call(repo, "lib.py", 2, sub=True) == (0, "", "")
-        write(repo, {"lib.py": "changed by the subagent\n"})
+        write(repo, {"lib.py": "x\n"})  # what the subagent's Write makes
         assert write_call(repo, "lib.py", 2, sub=True, event="PostToolUse") == (0, "", "")
         failed = {"command": "false", "description": "fail"}
         # A failed call's answer does not reach the model: the note waits.

@@ -210,13 +210,14 @@ def bounded_diff(old: bytes | None, new: bytes | None) -> tuple[str | None, str]
     import difflib  # deferred: only a block shows a diff
 
     try:
-        before = (old or b"").decode().splitlines()
-        after = (new or b"").decode().splitlines()
+        before = (old or b"").decode().splitlines(keepends=True)
+        after = (new or b"").decode().splitlines(keepends=True)
     except UnicodeDecodeError:
         return None, "binary content: no diff shown"
     if b"\0" in (old or b"") + (new or b""):
         return None, "binary content: no diff shown"
-    lines = list(difflib.unified_diff(before, after, n=1, lineterm=""))[2:]
+    diff = difflib.unified_diff(before, after, n=1, lineterm="")
+    lines = [line.rstrip("\r\n") for line in list(diff)[2:]]  # a final newline counts too
     return "\n".join(_bounded(lines)), ""
 
 
