@@ -284,3 +284,21 @@ def attributed_in(repo: Path, verdict: Verdict, timeout: float) -> Verdict:
         f'name = "t"\n[[agents]]\nname = "ws"\nworkspace = "{repo}"\n'
     )
     return attributed(cluster, verdict, timeout=timeout)
+
+
+def test_the_last_recorded_write_of_a_file_counts(tmp_path: Path) -> None:
+    cluster, path = tmp_path / "cluster", tmp_path / "lib.py"
+    for i in range(400):  # past the record's size: it starts over, the last write stays
+        path.write_text(f"v = {i}\n")
+        who = Write((), f"s{i}", None, None, "claude", str(tmp_path), float(i))
+        history.note_write(cluster, "ws:file/lib.py", path, who)
+        assert history.last_write(cluster, "ws:file/lib.py") == dataclasses.replace(
+            who, hashes=history.hashes(f"v = {i}\n".encode())
+        )
+    [record] = (cluster / "run" / "writes").iterdir()
+    assert record.stat().st_size <= history.MAX_WRITES_BYTES
+    path.unlink()
+    history.note_write(cluster, "ws:file/lib.py", path, who)  # a deletion
+    deleted = history.last_write(cluster, "ws:file/lib.py")
+    assert deleted is not None and deleted.hashes == (MISSING,)
+    assert history.last_write(cluster, "ws:file/other.py") is None

@@ -6,15 +6,14 @@ changed what (`model.writers`, `plans.writers`):
                 plan records its version (a read, a trust, the agent's own write):
                 CLUSTER/run/contents/HASH
     content     the content kept for a hash, else None
-    note_write  the last recorded write of a file key (the hook's PostToolUse): the hashes
-                of what the file holds after it, the session, subagent, client, worktree
-                and time: CLUSTER/run/writes/DIGEST.json
-    last_write  that record, else None
+    note_write  record a write of a file key (the hook's PostToolUse): the hashes of
+                what the file holds after it, the session, subagent, client, worktree
+                and time, one JSON line appended per write: CLUSTER/run/writes/DIGEST.jsonl
+    last_write  the last of them, else None
 
 Best effort: whatever cannot be kept or read is lost, never a failed hook call (a block then
-says the diff was not kept, or names no session). Both folders are pruned to KEEP_FILES
-entries, oldest first. Imports are deferred where only a write needs them (the hook loads
-this on each recorded read).
+says the diff was not kept, or names no session). Both folders are pruned to about
+KEEP_FILES entries, oldest first.
 """
 
 from __future__ import annotations
@@ -33,6 +32,7 @@ from ..model.writers import CONTENT_CAP, MISSING, Write
 
 KEEP_FILES = 2048  # entries kept in each folder (contents: two names per content)
 CHUNK = 1024 * 1024  # a large file is hashed in pieces of this size
+MAX_WRITES_BYTES = 16 * 1024  # a file's record of writes starts over past this size
 
 
 def _folder(cluster: Path, name: str) -> Path:
@@ -115,7 +115,8 @@ def keep(cluster: Path, path: Path) -> tuple[str, ...]:
             except FileExistsError:
                 pass
         tmp.unlink()
-        _prune(folder, 2 * KEEP_FILES)
+        if names[0].endswith("0"):  # one new content in 16 looks at the folder's size
+            _prune(folder, 2 * KEEP_FILES)
     except OSError:
         return ()
     return names
@@ -160,12 +161,21 @@ def note_write(cluster: Path, key: str, path: Path, write: Write) -> None:
     }
     folder = _folder(cluster, "writes")
     target = folder / _name(key)
+    line = (json.dumps(row) + "\n").encode()
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_text(json.dumps(row))
-        tmp.replace(target)
-        _prune(folder, KEEP_FILES)
+        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, line)  # one write(2) with O_APPEND: lines never interleave
+            size = os.fstat(fd).st_size
+        finally:
+            os.close(fd)
+        if size > MAX_WRITES_BYTES:  # start over with this write alone (the last one counts)
+            tmp = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+            tmp.write_bytes(line)
+            tmp.replace(target)
+        elif size == len(line):  # a file written for the first time
+            _prune(folder, KEEP_FILES)
     except OSError:
         pass
 
@@ -173,7 +183,8 @@ def note_write(cluster: Path, key: str, path: Path, write: Write) -> None:
 def last_write(cluster: Path, key: str) -> Write | None:
     """The last recorded write of the file key `key` (`note_write`), or None."""
     try:
-        row = json.loads((_folder(cluster, "writes") / _name(key)).read_text())
+        text = (_folder(cluster, "writes") / _name(key)).read_text()
+        row = json.loads(text.rstrip("\n").rpartition("\n")[2])  # the last write
         if row["key"] != key:
             return None
         return Write(
@@ -190,7 +201,7 @@ def last_write(cluster: Path, key: str) -> Write | None:
 
 
 def _name(key: str) -> str:
-    return hashlib.blake2b(key.encode(), digest_size=12).hexdigest() + ".json"
+    return hashlib.blake2b(key.encode(), digest_size=12).hexdigest() + ".jsonl"
 
 
 def _safe(digest: str) -> str:
