@@ -1,9 +1,10 @@
 """Blocks that say who changed what (issue 30, item 1), as real hook processes against a real
 workspace owner: session A's write that stales session B's plan names A (session, subagent,
-client, worktree) with the diff since B's read; a plain process is "outside any fenced
-session", with the diff; a HEAD change names the commit and its author; a large file's
-content is not kept, and the block says so. The owners' log line carries the same, as
-`writers`."""
+client, worktree) with the diff since B's read, a Codex session's patch too; a plain process
+is "outside any fenced session", with the diff, and so is a write replaced before its
+PostToolUse; a HEAD change names the commit and its author; a large file's content is not
+kept, and the block says so. The owners' log line carries the same, as `writers`. Then the
+pure rules (`model.writers`) and the store (`place.history`) on their own."""
 
 from __future__ import annotations
 
@@ -126,6 +127,23 @@ def test_session_a_stales_session_b_and_b_is_told_it_was_a(tmp_path: Path) -> No
         }
         assert row["diff"] == "@@ -1,2 +1,2 @@\n def f():\n-    return 1\n+    return 2"
         assert row["commit"] is None and isinstance(row["at"], float)
+
+
+def test_a_codex_sessions_patch_is_named_with_its_client(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {**FILES, "auth.ts": "export const timeout = 30;\n"})
+    with served(repo):
+        read(repo, B, "auth.ts", 1)
+        assert run_hook("codex", payload("codex-apply-patch", repo), *AUTO) == (0, "")
+        (repo / "auth.ts").write_text("export const timeout = 60;\n")  # what the patch does
+        (repo / "session.ts").write_text("export const session = {};\n")
+        assert run_hook("codex", payload("codex-post-apply-patch", repo), *AUTO) == (0, "")
+        assert [stamp_free(ln) for ln in who(blocked_write(repo, B, 2))] == [
+            f"- auth.ts: written by session {A} of codex in {repo}, T; diff since the version "
+            "the plan read:",
+            "    @@ -1 +1 @@",
+            "    -export const timeout = 30;",
+            "    +export const timeout = 60;",
+        ]
 
 
 def test_a_plain_process_is_outside_any_fenced_session(tmp_path: Path) -> None:
