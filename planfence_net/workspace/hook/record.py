@@ -2,8 +2,10 @@
 `PlanWrites.edit`), and, when a check blocks while the plan's other calls are in flight,
 their targets before it looks again (`PlanWrites.in_flight`; see `inflight`). A trusted plan
 moves its declared targets (`advance.wait_advance`); a session's automatic plan takes every
-written file as a target (`autohook.record_writes`). Imports are deferred (each hook call is
-a fresh process; measured in `run`)."""
+written file as a target (`autohook.record_writes`). Each write is also noted as this
+session's (`note_writes`, `place.history`) while the file holds what the call made: the
+block of another plan it stales names it. Imports are deferred (each hook call is a fresh
+process; measured in `run`)."""
 
 from __future__ import annotations
 
@@ -147,9 +149,14 @@ class PlanWrites:
         expect = inflight.made(root, plan, call.tool_use_id) if call.tool_use_id else {}
         # Who wrote them, for the blocks of other plans: never a file that no longer holds
         # what the call made (another process wrote it since).
-        held = [f for f in mine if expect.get(f) is None or inflight.landed(cwd, f, expect[f])]
-        note_writes(root, call, keyed_files(root, cwd, held))
-        keys = file_keys(root, cwd, mine)
+        held = {
+            Path(cwd) / f
+            for f in mine
+            if expect.get(f) is None or inflight.landed(cwd, f, expect[f])
+        }
+        keyed = keyed_files(root, cwd, mine)
+        note_writes(root, call, [(key, path) for key, path in keyed if path in held])
+        keys = [key for key, _ in keyed]
         try:
             # A stopped plan's count stays: only a person's re-base lifts the stop (`stops`).
             self.advance(keys, landed=not stops.stopped(root, plan))

@@ -17,7 +17,6 @@ if TYPE_CHECKING:
 def block_message(call: ToolCall, verdict: Verdict, session_bound: bool = False) -> str:
     """The reason the model reads: what changed, what to re-read, what to do next (with a
     command it can run as written; `session_bound`: the plan is the session's own)."""
-
     plan = verdict.plan
     blocked = f"PlanFence blocked {call.describe()}{call.subagent()}"
     if verdict.level == "undecided":
