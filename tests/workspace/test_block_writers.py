@@ -320,3 +320,15 @@ def test_the_last_recorded_write_of_a_file_counts(tmp_path: Path) -> None:
     deleted = history.last_write(cluster, "ws:file/lib.py")
     assert deleted is not None and deleted.hashes == (MISSING,)
     assert history.last_write(cluster, "ws:file/other.py") is None
+
+
+def test_kept_content_is_readable_by_this_user_only(tmp_path: Path) -> None:
+    secret = tmp_path / ".env"
+    secret.write_text("TOKEN=abc\n")
+    secret.chmod(0o600)
+    [name, _] = history.keep(tmp_path / "cluster", secret)
+    [kept] = [
+        p for p in (tmp_path / "cluster" / "run" / "contents").iterdir() if name[4:] in p.name
+    ]
+    assert kept.stat().st_mode & 0o777 == 0o600
+    assert (tmp_path / "cluster" / "run" / "contents").stat().st_mode & 0o777 == 0o700

@@ -106,9 +106,14 @@ def keep(cluster: Path, path: Path) -> tuple[str, ...]:
         if first.exists():
             os.utime(first)  # in use again: pruned last
             return names
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         tmp = folder / f".{os.getpid()}.{threading.get_ident()}.tmp"
-        tmp.write_bytes(data)
+        tmp.unlink(missing_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # a copy of a file
+        try:  # that may be private: readable by this user only
+            os.write(fd, data)
+        finally:
+            os.close(fd)
         for name in names:
             try:
                 os.link(tmp, folder / _safe(name))
@@ -163,7 +168,7 @@ def note_write(cluster: Path, key: str, path: Path, write: Write) -> None:
     target = folder / _name(key)
     line = (json.dumps(row) + "\n").encode()
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             os.write(fd, line)  # one write(2) with O_APPEND: lines never interleave
