@@ -93,8 +93,7 @@ def examples() -> dict[str, str]:
     out["unserved"] = join_message(write, tree).replace(executable(), "planfence") + "\n"
     sub = dataclasses.replace(call, agent_id="a81f3c", agent_type="Explore")
     out["blocked-subagent"] = (
-        block_message(sub, sample_verdict()).replace(executable(), "planfence").splitlines()[0]
-        + "\n"
+        block_message(sub, subagent_verdict()).replace(executable(), "planfence") + "\n"
     )
     lib = "/home/dev/app/src/lib.py"
     other = sample_intent(exclusive=False)
@@ -192,6 +191,21 @@ def sample_writers() -> tuple[Writer, ...]:
         file_writer("auth.ts", auth, [codex], 1796142600.0, (AUTH_READ, AUTH_NOW)),
         file_writer("package-lock.json", lock, [codex], 1796142660.0, None),
     )
+
+
+SESSION = "9f2c6a1e-4b7d-4e0a-9c55-2f1d8e7b3a10"  # the recorded Claude Code payloads' session
+
+
+def subagent_verdict() -> Verdict:
+    """A subagent's plan read auth.ts; its session's main agent then edited it."""
+    roles = {"ws:branch": ("branch",), "ws:file/auth.ts": ("read",)}
+    drift = {"ws:file/auth.ts": ({"hash": "git:1", "size": 96}, {"hash": "git:5"})}
+    auth = Drifted("ws:file/auth.ts", *drift["ws:file/auth.ts"])
+    main = Write(("git:5",), SESSION, None, None, "claude", "/home/dev/app", 1796142720.0)
+    now = AUTH_READ.replace(b'"1h"', b'"2h"')
+    edit = file_writer("auth.ts", auth, [main], 1796142720.0, (AUTH_READ, now))
+    report = classify(TrustedState("auth-fix", 1, roles, {}), drift)
+    return verdict_of("auth-fix", report, (edit,))
 
 
 def auto_verdict() -> Verdict:
