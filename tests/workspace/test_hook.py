@@ -30,6 +30,7 @@ from support.workspace import (
     served,
     write,
 )
+from support.writers import without_writers
 
 FILES = {"auth.ts": "export const timeout = 30;\n", "README.md": "# app\n"}
 NEVER = (
@@ -211,7 +212,7 @@ def test_recorded_payloads_block_on_drift_and_allow_otherwise(tmp_path: Path) ->
                 assert (code, reason) == (0, "")  # reading changes nothing: never gated
                 continue
             assert code == 2, name
-            assert reason.splitlines()[1:] == [
+            assert without_writers(reason).splitlines()[1:] == [
                 "Workspace drift detected since the previous trusted state:",
                 "- 1 previously inspected file changed: auth.ts",
                 "Re-read auth.ts, then replan once and record the new state with "

@@ -20,6 +20,7 @@ from planfence_net.workspace.plans.session import auto_plan
 from support.auto_hook import AUTO, PLAN, SESSION, claude, read, write_call
 from support.cluster import PLANFENCE
 from support.workspace import git, make_repo, payload, run_cli, run_hook, served, write
+from support.writers import no_writers
 
 CODEX_SESSION = "0199a7c4-5e2b-7f31-8d6a-3c9e1b2f4a58"
 FILES = {"lib.py": "def f():\n    return 1\n", "main.py": "import lib\n"}
@@ -67,12 +68,12 @@ def test_block_reread_go_on_once(tmp_path: Path) -> None:
         reason = blocked(
             repo, "relevant", "- 1 previously inspected file changed: lib.py", reread_line("lib.py")
         )
-        assert write_call(repo, "main.py", n=3) == (2, reason + "\n")
+        assert no_writers(write_call(repo, "main.py", n=3)) == (2, reason + "\n")
         assert read(repo, "lib.py", 4) == (0, "")  # the re-read: lib.py moves, one replan
         assert check(repo)["trust"] == 2
         assert write_call(repo, "main.py", n=3) == (0, "")  # the same write, validated again
         write(repo, {"lib.py": "def f():\n    return 3\n"})  # changed again before it landed
-        code, reason = write_call(repo, "main.py", n=5)
+        code, reason = no_writers(write_call(repo, "main.py", n=5))
         assert (code, reason) == (
             2,
             blocked(
@@ -99,7 +100,7 @@ def test_block_reread_go_on_once(tmp_path: Path) -> None:
         assert check(repo)["trust"] == 1
         # Someone else edits the file the session wrote: critical, re-read it.
         write(repo, {"main.py": "someone else\n"})
-        assert write_call(repo, "main.py", n=7) == (
+        assert no_writers(write_call(repo, "main.py", n=7)) == (
             2,
             blocked(
                 repo,
@@ -156,7 +157,7 @@ def test_thirty_reads_block_only_on_what_was_read_or_written(tmp_path: Path) -> 
             "- Unrelated tracked files changed (informational): " + ", ".join(names[30:])
         )
         write(repo, {names[29]: "read with head, changed\n"})
-        assert write_call(repo, names[1], n=9) == (
+        assert no_writers(write_call(repo, names[1], n=9)) == (
             2,
             blocked(
                 repo,

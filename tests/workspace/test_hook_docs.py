@@ -18,6 +18,14 @@ from planfence_net.workspace.model.classify import DriftReport, TrustedState, cl
 from planfence_net.workspace.model.intents import Intent, held_message, notice
 from planfence_net.workspace.model.machine import Verdict
 from planfence_net.workspace.model.payload import parse_payload
+from planfence_net.workspace.model.writers import (
+    Commit,
+    Drifted,
+    Write,
+    Writer,
+    file_writer,
+    head_writer,
+)
 from planfence_net.workspace.plans.intentclient import context_output
 from support.cluster import REPO
 from support.plans_docs import plans_examples
@@ -85,8 +93,7 @@ def examples() -> dict[str, str]:
     out["unserved"] = join_message(write, tree).replace(executable(), "planfence") + "\n"
     sub = dataclasses.replace(call, agent_id="a81f3c", agent_type="Explore")
     out["blocked-subagent"] = (
-        block_message(sub, sample_verdict()).replace(executable(), "planfence").splitlines()[0]
-        + "\n"
+        block_message(sub, subagent_verdict()).replace(executable(), "planfence") + "\n"
     )
     lib = "/home/dev/app/src/lib.py"
     other = sample_intent(exclusive=False)
@@ -130,7 +137,7 @@ def sample_intent(exclusive: bool) -> Intent:
 AUTO = "auto-131f059605068eca"  # session.auto_plan of the recorded payloads' session
 
 
-def verdict_of(plan: str, report: DriftReport) -> Verdict:
+def verdict_of(plan: str, report: DriftReport, writers: tuple[Writer, ...] = ()) -> Verdict:
     return Verdict(
         plan,
         report.level,
@@ -141,7 +148,64 @@ def verdict_of(plan: str, report: DriftReport) -> Verdict:
         None,
         "",
         None,
+        writers=writers,
     )
+
+
+CODEX = "0199a7c4-5e2b-7f31-8d6a-3c9e1b2f4a58"  # a Codex session in the same worktree
+MERGE = Commit(
+    "d09b34a71c2e8f04b6a95d3e1c7f20a8b4e6d913",
+    "Dana Lee <dana@example.com>",
+    1796141820.0,  # 16:17:00 UTC
+    "Merge branch 'release/2.4'",
+)
+AUTH_READ = (
+    b"export function login(user: User) {\n"
+    b'  const token = sign(user.id, { expiresIn: "1h" });\n'
+    b"  return { token };\n"
+    b"}\n"
+)
+AUTH_NOW = AUTH_READ.replace(b'"1h"', b'"15m"').replace(
+    b"  return { token };", b"  audit(user.id);\n  return { token };"
+)
+
+
+def head_change() -> Writer:
+    """The merge HEAD moved to, by a person, and what it changed."""
+    return head_writer(MERGE, ["M auth.ts", "M package-lock.json", "A src/session.ts"], MERGE.sha)
+
+
+def sample_writers() -> tuple[Writer, ...]:
+    """Who changed what in the Codex-tracker drift: the merge, a Codex session's edit of
+    auth.ts (its recorded write left exactly the content now), and package-lock.json
+    rewritten by `npm install`, outside any session (too large to keep)."""
+    auth = Drifted("ws:file/auth.ts", {"hash": "git:1", "size": 96}, {"hash": "git:2"})
+    codex = Write(("git:2",), CODEX, None, None, "codex", "/home/dev/app", 1796142600.0)
+    lock = Drifted(
+        "ws:file/package-lock.json",
+        {"hash": "git:3", "size": 212480},
+        {"hash": "git:4", "size": 213112},
+    )
+    return (
+        head_change(),
+        file_writer("auth.ts", auth, [codex], 1796142600.0, (AUTH_READ, AUTH_NOW)),
+        file_writer("package-lock.json", lock, [codex], 1796142660.0, None),
+    )
+
+
+SESSION = "9f2c6a1e-4b7d-4e0a-9c55-2f1d8e7b3a10"  # the recorded Claude Code payloads' session
+
+
+def subagent_verdict() -> Verdict:
+    """A subagent's plan read auth.ts; its session's main agent then edited it."""
+    roles = {"ws:branch": ("branch",), "ws:file/auth.ts": ("read",)}
+    drift = {"ws:file/auth.ts": ({"hash": "git:1", "size": 96}, {"hash": "git:5"})}
+    auth = Drifted("ws:file/auth.ts", *drift["ws:file/auth.ts"])
+    main = Write(("git:5",), SESSION, None, None, "claude", "/home/dev/app", 1796142720.0)
+    now = AUTH_READ.replace(b'"1h"', b'"2h"')
+    edit = file_writer("auth.ts", auth, [main], 1796142720.0, (AUTH_READ, now))
+    report = classify(TrustedState("auth-fix", 1, roles, {}), drift)
+    return verdict_of("auth-fix", report, (edit,))
 
 
 def auto_verdict() -> Verdict:
@@ -153,7 +217,11 @@ def auto_verdict() -> Verdict:
     }
     evidence = {"ws:evidence/4be1": {"command": "pytest", "exit": 0, "inputs": ["ws:file/lib.py"]}}
     drift = {"ws:file/lib.py": ({"hash": "git:1"}, {"hash": "git:2"})}
-    return verdict_of(AUTO, classify(TrustedState(AUTO, 1, roles, evidence), drift))
+    lib = Drifted("ws:file/lib.py", *drift["ws:file/lib.py"])
+    read, now = b"def area(r):\n    return 3.14 * r*r\n", b"def area(r):\n    return 3.14 * r * r\n"
+    formatter = file_writer("lib.py", lib, [], 1796142480.0, (read, now))  # 16:28:00 UTC
+    report = classify(TrustedState(AUTO, 1, roles, evidence), drift)
+    return verdict_of(AUTO, report, (formatter,))
 
 
 def branch() -> Verdict:
@@ -163,7 +231,8 @@ def branch() -> Verdict:
         "ws:branch": ({"branch": "feature/auth"}, {"branch": "main"}),
         "ws:head": ({"head": "a17c92f5e0"}, {"head": "d09b34a71c"}),
     }
-    return verdict_of(AUTO, classify(TrustedState(AUTO, 1, roles, {}), drift))
+    report = classify(TrustedState(AUTO, 1, roles, {}), drift)
+    return verdict_of(AUTO, report, (head_change(),))
 
 
 def sample_verdict() -> Verdict:
@@ -187,17 +256,7 @@ def sample_verdict() -> Verdict:
             "ws:file/package-lock.json": ({"hash": "git:3"}, {"hash": "git:4"}),
         },
     )
-    return Verdict(
-        "auth-fix",
-        report.level,
-        tuple(summary(report)),
-        report.reread,
-        report.changed_again,
-        1,
-        None,
-        "",
-        None,
-    )
+    return verdict_of("auth-fix", report, sample_writers())
 
 
 def test_every_example_in_the_doc_is_what_the_code_makes() -> None:

@@ -14,6 +14,7 @@ from planfence_net.cluster.command import executable
 from planfence_net.workspace.hook.text import stopped_line
 from support.auto_hook import AUTO, PLAN, claude
 from support.workspace import git, make_repo, payload, quiet, run_cli, run_hook, served, write
+from support.writers import no_writers
 
 FILES = {"lib.py": "def f():\n    return 1\n", "util.py": "u = 1\n", "main.py": "import lib\n"}
 STOP = (
@@ -23,7 +24,7 @@ STOP = (
 
 
 def hook(repo: Path, event: str, tool: str, tool_input: dict[str, Any], n: int) -> tuple[int, str]:
-    return run_hook("claude", claude(event, tool, tool_input, repo, n), *AUTO)
+    return no_writers(run_hook("claude", claude(event, tool, tool_input, repo, n), *AUTO))
 
 
 def read(repo: Path, rel: str, n: int) -> tuple[int, str]:
@@ -156,7 +157,7 @@ def test_an_explicit_plan_after_a_branch_switch_is_told_only_to_stop(tmp_path: P
         git(repo, "checkout", "-q", "-b", "other")
         write(repo, {"lib.py": "def f():\n    return 2\n"})
         data = {**payload("claude-write", repo), "tool_input": {"file_path": str(repo / "main.py")}}
-        code, reason = run_hook("claude", data)
+        code, reason = no_writers(run_hook("claude", data))
         assert (code, reason.splitlines()) == (
             2,
             [

@@ -36,6 +36,7 @@ from support.workspace import (
     stop,
     write,
 )
+from support.writers import without_writers
 
 FILES = {"lib.py": "def f():\n    return 1\n", "main.py": "import lib\n"}
 BYPASS = "To commit anyway, `git commit --no-verify` skips this check: that is your decision."
@@ -87,7 +88,7 @@ def test_commits_of_the_sessions_own_work_never_stop_it(tmp_path: Path) -> None:
         git(repo, "commit", "-qm", "another agent")
         code, reason = write_call(repo, "main.py", n=7)
         assert code == 2
-        lines = reason.splitlines()
+        lines = without_writers(reason).splitlines()
         assert lines[2].startswith("- HEAD changed: ")
         assert lines[3] == "- The new HEAD brings in content this plan does not hold: other.py"
         assert lines[-1] == (

@@ -21,6 +21,7 @@ from planfence_net.workspace.model.payload import parse_payload
 from planfence_net.workspace.model.shown import MAX_SHOWN, command_kinds, shown_paths
 from planfence_net.workspace.plans.session import auto_plan, heads
 from support.workspace import git, make_repo, payload, run_hook, served, write
+from support.writers import no_writers
 
 AUTO = ("--mode", "auto")
 SESSION = "9f2c6a1e-4b7d-4e0a-9c55-2f1d8e7b3a10"
@@ -63,7 +64,7 @@ def write_call(repo: Path, rel: str, n: int = 90) -> tuple[int, str]:
         "tool_input": {"file_path": str(repo / rel), "content": "x\n"},
         "tool_use_id": f"toolu_{n:04}",
     }
-    return run_hook("claude", data, *AUTO)
+    return no_writers(run_hook("claude", data, *AUTO))
 
 
 def declared(repo: Path) -> dict[str, list[str]]:

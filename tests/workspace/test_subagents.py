@@ -25,6 +25,7 @@ from support.workspace import (
     served_team,
     write,
 )
+from support.writers import split_writers, stamp_free, without_writers
 
 AUTO = ("--mode", "auto")
 SESSION = "9f2c6a1e-4b7d-4e0a-9c55-2f1d8e7b3a10"  # the recorded Claude Code payloads' session
@@ -88,7 +89,7 @@ def test_a_subagent_is_blocked_by_a_drift_of_what_its_parent_read(tmp_path: Path
         # The parent hands the write to a subagent (the Agent tool: no hook call of ours).
         code, out, reason = write_call(repo, "main.py", 3, sub=True)
         assert (code, out) == (2, "")
-        assert reason.splitlines() == [
+        assert without_writers(reason).splitlines() == [
             f"PlanFence blocked Write of {repo / 'main.py'} (subagent agent-7, general-purpose): "
             f"plan '{CHILD}' (what this subagent read and wrote) is stale (relevant drift).",
             "Workspace drift detected since the previous trusted state:",
@@ -151,13 +152,18 @@ def test_a_told_parent_that_is_blocked_reads_it_after_the_reason(tmp_path: Path)
     with served(repo):
         assert read(repo, "lib.py", 1) == (0, "", "")
         assert write_call(repo, "lib.py", 2, sub=True) == (0, "", "")
-        write(repo, {"lib.py": "changed by the subagent\n"})
+        write(repo, {"lib.py": "x\n"})  # what the subagent's Write makes
         assert write_call(repo, "lib.py", 2, sub=True, event="PostToolUse") == (0, "", "")
         failed = {"command": "false", "description": "fail"}
         # A failed call's answer does not reach the model: the note waits.
         assert call(repo, "PostToolUseFailure", "Bash", failed, 3) == (0, "", "")
         code, out, reason = write_call(repo, "main.py", 3)
         assert (code, out) == (2, "")
+        reason, writers = split_writers(reason)
+        assert stamp_free(writers[0]) == (  # the subagent's recorded write, named as such
+            f"- lib.py: written by session {SESSION} (subagent agent-7, general-purpose) of "
+            f"claude in {repo}, T; diff since the version the plan read:"
+        )
         assert reason.splitlines()[2:] == [
             "- 1 previously inspected file changed: lib.py",
             "Re-read lib.py (with Read, or cat in the shell), then retry the same call: the "

@@ -15,6 +15,7 @@ from planfence_net.cluster.command import executable
 from planfence_net.cluster.folder import ClusterDir
 from planfence_net.net.client import open_session
 from support.workspace import git, make_repo, payload, quiet, run_cli, run_hook, served, write
+from support.writers import without_writers
 
 AUTH = "export const timeout = 30;\n"
 FILES = {
@@ -28,8 +29,17 @@ HEADER = "Workspace drift detected since the previous trusted state:"
 
 
 def check(repo: Path, plan: str = "auth-fix", *args: str) -> tuple[int, list[str]]:
+    """`workspace check PLAN`: exit code and lines, without who changed what (see
+    `writers`)."""
     code, out, err = run_cli("workspace", "check", plan, *args, cwd=repo)
-    return code, (out + quiet(err)).splitlines()
+    return code, without_writers(out + quiet(err)).splitlines()
+
+
+def writers(repo: Path, plan: str = "auth-fix") -> list[dict[str, object]]:
+    """Who changed what, as `workspace check --json` says."""
+    code, out, _ = run_cli("workspace", "check", plan, "--json", cwd=repo)
+    found: list[dict[str, object]] = json.loads(out)["writers"]
+    return found
 
 
 def trust(repo: Path, *args: str) -> str:
@@ -77,6 +87,19 @@ def test_codex_tracker_scenario_is_critical(tmp_path: Path) -> None:
         assert (code, report["class"], report["exit_code"]) == (2, "critical", 2)
         assert report["reread"] == ["auth.ts", "package-lock.json"]
         assert (report["trust"], report["changed_again"]) == (1, False)
+        head, auth, lock = report["writers"]  # a commit outside any session: its author
+        assert (head["path"], head["commit"]) == ("HEAD", new)
+        assert head["writer"] == f"commit {new[:7]} by test <test@example.invalid> ('other agent')"
+        assert head["diff"] == "M auth.ts\nM package-lock.json"
+        assert (auth["path"], auth["writer"], auth["session"]) == (
+            "auth.ts",
+            "outside any fenced session",
+            None,
+        )
+        assert auth["diff"] == (
+            "@@ -1 +1 @@\n-export const timeout = 30;\n+export const timeout = 5;"
+        )
+        assert lock["path"] == "package-lock.json" and lock["diff"].startswith("@@")
 
 
 def test_unrelated_change_is_informational_and_the_hook_allows(tmp_path: Path) -> None:
@@ -137,6 +160,11 @@ def test_a_folder_without_git(tmp_path: Path) -> None:
         )
         heads = file_record(folder, "out/plan.md")
         assert heads["hash"].startswith("blake2b:") and heads["size"] == 5
+        [row] = writers(folder)  # kept by its BLAKE2b hash at the trust: no git to ask
+        assert (row["writer"], row["diff"]) == (
+            "outside any fenced session",
+            "@@ -1 +1 @@\n-todo\n+done",
+        )
 
 
 def test_a_second_drift_after_the_replan_is_changed_again(tmp_path: Path) -> None:
@@ -160,7 +188,7 @@ def test_a_second_drift_after_the_replan_is_changed_again(tmp_path: Path) -> Non
         )
         code, reason = run_hook("claude", payload("claude-edit", repo))
         assert code == 2
-        assert reason.splitlines()[-2:] == [
+        assert without_writers(reason).splitlines()[-2:] == [
             "It changed again after the plan was already re-made once. "
             "Stop: do not replan again; report the drift above to the user.",
             "The plan's writes now stay blocked until the user re-bases it with "

@@ -14,6 +14,7 @@ import pytest
 
 from support.cluster import PLANFENCE
 from support.workspace import make_repo, payload, quiet, run_cli, run_hook, served, write
+from support.writers import without_writers
 
 FILES = {
     "auth.ts": "export const timeout = 30;\n",
@@ -30,7 +31,7 @@ def trust(repo: Path, plan: str, *args: str) -> tuple[int, str]:
 
 def check(repo: Path, *args: str) -> tuple[int, str]:
     code, out, err = run_cli("workspace", "check", *args, cwd=repo)
-    return code, out + quiet(err)
+    return code, without_writers(out) + quiet(err)
 
 
 def test_a_plan_that_declares_no_file_is_refused(tmp_path: Path) -> None:

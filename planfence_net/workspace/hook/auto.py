@@ -230,6 +230,9 @@ def _record(
         cache=cache_path(cdir.root, plan),
         evidence=evidence,
     )
+    from ..place.history import keep_keys
+
+    keep_keys(cdir.root, spaces, files)  # what it read, for the diff of a later block
     return 0, ""
 
 
@@ -343,7 +346,7 @@ def block_message(call: ToolCall, verdict: Verdict) -> str:
         lines.append(
             "Re-check what changed, then retry once; if it is blocked again, stop and report."
         )
-    return "\n".join(lines)
+    return "\n".join(lines + verdict.writer_lines())  # then who changed what, and how
 
 
 def session_start(call: ToolCall, cdir: ClusterDir, timeout: float) -> Answer:

@@ -32,7 +32,7 @@ def person_only_write(call: ToolCall, cdir: ClusterDir) -> str:
 def stopped_plan(call: ToolCall, cluster: Path, verdict: Verdict) -> str:
     """After a check: stop the plan when it changed again (its block message says so), and
     the reason to block a call of a plan stopped earlier that a person has not re-based
-    since (a re-read does not lift it), else ""."""
+    since (a re-read does not lift it; who changed what, when it drifted), else ""."""
     from ..model.machine import UNDECIDED
     from ..place import stops
 
@@ -45,7 +45,7 @@ def stopped_plan(call: ToolCall, cluster: Path, verdict: Verdict) -> str:
         return ""
     from .text import stopped_message
 
-    return stopped_message(call, verdict.plan)
+    return "\n".join([stopped_message(call, verdict.plan), *verdict.writer_lines()])
 
 
 def forget_failed(call: ToolCall, cluster: Path | None) -> None:

@@ -2,8 +2,10 @@
 `PlanWrites.edit`), and, when a check blocks while the plan's other calls are in flight,
 their targets before it looks again (`PlanWrites.in_flight`; see `inflight`). A trusted plan
 moves its declared targets (`advance.wait_advance`); a session's automatic plan takes every
-written file as a target (`autohook.record_writes`). Imports are deferred (each hook call is
-a fresh process; measured in `run`)."""
+written file as a target (`autohook.record_writes`). Each write is also noted as this
+session's (`note_writes`, `place.history`) while the file holds what the call made: the
+block of another plan it stales names it. Imports are deferred (each hook call is a fresh
+process; measured in `run`)."""
 
 from __future__ import annotations
 
@@ -51,12 +53,36 @@ def expected(call: ToolCall, data: bytes) -> dict[str, str | None]:
 
 def file_keys(root: Path, cwd: str, files: list[str] | tuple[str, ...]) -> list[str]:
     """The file keys of `files` (relative to `cwd`) inside the cluster's worktrees."""
+    return [key for key, _ in keyed_files(root, cwd, files)]
+
+
+def keyed_files(root: Path, cwd: str, files: list[str] | tuple[str, ...]) -> list[tuple[str, Path]]:
+    """(file key, path) of `files` (relative to `cwd`) inside the cluster's worktrees."""
     from ...cluster.folder import ClusterDir
     from ..model.facts import file_key
     from ..place.config import locate, workspaces
 
     spaces = workspaces(ClusterDir(root))
-    return [file_key(*found) for f in files if (found := locate(spaces, Path(cwd) / f)) is not None]
+    return [
+        (file_key(*found), Path(cwd) / f)
+        for f in files
+        if (found := locate(spaces, Path(cwd) / f)) is not None
+    ]
+
+
+def note_writes(root: Path, call: ToolCall, written: list[tuple[str, Path]]) -> None:
+    """Record the call's writes of `written` ((file key, path) pairs) as this session's
+    (`place.history.note_write`): what a block says when they stale another plan."""
+    from ..model.writers import Write
+    from ..place import history
+    from ..place.paths import worktree_root
+
+    where = worktree_root(Path(call.cwd)) or Path(call.cwd)
+    who = Write(
+        (), call.session, call.agent_id, call.agent_type, call.agent, str(where), history.now()
+    )
+    for key, path in written:
+        history.note_write(root, key, path, who)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,7 +145,18 @@ class PlanWrites:
                 f"these files as changed."
             )
         cwd, files = note
-        keys = file_keys(root, cwd, [f for f in files if f in call.files])
+        mine = [f for f in files if f in call.files]
+        expect = inflight.made(root, plan, call.tool_use_id) if call.tool_use_id else {}
+        # Who wrote them, for the blocks of other plans: never a file that no longer holds
+        # what the call made (another process wrote it since).
+        held = {
+            Path(cwd) / f
+            for f in mine
+            if expect.get(f) is None or inflight.landed(cwd, f, expect[f])
+        }
+        keyed = keyed_files(root, cwd, mine)
+        note_writes(root, call, [(key, path) for key, path in keyed if path in held])
+        keys = [key for key, _ in keyed]
         try:
             # A stopped plan's count stays: only a person's re-base lifts the stop (`stops`).
             self.advance(keys, landed=not stops.stopped(root, plan))

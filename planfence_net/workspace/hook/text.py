@@ -45,7 +45,7 @@ def block_message(call: ToolCall, verdict: Verdict, session_bound: bool = False)
             f"`{trust_command(call, plan, session_bound)} "
             f"...`. If it changes again, stop and report."
         )
-    return "\n".join(lines)
+    return "\n".join(lines + verdict.writer_lines())  # then who changed what, and how
 
 
 BASE_LINES = ("- Branch changed", "- HEAD changed", "- Repository changed")

@@ -30,7 +30,8 @@ from ...core.errors import LocalProtocolError
 from ...core.gate import Action
 from ...core.records import ID_LEN, Record
 from .classify import CRITICAL, NONE, DriftReport, TrustedState, classify, summary
-from .facts import ROLES, plan_key
+from .facts import HEAD, ROLES, file_of, plan_key, split_key
+from .writers import Drifted, Writer, block_lines
 
 UNDECIDED = "undecided"
 NO_PLAN = b"\0" * ID_LEN  # an id no record has: the owner answers with the head inline
@@ -54,7 +55,9 @@ class RunGate:
 class Verdict:
     """The outcome: a drift report, or `undecided` with the reason the check could not
     decide. `exit_code` is 0 (none, informational), 2 (relevant, critical), 3 (undecided).
-    `again`: the drifted files that were already re-read once (`DriftReport.again`)."""
+    `again`: the drifted files that were already re-read once (`DriftReport.again`);
+    `drifted`: the declared files and HEADs that drifted, with the bodies the plan read and
+    the current ones; `writers`: who changed them (`plans.writers` fills it in on a block)."""
 
     plan: str
     level: str
@@ -66,6 +69,8 @@ class Verdict:
     detail: str
     plan_id: bytes | None
     again: tuple[str, ...] = ()
+    drifted: tuple[Drifted, ...] = ()
+    writers: tuple[Writer, ...] = ()
 
     @property
     def exit_code(self) -> int:
@@ -75,13 +80,17 @@ class Verdict:
         """What `workspace check` prints."""
         if self.level == UNDECIDED:
             return [f"Cannot decide whether plan {self.plan!r} is still valid: {self.detail}"]
-        out = list(self.lines)
+        out = list(self.lines) + self.writer_lines()
         if self.level != NONE:
             tail = (
                 "; it changed again after a replan: stop and report" if self.changed_again else ""
             )
             out.append(f"Drift class: {self.level}{tail}")
         return out
+
+    def writer_lines(self) -> list[str]:
+        """Who changed what, as a block says it (`model.writers.block_lines`)."""
+        return block_lines(self.writers, len(self.drifted) - len(self.writers))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -95,6 +104,7 @@ class Verdict:
             "trust": self.trust,
             "reason": self.reason,
             "detail": self.detail,
+            "writers": [w.to_json() for w in self.writers],
         }
 
 
@@ -218,9 +228,11 @@ class CheckMachine:
                 self._undecided("missing_lineage", f"record of {key!r} not at hand")
                 return
             drift[key] = (old.body, new[key].body)
-        self._report(classify(self.state, drift), decision)
+        self._report(classify(self.state, drift), decision, drifted_keys(self.state, drift))
 
-    def _report(self, report: DriftReport, decision: Decision) -> None:
+    def _report(
+        self, report: DriftReport, decision: Decision, drifted: tuple[Drifted, ...] = ()
+    ) -> None:
         assert self.state is not None and self.record is not None
         self._event = Verdict(
             self.plan,
@@ -233,6 +245,7 @@ class CheckMachine:
             decision.detail,
             self.record.id,
             report.again,
+            drifted if report.blocks else (),
         )
 
     def _undecided(self, reason: str, detail: str) -> Verdict:
@@ -256,6 +269,21 @@ class CheckMachine:
                 f"{method}() called while the machine waits for {type(self._event).__name__}"
             )
         return self._event
+
+
+def drifted_keys(state: TrustedState, drift: dict[str, tuple[Any, Any]]) -> tuple[Drifted, ...]:
+    """The declared files (read, written, a lockfile, a test's input) and HEADs among
+    `drift` whose bodies differ, HEADs first, then in key order: what a block says who
+    changed."""
+    return tuple(
+        Drifted(key, old, new)
+        for key, (old, new) in sorted(
+            drift.items(), key=lambda kv: (file_of(kv[0]) is not None, kv[0])
+        )
+        if old != new
+        and key in state.roles
+        and (file_of(key) is not None or (p := split_key(key)) is not None and p[1] == HEAD)
+    )
 
 
 def trusted_state(plan: str, body: Any) -> TrustedState:

@@ -127,6 +127,16 @@ def mine(cluster: Path, plan: str, tool_use_id: str, owner: str) -> tuple[str, l
         return None
 
 
+def made(cluster: Path, plan: str, tool_use_id: str) -> dict[str, object]:
+    """What the call `tool_use_id` of `plan` makes of each of its files, as its note says
+    (a digest, or None where it cannot be said); {} without a note."""
+    try:
+        expect = json.loads((_folder(cluster, plan) / _name(tool_use_id)).read_text())["expect"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    return dict(expect) if isinstance(expect, dict) else {}
+
+
 def remove(cluster: Path, plan: str, tool_use_id: str) -> None:
     """The call's PostToolUse recorded it: it is no longer in flight."""
     (_folder(cluster, plan) / _name(tool_use_id)).unlink(missing_ok=True)

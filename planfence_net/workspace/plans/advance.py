@@ -251,8 +251,36 @@ def check_commits(
     `root`, after moving HEAD inside the plan where only commits of what it holds moved it
     (`wait_commits`): when the first look blocks, the commits are looked at and, if the plan
     moved, it is checked again. A new HEAD that brings in other content is named in the
-    verdict's lines, after its "HEAD changed" line. Never raises: a failure to look at the
-    commits leaves the first verdict."""
+    verdict's lines, after its "HEAD changed" line. A verdict that blocks says who changed
+    what (`writers.attributed`). Never raises: a failure to look at the commits leaves the
+    first verdict."""
+    from .writers import attributed  # only a block reads it
+
+    verdict = _look_commits(
+        root,
+        roster,
+        identity,
+        plan,
+        timeout=timeout,
+        informational=informational,
+        cache=cache,
+        addresses=addresses,
+    )
+    return attributed(root, verdict) if verdict.exit_code == 2 else verdict
+
+
+def _look_commits(
+    root: Path,
+    roster: Roster,
+    identity: Identity,
+    plan: str,
+    *,
+    timeout: float,
+    informational: bool,
+    cache: Path | None,
+    addresses: dict[str, tuple[str, int]] | None,
+) -> Verdict:
+    """`check_commits` before it says who changed what."""
 
     def look() -> Verdict:
         return checks.run_check(

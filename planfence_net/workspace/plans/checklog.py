@@ -8,11 +8,23 @@ cluster folder (`logs/OWNER.jsonl`), as one JSON line of the owners' own format:
      "source": "hook" | "cli", "class": "none" | "informational" | "relevant" |
      "critical" | "undecided", "exit": 0 | 2 | 3, "trust": N, "changed_again": BOOL,
      "record": PLAN RECORD ID (hex) or null, "reread": [PATH, ...], "lines": [SUMMARY, ...],
-     "detail": WHY UNDECIDED, "held": WHY BLOCKED AFTER THE CHECK, and for the hook
-     "session", "subagent", "tool", "files"}
+     "detail": WHY UNDECIDED, "held": WHY BLOCKED AFTER THE CHECK, "writers": [WRITER, ...],
+     and for the hook "session", "subagent", "tool", "files"}
 
-(`lines` only for a drift that blocks, `detail` only when undecided, `reread` when not
-empty; `held` when another plan's exclusive intent blocked the write the check allowed,
+Each WRITER says who changed one drifted file (or HEAD) of a block (`model.writers.Writer`):
+    {"path": PATH (as the block names it, "HEAD" for a HEAD change),
+     "writer": HUMAN SENTENCE ("written by session S of CLIENT in WORKTREE", "outside any
+               fenced session", "commit SHA7 by AUTHOR (SUBJECT)"),
+     "session": SESSION ID or null, "agent": SUBAGENT ID or null (the session's main agent),
+     "agent_type": SUBAGENT TYPE or null, "client": "claude" | "codex" | null,
+     "worktree": THE WRITING SESSION'S WORKTREE or null, "commit": SHA or null,
+     "at": TS (of the write, the commit, or the file's modification) or null,
+     "diff": TEXT (a unified diff since the version the plan read, at most 20 lines; for
+             HEAD the paths the commits changed) or null, "note": WHY NO DIFF or ""}
+A session is named only when its recorded write left exactly the file's current content.
+
+(`lines` and `writers` only for a drift that blocks, `detail` only when undecided,
+`reread` when not empty; `held` when another plan's exclusive intent blocked the write the check allowed,
 whose line then has exit 2; `files` relative to the call's folder when inside it). One write(2) with O_APPEND, the
 way the owner appends its own lines, so lines never interleave. Logging never fails a
 check: a log that cannot be written is skipped. The owner's own `put` lines of the plan key
@@ -62,6 +74,7 @@ def check_event(
         ("lines", list(verdict.lines) if verdict.exit_code else []),
         ("detail", verdict.detail if verdict.level == "undecided" else ""),
         ("held", held),
+        ("writers", [w.to_json() for w in verdict.writers] if verdict.exit_code else []),
     ):
         if value:
             event[name] = value

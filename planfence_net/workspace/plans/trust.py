@@ -38,7 +38,8 @@ from ..model.facts import (
     plan_key,
     split_key,
 )
-from ..place.config import bound_plan
+from ..place.config import bound_plan, workspaces
+from ..place.history import keep_keys
 from ..place.paths import session_marker
 from .check import run_check
 from .session import auto_plan
@@ -187,6 +188,10 @@ async def wait_trust(
     written = await put_record(
         roster, me, pkey, kind="plan", body=body, parents=parents, addresses=addresses
     )
+    try:
+        keep_keys(cdir.root, workspaces(cdir), files)  # what it read, for a later block's diff
+    except (ConfigError, OSError):
+        pass  # best effort: the plan is trusted; a later block says the diff was not kept
     return {
         "key": pkey,
         "id": written["id"],

@@ -43,6 +43,7 @@ from .trust import (
     stale_binding,
     wait_trust,
 )
+from .writers import attributed
 
 TRUST, REFRESH, RELEASE = "workspace trust", "workspace refresh", "workspace release"
 
@@ -263,6 +264,7 @@ def check_plan(
         addresses=link_addresses(cdir),
         timeout=timeout,
     )
+    verdict = attributed(cdir.root, verdict)  # a block says who changed what
     if door is not None:
         log_check(cdir.root, roster, verdict, door)
     return verdict
