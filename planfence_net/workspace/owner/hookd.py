@@ -22,7 +22,9 @@ another session's (each writes its files under names unique to its thread). A ca
 unanswered when its client's deadline has passed (the request's `left` seconds, else its
 `--timeout` plus GRACE) is given up: the client has already blocked, so nothing is sent and
 it is logged as `hook_abandoned`. Each answered call is logged as a `hook` event with its
-exit code and how long `decide` took (`ms`).
+exit code, how long `decide` took (`ms`) and the CPU its worker thread spent (`cpu_ms`).
+The checks ask the owners over warm sessions (`syncclient.SessionPool`, given by the
+daemon): no handshake per call once the first calls opened them.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from typing import Any
 import anyio
 from anyio.abc import SocketAttribute, SocketStream, TaskStatus
 
+from ...net.syncclient import SessionPool, keeping
 from ...owners.logs import EventLog
 from ..hook.client import (
     DEFAULT_TIMEOUT,
@@ -66,13 +69,15 @@ async def serve(
     cluster: Path,
     log: EventLog,
     *,
+    sessions: SessionPool | None = None,
     task_status: TaskStatus[Path | None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the hook socket of the cluster folder `cluster` until cancelled. Reports the
     socket's path once it listens, or None (and logs why) when this owner does not serve
     it: it cannot (the hook then runs in-process), or another owner of the cluster does (this
     one then stands by and takes the socket over once that owner's lock is released, e.g.
-    when it died). Never raises OSError: the owner serves on without it."""
+    when it died). Never raises OSError: the owner serves on without it. The checks run on
+    `sessions`' warm sessions (`syncclient.keeping`) when given."""
     reported = False
 
     def report(value: Path | None) -> None:
@@ -97,7 +102,8 @@ async def serve(
                 # The lock is released in another process: no event here to wait on.
                 while not _try_lock(lock):  # noqa: ASYNC110
                     await anyio.sleep(TAKEOVER_POLL)
-            await _listen(cluster, path, log, report)
+            with keeping(sessions) if sessions is not None else contextlib.nullcontext():
+                await _listen(cluster, path, log, report)
     except OSError as exc:
         why = f"{type(exc).__name__}: {exc}"
     finally:
@@ -216,17 +222,26 @@ async def wait_decision(
     given up after `seconds` (the caller's deadline): its answer, or None when the caller's deadline passed first.
     Logs `hook` (or `hook_abandoned`) with its time and `fields` (e.g. the door)."""
     started = time.perf_counter()
-    answer = None
+    done = None
     with anyio.move_on_after(seconds):
-        answer = await anyio.to_thread.run_sync(
-            decide, agent, argv, data, abandon_on_cancel=True, limiter=workers
+        done = await anyio.to_thread.run_sync(
+            _timed, agent, argv, data, abandon_on_cancel=True, limiter=workers
         )
     ms = round((time.perf_counter() - started) * 1000, 3)
-    if answer is None:
+    if done is None:
         log.write("hook_abandoned", client=agent, **fields, ms=ms)
         return None
-    log.write("hook", client=agent, **fields, code=answer.code, ms=ms)
+    answer, cpu = done
+    log.write("hook", client=agent, **fields, code=answer.code, ms=ms, cpu_ms=cpu)
     return answer
+
+
+def _timed(agent: str, argv: list[str], data: bytes) -> tuple[Answer, float]:
+    """`decide`'s answer and the CPU its thread spent on it, in ms (the owner's side of the
+    sessions it asks is counted by the owner's own loop, not here)."""
+    started = time.thread_time()
+    answer = decide(agent, argv, data)
+    return answer, round((time.thread_time() - started) * 1000, 3)
 
 
 def _left(header: dict[str, Any]) -> float:
