@@ -10,6 +10,10 @@ while it serves; another workspace owner of the cluster started later does not).
 socket appears under its name only once it listens with its final mode (bound under a
 temporary name, then renamed), and is removed when the owner stops.
 
+A lean client (`hook/lean.py`, what Codex runs) sends the raw values of the variables the
+answer depends on and leaves the routing to the owner (`_lean_not_mine`); it is answered in
+its own framing (`lean_answer`), or `fallback`.
+
 Per connection: the peer must run as this user (SO_PEERCRED, else the connection is closed
 unanswered, which the client reports as a block); the request is read within READ_TIMEOUT,
 and a payload larger than `hookclient.MAX_PAYLOAD` is refused with its reason (`oversize`)
@@ -53,10 +57,12 @@ from ..hook.client import (
     VERSION,
     environment,
     oversize,
-    socket_path,
+    route,
     unsafe,
 )
 from ..hook.run import Answer, decide
+from ..installers.httphook import ENVIRONMENT
+from ..installers.leanhook import socket_path
 
 READ_TIMEOUT = 30.0  # seconds for a client to send its request
 MAX_HEADER = 64 * 1024
@@ -198,15 +204,49 @@ async def _answer_one(
         await _send(stream, {"code": 2, "stderr": oversize(), "stdout": ""})
         return
     header, data = request
-    why = _not_mine(header, cluster)
+    lean = header.get("lean") is True
+    why = _lean_not_mine(header, data, cluster) if lean else _not_mine(header, cluster)
     if why is not None:
-        await _send(stream, {"fallback": why})
+        await _send_raw(stream, b"fallback\n") if lean else await _send(stream, {"fallback": why})
         return
 
     answer = await wait_decision(header["agent"], header["argv"], data, _left(header), log, workers)
     if answer is None:  # the client's deadline passed: it blocked already
         return
+    if lean:
+        await _send_raw(stream, lean_answer(answer))
+        return
     await _send(stream, {"code": answer.code, "stderr": answer.stderr, "stdout": answer.stdout})
+
+
+def lean_answer(answer: Answer) -> bytes:
+    """`answer` on the lean client's wire (`hook/lean.py`): `CODE NOUT NERR\\n`, stdout, stderr."""
+    out = answer.stdout.encode("utf-8", "replace")
+    err = answer.stderr.encode("utf-8", "replace")
+    return b"%d %d %d\n" % (answer.code, len(out), len(err)) + out + err
+
+
+def _lean_not_mine(header: dict[str, Any], data: bytes, cluster: Path) -> str | None:
+    """Why this owner does not answer a lean client's request (it then runs the ordinary
+    hook, which finds its own way): the same as `_not_mine`, with the routing the ordinary
+    client does (`client.route`: the call's cluster folder, from its `cwd`) done here."""
+    argv, environ = header.get("argv"), header.get("environ")
+    if header.get("v") != VERSION:
+        return f"protocol version {header.get('v')!r}, this owner speaks {VERSION}"
+    if header.get("agent") not in ("claude", "codex") or not (
+        isinstance(argv, list) and all(isinstance(a, str) for a in argv)
+    ):
+        return "malformed request"
+    if header.get("exe") != sys.executable:
+        return f"another installation ({header.get('exe')!r}, this owner runs {sys.executable})"
+    if not isinstance(environ, dict) or any(
+        environ.get(name) != os.environ.get(name) for name in ENVIRONMENT
+    ):
+        return "another environment"
+    found = route(argv, data)
+    if found is None or os.path.realpath(found[1]) != os.path.realpath(cluster):
+        return "another cluster folder, or a call the ordinary hook judges"
+    return None
 
 
 async def wait_decision(
@@ -311,7 +351,11 @@ def _not_mine(header: dict[str, Any], cluster: Path) -> str | None:
 
 
 async def _send(stream: SocketStream, value: dict[str, Any]) -> None:
+    await _send_raw(stream, json.dumps(value).encode())
+
+
+async def _send_raw(stream: SocketStream, data: bytes) -> None:
     try:
-        await stream.send(json.dumps(value).encode())
+        await stream.send(data)
     except (anyio.BrokenResourceError, anyio.ClosedResourceError):
         pass  # the client gave up (its deadline): it already blocked
