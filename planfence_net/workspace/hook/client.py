@@ -40,7 +40,8 @@ import sys
 import time
 from pathlib import Path
 
-from ..installers.leanhook import socket_path
+from ..installers.leanhook import socket_dir as socket_dir  # re-exported: where sockets are
+from ..installers.leanhook import socket_path as socket_path
 from ..place.anchor import ENV, find_folder
 from ..place.paths import state_dir
 
@@ -146,9 +147,17 @@ def write_answer(
                 pass
 
 
-def route(argv: list[str], data: bytes) -> tuple[Path, Path, float] | None:
-    """(socket, cluster folder, --timeout) when the fast path applies, else None (the
-    owner's door runs it for the lean client, `hook/lean.py`)."""
+FAST_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure")
+# The lean client's owner also answers these in a worktree it serves: the join of an unserved
+# one (SessionStart) never reaches it, since no cluster is found for such a worktree.
+SESSION_EVENTS = ("SessionStart", "SessionEnd")
+
+
+def route(
+    argv: list[str], data: bytes, events: tuple[str, ...] = FAST_EVENTS
+) -> tuple[Path, Path, float] | None:
+    """(socket, cluster folder, --timeout) when the fast path applies to a call of one of
+    `events`, else None (the owner's door runs it for the lean client, `hook/lean.py`)."""
     if len(argv) % 2 or any(argv[i] not in OPTIONS for i in range(0, len(argv), 2)):
         return None
     options = dict(zip(argv[::2], argv[1::2], strict=True))
@@ -162,11 +171,7 @@ def route(argv: list[str], data: bytes) -> tuple[Path, Path, float] | None:
         call = json.loads(data)
     except Exception:  # not JSON, or nested too deep (RecursionError): the hook's own words
         return None
-    if not isinstance(call, dict) or call.get("hook_event_name") not in (
-        "PreToolUse",
-        "PostToolUse",
-        "PostToolUseFailure",
-    ):
+    if not isinstance(call, dict) or call.get("hook_event_name") not in events:
         return None
     cwd = call.get("cwd")
     if not isinstance(cwd, str) or not os.path.isabs(cwd) or "\0" in cwd:

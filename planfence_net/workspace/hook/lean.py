@@ -16,8 +16,9 @@ and prints the owner's answer. Everywhere else it runs the rest of its command l
 ordinary `planfence hook codex OPTIONS` (`hook.client`), on the same payload:
 
     - no --socket, or no socket there (no owner serves it), or a payload over MAX_PAYLOAD;
-    - the owner answers `fallback` (another cluster folder, installation or environment, a
-      SessionStart, options or a payload that the ordinary hook must judge).
+    - the owner answers `fallback` (another cluster folder, installation or environment,
+      options or a payload that the ordinary hook must judge). The owner answers tool calls
+      and, in a worktree it serves, SessionStart and SessionEnd too.
 
 Once the socket is there the answer is the owner's or a block (exit 2 with the reason):
 a socket or folder another user owns or that others may use, a peer of another user, a

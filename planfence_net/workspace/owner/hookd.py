@@ -52,8 +52,10 @@ from ...net.syncclient import SessionPool, keeping
 from ...owners.logs import EventLog
 from ..hook.client import (
     DEFAULT_TIMEOUT,
+    FAST_EVENTS,
     GRACE,
     MAX_PAYLOAD,
+    SESSION_EVENTS,
     VERSION,
     environment,
     oversize,
@@ -243,7 +245,7 @@ def _lean_not_mine(header: dict[str, Any], data: bytes, cluster: Path) -> str | 
         environ.get(name) != os.environ.get(name) for name in ENVIRONMENT
     ):
         return "another environment"
-    found = route(argv, data)
+    found = route(argv, data, (*FAST_EVENTS, *SESSION_EVENTS))
     if found is None or os.path.realpath(found[1]) != os.path.realpath(cluster):
         return "another cluster folder, or a call the ordinary hook judges"
     return None
