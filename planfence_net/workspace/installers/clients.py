@@ -60,7 +60,7 @@ from ...cluster.command import executable
 from ...core.errors import ConfigError
 from ..place.paths import worktree_root
 from .httphook import ENV, PATH, ensure_secret, http_handler, served_port
-from .leanhook import lean_line
+from .leanhook import lean_handler, lean_line
 
 EVENTS = ("PreToolUse", "PostToolUse")  # check before a call; record the agent's own edit
 SESSION = "SessionStart"  # join a worktree the agent created; automatic mode: start the plan
@@ -362,7 +362,9 @@ def install(
     if door is not None:
         # Claude Code 2.1.332 skips http handlers on SessionStart ("HTTP hooks are not
         # supported for SessionStart"): that one event keeps the command form.
-        config["hooks"][SESSION][-1] = our_group(agent, command, SESSION)
+        config["hooks"][SESSION][-1] = our_group(
+            agent, lean_handler(command, root, cluster), SESSION
+        )
         env = config.setdefault("env", {})
         if not isinstance(env, dict):
             raise ConfigError(f"{path}: 'env' has an unexpected shape; not touching it")

@@ -5,6 +5,8 @@
     lean_line     a Codex hook command line made lean: `PYTHON -I -S .../hook/leanrun.py
                   --socket SOCKET` in front of the ordinary `planfence hook codex ...` line,
                   where a cluster folder serves the project; else the line as it is
+    lean_handler  Claude Code's exec-form command handler made lean the same way (a shell
+                  line): its SessionStart, where its other events go to the owner's http door
 
 The lean client starts an interpreter with nothing but what it loads by itself (no site
 packages, no environment options) and hands the payload to the owner's socket; where the
@@ -18,6 +20,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from ..place.paths import state_dir
 
@@ -61,3 +64,21 @@ def lean_line(line: str, root: Path | None, cluster: Path | None = None) -> str:
 
     lean = [sys.executable, "-I", "-S", str(lean_script()), "--socket", str(where)]
     return f"{shlex.join(lean)} {line}"
+
+
+def lean_handler(
+    handler: dict[str, Any], root: Path, cluster: Path | None = None
+) -> dict[str, Any]:
+    """Claude Code's exec-form `handler` ({"command": ABS, "args": [...]}) as a shell line
+    behind the lean client (`lean_line`), or `handler` as it is where no cluster serves
+    `root`."""
+    import shlex
+
+    args = handler.get("args")
+    if not isinstance(args, list):
+        return handler
+    line = shlex.join([str(handler["command"]), *map(str, args)])
+    lean = lean_line(line, root, cluster)
+    if lean == line:
+        return handler
+    return {**{k: v for k, v in handler.items() if k != "args"}, "command": lean}
