@@ -229,6 +229,7 @@ async def _run(
         else [
             functools.partial(hookd.serve, cluster, sessions=sessions),
             functools.partial(httpd.serve, cluster, identity.name, sessions=sessions),
+            hookd.warm,
         ],
         task_status=task_status,
     )

@@ -73,6 +73,43 @@ TAKEOVER_POLL = 0.5  # seconds between a standing-by owner's tries at the socket
 STANDBY = "another owner of this cluster serves it; standing by to take over"
 
 
+# What `decide` imports on a session's first calls (`hook.run` imports lazily, for the
+# short-lived hook process); the owner imports it once it listens (`warm`).
+HOOK_PATH = (
+    "planfence_net.workspace.hook.context",
+    "planfence_net.workspace.hook.auto",
+    "planfence_net.workspace.hook.guard",
+    "planfence_net.workspace.hook.record",
+    "planfence_net.workspace.hook.text",
+    "planfence_net.workspace.hook.told",
+    "planfence_net.workspace.model.readonly",
+    "planfence_net.workspace.place.inflight",
+    "planfence_net.workspace.plans.advance",
+    "planfence_net.workspace.plans.check",
+    "planfence_net.workspace.plans.checklog",
+    "planfence_net.workspace.plans.intentclient",
+    "planfence_net.workspace.plans.intentnotes",
+    "planfence_net.workspace.plans.session",
+)
+
+
+async def warm(log: EventLog, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+    """Import HOOK_PATH in a worker thread once the owner listens (reported at once): the
+    first hook calls a fresh owner answers then cost what later ones do (each module's
+    first import is 20 to 30 ms of CPU in all). Logs `hook_warm` with the time it took."""
+    task_status.started()
+    started = time.perf_counter()
+    await anyio.to_thread.run_sync(_import, HOOK_PATH)
+    log.write("hook_warm", ms=round((time.perf_counter() - started) * 1000, 3))
+
+
+def _import(names: tuple[str, ...]) -> None:
+    import importlib
+
+    for name in names:
+        importlib.import_module(name)
+
+
 async def serve(
     cluster: Path,
     log: EventLog,
