@@ -142,8 +142,8 @@ PoolKey = tuple[str, bytes, str, bytes, tuple[str, int]]
 
 
 class SessionPool:
-    """Idle sessions kept open between checks, at most `idle` in all (the oldest is closed
-    first). A session is taken by one `SyncSessions` at a time, so sessions are never shared
+    """Idle sessions kept open between checks, at most `idle` in all (past it, the oldest
+    session of the longest-kept key is closed). A session is taken by one `SyncSessions` at a time, so sessions are never shared
     by two requests; one that the owner closed while it was idle is closed and passed over.
     Thread-safe."""
 
