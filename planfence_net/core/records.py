@@ -209,6 +209,13 @@ def record_from_wire(value: Any) -> Record:
     return Record(key, owner, seq, parents, kind, body_raw, signature, rid)
 
 
+# Signatures already found good, as (public key, record id, signature): Ed25519 verification
+# is deterministic, so a long-lived process (the workspace owner answering hook calls, which
+# reads the same plan lineage on every call) checks each one once. Bounded: cleared when full.
+GOOD_SIGNATURES = 65536
+_GOOD_SIGNATURES: set[tuple[bytes, bytes, bytes]] = set()
+
+
 def verify(
     record: Record,
     *,
@@ -230,12 +237,17 @@ def verify(
     public_key = public_key_of(record.owner)
     if public_key is None:
         raise RecordError("owner", f"record owner {record.owner!r} is not in the roster")
-    try:
-        VerifyKey(public_key).verify(rid, record.signature)
-    except BadSignatureError as exc:
-        raise RecordError(
-            "signature", f"bad signature on record for {record.key!r} by {record.owner!r}"
-        ) from exc
+    signed = (public_key, rid, record.signature)
+    if signed not in _GOOD_SIGNATURES:
+        try:
+            VerifyKey(public_key).verify(rid, record.signature)
+        except BadSignatureError as exc:
+            raise RecordError(
+                "signature", f"bad signature on record for {record.key!r} by {record.owner!r}"
+            ) from exc
+        if len(_GOOD_SIGNATURES) >= GOOD_SIGNATURES:
+            _GOOD_SIGNATURES.clear()
+        _GOOD_SIGNATURES.add(signed)
     owner = owner_of(record.key)
     if owner != record.owner:
         raise RecordError(

@@ -6,14 +6,21 @@ module is one more loop over it, as `planfence_net.net.transport` is, on blockin
 one session per owner, and a round of requests to several owners runs one thread per owner,
 all under one deadline. Errors are the project's: TransportError (cannot connect, connection
 lost, deadline passed), HandshakeError, RemoteProtocolError, RequestError.
+
+A long-lived process that runs many short checks (the workspace owner answering hook calls)
+keeps its sessions warm: inside `keeping(pool)`, `SyncSessions` made in that context (and
+the worker threads it starts) take an idle session from the `SessionPool` before opening one,
+and give theirs back on `close()` instead of closing them.
 """
 
 from __future__ import annotations
 
 import _thread
+import contextlib
+import contextvars
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..core.errors import (
@@ -118,6 +125,90 @@ class SyncSession:
     def close(self) -> None:
         self.sock.close()
 
+    def idle(self) -> bool:
+        """True when the connection is open and nothing is waiting to be read on it (a
+        session that is safe to send the next request on)."""
+        try:
+            self.sock.setblocking(False)  # a timeout would make recv wait for data first
+            self.sock.recv(1, socket.MSG_PEEK)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        return False  # the owner closed it (b""), or sent what nobody asked for
+
+
+PoolKey = tuple[str, bytes, str, bytes, tuple[str, int]]
+
+
+class SessionPool:
+    """Idle sessions kept open between checks, at most `idle` in all (past it, the oldest
+    session of the longest-kept key is closed). A session is taken by one `SyncSessions` at a time, so sessions are never shared
+    by two requests; one that the owner closed while it was idle is closed and passed over.
+    Thread-safe."""
+
+    def __init__(self, idle: int = 32) -> None:
+        self.limit = idle
+        self._idle: dict[PoolKey, list[SyncSession]] = {}
+        self._count = 0
+        self._lock = _thread.allocate_lock()
+        self.opened = self.reused = 0  # counters for `statistics`
+
+    def take(self, key: PoolKey) -> SyncSession | None:
+        """An idle, open session for `key`, or None."""
+        while True:
+            with self._lock:
+                sessions = self._idle.get(key)
+                if not sessions:
+                    return None
+                session = sessions.pop()
+                self._count -= 1
+            if session.idle():
+                self.reused += 1
+                return session
+            session.close()
+
+    def give(self, key: PoolKey, session: SyncSession) -> None:
+        """Keep `session` (idle, its last request answered) for the next `take` of `key`."""
+        oldest = None
+        with self._lock:
+            self._idle.setdefault(key, []).append(session)
+            self._count += 1
+            if self._count > self.limit:
+                first = next(k for k, v in self._idle.items() if v)
+                oldest = self._idle[first].pop(0)
+                self._count -= 1
+        if oldest is not None:
+            oldest.close()
+
+    def close(self) -> None:
+        """Close every idle session."""
+        with self._lock:
+            sessions = [s for each in self._idle.values() for s in each]
+            self._idle.clear()
+            self._count = 0
+        for session in sessions:
+            session.close()
+
+    def statistics(self) -> dict[str, int]:
+        return {"idle": self._count, "opened": self.opened, "reused": self.reused}
+
+
+_POOL: contextvars.ContextVar[SessionPool | None] = contextvars.ContextVar(
+    "planfence_session_pool", default=None
+)
+
+
+@contextlib.contextmanager
+def keeping(pool: SessionPool) -> Iterator[SessionPool]:
+    """Within the block (and the tasks and worker threads started from it, which copy the
+    context), `SyncSessions` use `pool`'s warm sessions (module doc)."""
+    token = _POOL.set(pool)
+    try:
+        yield pool
+    finally:
+        _POOL.reset(token)
+
 
 class SyncSessions:
     """Sessions from `identity` to the owners of `roster`, opened on first use.
@@ -139,6 +230,7 @@ class SyncSessions:
         self._sessions: dict[str, SyncSession] = {}
         self._turns: dict[str, _thread.LockType] = {}  # owner -> held while a request runs
         self._dropped = [0, 0]  # bytes sent and received by dropped sessions
+        self._pool = _POOL.get()  # read here: the threads of `round` do not copy the context
 
     def request(self, owner: str, op: str, args: dict[str, Any], deadline: float) -> dict[str, Any]:
         """One request to `owner`; raises as SyncSession.request does."""
@@ -157,13 +249,13 @@ class SyncSessions:
         try:
             if session is None:
                 agent = self.roster.agent(owner)
-                session = SyncSession.open(
-                    self.roster,
-                    self.identity,
-                    agent,
-                    self.addresses.get(owner, (agent.host, agent.port)),
-                    deadline,
-                )
+                address = self.addresses.get(owner, (agent.host, agent.port))
+                key = self._key(agent, address)
+                session = self._pool.take(key) if self._pool is not None else None
+                if session is None:
+                    session = SyncSession.open(self.roster, self.identity, agent, address, deadline)
+                    if self._pool is not None:
+                        self._pool.opened += 1
                 self._sessions[owner] = session
             return session.request(op, args, deadline)
         except (TransportError, RemoteProtocolError):
@@ -232,9 +324,29 @@ class SyncSessions:
             self._dropped[0] += session.bytes_sent
             self._dropped[1] += session.bytes_received
 
+    def _key(self, agent: Agent, address: tuple[str, int]) -> PoolKey:
+        """Which pooled sessions may serve `agent` at `address`: the same cluster, the same
+        identity on our side, the same key on the owner's, the same address."""
+        return (self.roster.cluster, self.identity.public_key, agent.name, agent.noise_key, address)
+
     def close(self) -> None:
+        """Close the sessions, or, in `keeping`, give the idle ones back to the pool (a
+        session whose request a round gave up on is still busy: it is closed)."""
         for owner in list(self._sessions):
-            self._drop(owner)
+            turn = self._turns.get(owner)
+            if self._pool is None or turn is None or not turn.acquire(blocking=False):
+                self._drop(owner)
+                continue
+            try:
+                session = self._sessions.pop(owner)
+                agent = self.roster.agent(owner)
+                address = self.addresses.get(owner, (agent.host, agent.port))
+                self._dropped[0] += session.bytes_sent
+                self._dropped[1] += session.bytes_received
+                session.bytes_sent = session.bytes_received = 0
+                self._pool.give(self._key(agent, address), session)
+            finally:
+                turn.release()
 
 
 def _left(deadline: float) -> float:

@@ -5,6 +5,7 @@ to the owner's door with the key in `env`; the command form elsewhere; `status` 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,8 +13,9 @@ from typing import Any
 import pytest
 
 from planfence_net.workspace.installers import httphook
+from planfence_net.workspace.installers.leanhook import lean_line
 from support.cluster import PLANFENCE
-from support.workspace import make_repo, run_cli, served
+from support.workspace import hook_socket, make_repo, run_cli, served
 
 ENVIRONMENT = ["PLANFENCE_CLUSTER", "XDG_STATE_HOME", "HOME", "CODEX_HOME", "XDG_CONFIG_HOME"]
 THEIRS = {"env": {"FOO": "1"}, "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
@@ -65,9 +67,13 @@ def test_served_worktree_gets_http_handlers(tmp_path: Path, home: Path) -> None:
         assert config["hooks"]["SessionEnd"] == [
             {"hooks": [{k: v for k, v in handler.items() if k != "onFailure"}]}
         ]
-        command = {"type": "command", "command": str(PLANFENCE), "timeout": 30}
-        args = ["hook", "claude", "--mode", "auto"]  # Claude Code runs no http SessionStart
-        assert config["hooks"]["SessionStart"] == [{"hooks": [{**command, "args": args}]}]
+        # Claude Code runs no http SessionStart: the command form, behind the lean client
+        line = lean_line(f"{PLANFENCE} hook claude --mode auto", repo)
+        assert line.startswith(f"{sys.executable} -I -S ") and line.endswith(
+            f" --socket {hook_socket(repo)} {PLANFENCE} hook claude --mode auto"
+        )
+        command = {"type": "command", "command": line, "timeout": 30}
+        assert config["hooks"]["SessionStart"] == [{"hooks": [command]}]
         found = status(repo)
         assert (found["state"], found["detail"]) == (
             "active",

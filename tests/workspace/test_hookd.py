@@ -41,6 +41,8 @@ OURS = {
     "planfence_net.workspace.place.paths",
     "planfence_net.workspace.hook",
     "planfence_net.workspace.hook.client",
+    "planfence_net.workspace.installers",
+    "planfence_net.workspace.installers.leanhook",  # where the sockets are
 }
 
 
@@ -230,8 +232,14 @@ ENVIRONMENT_READERS = {
     # the fence's own files: HOME, CODEX_HOME, XDG_CONFIG_HOME
     "workspace/place/guarded.py": ["os.environ", "expanduser", "Path.home"],
 }
-# installers; the client itself; the owner, above the hook (its own settings, e.g. a test clock)
-NOT_REACHED = ("workspace/installers/", "workspace/hook/client.py", "workspace/owner/")
+# installers; the clients themselves (the lean one sends the same variables:
+# test_lean_hook.py); the owner, above the hook (its own settings, e.g. a test clock)
+NOT_REACHED = (
+    "workspace/installers/",
+    "workspace/hook/client.py",
+    "workspace/hook/lean.py",
+    "workspace/owner/",
+)
 
 
 def test_every_environment_read_decide_can_reach_is_sent_by_the_client() -> None:

@@ -40,6 +40,8 @@ import sys
 import time
 from pathlib import Path
 
+from ..installers.leanhook import socket_dir as socket_dir  # re-exported: where sockets are
+from ..installers.leanhook import socket_path as socket_path
 from ..place.anchor import ENV, find_folder
 from ..place.paths import state_dir
 
@@ -58,19 +60,6 @@ GRACE = 1.0  # seconds past --timeout the owner's own deadline may run over
 DEFAULT_TIMEOUT = 10.0  # hook.DEFAULT_TIMEOUT (equal: tests/workspace/test_hookd.py)
 OPTIONS = ("--cluster", "--plan", "--as", "--timeout", "--scope", "--mode")  # hook._options
 SOCKET = "the workspace owner's hook socket"
-
-
-def socket_dir() -> Path:
-    """Where hook sockets live: the user's state directory's `hookd/` (mode 0700)."""
-    return state_dir() / "hookd"
-
-
-def socket_path(cluster: Path) -> Path:
-    """The hook socket of the cluster folder `cluster` (keyed by its real path)."""
-    import hashlib
-
-    real = os.path.realpath(cluster).encode()
-    return socket_dir() / f"{hashlib.blake2b(real, digest_size=12).hexdigest()}.sock"
 
 
 def environment() -> dict[str, str | None]:
@@ -113,7 +102,7 @@ def run(agent: str, argv: list[str], stdin: IO[bytes] | None = None) -> int:
     if len(data) > MAX_PAYLOAD:
         write_answer(oversize(), "")
         return BLOCK
-    where = _route(argv, data)
+    where = route(argv, data)
     if where is None:
         return _in_process(agent, argv, data)
     path, cluster, timeout = where
@@ -158,8 +147,17 @@ def write_answer(
                 pass
 
 
-def _route(argv: list[str], data: bytes) -> tuple[Path, Path, float] | None:
-    """(socket, cluster folder, --timeout) when the fast path applies, else None."""
+FAST_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure")
+# The lean client's owner also answers these in a worktree it serves: the join of an unserved
+# one (SessionStart) never reaches it, since no cluster is found for such a worktree.
+SESSION_EVENTS = ("SessionStart", "SessionEnd")
+
+
+def route(
+    argv: list[str], data: bytes, events: tuple[str, ...] = FAST_EVENTS
+) -> tuple[Path, Path, float] | None:
+    """(socket, cluster folder, --timeout) when the fast path applies to a call of one of
+    `events`, else None (the owner's door runs it for the lean client, `hook/lean.py`)."""
     if len(argv) % 2 or any(argv[i] not in OPTIONS for i in range(0, len(argv), 2)):
         return None
     options = dict(zip(argv[::2], argv[1::2], strict=True))
@@ -173,11 +171,7 @@ def _route(argv: list[str], data: bytes) -> tuple[Path, Path, float] | None:
         call = json.loads(data)
     except Exception:  # not JSON, or nested too deep (RecursionError): the hook's own words
         return None
-    if not isinstance(call, dict) or call.get("hook_event_name") not in (
-        "PreToolUse",
-        "PostToolUse",
-        "PostToolUseFailure",
-    ):
+    if not isinstance(call, dict) or call.get("hook_event_name") not in events:
         return None
     cwd = call.get("cwd")
     if not isinstance(cwd, str) or not os.path.isabs(cwd) or "\0" in cwd:

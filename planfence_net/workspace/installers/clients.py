@@ -60,6 +60,7 @@ from ...cluster.command import executable
 from ...core.errors import ConfigError
 from ..place.paths import worktree_root
 from .httphook import ENV, PATH, ensure_secret, http_handler, served_port
+from .leanhook import lean_handler, lean_line
 
 EVENTS = ("PreToolUse", "PostToolUse")  # check before a call; record the agent's own edit
 SESSION = "SessionStart"  # join a worktree the agent created; automatic mode: start the plan
@@ -181,7 +182,9 @@ def handler(
     """Our handler for `agent` (see module doc). `command` replaces the shell command line
     (tests, docs); Claude Code's exec form then names it as the executable."""
     if agent == "codex":
-        text = command or hook_command(agent, cluster, user, timeout, explicit)
+        text = command or lean_line(
+            hook_command(agent, cluster, user, timeout, explicit), None if user else root, cluster
+        )
         return {"type": "command", "command": text, "timeout": TIMEOUT}
     args = hook_args(agent, cluster, user, timeout, explicit)
     if shared and command is None:
@@ -359,7 +362,9 @@ def install(
     if door is not None:
         # Claude Code 2.1.332 skips http handlers on SessionStart ("HTTP hooks are not
         # supported for SessionStart"): that one event keeps the command form.
-        config["hooks"][SESSION][-1] = our_group(agent, command, SESSION)
+        config["hooks"][SESSION][-1] = our_group(
+            agent, lean_handler(command, root, cluster), SESSION
+        )
         env = config.setdefault("env", {})
         if not isinstance(env, dict):
             raise ConfigError(f"{path}: 'env' has an unexpected shape; not touching it")

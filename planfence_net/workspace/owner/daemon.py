@@ -26,6 +26,7 @@ from ...cluster.folder import ClusterDir
 from ...core.errors import ConfigError
 from ...core.identity import Identity
 from ...core.roster import Roster
+from ...net.syncclient import SessionPool
 from ...owners.limits import Limits
 from ...owners.logs import EventLog
 from ...owners.ops import owner_operations
@@ -179,10 +180,12 @@ async def run_workspace_owner(
     task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the worktree at `root` as `identity` until a signal or cancellation; with
-    `cluster` (its cluster folder), also the hook's socket (`hookd`) and its loopback HTTP
-    door for Claude Code's http hooks (`httpd`), both listening before the port is reported. The intents' leases are read on `clock`.
+        `cluster` (its cluster folder), also the hook's socket (`hookd`) and its loopback HTTP
+        door for Claude Code's http hooks (`httpd`), both listening before the port is reported,
+    both checking calls over one pool of warm sessions (closed when the owner stops). The
+    intents' leases are read on `clock`.
 
-    Raises ConfigError when `root` is not a folder.
+        Raises ConfigError when `root` is not a folder.
     """
     observer = Observer(root)
 
@@ -191,6 +194,27 @@ async def run_workspace_owner(
         log.write("workspace", root=str(observer.root), git=observer.git is not None)
         return made
 
+    sessions = SessionPool()  # the hook doors' checks: warm sessions to the owners they ask
+    try:
+        await _run(roster, identity, db_path, log_path, listen, limits, accept_loss, service,
+                   cluster, sessions, task_status)  # fmt: skip
+    finally:
+        sessions.close()
+
+
+async def _run(
+    roster: Roster,
+    identity: Identity,
+    db_path: Path,
+    log_path: Path,
+    listen: tuple[str, int] | None,
+    limits: Limits,
+    accept_loss: bool,
+    service: Callable[[Store, EventLog], Service],
+    cluster: Path | None,
+    sessions: SessionPool,
+    task_status: TaskStatus[int],
+) -> None:
     await run_owner(
         roster,
         identity,
@@ -203,8 +227,9 @@ async def run_workspace_owner(
         tasks=[]
         if cluster is None
         else [
-            functools.partial(hookd.serve, cluster),
-            functools.partial(httpd.serve, cluster, identity.name),
+            functools.partial(hookd.serve, cluster, sessions=sessions),
+            functools.partial(httpd.serve, cluster, identity.name, sessions=sessions),
+            hookd.warm,
         ],
         task_status=task_status,
     )

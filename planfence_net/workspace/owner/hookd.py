@@ -10,6 +10,10 @@ while it serves; another workspace owner of the cluster started later does not).
 socket appears under its name only once it listens with its final mode (bound under a
 temporary name, then renamed), and is removed when the owner stops.
 
+A lean client (`hook/lean.py`, what Codex runs) sends the raw values of the variables the
+answer depends on and leaves the routing to the owner (`_lean_not_mine`); it is answered in
+its own framing (`lean_answer`), or `fallback`.
+
 Per connection: the peer must run as this user (SO_PEERCRED, else the connection is closed
 unanswered, which the client reports as a block); the request is read within READ_TIMEOUT,
 and a payload larger than `hookclient.MAX_PAYLOAD` is refused with its reason (`oversize`)
@@ -22,7 +26,9 @@ another session's (each writes its files under names unique to its thread). A ca
 unanswered when its client's deadline has passed (the request's `left` seconds, else its
 `--timeout` plus GRACE) is given up: the client has already blocked, so nothing is sent and
 it is logged as `hook_abandoned`. Each answered call is logged as a `hook` event with its
-exit code and how long `decide` took (`ms`).
+exit code, how long `decide` took (`ms`) and the CPU its worker thread spent (`cpu_ms`).
+The checks ask the owners over warm sessions (`syncclient.SessionPool`, given by the
+daemon): no handshake per call once the first calls opened them.
 """
 
 from __future__ import annotations
@@ -42,18 +48,23 @@ from typing import Any
 import anyio
 from anyio.abc import SocketAttribute, SocketStream, TaskStatus
 
+from ...net.syncclient import SessionPool, keeping
 from ...owners.logs import EventLog
 from ..hook.client import (
     DEFAULT_TIMEOUT,
+    FAST_EVENTS,
     GRACE,
     MAX_PAYLOAD,
+    SESSION_EVENTS,
     VERSION,
     environment,
     oversize,
-    socket_path,
+    route,
     unsafe,
 )
 from ..hook.run import Answer, decide
+from ..installers.httphook import ENVIRONMENT
+from ..installers.leanhook import socket_path
 
 READ_TIMEOUT = 30.0  # seconds for a client to send its request
 MAX_HEADER = 64 * 1024
@@ -62,17 +73,56 @@ TAKEOVER_POLL = 0.5  # seconds between a standing-by owner's tries at the socket
 STANDBY = "another owner of this cluster serves it; standing by to take over"
 
 
+# What `decide` imports on a session's first calls (`hook.run` imports lazily, for the
+# short-lived hook process); the owner imports it once it listens (`warm`).
+HOOK_PATH = (
+    "planfence_net.workspace.hook.context",
+    "planfence_net.workspace.hook.auto",
+    "planfence_net.workspace.hook.guard",
+    "planfence_net.workspace.hook.record",
+    "planfence_net.workspace.hook.text",
+    "planfence_net.workspace.hook.told",
+    "planfence_net.workspace.model.readonly",
+    "planfence_net.workspace.place.inflight",
+    "planfence_net.workspace.plans.advance",
+    "planfence_net.workspace.plans.check",
+    "planfence_net.workspace.plans.checklog",
+    "planfence_net.workspace.plans.intentclient",
+    "planfence_net.workspace.plans.intentnotes",
+    "planfence_net.workspace.plans.session",
+)
+
+
+async def warm(log: EventLog, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+    """Import HOOK_PATH in a worker thread once the owner listens (reported at once): the
+    first hook calls a fresh owner answers then cost what later ones do (each module's
+    first import is 20 to 30 ms of CPU in all). Logs `hook_warm` with the time it took."""
+    task_status.started()
+    started = time.perf_counter()
+    await anyio.to_thread.run_sync(_import, HOOK_PATH)
+    log.write("hook_warm", ms=round((time.perf_counter() - started) * 1000, 3))
+
+
+def _import(names: tuple[str, ...]) -> None:
+    import importlib
+
+    for name in names:
+        importlib.import_module(name)
+
+
 async def serve(
     cluster: Path,
     log: EventLog,
     *,
+    sessions: SessionPool | None = None,
     task_status: TaskStatus[Path | None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the hook socket of the cluster folder `cluster` until cancelled. Reports the
     socket's path once it listens, or None (and logs why) when this owner does not serve
     it: it cannot (the hook then runs in-process), or another owner of the cluster does (this
     one then stands by and takes the socket over once that owner's lock is released, e.g.
-    when it died). Never raises OSError: the owner serves on without it."""
+    when it died). Never raises OSError: the owner serves on without it. The checks run on
+    `sessions`' warm sessions (`syncclient.keeping`) when given."""
     reported = False
 
     def report(value: Path | None) -> None:
@@ -97,7 +147,8 @@ async def serve(
                 # The lock is released in another process: no event here to wait on.
                 while not _try_lock(lock):  # noqa: ASYNC110
                     await anyio.sleep(TAKEOVER_POLL)
-            await _listen(cluster, path, log, report)
+            with keeping(sessions) if sessions is not None else contextlib.nullcontext():
+                await _listen(cluster, path, log, report)
     except OSError as exc:
         why = f"{type(exc).__name__}: {exc}"
     finally:
@@ -192,15 +243,49 @@ async def _answer_one(
         await _send(stream, {"code": 2, "stderr": oversize(), "stdout": ""})
         return
     header, data = request
-    why = _not_mine(header, cluster)
+    lean = header.get("lean") is True
+    why = _lean_not_mine(header, data, cluster) if lean else _not_mine(header, cluster)
     if why is not None:
-        await _send(stream, {"fallback": why})
+        await _send_raw(stream, b"fallback\n") if lean else await _send(stream, {"fallback": why})
         return
 
     answer = await wait_decision(header["agent"], header["argv"], data, _left(header), log, workers)
     if answer is None:  # the client's deadline passed: it blocked already
         return
+    if lean:
+        await _send_raw(stream, lean_answer(answer))
+        return
     await _send(stream, {"code": answer.code, "stderr": answer.stderr, "stdout": answer.stdout})
+
+
+def lean_answer(answer: Answer) -> bytes:
+    """`answer` on the lean client's wire (`hook/lean.py`): `CODE NOUT NERR\\n`, stdout, stderr."""
+    out = answer.stdout.encode("utf-8", "replace")
+    err = answer.stderr.encode("utf-8", "replace")
+    return b"%d %d %d\n" % (answer.code, len(out), len(err)) + out + err
+
+
+def _lean_not_mine(header: dict[str, Any], data: bytes, cluster: Path) -> str | None:
+    """Why this owner does not answer a lean client's request (it then runs the ordinary
+    hook, which finds its own way): the same as `_not_mine`, with the routing the ordinary
+    client does (`client.route`: the call's cluster folder, from its `cwd`) done here."""
+    argv, environ = header.get("argv"), header.get("environ")
+    if header.get("v") != VERSION:
+        return f"protocol version {header.get('v')!r}, this owner speaks {VERSION}"
+    if header.get("agent") not in ("claude", "codex") or not (
+        isinstance(argv, list) and all(isinstance(a, str) for a in argv)
+    ):
+        return "malformed request"
+    if header.get("exe") != sys.executable:
+        return f"another installation ({header.get('exe')!r}, this owner runs {sys.executable})"
+    if not isinstance(environ, dict) or any(
+        environ.get(name) != os.environ.get(name) for name in ENVIRONMENT
+    ):
+        return "another environment"
+    found = route(argv, data, (*FAST_EVENTS, *SESSION_EVENTS))
+    if found is None or os.path.realpath(found[1]) != os.path.realpath(cluster):
+        return "another cluster folder, or a call the ordinary hook judges"
+    return None
 
 
 async def wait_decision(
@@ -216,17 +301,26 @@ async def wait_decision(
     given up after `seconds` (the caller's deadline): its answer, or None when the caller's deadline passed first.
     Logs `hook` (or `hook_abandoned`) with its time and `fields` (e.g. the door)."""
     started = time.perf_counter()
-    answer = None
+    done = None
     with anyio.move_on_after(seconds):
-        answer = await anyio.to_thread.run_sync(
-            decide, agent, argv, data, abandon_on_cancel=True, limiter=workers
+        done = await anyio.to_thread.run_sync(
+            _timed, agent, argv, data, abandon_on_cancel=True, limiter=workers
         )
     ms = round((time.perf_counter() - started) * 1000, 3)
-    if answer is None:
+    if done is None:
         log.write("hook_abandoned", client=agent, **fields, ms=ms)
         return None
-    log.write("hook", client=agent, **fields, code=answer.code, ms=ms)
+    answer, cpu = done
+    log.write("hook", client=agent, **fields, code=answer.code, ms=ms, cpu_ms=cpu)
     return answer
+
+
+def _timed(agent: str, argv: list[str], data: bytes) -> tuple[Answer, float]:
+    """`decide`'s answer and the CPU its thread spent on it, in ms (the owner's side of the
+    sessions it asks is counted by the owner's own loop, not here)."""
+    started = time.thread_time()
+    answer = decide(agent, argv, data)
+    return answer, round((time.thread_time() - started) * 1000, 3)
 
 
 def _left(header: dict[str, Any]) -> float:
@@ -296,7 +390,11 @@ def _not_mine(header: dict[str, Any], cluster: Path) -> str | None:
 
 
 async def _send(stream: SocketStream, value: dict[str, Any]) -> None:
+    await _send_raw(stream, json.dumps(value).encode())
+
+
+async def _send_raw(stream: SocketStream, data: bytes) -> None:
     try:
-        await stream.send(json.dumps(value).encode())
+        await stream.send(data)
     except (anyio.BrokenResourceError, anyio.ClosedResourceError):
         pass  # the client gave up (its deadline): it already blocked
