@@ -15,8 +15,8 @@ Each row has a `type` and an `id`; a reader keeps the newest row of each (type, 
     {"type": "status", "id": "status", "text", "plans", "stale", "blocked", "sessions",
      "states": {session: state}, "lines"}
 
-A session is `ended` once every intent it published is ended (SessionEnd ends them; a
-session that never wrote has none, and stays as it was), else `blocked` when its plan's last
+A session is `ended` once the hook logged its `session_end` (and no call of it came after),
+or every intent it published is ended (SessionEnd ends them), else `blocked` when its plan's last
 check blocked, `stale` when a key its plan holds has a newer head than the version the plan
 recorded (status facts aside: they only inform), else `working`.
 """
@@ -99,7 +99,10 @@ def session_row(team: Team, sid: str) -> dict[str, Any]:
         "client": session.client,
         "plan": session.plan,
         "worktree": agent,
-        "path": team.roots.get(agent or "") or _plan_body(team, session.plan).get("worktree"),
+        "path": team.roots.get(agent or "")
+        or _plan_body(team, session.plan).get("worktree")
+        or session.cwd
+        or None,
         "branch": _fact(team, agent, "branch"),
         "head": _fact(team, agent, "head"),
         "state": state(team, session),
@@ -172,7 +175,7 @@ def overlap_row(team: Team) -> dict[str, Any]:
 
 def state(team: Team, session: SessionState) -> str:
     """working, blocked, stale or ended (see module doc)."""
-    if _ended(team, session):
+    if session.ended or _ended(team, session):
         return "ended"
     plan = team.plans.get(session.plan)
     if plan is not None and plan.last_check and plan.last_check.get("exit") == 2:
@@ -192,8 +195,9 @@ def roles(team: Team, plan: PlanState) -> dict[str, list[str]]:
 
 def worktree_agent(team: Team, session: SessionState) -> str | None:
     """The workspace agent of the session's worktree: the one whose root is the plan's
-    worktree, else the first agent of the plan's keys."""
-    path = _plan_body(team, session.plan).get("worktree")
+    worktree (else the folder its `session_end` named), else the first agent of the plan's
+    keys."""
+    path = _plan_body(team, session.plan).get("worktree") or session.cwd
     for agent, root in team.roots.items():
         if root == path:
             return agent

@@ -1,7 +1,7 @@
 """The team as the owners' logs tell it: one fold of log lines into rows (pure, no I/O).
 
 `Team.feed(line)` takes one JSON line of a cluster folder's owner logs (`logs/OWNER.jsonl`:
-the owners' `put` lines, the `check` lines the hook appends, the owners' `request` lines (who asked
+the owners' `put` lines, the `check` and `session_end` lines the hook appends, the owners' `request` lines (who asked
 for what: an executor's validation is a `heads`), `workspace`, `listening` and the central
 store's `decision`s) and `Team.body(id, body)` the body of a record the collector
 fetched (plans, intents, branch and HEAD facts: a put line names a record, not its content).
@@ -52,7 +52,9 @@ class PlanState:
 
 @dataclass
 class SessionState:
-    """A session (or one subagent of it): its plan, client, last call and that call's files."""
+    """A session (or one subagent of it): its plan, client, last call and that call's files;
+    `ended` once its `session_end` line came (and no call after it), `cwd` that line's
+    folder."""
 
     session: str
     subagent: str | None
@@ -61,6 +63,8 @@ class SessionState:
     last: float = 0.0
     tool: str = ""
     files: list[str] = field(default_factory=list)
+    ended: bool = False
+    cwd: str = ""
 
 
 def session_id(session: str, subagent: str | None) -> str:
@@ -96,6 +100,8 @@ class Team:
             self._put(line, agent)
         elif event == "check" and isinstance(line.get("plan"), str):
             self._check(line)
+        elif event == "session_end" and isinstance(line.get("session"), str):
+            self._session_end(line)
         elif event == "request" and owner is not None:
             owner["requests"].append(_pick(line, "ts", "peer", "op", "outcome", "latency_ms"))
             self._mark("owner", agent)
@@ -174,6 +180,7 @@ class Team:
             row.last = float(line.get("ts") or row.last)
             row.files = [str(f) for f in line.get("files", [])][:20]
             row.client = line.get("client") or row.client
+            row.ended = False  # a call after its end: the session was resumed
             plan.sessions.add(sid)
             self._mark("session", sid)
         if line.get("exit") == 2:
@@ -198,6 +205,22 @@ class Team:
         )
         self._mark("owner", str(line.get("agent") or ""))
         self._plan_changed(plan)
+
+    def _session_end(self, line: dict[str, Any]) -> None:
+        """The session of a `session_end` line ended, with every subagent of it (a session
+        that only read has no row from a check: it gets one here)."""
+        session = line["session"]
+        if not session:
+            return
+        self.sessions.setdefault(session, SessionState(session, None))
+        for sid, row in self.sessions.items():
+            if row.session == session:
+                row.ended = True
+                row.client = row.client or line.get("client") or None
+                row.cwd = str(line.get("worktree") or row.cwd)
+                row.last = float(line.get("ts") or row.last)
+                self._mark("session", sid)
+        self._mark("status", "status")
 
     def _intent_changed(self, body: dict[str, Any]) -> None:
         plan = self.plans.get(str(body.get("plan")))

@@ -16,7 +16,17 @@ from planfence_net.cluster.folder import ClusterDir
 from planfence_net.view.collect import Collector
 from planfence_net.view.tui import ViewApp
 
-from .scenario import A, B, block_line, end_session, installed, step_drift, step_reads
+from .scenario import (
+    A,
+    B,
+    C,
+    block_line,
+    end_session,
+    installed,
+    step_drift,
+    step_read_only,
+    step_reads,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -82,7 +92,8 @@ async def test_the_tui_shows_the_team_live(tmp_path: Path) -> None:
             await pilot.press("enter")
             await until(pilot, lambda: app.shown_plan == block["plan"])
             detail = str(app.query_one("#detail").render())
-            assert B[:8] in detail and "+v = 2" in detail and "-v = 1" in detail
+            assert f"src/lib.py: written by session {B} of claude in {team.web}" in detail
+            assert "-v = 1\n+v = 2" in detail  # B's change, as the hook diffed it
             graph = str(app.query_one("#lineage").render())
             assert f"lineage of {block['plan']}" in graph
             assert "api:file/src/lib.py" in graph and "STALE" in graph and "head now:" in graph
@@ -90,4 +101,12 @@ async def test_the_tui_shows_the_team_live(tmp_path: Path) -> None:
             await anyio.to_thread.run_sync(end_session, team, team.web, B)
             await until(pilot, lambda: cells(app, "sessions", B)[:1] == ["ended"])
             assert style_of(app, "sessions", B, 0) == "grey50"
+
+            # A session that only read greys when it ends, its client named by its end.
+            await anyio.to_thread.run_sync(step_read_only, team)
+            await until(pilot, lambda: cells(app, "sessions", C)[:2] == ["working", "web"])
+            await anyio.to_thread.run_sync(end_session, team, team.web, C)
+            await until(pilot, lambda: cells(app, "sessions", C)[:1] == ["ended"])
+            assert cells(app, "sessions", C)[4] == "claude"
+            assert style_of(app, "sessions", C, 0) == "grey50"
             await pilot.press("q")
