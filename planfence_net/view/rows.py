@@ -11,6 +11,8 @@ Each row has a `type` and an `id`; a reader keeps the newest row of each (type, 
      "lines", "reread", "held", "writers", "record", "changed_again"}
     {"type": "owner", "id", "agent", "address", "root", "keys", "puts", "requests",
      "decisions"}
+    {"type": "executor", "id", "peer", "validations", "drifted", "recent": [{"ts", "owner",
+     "keys", "outcome", "moved": [{"key", "from", "to"}, ...]}, ...]}
     {"type": "overlap", "id": "overlap", "plans", "cells": [[i, j, [file, ...]], ...]}
     {"type": "status", "id": "status", "text", "plans", "stale", "blocked", "sessions",
      "states": {session: state}, "lines"}
@@ -19,6 +21,11 @@ A session is `ended` once the hook logged its `session_end` (and no call of it c
 or every intent it published is ended (SessionEnd ends them), else `blocked` when its plan's last
 check blocked, `stale` when a key its plan holds has a newer head than the version the plan
 recorded (status facts aside: they only inform), else `working`.
+
+An executor row is a peer that asked owners for heads (the gate's validation: the cluster's
+executors, and the hook, which asks as its roster member): how many validations, how many
+were shown a drift (a key whose head moved since the peer's previous look, `from` and `to`
+the key's seqs), and the recent ones.
 """
 
 from __future__ import annotations
@@ -39,6 +46,10 @@ def row(team: Team, kind: str, rid: str) -> dict[str, Any] | None:
         return plan_row(team, team.plans[rid])
     if kind == "owner" and rid in team.owners:
         return owner_row(team, rid)
+    if kind == "executor" and rid in team.executors:
+        found = team.executors[rid]
+        return {"type": "executor", "id": rid, "peer": rid, "validations": found["validations"],
+                "drifted": found["drifted"], "recent": list(found["recent"])}  # fmt: skip
     if kind == "block":
         return next((b for b in team.blocks if b["id"] == rid), None)
     if kind == "overlap":

@@ -120,6 +120,10 @@ def test_the_page_shows_the_team_live(tmp_path: Path, browser: object) -> None:
         assert plan == block["plan"]
         wait.until(lambda _: session_row(A).startswith("blocked"))
 
+        # The executors panel: the hook's validations (it asks as the planner).
+        wait.until(lambda _: "validations" in text('#executors [data-peer="planner"]'))
+        assert "heads of " in text('#executors [data-peer="planner"]')
+
         # Click: the lineage graph, with the version of src/lib.py the plan did not see.
         clicking = WebDriverWait(driver, 10, ignored_exceptions=[StaleElementReferenceException])
         clicking.until(lambda d: d.find_element(By.CSS_SELECTOR, "#blocks .block").click() or True)

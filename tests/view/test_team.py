@@ -163,6 +163,26 @@ def test_a_check_line_fills_the_client_column() -> None:
     assert by_type(team.take(), "session")[A]["client"] == "codex"
 
 
+def test_an_executors_validations_show_the_drift_it_was_shown() -> None:
+    team = team_with_a_plan()
+
+    def heads(ts: float, *keys: str) -> dict[str, Any]:
+        return {"ts": ts, "agent": "api", "event": "request", "peer": "ops", "op": "heads",
+                "keys": list(keys), "outcome": "ok", "latency_ms": 0.3}  # fmt: skip
+
+    team.feed(heads(2.0, "api:file/src/lib.py", "api:branch"))
+    team.feed(put("api:file/src/lib.py", "f2", 6))  # lib.py moves between two looks of ops
+    team.feed(heads(3.0, "api:file/src/lib.py", "api:branch"))
+    team.feed(heads(4.0, "api:file/src/lib.py"))  # the same head again: no drift
+    ops = by_type(team.take(), "executor")["ops"]
+    assert (ops["validations"], ops["drifted"]) == (3, 1)
+    assert [(v["ts"], v["owner"], v["keys"], v["moved"]) for v in ops["recent"]] == [
+        (2.0, "api", 2, []),
+        (3.0, "api", 2, [{"key": "api:file/src/lib.py", "from": 1, "to": 6}]),
+        (4.0, "api", 1, []),
+    ]
+
+
 def test_the_overlap_names_the_files_two_plans_share() -> None:
     team = team_with_a_plan()
     team.feed(put("web:file/src/lib.py", "w1", 1))

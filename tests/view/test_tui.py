@@ -4,6 +4,7 @@ writer session and the diff; selecting it shows the lineage; an ended session is
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -56,6 +57,20 @@ def style_of(app: ViewApp, table: str, key: str, column: int) -> str:
     return str(cell.style) if isinstance(cell, Text) else ""
 
 
+def heads_requests(cluster: Path, peer: str) -> int:
+    """How many `heads` requests of `peer` the owners' logs hold."""
+    count = 0
+    for log in (cluster / "logs").glob("*.jsonl"):
+        for line in log.read_text().splitlines():
+            entry = json.loads(line)
+            count += (
+                entry.get("event") == "request"
+                and entry.get("op") == "heads"
+                and entry.get("peer") == peer
+            )
+    return count
+
+
 async def test_the_tui_shows_the_team_live(tmp_path: Path) -> None:
     with installed(tmp_path) as team:
         await anyio.to_thread.run_sync(step_reads, team)
@@ -85,6 +100,13 @@ async def test_the_tui_shows_the_team_live(tmp_path: Path) -> None:
             await until(pilot, lambda: "blocked" in cells(app, "owners", "planner")[5])
             assert cells(app, "owners", "planner")[5] == f"{block['plan']} blocked relevant"
             assert cells(app, "owners", "api")[3].startswith("api:")
+
+            # The hook's validations (it asks as the planner): every heads request it made.
+            asked = await anyio.to_thread.run_sync(heads_requests, team.cluster, "planner")
+            await until(pilot, lambda: cells(app, "executors", "planner")[1:2] == [str(asked)])
+            validations = cells(app, "executors", "planner")
+            assert int(validations[2]) >= 1  # its keys moved between its looks (A's plan grew)
+            assert " seq " in validations[4] and "->" in validations[4]
 
             # Select the block: its writer, the diff and the lineage graph.
             blocks = app.query_one("#blocks")
