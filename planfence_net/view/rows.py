@@ -11,14 +11,21 @@ Each row has a `type` and an `id`; a reader keeps the newest row of each (type, 
      "lines", "reread", "held", "writers", "record", "changed_again"}
     {"type": "owner", "id", "agent", "address", "root", "keys", "puts", "requests",
      "decisions"}
+    {"type": "executor", "id", "peer", "validations", "drifted", "recent": [{"ts", "owner",
+     "keys", "outcome", "moved": [{"key", "from", "to"}, ...]}, ...]}
     {"type": "overlap", "id": "overlap", "plans", "cells": [[i, j, [file, ...]], ...]}
     {"type": "status", "id": "status", "text", "plans", "stale", "blocked", "sessions",
      "states": {session: state}, "lines"}
 
-A session is `ended` once every intent it published is ended (SessionEnd ends them; a
-session that never wrote has none, and stays as it was), else `blocked` when its plan's last
+A session is `ended` once the hook logged its `session_end` (and no call of it came after),
+or every intent it published is ended (SessionEnd ends them), else `blocked` when its plan's last
 check blocked, `stale` when a key its plan holds has a newer head than the version the plan
 recorded (status facts aside: they only inform), else `working`.
+
+An executor row is a peer that asked owners for heads (the gate's validation: the cluster's
+executors, and the hook, which asks as its roster member): how many validations, how many
+were shown a drift (a key whose head moved since the peer's previous look, `from` and `to`
+the key's seqs), and the recent ones.
 """
 
 from __future__ import annotations
@@ -39,6 +46,10 @@ def row(team: Team, kind: str, rid: str) -> dict[str, Any] | None:
         return plan_row(team, team.plans[rid])
     if kind == "owner" and rid in team.owners:
         return owner_row(team, rid)
+    if kind == "executor" and rid in team.executors:
+        found = team.executors[rid]
+        return {"type": "executor", "id": rid, "peer": rid, "validations": found["validations"],
+                "drifted": found["drifted"], "recent": list(found["recent"])}  # fmt: skip
     if kind == "block":
         return next((b for b in team.blocks if b["id"] == rid), None)
     if kind == "overlap":
@@ -99,7 +110,10 @@ def session_row(team: Team, sid: str) -> dict[str, Any]:
         "client": session.client,
         "plan": session.plan,
         "worktree": agent,
-        "path": team.roots.get(agent or "") or _plan_body(team, session.plan).get("worktree"),
+        "path": team.roots.get(agent or "")
+        or _plan_body(team, session.plan).get("worktree")
+        or session.cwd
+        or None,
         "branch": _fact(team, agent, "branch"),
         "head": _fact(team, agent, "head"),
         "state": state(team, session),
@@ -172,7 +186,7 @@ def overlap_row(team: Team) -> dict[str, Any]:
 
 def state(team: Team, session: SessionState) -> str:
     """working, blocked, stale or ended (see module doc)."""
-    if _ended(team, session):
+    if session.ended or _ended(team, session):
         return "ended"
     plan = team.plans.get(session.plan)
     if plan is not None and plan.last_check and plan.last_check.get("exit") == 2:
@@ -192,8 +206,9 @@ def roles(team: Team, plan: PlanState) -> dict[str, list[str]]:
 
 def worktree_agent(team: Team, session: SessionState) -> str | None:
     """The workspace agent of the session's worktree: the one whose root is the plan's
-    worktree, else the first agent of the plan's keys."""
-    path = _plan_body(team, session.plan).get("worktree")
+    worktree (else the folder its `session_end` named), else the first agent of the plan's
+    keys."""
+    path = _plan_body(team, session.plan).get("worktree") or session.cwd
     for agent, root in team.roots.items():
         if root == path:
             return agent

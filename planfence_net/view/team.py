@@ -1,7 +1,7 @@
 """The team as the owners' logs tell it: one fold of log lines into rows (pure, no I/O).
 
 `Team.feed(line)` takes one JSON line of a cluster folder's owner logs (`logs/OWNER.jsonl`:
-the owners' `put` lines, the `check` lines the hook appends, the owners' `request` lines (who asked
+the owners' `put` lines, the `check` and `session_end` lines the hook appends, the owners' `request` lines (who asked
 for what: an executor's validation is a `heads`), `workspace`, `listening` and the central
 store's `decision`s) and `Team.body(id, body)` the body of a record the collector
 fetched (plans, intents, branch and HEAD facts: a put line names a record, not its content).
@@ -52,7 +52,9 @@ class PlanState:
 
 @dataclass
 class SessionState:
-    """A session (or one subagent of it): its plan, client, last call and that call's files."""
+    """A session (or one subagent of it): its plan, client, last call and that call's files;
+    `ended` once its `session_end` line came (and no call after it), `cwd` that line's
+    folder."""
 
     session: str
     subagent: str | None
@@ -61,6 +63,8 @@ class SessionState:
     last: float = 0.0
     tool: str = ""
     files: list[str] = field(default_factory=list)
+    ended: bool = False
+    cwd: str = ""
 
 
 def session_id(session: str, subagent: str | None) -> str:
@@ -82,6 +86,8 @@ class Team:
         self.blocks: deque[dict[str, Any]] = deque(maxlen=BLOCKS)
         self.owners: dict[str, dict[str, Any]] = {}
         self.roots: dict[str, str] = {}  # workspace agent -> its worktree
+        self.executors: dict[str, dict[str, Any]] = {}  # peer -> its validations (`_validation`)
+        self._looked: dict[tuple[str, str], str] = {}  # (peer, key) -> head at its last look
         self.lines = 0
         self._dirty: dict[tuple[str, str], None] = {}
 
@@ -96,9 +102,13 @@ class Team:
             self._put(line, agent)
         elif event == "check" and isinstance(line.get("plan"), str):
             self._check(line)
+        elif event == "session_end" and isinstance(line.get("session"), str):
+            self._session_end(line)
         elif event == "request" and owner is not None:
             owner["requests"].append(_pick(line, "ts", "peer", "op", "outcome", "latency_ms"))
             self._mark("owner", agent)
+            if line.get("op") == "heads" and isinstance(line.get("peer"), str):
+                self._validation(line, agent)
         elif event == "decision" and owner is not None:
             owner["decisions"].append(_pick(line, "ts", "action", "outcome", "reason", "keys"))
             self._mark("owner", agent)
@@ -174,6 +184,7 @@ class Team:
             row.last = float(line.get("ts") or row.last)
             row.files = [str(f) for f in line.get("files", [])][:20]
             row.client = line.get("client") or row.client
+            row.ended = False  # a call after its end: the session was resumed
             plan.sessions.add(sid)
             self._mark("session", sid)
         if line.get("exit") == 2:
@@ -199,6 +210,47 @@ class Team:
         self._mark("owner", str(line.get("agent") or ""))
         self._plan_changed(plan)
 
+    def _validation(self, line: dict[str, Any], owner: str) -> None:
+        """A `heads` request of `peer` at `owner`: an executor's validation (the gate asks
+        each owner for the heads of the plan's keys). Kept with the keys whose head moved
+        since the peer's previous look at them (their put lines came between the two, in the
+        owner's own log): the drift the executor was shown, as the logs say it; whether it
+        then replanned is the executor's and is not in an owner's log."""
+        peer = line["peer"]
+        keys = [k for k in line.get("keys", []) if isinstance(k, str)][:64]
+        moved = []
+        for key in keys:
+            head, before = self.heads.get(key), self._looked.get((peer, key))
+            if head is not None and before is not None and head != before:
+                moved.append({"key": key, "from": self.puts[before].seq, "to": self.puts[head].seq})
+            if head is not None:
+                self._looked[(peer, key)] = head
+        row = self.executors.setdefault(
+            peer, {"validations": 0, "drifted": 0, "recent": deque(maxlen=RECENT)}
+        )
+        row["validations"] += 1
+        row["drifted"] += bool(moved)
+        row["recent"].append(
+            {"ts": line.get("ts"), "owner": owner, "keys": len(keys), "outcome": line.get("outcome"), "moved": moved}
+        )  # fmt: skip
+        self._mark("executor", peer)
+
+    def _session_end(self, line: dict[str, Any]) -> None:
+        """The session of a `session_end` line ended, with every subagent of it (a session
+        that only read has no row from a check: it gets one here)."""
+        session = line["session"]
+        if not session:
+            return
+        self.sessions.setdefault(session, SessionState(session, None))
+        for sid, row in self.sessions.items():
+            if row.session == session:
+                row.ended = True
+                row.client = row.client or line.get("client") or None
+                row.cwd = str(line.get("worktree") or row.cwd)
+                row.last = float(line.get("ts") or row.last)
+                self._mark("session", sid)
+        self._mark("status", "status")
+
     def _intent_changed(self, body: dict[str, Any]) -> None:
         plan = self.plans.get(str(body.get("plan")))
         if plan is not None:
@@ -222,10 +274,11 @@ class Team:
 
     def rows(self) -> list[dict[str, Any]]:
         """Every row, as a reader that starts now needs them (owners, plans, sessions,
-        blocks oldest first, the overlap and the status)."""
+        executors, blocks oldest first, the overlap and the status)."""
         keys = [("owner", a) for a in sorted(self.owners)]
         keys += [("plan", p) for p in sorted(self.plans)]
         keys += [("session", s) for s in sorted(self.sessions)]
+        keys += [("executor", p) for p in sorted(self.executors)]
         found = [row for kind, rid in keys if (row := rows.row(self, kind, rid)) is not None]
         return found + list(self.blocks) + [rows.overlap_row(self), self.status()]
 

@@ -3,7 +3,8 @@ stream like the page: it upserts the rows it is given and draws them.
 
 Tables of sessions (state by colour: working green, blocked red and bold, stale yellow, ended
 grey), blocks (newest first, with the writer of each drifted file and the diff), plans and
-owners (last put, request, check or decision); selecting a block or a plan (Enter, or a click) shows its lineage below. `q` quits.
+owners (last put, request, check or decision), executors (validations, and the drift each
+was shown); selecting a block or a plan (Enter, or a click) shows its lineage below. `q` quits.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class ViewApp(App[None]):
             "plan": {},
             "block": {},
             "owner": {},
+            "executor": {},
         }
         self.status_row: dict[str, Any] = {}
         self.shown_plan = ""
@@ -56,6 +58,7 @@ class ViewApp(App[None]):
             yield DataTable(id="blocks", cursor_type="row")
             yield DataTable(id="plans", cursor_type="row")
             yield DataTable(id="owners", cursor_type="row")
+            yield DataTable(id="executors", cursor_type="row")
             with Horizontal(id="lower"):
                 yield Static("", id="detail")
                 yield Static("select a block or a plan", id="lineage")
@@ -74,6 +77,9 @@ class ViewApp(App[None]):
         )
         self.query_one("#owners", DataTable).add_columns(
             "owner", "address", "keys", "last put", "last request", "last check or decision"
+        )
+        self.query_one("#executors", DataTable).add_columns(
+            "executor", "validations", "shown a drift", "last validation", "last drift"
         )
         self.run_worker(self._follow(), exclusive=True)
 
@@ -157,8 +163,26 @@ class ViewApp(App[None]):
                 _decision(decision),
                 key=o["id"],
             )
+        self._draw_executors()
         if self.shown_plan:
             self.show_lineage(self.shown_plan)
+
+    def _draw_executors(self) -> None:
+        table = self.query_one("#executors", DataTable)
+        table.clear()
+        for e in sorted(self.rows["executor"].values(), key=lambda e: e["id"]):
+            last = e["recent"][-1] if e["recent"] else {}
+            drift: list[dict[str, Any]] = next(
+                (v["moved"] for v in reversed(e["recent"]) if v["moved"]), []
+            )
+            table.add_row(
+                e["peer"],
+                str(e["validations"]),
+                str(e["drifted"]),
+                f"{last.get('keys')} keys at {last.get('owner')}: {last.get('outcome')}" if last else "",
+                Text(", ".join(f"{m['key']} seq {m['from']}->{m['to']}" for m in drift), style="yellow"),
+                key=e["id"],
+            )  # fmt: skip
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         key = str(event.row_key.value)

@@ -5,18 +5,18 @@ its worktree, the way Claude Code runs it (the installed command and arguments, 
 on stdin).
 
 A, B         the two sessions (A in api, B in web)
+C            a third session, in web, that only reads (`step_read_only`)
 Team         the cluster handle, the worktrees and the installed hook of each
 installed    `hook install claude --command` in both worktrees; yields a Team
 step_reads   A reads api/src/lib.py and writes api/src/other.py; B reads web/src/other.py
 step_drift   B writes api/src/lib.py (the file A read); A's next write is blocked
-block_line   A's block line in the planner's log, with `writers` (see below)
-end_session  Claude Code's SessionEnd of a session, through the installed hook
+block_line   A's block line in the planner's log, as the hook wrote it, with `writers`
+step_read_only  C reads web/src/lib.py and nothing more
+end_session  Claude Code's SessionEnd of a session, through the installed hook, which logs
+             its `session_end` line
 
-The block's `writers` field (who changed each drifted file, and the diff) is written by the
-hook of the `writer` branch; until the hook on this branch writes it, `block_line` appends
-the real block line again (same plan and time: the readers replace the row) with the writer
-the records show (session B, its client, worktree and the diff), so the readers are tested
-on the shape they will be given.
+The block's `writers` field (who changed each drifted file, and the diff) is the hook's own:
+the readers are tested on the line it wrote, never on one this module makes.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from support.cluster import PLANFENCE, ClusterHandle
 from support.workspace import payload, run_cli, served_team, stop, write
 
 A, B = "aaaaaaaa-1111-4111-8111-111111111111", "bbbbbbbb-2222-4222-8222-222222222222"
+C = "cccccccc-3333-4333-8333-333333333333"
 FILES = {"src/lib.py": "v = 1\n", "src/other.py": "w = 1\n"}
 
 
@@ -121,35 +122,45 @@ def step_drift(team: Team) -> str:
 
 
 def block_line(team: Team) -> dict[str, Any]:
-    """A's newest block line from the planner's log, with `writers` (see module doc)."""
+    """A's newest block line from the planner's log, exactly as the hook wrote it."""
     log = team.cluster / "logs" / "planner.jsonl"
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     block = [e for e in lines if e.get("event") == "check" and e.get("exit") == 2][-1]
-    assert block["session"] == A
-    if "writers" not in block:
-        block = {
-            **block,
-            "writers": [
-                {
-                    "path": "src/lib.py",
-                    "writer": f"claude session {B[:8]} in worktree web",
-                    "session": B,
-                    "agent": None,
-                    "client": "claude",
-                    "worktree": str(team.web),
-                    "commit": None,
-                    "at": block["ts"],
-                    "diff": "--- a/src/lib.py\n+++ b/src/lib.py\n@@ -1 +1 @@\n-v = 1\n+v = 2",
-                }
-            ],
-        }
-        with open(log, "a") as f:
-            f.write(json.dumps(block) + "\n")
+    assert (block["session"], block["client"]) == (A, "claude")
+    (writer,) = block["writers"]  # who changed the one drifted file, as the hook found it
+    assert {k: writer[k] for k in ("path", "session", "agent", "client", "worktree")} == {
+        "path": "src/lib.py",
+        "session": B,  # session B wrote the file A had read
+        "agent": None,
+        "client": "claude",
+        "worktree": str(team.web),
+    }, writer
+    assert writer["writer"] == f"written by session {B} of claude in {team.web}"
+    assert writer["diff"] == "@@ -1 +1 @@\n-v = 1\n+v = 2"  # the real change, B's write
     return block
 
 
+def step_read_only(team: Team) -> None:
+    """C reads web/src/lib.py, and nothing more (no write, no check line, no intent)."""
+    team.read(team.web, C, team.web / "src/lib.py")
+
+
 def end_session(team: Team, repo: Path, session: str) -> None:
+    """The session's SessionEnd, through the hook installed in `repo`; asserts the hook
+    logged its one `session_end` line in the planner's log."""
     assert team.hook(repo, session, "SessionEnd") == (0, "")
+    log = team.cluster / "logs" / "planner.jsonl"
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    ends = [e for e in lines if e.get("event") == "session_end" and e["session"] == session]
+    assert [{k: v for k, v in e.items() if k != "ts"} for e in ends] == [
+        {
+            "agent": "planner",
+            "event": "session_end",
+            "session": session,
+            "client": "claude",
+            "worktree": str(repo),
+        }
+    ]
 
 
 def drift_file(repo: Path) -> None:

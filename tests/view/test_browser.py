@@ -18,7 +18,18 @@ from pathlib import Path
 
 import pytest
 
-from .scenario import A, B, block_line, end_session, installed, step_drift, step_reads, view_page
+from .scenario import (
+    A,
+    B,
+    C,
+    block_line,
+    end_session,
+    installed,
+    step_drift,
+    step_read_only,
+    step_reads,
+    view_page,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -100,11 +111,18 @@ def test_the_page_shows_the_team_live(tmp_path: Path, browser: object) -> None:
         shown = text("#blocks .block")
         assert style("#blocks .block .title", "fontWeight") in ("700", "bold")
         assert shown.startswith("BLOCKED Write of src/other.py · relevant drift\n")
-        assert "src/lib.py" in shown and "-v = 1" in shown
+        # The writer the hook named (session B, which wrote the file A read) and its change.
+        assert f"src/lib.py: {block['writers'][0]['writer']} at " in shown
+        assert f"written by session {B} of claude in {team.web}" in shown
+        assert "-v = 1\n+v = 2" in shown
         assert driver.execute_script("return window.pfLoaded") == "first load"  # no reload
         plan = driver.execute_script("return document.querySelector('#blocks .block').dataset.plan")
         assert plan == block["plan"]
         wait.until(lambda _: session_row(A).startswith("blocked"))
+
+        # The executors panel: the hook's validations (it asks as the planner).
+        wait.until(lambda _: "validations" in text('#executors [data-peer="planner"]'))
+        assert "heads of " in text('#executors [data-peer="planner"]')
 
         # Click: the lineage graph, with the version of src/lib.py the plan did not see.
         clicking = WebDriverWait(driver, 10, ignored_exceptions=[StaleElementReferenceException])
@@ -120,4 +138,12 @@ def test_the_page_shows_the_team_live(tmp_path: Path, browser: object) -> None:
         end_session(team, team.web, B)
         wait.until(lambda _: session_row(B).startswith("ended"))
         assert style(f'#sessions tr[data-id="{B}"]', "color") == GREY
+
+        # A session that only read greys when it ends too, its client named by its end.
+        step_read_only(team)
+        wait.until(lambda _: session_row(C).startswith("working"))
+        end_session(team, team.web, C)
+        wait.until(lambda _: session_row(C).startswith("ended"))
+        assert "claude" in session_row(C) and "web" in session_row(C)
+        assert style(f'#sessions tr[data-id="{C}"]', "color") == GREY
         assert driver.execute_script("return window.pfLoaded") == "first load"

@@ -128,6 +128,61 @@ def test_a_session_whose_intents_all_ended_is_ended() -> None:
     assert team.status()["sessions"] == 0
 
 
+def test_a_session_that_only_read_is_ended_by_its_session_end_line() -> None:
+    team = team_with_a_plan()  # session A's plan: it read, it never wrote (no intent, no check)
+    session = by_type(team.rows(), "session")[A]
+    assert (session["client"], session["state"]) == (None, "working")
+    end = {"ts": 9.0, "agent": "planner", "event": "session_end", "session": A,
+           "client": "claude", "worktree": "/w/api"}  # fmt: skip
+    team.feed(end)
+    session = by_type(team.take(), "session")[A]
+    assert (session["client"], session["state"], session["last"]) == ("claude", "ended", 9.0)
+    assert team.status()["sessions"] == 0
+    team.feed(check("alpha", A, 0, 10.0, client="claude"))  # resumed: a call after its end
+    assert by_type(team.take(), "session")[A]["state"] == "working"
+
+
+def test_a_session_end_alone_gives_an_ended_row_in_its_worktree() -> None:
+    team = Team()
+    team.feed({"ts": 0.5, "agent": "web", "event": "workspace", "root": "/w/web", "git": True})
+    team.feed({"ts": 9.0, "agent": "planner", "event": "session_end", "session": B,
+               "client": "codex", "worktree": "/w/web"})  # fmt: skip
+    session = by_type(team.rows(), "session")[B]
+    assert {k: session[k] for k in ("state", "client", "worktree", "path", "plan")} == {
+        "state": "ended",
+        "client": "codex",
+        "worktree": "web",
+        "path": "/w/web",
+        "plan": "",
+    }
+
+
+def test_a_check_line_fills_the_client_column() -> None:
+    team = team_with_a_plan()
+    team.feed(check("alpha", A, 0, 7.0, client="codex"))
+    assert by_type(team.take(), "session")[A]["client"] == "codex"
+
+
+def test_an_executors_validations_show_the_drift_it_was_shown() -> None:
+    team = team_with_a_plan()
+
+    def heads(ts: float, *keys: str) -> dict[str, Any]:
+        return {"ts": ts, "agent": "api", "event": "request", "peer": "ops", "op": "heads",
+                "keys": list(keys), "outcome": "ok", "latency_ms": 0.3}  # fmt: skip
+
+    team.feed(heads(2.0, "api:file/src/lib.py", "api:branch"))
+    team.feed(put("api:file/src/lib.py", "f2", 6))  # lib.py moves between two looks of ops
+    team.feed(heads(3.0, "api:file/src/lib.py", "api:branch"))
+    team.feed(heads(4.0, "api:file/src/lib.py"))  # the same head again: no drift
+    ops = by_type(team.take(), "executor")["ops"]
+    assert (ops["validations"], ops["drifted"]) == (3, 1)
+    assert [(v["ts"], v["owner"], v["keys"], v["moved"]) for v in ops["recent"]] == [
+        (2.0, "api", 2, []),
+        (3.0, "api", 2, [{"key": "api:file/src/lib.py", "from": 1, "to": 6}]),
+        (4.0, "api", 1, []),
+    ]
+
+
 def test_the_overlap_names_the_files_two_plans_share() -> None:
     team = team_with_a_plan()
     team.feed(put("web:file/src/lib.py", "w1", 1))

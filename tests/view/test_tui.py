@@ -4,6 +4,7 @@ writer session and the diff; selecting it shows the lineage; an ended session is
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +17,17 @@ from planfence_net.cluster.folder import ClusterDir
 from planfence_net.view.collect import Collector
 from planfence_net.view.tui import ViewApp
 
-from .scenario import A, B, block_line, end_session, installed, step_drift, step_reads
+from .scenario import (
+    A,
+    B,
+    C,
+    block_line,
+    end_session,
+    installed,
+    step_drift,
+    step_read_only,
+    step_reads,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -44,6 +55,20 @@ def style_of(app: ViewApp, table: str, key: str, column: int) -> str:
 
     cell = app.query_one(f"#{table}", DataTable).get_row(key)[column]
     return str(cell.style) if isinstance(cell, Text) else ""
+
+
+def heads_requests(cluster: Path, peer: str) -> int:
+    """How many `heads` requests of `peer` the owners' logs hold."""
+    count = 0
+    for log in (cluster / "logs").glob("*.jsonl"):
+        for line in log.read_text().splitlines():
+            entry = json.loads(line)
+            count += (
+                entry.get("event") == "request"
+                and entry.get("op") == "heads"
+                and entry.get("peer") == peer
+            )
+    return count
 
 
 async def test_the_tui_shows_the_team_live(tmp_path: Path) -> None:
@@ -76,13 +101,21 @@ async def test_the_tui_shows_the_team_live(tmp_path: Path) -> None:
             assert cells(app, "owners", "planner")[5] == f"{block['plan']} blocked relevant"
             assert cells(app, "owners", "api")[3].startswith("api:")
 
+            # The hook's validations (it asks as the planner): every heads request it made.
+            asked = await anyio.to_thread.run_sync(heads_requests, team.cluster, "planner")
+            await until(pilot, lambda: cells(app, "executors", "planner")[1:2] == [str(asked)])
+            validations = cells(app, "executors", "planner")
+            assert int(validations[2]) >= 1  # its keys moved between its looks (A's plan grew)
+            assert " seq " in validations[4] and "->" in validations[4]
+
             # Select the block: its writer, the diff and the lineage graph.
             blocks = app.query_one("#blocks")
             blocks.focus()
             await pilot.press("enter")
             await until(pilot, lambda: app.shown_plan == block["plan"])
             detail = str(app.query_one("#detail").render())
-            assert B[:8] in detail and "+v = 2" in detail and "-v = 1" in detail
+            assert f"src/lib.py: written by session {B} of claude in {team.web}" in detail
+            assert "-v = 1\n+v = 2" in detail  # B's change, as the hook diffed it
             graph = str(app.query_one("#lineage").render())
             assert f"lineage of {block['plan']}" in graph
             assert "api:file/src/lib.py" in graph and "STALE" in graph and "head now:" in graph
@@ -90,4 +123,12 @@ async def test_the_tui_shows_the_team_live(tmp_path: Path) -> None:
             await anyio.to_thread.run_sync(end_session, team, team.web, B)
             await until(pilot, lambda: cells(app, "sessions", B)[:1] == ["ended"])
             assert style_of(app, "sessions", B, 0) == "grey50"
+
+            # A session that only read greys when it ends, its client named by its end.
+            await anyio.to_thread.run_sync(step_read_only, team)
+            await until(pilot, lambda: cells(app, "sessions", C)[:2] == ["working", "web"])
+            await anyio.to_thread.run_sync(end_session, team, team.web, C)
+            await until(pilot, lambda: cells(app, "sessions", C)[:1] == ["ended"])
+            assert cells(app, "sessions", C)[4] == "claude"
+            assert style_of(app, "sessions", C, 0) == "grey50"
             await pilot.press("q")

@@ -3,6 +3,7 @@ on 127.0.0.1 (`workspace serve`, or a team's `cluster up`)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -13,6 +14,18 @@ from support.team import A, trust
 from support.workspace import git, make_repo, quiet, run_cli, served, write
 
 BYPASS = "To commit anyway, `git commit --no-verify` skips this check: that is your decision."
+OUTSIDE = (  # who changed lib.py, as the agents' hook says it: a plain process, and its diff
+    "Who changed what:\n"
+    "- lib.py: outside any fenced session, TIME; diff since the version the plan read:\n"
+    "    @@ -1 +1 @@\n"
+    "    -v = 1\n"
+    "    +v = 2  # another process\n"
+)
+
+
+def timeless(text: str) -> str:
+    """`text` with each UTC time a writer line names as TIME."""
+    return re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", "TIME", text)
 
 
 def commit(root: Path, *extra: str) -> tuple[int, str]:
@@ -84,13 +97,14 @@ def test_a_commit_of_a_stale_plans_target_is_refused_until_the_re_trust(tmp_path
         assert code == 0, out + err
         write(repo, {"lib.py": "v = 2  # another process\n"})
         code, err = commit(repo)
-        assert (code, err) == (
+        assert (code, timeless(err)) == (
             1,
             "PlanFence refused the commit:\n"
             "lib.py is a target of plan 'parser', which is stale (critical drift).\n"
             "Workspace drift detected since the previous trusted state:\n"
             "- 1 file the plan will modify changed: lib.py\n"
-            "Re-read lib.py, then re-trust the plan (planfence workspace trust parser ...) and "
+            + OUTSIDE
+            + "Re-read lib.py, then re-trust the plan (planfence workspace trust parser ...) and "
             "commit again.\n" + BYPASS + "\n",
         )
         assert git(repo, "log", "--oneline").count("\n") == 1  # nothing committed
@@ -170,13 +184,14 @@ def test_a_commit_of_an_automatic_plans_target_is_refused_until_the_re_read(
         assert write_call(repo, "main.py", "PostToolUse") == (0, "")  # main.py: a target
         write(repo, {"lib.py": "v = 2  # another process\n"})
         code, err = commit(repo)
-        assert (code, err) == (
+        assert (code, timeless(err)) == (
             1,
             "PlanFence refused the commit:\n"
             f"main.py is a target of plan '{PLAN}', which is stale (relevant drift).\n"
             "Workspace drift detected since the previous trusted state:\n"
             "- 1 previously inspected file changed: lib.py\n"
-            "Re-read lib.py in the agent's session (with Read, or cat in the shell), then "
+            + OUTSIDE
+            + "Re-read lib.py in the agent's session (with Read, or cat in the shell), then "
             "commit again.\n" + BYPASS + "\n",
         )
         assert git(repo, "log", "--oneline").count("\n") == 1  # nothing committed

@@ -155,9 +155,12 @@ def _run(agent: str, argv: list[str], data: bytes) -> tuple[int, str] | Answer:
 
 
 def _session_end(agent: str, call: ToolCall, options: HookOptions) -> tuple[int, str]:
-    """A session ended: end its intents, within what the agent gives a SessionEnd hook."""
+    """A session ended: log it (`checklog.log_session_end`), then end its intents, within
+    what the agent gives a SessionEnd hook."""
+    from ..plans.checklog import log_session_end
     from ..plans.intentclient import session_end
 
+    log_session_end(call, options.cluster)  # first: a reader greys it even if ending is cut
     timeout = options.timeout
     if agent == "codex":  # Codex kills a SessionEnd hook after END_TIMEOUT s
         from ..installers.clients import END_TIMEOUT

@@ -307,7 +307,8 @@ def _drifted_lines(
 
 def stale_lines(plan: str, shown: str, verdict: Verdict) -> list[str]:
     """Why the staged files `shown`, targets of `plan`, cannot be committed: the drift
-    summary the agents' hook prints, and what fixes it. A trusted plan: the re-read of the
+    summary the agents' hook prints, who changed each drifted file (the writer and the
+    diff, `Verdict.writer_lines`), and what fixes it. A trusted plan: the re-read of the
     files it names, then its re-trust (which also re-bases it on the current branch and
     HEAD). A session's automatic plan: the re-read in the agent's session, and for a
     repository, branch or HEAD that moved past what the plan holds (commits that bring in
@@ -334,6 +335,7 @@ def stale_lines(plan: str, shown: str, verdict: Verdict) -> list[str]:
     return [
         f"{shown} is a target of plan {plan!r}, which is stale ({verdict.level} drift).",
         *verdict.lines,
+        *verdict.writer_lines(),  # who changed what, and how, as the agents' hook says it
         *then,
     ]
 

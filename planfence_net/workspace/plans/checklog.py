@@ -9,7 +9,7 @@ cluster folder (`logs/OWNER.jsonl`), as one JSON line of the owners' own format:
      "critical" | "undecided", "exit": 0 | 2 | 3, "trust": N, "changed_again": BOOL,
      "record": PLAN RECORD ID (hex) or null, "reread": [PATH, ...], "lines": [SUMMARY, ...],
      "detail": WHY UNDECIDED, "held": WHY BLOCKED AFTER THE CHECK, "writers": [WRITER, ...],
-     and for the hook "session", "subagent", "tool", "files"}
+     and for the hook "session", "subagent", "client" ("claude" | "codex"), "tool", "files"}
 
 Each WRITER says who changed one drifted file (or HEAD) of a block (`model.writers.Writer`):
     {"path": PATH (as the block names it, "HEAD" for a HEAD change),
@@ -29,6 +29,12 @@ whose line then has exit 2; `files` relative to the call's folder when inside it
 way the owner appends its own lines, so lines never interleave. Logging never fails a
 check: a log that cannot be written is skipped. The owner's own `put` lines of the plan key
 are the other half of a plan's history (trusts, recorded edits).
+
+A session that ends (the hook's SessionEnd, `log_session_end`) leaves one line in the log of
+the owner of `plan/*`, so a reader of the logs (`planfence view`) can grey it out, also when
+it only read (it then has no intent whose end would say so):
+    {"ts": ..., "agent": OWNER, "event": "session_end", "session": SESSION ID,
+     "client": "claude" | "codex", "worktree": THE SESSION'S FOLDER}
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ if TYPE_CHECKING:
     from ..model.payload import ToolCall
 
 CHECK = "check"
+SESSION_END = "session_end"
 
 
 def check_event(
@@ -82,6 +89,7 @@ def check_event(
         event.update(
             session=call.session or None,
             subagent=call.agent_id,
+            client=call.agent,
             tool=call.tool,
             files=[_relative(f, call.cwd) for f in call.files],
         )
@@ -99,12 +107,35 @@ def log_check(
     """Append the `check` line of `verdict` to the log of the plan key's owner in the
     cluster folder `cluster` (`held`: see `check_event`). Never raises for a log that
     cannot be written."""
+    owner = roster.owner_of(plan_key(verdict.plan))
+    if owner is not None:
+        _append(cluster, owner, CHECK, check_event(verdict, source, call, held))
+
+
+def log_session_end(call: ToolCall, explicit: Path | None) -> None:
+    """Append the `session_end` line of the session of `call` (a SessionEnd) to the log of
+    the owner of `plan/*` in the cluster folder serving its folder (`explicit`, else found
+    from the call's folder). Never raises: no cluster or no log, no line."""
+    from ...core.errors import PlanfenceError
+    from ..place.config import find_cluster
+
+    if not call.session:
+        return
     try:
-        owner = roster.owner_of(plan_key(verdict.plan))
-        if owner is None:
-            return
-        line = {"ts": round(time.time(), 6), "agent": owner, "event": CHECK}
-        line.update(check_event(verdict, source, call, held))
+        cdir = find_cluster(explicit, Path(call.cwd))
+        owner = cdir.roster().owner_of(plan_key("x"))
+    except (PlanfenceError, OSError, ValueError):
+        return  # no cluster serves the folder (or it cannot be read): nothing to grey out
+    if owner is not None:
+        fields = {"session": call.session, "client": call.agent, "worktree": call.cwd}
+        _append(cdir.root, owner, SESSION_END, fields)
+
+
+def _append(cluster: Path, owner: str, event: str, fields: dict[str, Any]) -> None:
+    """Append one `event` line with `fields` to `logs/OWNER.jsonl` in `cluster`: one
+    write(2) with O_APPEND. Never raises."""
+    try:
+        line = {"ts": round(time.time(), 6), "agent": owner, "event": event, **fields}
         data = (json.dumps(line, separators=(",", ":")) + "\n").encode()
         logs = cluster / "logs"
         logs.mkdir(parents=True, exist_ok=True)
@@ -114,7 +145,7 @@ def log_check(
         finally:
             os.close(fd)
     except (OSError, ValueError):
-        pass  # the check's answer matters, its log line does not
+        pass  # the answer matters, its log line does not
 
 
 def plan_events(logs: list[Path], plan: str) -> Iterator[dict[str, Any]]:
