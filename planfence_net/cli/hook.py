@@ -20,9 +20,15 @@ if TYPE_CHECKING:
     from ..workspace.installers.recovery import PolicyResult
 
 hook_app = Group(
-    "hook", help="PreToolUse hooks for Codex and Claude Code, and the git commit gate."
+    "hook",
+    help="PreToolUse hooks for Claude Code, Codex, Gemini CLI, OpenCode, Copilot CLI, Cursor "
+    "and Windsurf, and the git commit gate.",
 )
-AgentArg = Argument(..., help="claude or codex (install, uninstall, status: or git).")
+CLIENTS = ("claude", "codex", "gemini", "opencode")
+OTHERS = CLIENTS[2:]  # installed by `hookfiles` (and OpenCode's plugin, `opencodeplugin`)
+AgentArg = Argument(
+    ..., help="claude, codex, gemini, opencode, copilot, cursor or windsurf (or git)."
+)
 ProjectOpt = Option(
     Path("."),
     "--project",
@@ -67,11 +73,28 @@ def register(app: Group) -> None:
 
 
 def _agent(agent: str) -> str:
-    from ..workspace.installers.clients import MATCHERS
-
-    if agent not in MATCHERS:
-        raise click.BadParameter(f"{agent!r}: expected claude or codex")
+    if agent not in CLIENTS:
+        raise click.BadParameter(f"{agent!r}: expected one of {', '.join(CLIENTS)}")
     return agent
+
+
+def _client_command(name: str) -> None:
+    """`planfence hook NAME`: the hook for a client (`workspace.clients`); reached through
+    click only for --help (`planfence_net.cli` sends the rest to the lean hook)."""
+
+    def run(ctx: click.Context) -> None:
+        from ..workspace.hook.run import main
+
+        raise click.exceptions.Exit(main(name, list(ctx.args)))
+
+    run.__doc__ = f"Run the hook for {name} (its payload on stdin; it blocks what drifted)."
+    hook_app.command(
+        name, context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
+    )(click.pass_context(run))
+
+
+for _name in OTHERS:
+    _client_command(_name)
 
 
 @hook_app.command(
@@ -206,6 +229,14 @@ def install(
         _install_git(project, cluster, json_out)
         return
     _agent(agent)
+    if agent in OTHERS:
+        if shared or trust or mcp_writes or sandbox or fmt != "json":
+            raise ConfigError(
+                f"hook install {agent} takes --project, --cluster, --user, --timeout, "
+                "--explicit and --json"
+            )
+        _install_other(agent, project, cluster, user, timeout, explicit, json_out)
+        return
     if shared and (agent != "claude" or user):
         raise ConfigError("--shared is for a Claude Code project install")
     if trust and agent != "codex":
@@ -241,6 +272,50 @@ def install(
 
         policy = add_policy(agent, root)
     _Installed(agent, path, moved, root, trusted, policy).show(cluster, json_out)
+
+
+def _install_other(
+    agent: str,
+    project: Path,
+    cluster: Path | None,
+    user: bool,
+    timeout: float | None,
+    explicit: bool,
+    json_out: bool,
+) -> None:
+    """`hook install` for a client of OTHERS: its hook file (or OpenCode's plugin)."""
+    from ..workspace.installers import clients as installer
+    from ..workspace.place.paths import mark
+
+    if agent == "opencode":
+        from ..workspace.installers.opencodeplugin import install as install_plugin
+
+        path = install_plugin(
+            project, cluster=cluster, user=user, timeout=timeout, explicit=explicit
+        )
+    else:
+        from ..workspace.installers.hookfiles import install as install_file
+
+        path = install_file(
+            agent, project, cluster=cluster, user=user, timeout=timeout, explicit=explicit
+        )
+    root = installer.project_root(project)
+    if not user:
+        mark(root, cluster.resolve() if cluster is not None else None)
+    if json_out:
+        echo_json({"agent": agent, "path": str(path), "config": _shown(path)})
+        return
+    click.echo(f"installed the PlanFence hooks for {agent} in {path}")
+    click.echo(installer.unserved_note(root, cluster), nl=False, err=True)
+    click.echo(f"check: planfence hook status {agent} --project {root}")
+
+
+def _shown(path: Path) -> Any:
+    """A config written, as `--json` shows it: JSON as a value, a plugin as its text."""
+    import json
+
+    text = path.read_text()
+    return json.loads(text) if path.suffix == ".json" else text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -331,7 +406,16 @@ def uninstall(
         )
         return
 
-    path, found = installer.uninstall(_agent(agent), project, fmt=fmt, user=user, shared=shared)
+    if _agent(agent) == "opencode":
+        from ..workspace.installers.opencodeplugin import uninstall as uninstall_plugin
+
+        path, found = uninstall_plugin(project, user=user)
+    elif agent in OTHERS:
+        from ..workspace.installers.hookfiles import uninstall as uninstall_file
+
+        path, found = uninstall_file(agent, project, user=user)
+    else:
+        path, found = installer.uninstall(agent, project, fmt=fmt, user=user, shared=shared)
     if json_out:
         echo_json({"agent": agent, "path": str(path), "removed": found})
         return
@@ -343,7 +427,9 @@ def uninstall(
 @hook_app.command("status")
 @user_errors
 def status(
-    agent: str | None = Argument(None, help="claude, codex or git (default: claude and codex)."),
+    agent: str | None = Argument(
+        None, help="a client of `hook install`, or git (default: claude and codex)."
+    ),
     project: Path = ProjectOpt,
     codex_exe: Path | None = CodexOpt,
     json_out: bool = JsonOpt,
@@ -351,8 +437,6 @@ def status(
     """Say, per agent, whether our hooks are active for the project and, if not, the step
     that activates them. Exit 0 only when every agent asked about is active."""
     from ..workspace.installers.clients import project_root
-    from ..workspace.installers.codexapp import find_codex
-    from ..workspace.installers.status import claude_status, codex_status
 
     root = project_root(project)
     if agent == "git":
@@ -361,13 +445,30 @@ def status(
         found: list[Any] = [git_status(root)]
     else:
         agents = [_agent(agent)] if agent else ["claude", "codex"]
-        found = [
-            claude_status(root) if a == "claude" else codex_status(root, find_codex(codex_exe))
-            for a in agents
-        ]
+        found = [_status(a, root, codex_exe) for a in agents]
     if json_out:
         echo_json({"project": str(root), "agents": [s.to_json() for s in found]})
     else:
         for s in found:
             click.echo(s.text())
     raise click.exceptions.Exit(0 if all(s.active for s in found) else 1)
+
+
+def _status(agent: str, root: Path, codex_exe: Path | None) -> Any:
+    """`hook status` of one client (`installers.status`, `clientstatus`, `opencodeplugin`)."""
+    if agent == "claude":
+        from ..workspace.installers.status import claude_status
+
+        return claude_status(root)
+    if agent == "codex":
+        from ..workspace.installers.codexapp import find_codex
+        from ..workspace.installers.status import codex_status
+
+        return codex_status(root, find_codex(codex_exe))
+    if agent == "opencode":
+        from ..workspace.installers.opencodeplugin import status as opencode_status
+
+        return opencode_status(root)
+    from ..workspace.installers.clientstatus import client_status
+
+    return client_status(agent, root)
