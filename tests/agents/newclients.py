@@ -51,8 +51,11 @@ def gemini_home(home: Path, trusted: list[Path]) -> None:
     (folder / "trustedFolders.json").write_text(json.dumps(rules, indent=2))
 
 
-def run_gemini(server_url: str, cwd: Path, home: Path, prompt: str) -> ClientRun:
-    """One `gemini -p` run in `cwd` (trusted), its model at `server_url`."""
+def run_gemini(
+    server_url: str, cwd: Path, home: Path, prompt: str, extra: tuple[str, ...] = ()
+) -> ClientRun:
+    """One `gemini -p` run in `cwd` (trusted), its model at `server_url`; `extra` arguments
+    go to `gemini` after the usual ones."""
     path = executable("gemini")
     assert path is not None, MISSING.format("gemini")
     gemini_home(home, [cwd])
@@ -62,7 +65,7 @@ def run_gemini(server_url: str, cwd: Path, home: Path, prompt: str) -> ClientRun
         "GOOGLE_GEMINI_BASE_URL": server_url,
         "GEMINI_CLI_NO_RELAUNCH": "true",
     }
-    argv = [str(path), "-p", prompt, "--yolo", "-o", "json", "-m", GEMINI_MODEL]
+    argv = [str(path), "-p", prompt, "--yolo", "-o", "json", "-m", GEMINI_MODEL, *extra]
     return run_bounded(argv, cwd, env)
 
 
