@@ -10,7 +10,7 @@ from typing import NoReturn
 
 # `planfence hook CLIENT`: the clients the hook speaks for (`workspace.model.payload.AGENTS`,
 # kept equal by tests/workspace/test_clients.py; not imported here, to keep this path lean).
-HOOK_CLIENTS = ("claude", "codex", "gemini", "opencode")
+HOOK_CLIENTS = ("claude", "codex", "gemini", "opencode", "copilot", "cursor", "windsurf")
 
 
 def main() -> None:

@@ -24,7 +24,7 @@ hook_app = Group(
     help="PreToolUse hooks for Claude Code, Codex, Gemini CLI, OpenCode, Copilot CLI, Cursor "
     "and Windsurf, and the git commit gate.",
 )
-CLIENTS = ("claude", "codex", "gemini", "opencode")
+CLIENTS = ("claude", "codex", "gemini", "opencode", "copilot", "cursor", "windsurf")
 OTHERS = CLIENTS[2:]  # installed by `hookfiles` (and OpenCode's plugin, `opencodeplugin`)
 AgentArg = Argument(
     ..., help="claude, codex, gemini, opencode, copilot, cursor or windsurf (or git)."

@@ -246,3 +246,16 @@ def test_gemini_status_names_each_switch_that_turns_ours_off(tmp_path: Path, hom
         json.dumps({str(tmp_path): "DO_NOT_TRUST"})
     )
     assert clientstatus.client_status("gemini", root).state == "untrusted"
+
+
+def test_hooks_md_shows_what_install_gemini_writes() -> None:
+    """docs/HOOKS.md's `client-example` blocks are rebuilt from the installer."""
+    import re
+
+    from support.cluster import REPO
+
+    text = (REPO / "docs" / "HOOKS.md").read_text()
+    found = dict(re.findall(r"<!-- client-example: (\S+) -->\n```\w*\n(.*?)```", text, re.S))
+    command = "/home/dev/.venv/bin/planfence hook gemini --mode auto"
+    merged = hookfiles.merged({}, "gemini", command, explicit=False)
+    assert found == {"gemini-settings": json.dumps(merged, indent=2) + "\n"}

@@ -62,7 +62,7 @@ class Mapped:
 
 
 _IDENTITY = {"claude": Client("claude", "Claude Code"), "codex": Client("codex", "Codex")}
-MODULES = ("gemini", "opencode")  # rows in their own modules
+MODULES = ("gemini", "opencode", "copilot", "cursor", "windsurf")  # rows in their own modules
 
 
 def client(name: str) -> Client | None:

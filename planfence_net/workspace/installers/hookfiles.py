@@ -13,8 +13,8 @@ into a client's JSON hook file, leaving every other hook as it was. One row per 
               "timeoutSec": S}]}}: preToolUse, postToolUse, sessionStart, sessionEnd
     cursor    project  ROOT/.cursor/hooks.json          user  ~/.cursor/hooks.json
               {"version": 1, "hooks": {EVENT: [{"command": ..., "matcher": ...,
-              "failClosed": true, "timeout": S}]}}: preToolUse, beforeShellExecution,
-              beforeReadFile, postToolUse, afterFileEdit, sessionStart, sessionEnd
+              "failClosed": true}]}}: preToolUse, beforeShellExecution, postToolUse,
+              beforeReadFile (automatic mode: the reads), sessionStart, sessionEnd
     windsurf  project  ROOT/.windsurf/hooks.json        user  ~/.codeium/windsurf/hooks.json
               {"hooks": {EVENT: [{"command": ..., "show_output": true}]}}: pre_write_code,
               pre_run_command, post_write_code, post_read_code, post_run_command
@@ -96,15 +96,14 @@ def _cursor_events(explicit: bool) -> tuple[tuple[str, str | None], ...]:
         ("preToolUse", "Write|Edit|StrReplace|MultiEdit|Delete|Shell"),
         ("beforeShellExecution", None),
         ("postToolUse", "Write|Edit|StrReplace|MultiEdit|Delete|Shell|Read"),
-        ("afterFileEdit", None),
-        ("beforeReadFile", None),
+        *(() if explicit else (("beforeReadFile", None),)),
         ("sessionStart", None),
         ("sessionEnd", None),
     )
 
 
 def _cursor_handler(command: str) -> dict[str, Any]:
-    return {"command": command, "failClosed": True, "timeout": TIMEOUT}
+    return {"command": command, "failClosed": True}
 
 
 def _windsurf_events(explicit: bool) -> tuple[tuple[str, str | None], ...]:

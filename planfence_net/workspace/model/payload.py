@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-AGENTS = ("claude", "codex", "gemini", "opencode")
+AGENTS = ("claude", "codex", "gemini", "opencode", "copilot", "cursor", "windsurf")
 READ, WRITE, SHELL, OTHER = "read", "write", "shell", "other"
 KINDS = (READ, WRITE, SHELL, OTHER)  # what a tool call does, as every rule below reads it
 
