@@ -259,3 +259,25 @@ def test_hooks_md_shows_what_install_gemini_writes() -> None:
     command = "/home/dev/.venv/bin/planfence hook gemini --mode auto"
     merged = hookfiles.merged({}, "gemini", command, explicit=False)
     assert found == {"gemini-settings": json.dumps(merged, indent=2) + "\n"}
+
+
+@pytest.mark.parametrize("name", AGENTS)
+def test_the_benchmarks_native_calls_are_what_they_say(name: str) -> None:
+    """scripts/bench-stale-writes sends each client's own payloads: each maps to its kind."""
+    from support.native_calls import calls
+
+    made = calls(name, "s-1", P)
+    expected = [
+        (made.read("/p/a.py"), SHELL if name == "codex" else READ),  # Codex reads by `cat`
+        (made.write("/p/a.py", "x = 1\n"), WRITE),
+        (made.shell("npm test"), SHELL),
+    ]
+    for pair, kind in expected:
+        for event, payload in zip(("PreToolUse", "PostToolUse"), pair, strict=True):
+            if payload is None:
+                continue  # recorded only after the call (Cursor's and Windsurf's reads)
+            call = parsed(name, payload)
+            assert (call.event, call.kind, call.session or "s-1") == (event, kind, "s-1")
+    before, after = made.write("/p/a.py", "x = 1\n")
+    assert before is not None
+    assert parsed(name, before).tool_use_id == parsed(name, after).tool_use_id

@@ -88,8 +88,11 @@ def normalized(name: str, data: bytes | BaseException) -> Mapped:
         return Mapped(data)
     if not isinstance(value, dict):
         return Mapped(data)
-    ours = canonical(row, row.read(value))
-    return Mapped(json.dumps(ours).encode(), str(ours.get("hook_event_name", "")))
+    try:
+        ours = canonical(row, row.read(value))
+        return Mapped(json.dumps(ours).encode(), str(ours.get("hook_event_name", "")))
+    except Exception:  # a payload of an unexpected shape: the parser refuses it (blocks)
+        return Mapped(data)
 
 
 def canonical(row: Client, value: dict[str, Any]) -> dict[str, Any]:
