@@ -235,7 +235,9 @@ def install(
                 f"hook install {agent} takes --project, --cluster, --user, --timeout, "
                 "--explicit and --json"
             )
-        _install_other(agent, project, cluster, user, timeout, explicit, json_out)
+        from .hookclients import install_other
+
+        install_other(agent, project, cluster, user, timeout, explicit, json_out)
         return
     if shared and (agent != "claude" or user):
         raise ConfigError("--shared is for a Claude Code project install")
@@ -272,50 +274,6 @@ def install(
 
         policy = add_policy(agent, root)
     _Installed(agent, path, moved, root, trusted, policy).show(cluster, json_out)
-
-
-def _install_other(
-    agent: str,
-    project: Path,
-    cluster: Path | None,
-    user: bool,
-    timeout: float | None,
-    explicit: bool,
-    json_out: bool,
-) -> None:
-    """`hook install` for a client of OTHERS: its hook file (or OpenCode's plugin)."""
-    from ..workspace.installers import clients as installer
-    from ..workspace.place.paths import mark
-
-    if agent == "opencode":
-        from ..workspace.installers.opencodeplugin import install as install_plugin
-
-        path = install_plugin(
-            project, cluster=cluster, user=user, timeout=timeout, explicit=explicit
-        )
-    else:
-        from ..workspace.installers.hookfiles import install as install_file
-
-        path = install_file(
-            agent, project, cluster=cluster, user=user, timeout=timeout, explicit=explicit
-        )
-    root = installer.project_root(project)
-    if not user:
-        mark(root, cluster.resolve() if cluster is not None else None)
-    if json_out:
-        echo_json({"agent": agent, "path": str(path), "config": _shown(path)})
-        return
-    click.echo(f"installed the PlanFence hooks for {agent} in {path}")
-    click.echo(installer.unserved_note(root, cluster), nl=False, err=True)
-    click.echo(f"check: planfence hook status {agent} --project {root}")
-
-
-def _shown(path: Path) -> Any:
-    """A config written, as `--json` shows it: JSON as a value, a plugin as its text."""
-    import json
-
-    text = path.read_text()
-    return json.loads(text) if path.suffix == ".json" else text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -406,14 +364,10 @@ def uninstall(
         )
         return
 
-    if _agent(agent) == "opencode":
-        from ..workspace.installers.opencodeplugin import uninstall as uninstall_plugin
+    if _agent(agent) in OTHERS:
+        from .hookclients import uninstall_other
 
-        path, found = uninstall_plugin(project, user=user)
-    elif agent in OTHERS:
-        from ..workspace.installers.hookfiles import uninstall as uninstall_file
-
-        path, found = uninstall_file(agent, project, user=user)
+        path, found = uninstall_other(agent, project, user)
     else:
         path, found = installer.uninstall(agent, project, fmt=fmt, user=user, shared=shared)
     if json_out:
@@ -445,30 +399,12 @@ def status(
         found: list[Any] = [git_status(root)]
     else:
         agents = [_agent(agent)] if agent else ["claude", "codex"]
-        found = [_status(a, root, codex_exe) for a in agents]
+        from .hookclients import client_status
+
+        found = [client_status(a, root, codex_exe) for a in agents]
     if json_out:
         echo_json({"project": str(root), "agents": [s.to_json() for s in found]})
     else:
         for s in found:
             click.echo(s.text())
     raise click.exceptions.Exit(0 if all(s.active for s in found) else 1)
-
-
-def _status(agent: str, root: Path, codex_exe: Path | None) -> Any:
-    """`hook status` of one client (`installers.status`, `clientstatus`, `opencodeplugin`)."""
-    if agent == "claude":
-        from ..workspace.installers.status import claude_status
-
-        return claude_status(root)
-    if agent == "codex":
-        from ..workspace.installers.codexapp import find_codex
-        from ..workspace.installers.status import codex_status
-
-        return codex_status(root, find_codex(codex_exe))
-    if agent == "opencode":
-        from ..workspace.installers.opencodeplugin import status as opencode_status
-
-        return opencode_status(root)
-    from ..workspace.installers.clientstatus import client_status
-
-    return client_status(agent, root)

@@ -281,3 +281,31 @@ def test_the_benchmarks_native_calls_are_what_they_say(name: str) -> None:
     before, after = made.write("/p/a.py", "x = 1\n")
     assert before is not None
     assert parsed(name, before).tool_use_id == parsed(name, after).tool_use_id
+
+
+def test_the_cli_installs_reports_and_removes_each_new_clients_hooks(
+    tmp_path: Path, home: Path
+) -> None:
+    from support.workspace import run_cli
+
+    root = tmp_path / "proj"
+    root.mkdir()
+    code, out, err = run_cli("hook", "install", "gemini", "--project", root, "--json")
+    assert code == 0, out + err
+    shown = json.loads(out)
+    assert shown["path"] == str(root / ".gemini" / "settings.json")
+    assert shown["config"]["hooks"]["BeforeTool"][0]["hooks"][0]["name"] == "planfence"
+    code, out, _ = run_cli("hook", "status", "gemini", "--project", root, "--json")
+    assert code == 1 and json.loads(out)["agents"][0]["state"] == "untrusted"
+    code, out, err = run_cli("hook", "install", "opencode", "--project", root)
+    assert code == 0 and out.startswith(
+        f"installed the PlanFence hooks for opencode in {root}/.opencode/plugins/planfence.js\n"
+    ), out + err
+    code, out, _ = run_cli("hook", "install", "copilot", "--project", root, "--shared")
+    assert code == 1  # --shared is Claude Code's
+    for name, path in (
+        ("gemini", ".gemini/settings.json"),
+        ("opencode", ".opencode/plugins/planfence.js"),
+    ):
+        code, out, _ = run_cli("hook", "uninstall", name, "--project", root)
+        assert (code, out) == (0, f"removed the PlanFence hook from {root / path}\n")
