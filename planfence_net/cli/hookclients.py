@@ -47,6 +47,12 @@ def install_other(
         return
     click.echo(f"installed the PlanFence hooks for {agent} in {path}")
     click.echo(installer.unserved_note(root, cluster), nl=False, err=True)
+    if agent == "gemini":
+        from ..workspace.installers.clientstatus import gemini_off
+
+        off = gemini_off(root, [{"command": ""}])
+        if off is not None:
+            click.echo(f"warning: {off[1]}\n  to activate: {off[2]}", err=True)
     click.echo(f"check: planfence hook status {agent} --project {root}")
 
 

@@ -71,6 +71,11 @@ def test_gemini_write_without_drift_passes(
     assert main.read_text() == WRITTEN
     last = function_responses(model_server.model_requests(GEMINI)[-1])
     assert "blocked" not in json.dumps(last[-1]), last[-1]
+    home = {"HOME": str(tmp_path / "home")}  # the trust the run recorded, as the user's
+    status = workspace.planfence("hook", "status", "gemini", "--project", workspace.path, env=home)
+    assert status.stdout.startswith("gemini: active: the command runs; Gemini CLI has no "), (
+        status.stdout
+    )
 
 
 def test_gemini_read_drift_block_reread_write(

@@ -59,6 +59,8 @@ def test_opencode_write_without_drift_passes(
     assert main.read_text() == WRITTEN
     results = tool_messages(model_server.model_requests(CHAT)[-1])
     assert len(results) == 2 and "PlanFence" not in results[-1], results
+    status = workspace.planfence("hook", "status", "opencode", "--project", workspace.path)
+    assert status.stdout.startswith("opencode: active: the plugin runs the hook"), status.stdout
 
 
 def test_opencode_read_drift_block_reread_write(

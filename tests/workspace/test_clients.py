@@ -309,3 +309,17 @@ def test_the_cli_installs_reports_and_removes_each_new_clients_hooks(
     ):
         code, out, _ = run_cli("hook", "uninstall", name, "--project", root)
         assert (code, out) == (0, f"removed the PlanFence hook from {root / path}\n")
+
+
+def test_install_gemini_warns_where_gemini_cli_would_not_run_it(tmp_path: Path, home: Path) -> None:
+    from support.workspace import run_cli
+
+    root = tmp_path / "proj"
+    root.mkdir()
+    code, out, err = run_cli("hook", "install", "gemini", "--project", root)
+    assert code == 0, out + err
+    assert f"warning: Gemini CLI does not trust {root}: it runs no hooks there" in err, err
+    (home / ".gemini").mkdir(exist_ok=True)
+    (home / ".gemini" / "trustedFolders.json").write_text(json.dumps({str(root): "TRUST_FOLDER"}))
+    code, out, err = run_cli("hook", "install", "gemini", "--project", root)
+    assert code == 0 and "Gemini CLI does not trust" not in err, err
