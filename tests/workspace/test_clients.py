@@ -323,3 +323,33 @@ def test_install_gemini_warns_where_gemini_cli_would_not_run_it(tmp_path: Path, 
     (home / ".gemini" / "trustedFolders.json").write_text(json.dumps({str(root): "TRUST_FOLDER"}))
     code, out, err = run_cli("hook", "install", "gemini", "--project", root)
     assert code == 0 and "Gemini CLI does not trust" not in err, err
+
+
+@pytest.mark.parametrize(
+    ("command", "files"),
+    [
+        ("black main.py", ("main.py",)),
+        ("ruff format src/a.py src/b.py", ("src/a.py", "src/b.py")),
+        ("prettier --write web/app.ts", ("web/app.ts",)),
+        ("gofmt -w /p/cmd/main.go", ("/p/cmd/main.go",)),
+        ("ruff check main.py", ()),  # not its rewriting form
+        ("prettier web/app.ts", ()),  # prints, writes nothing
+        ("black .", ()),  # a folder: which files it rewrote cannot be said
+        ("black /elsewhere/x.py", ()),  # outside the call's folder
+        ("black ../x.py", ()),
+        ("black *.py", ()),
+        ("black main.py && rm -rf src", ()),
+        ("black $(ls)", ()),
+    ],
+)
+def test_a_formatter_in_the_shell_writes_its_file_operands(
+    command: str, files: tuple[str, ...]
+) -> None:
+    """The session's own formatter is its write: checked before, recorded after (so the next
+    write of the formatted file is not refused as a sibling's change)."""
+    call = parsed("claude", {
+        "session_id": "s", "cwd": P, "hook_event_name": "PostToolUse", "tool_name": "Bash",
+        "tool_input": {"command": command}, "tool_use_id": "t",
+    })  # fmt: skip
+    assert (call.files, call.gated) == (files, bool(files))
+    assert call.describe() == f"Bash `{command}`"

@@ -130,11 +130,11 @@ class ToolCall:
     def describe(self) -> str:
         """`Edit of src/auth.ts`, `Bash \\`npm test\\``, for the reason shown to the model."""
         tool = self.client_tool or self.tool
-        if self.files:
-            return f"{tool} of {', '.join(self.files)}"
         if self.command is not None and self.tool in SHELLS:
             short = self.command if len(self.command) <= 60 else self.command[:57] + "..."
             return f"{tool} `{short}`"
+        if self.files:
+            return f"{tool} of {', '.join(self.files)}"
         return tool
 
 
@@ -164,6 +164,8 @@ def parse_payload(
     if not isinstance(cwd, str) or not cwd or not isinstance(session, str):
         raise PayloadError("cwd or session_id is missing")
     files, command = _targets(tool, tool_input)
+    if tool in SHELLS and command is not None:
+        files = formatter_files(command, cwd)  # a formatter's files: its own write, as an Edit
     unknown = tool not in FILE_TOOLS and tool not in COMMAND_TOOLS and tool not in READ_ONLY
     gated = tool not in READ_ONLY
     if tool in SHELLS and command is not None and is_exempt(command, cwd):
@@ -244,6 +246,49 @@ def _targets(tool: str, tool_input: dict[str, Any]) -> tuple[tuple[str, ...], st
     if not files:
         raise PayloadError("apply_patch call whose patch names no file")
     return files, command
+
+
+# Formatters that rewrite the files they name in place: a shell command that is one of them
+# (one simple command, no expansion) writes its file operands, so it is checked before and
+# recorded after as the session's own write of them, like an Edit: the next write of a
+# formatted file is not refused as if a sibling had changed it. Program -> the word that
+# makes it rewrite in place (a subcommand, or a flag anywhere), or "" for its default.
+FORMATTERS = {
+    "black": "", "isort": "", "rustfmt": "", "autopep8": "--in-place", "ruff": "format",
+    "gofmt": "-w", "goimports": "-w", "prettier": "--write", "clang-format": "-i",
+    "shfmt": "-w", "yapf": "-i",
+}  # fmt: skip
+
+
+def formatter_files(command: str, cwd: str) -> tuple[str, ...]:
+    """The files a formatter `command` rewrites (see FORMATTERS): its operands that name a
+    file with a suffix, relative inside `cwd` or absolute under it; () for anything else."""
+    from .shellwords import NotRead, simple_commands
+
+    try:
+        commands = simple_commands(command)
+    except NotRead:
+        return ()
+    if len(commands) != 1 or any(w.glob for w in commands[0]):
+        return ()
+    program, *args = [w.text for w in commands[0]]
+    needed = FORMATTERS.get(os.path.basename(program))
+    if needed is None or (
+        needed and needed not in (args[:1] if not needed.startswith("-") else args)
+    ):
+        return ()
+    inside = cwd.rstrip("/") + "/"
+    return tuple(
+        dict.fromkeys(
+            a
+            for a in args
+            if a != needed
+            and not a.startswith("-")
+            and os.path.splitext(os.path.basename(a))[1]
+            and ".." not in a.split("/")
+            and (not os.path.isabs(a) or a.startswith(inside))
+        )
+    )
 
 
 def _unchecked_shell(
