@@ -353,3 +353,31 @@ def test_a_formatter_in_the_shell_writes_its_file_operands(
     })  # fmt: skip
     assert (call.files, call.gated) == (files, bool(files))
     assert call.describe() == f"Bash `{command}`"
+
+
+def test_an_agent_cannot_switch_its_own_clients_hooks_off(tmp_path: Path) -> None:
+    """The new clients' hook files are the fence's own (a person's): a Gemini CLI session
+    writing `hooksConfig.disabled` into the project's settings, or an OpenCode session
+    deleting our plugin, is blocked, whatever its plan; its ordinary writes still pass."""
+    from support.workspace import make_repo, run_hook, served
+
+    repo = make_repo(tmp_path / "repo", {"lib.py": "v = 1\n"})
+    settings = str(repo / ".gemini" / "settings.json")
+    disable = json.dumps({"hooksConfig": {"disabled": ["planfence"]}})
+    with served(repo):
+        for name, payload in (
+            ("gemini", gemini("BeforeTool", "write_file", {"file_path": settings, "content": disable}, cwd=str(repo))),
+            ("gemini", gemini("BeforeTool", "run_shell_command", {"command": "rm .gemini/settings.json"}, cwd=str(repo))),
+            ("opencode", {"hook_event_name": "PreToolUse", "session_id": "o", "cwd": str(repo), "tool_name": "bash",
+                          "tool_input": {"command": "rm .opencode/plugins/planfence.js"}, "tool_use_id": "c1"}),
+            ("gemini", gemini("BeforeTool", "replace", {"file_path": str(repo / ".github/hooks/x.json"), "old_string": "a", "new_string": "b"}, cwd=str(repo))),
+        ):  # fmt: skip
+            code, reason = run_hook(name, payload, "--mode", "auto")
+            assert code == 2 and "only a person may change" in reason, (payload, reason)
+        ordinary = gemini(
+            "BeforeTool",
+            "write_file",
+            {"file_path": str(repo / "lib.py"), "content": "v = 2\n"},
+            cwd=str(repo),
+        )
+        assert run_hook("gemini", ordinary, "--mode", "auto") == (0, "")
