@@ -6,7 +6,7 @@ the hook's answer (exit code, the reason on stderr, Claude Code's JSON on stdout
     gemini          Gemini CLI: BeforeTool/AfterTool, write_file, replace, run_shell_command, ...
     opencode        our own plugin's payload (`clients.opencode`): OpenCode's tool names
     copilot         GitHub Copilot CLI: preToolUse/postToolUse, toolName, toolArgs (a string)
-    cursor          Cursor: preToolUse, beforeShellExecution, beforeReadFile, afterFileEdit
+    cursor          Cursor: preToolUse, beforeShellExecution, beforeReadFile, postToolUse
     windsurf        Windsurf Cascade: pre_write_code, pre_run_command, post_read_code, ...
 
 A row is data plus two small functions; `normalized` and `answered` are the only doors, so

@@ -12,6 +12,8 @@ fields, after the call ran) of a file-changing tool asks the hook to record the 
 edit. A SessionStart payload (both agents; Codex adds `model`, `permission_mode` and
 `source`) carries no tool: the hook may join the worktree and start the session's plan; nor
 does a SessionEnd payload (Codex: `reason`, no `model`): the hook ends the session's intents.
+A shell command that runs a formatter on named files (FORMATTERS: `black main.py`) names
+them as its files: the session's own write, checked and recorded like an Edit.
 Anything malformed raises PayloadError: the hook blocks.
 
 This is the one normalized form every client's payload is mapped into (`workspace.clients`:
