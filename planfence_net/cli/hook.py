@@ -235,9 +235,7 @@ def install(
                 f"hook install {agent} takes --project, --cluster, --user, --timeout, "
                 "--explicit and --json"
             )
-        from .hookclients import install_other
-
-        install_other(agent, project, cluster, user, timeout, explicit, json_out)
+        _install_other(agent, project, cluster, user, timeout, explicit, json_out)
         return
     if shared and (agent != "claude" or user):
         raise ConfigError("--shared is for a Claude Code project install")
@@ -274,6 +272,55 @@ def install(
 
         policy = add_policy(agent, root)
     _Installed(agent, path, moved, root, trusted, policy).show(cluster, json_out)
+
+
+def _install_other(
+    agent: str,
+    project: Path,
+    cluster: Path | None,
+    user: bool,
+    timeout: float | None,
+    explicit: bool,
+    json_out: bool,
+) -> None:
+    """`hook install` for a client of OTHERS (`hookfiles.install_client`)."""
+    import json
+
+    from ..workspace.installers import clients as installer
+    from ..workspace.installers.clientstatus import install_warning
+    from ..workspace.installers.hookfiles import install_client
+    from ..workspace.place.paths import mark
+
+    path = install_client(
+        agent, project, cluster=cluster, user=user, timeout=timeout, explicit=explicit
+    )
+    root = installer.project_root(project)
+    if not user:
+        mark(root, cluster.resolve() if cluster is not None else None)
+    if json_out:
+        text = path.read_text()
+        shown = json.loads(text) if path.suffix == ".json" else text  # a plugin: its text
+        echo_json({"agent": agent, "path": str(path), "config": shown})
+        return
+    click.echo(f"installed the PlanFence hooks for {agent} in {path}")
+    note = installer.unserved_note(root, cluster) + install_warning(agent, root)
+    click.echo(note, nl=False, err=True)
+    click.echo(f"check: planfence hook status {agent} --project {root}")
+
+
+def _status(agent: str, root: Path, codex_exe: Path | None) -> Any:
+    """`hook status` of one client (`installers.status`, `clientstatus.status_of`)."""
+    from ..workspace.installers import status
+
+    if agent == "claude":
+        return status.claude_status(root)
+    if agent == "codex":
+        from ..workspace.installers.codexapp import find_codex
+
+        return status.codex_status(root, find_codex(codex_exe))
+    from ..workspace.installers.clientstatus import status_of
+
+    return status_of(agent, root)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -365,9 +412,9 @@ def uninstall(
         return
 
     if _agent(agent) in OTHERS:
-        from .hookclients import uninstall_other
+        from ..workspace.installers.hookfiles import uninstall_client
 
-        path, found = uninstall_other(agent, project, user)
+        path, found = uninstall_client(agent, project, user=user)
     else:
         path, found = installer.uninstall(agent, project, fmt=fmt, user=user, shared=shared)
     if json_out:
@@ -399,9 +446,7 @@ def status(
         found: list[Any] = [git_status(root)]
     else:
         agents = [_agent(agent)] if agent else ["claude", "codex"]
-        from .hookclients import client_status
-
-        found = [client_status(a, root, codex_exe) for a in agents]
+        found = [_status(a, root, codex_exe) for a in agents]
     if json_out:
         echo_json({"project": str(root), "agents": [s.to_json() for s in found]})
     else:

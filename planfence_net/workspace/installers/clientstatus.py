@@ -220,3 +220,21 @@ def gemini_trusted(root: Path) -> bool:
         if (where == real or where.startswith(real.rstrip("/") + "/")) and len(rule) > best:
             best, level = len(rule), trust_level
     return level in ("TRUST_FOLDER", "TRUST_PARENT")
+
+
+def status_of(client: str, root: Path) -> AgentStatus:
+    """`hook status CLIENT` for a client of `hookfiles.FILES` or OpenCode."""
+    if client == "opencode":
+        from .opencodeplugin import status as opencode_status
+
+        return opencode_status(root)
+    return client_status(client, root)
+
+
+def install_warning(client: str, root: Path) -> str:
+    """What `hook install` adds when the client will not run the hooks it wrote at `root`
+    for a reason of its own (Gemini CLI: an untrusted folder, hooks switched off), else ""."""
+    if client != "gemini":
+        return ""
+    off = gemini_off(root, [{"command": ""}])
+    return f"warning: {off[1]}\n  to activate: {off[2]}\n" if off else ""

@@ -279,3 +279,33 @@ def _write(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".planfence-tmp")
     tmp.write_text(text)
     tmp.replace(path)
+
+
+def install_client(
+    client: str,
+    project: Path,
+    *,
+    cluster: Path | None = None,
+    user: bool = False,
+    timeout: float | None = None,
+    explicit: bool = False,
+) -> Path:
+    """`hook install CLIENT` for a client of FILES or OpenCode (our plugin,
+    `opencodeplugin`); returns the file written. Raises ConfigError."""
+    if client == "opencode":
+        from .opencodeplugin import install as install_plugin
+
+        return install_plugin(
+            project, cluster=cluster, user=user, timeout=timeout, explicit=explicit
+        )
+    return install(client, project, cluster=cluster, user=user, timeout=timeout, explicit=explicit)
+
+
+def uninstall_client(client: str, project: Path, *, user: bool = False) -> tuple[Path, bool]:
+    """`hook uninstall CLIENT` for a client of FILES or OpenCode; returns the file and whether
+    ours was there."""
+    if client == "opencode":
+        from .opencodeplugin import uninstall as uninstall_plugin
+
+        return uninstall_plugin(project, user=user)
+    return uninstall(client, project, user=user)
