@@ -34,11 +34,12 @@ ALLOWED: dict[str, set[str]] = {
 # The wings' own folders, bottom to top: each imports only the folders before it.
 WORKSPACE: dict[str, set[str]] = {
     "model": set(),  # pure values: facts, drift classes, payloads, read commands, intents
+    "clients": {"model"},  # each client's payloads mapped into the normalized form and back
     "place": {"model"},  # on disk: paths, anchor, config, caches, observation
     "plans": {"model", "place"},  # the use cases every front door calls
-    "installers": {"model", "place", "plans"},  # clients' settings, Codex trust, the git gate
-    "hook": {"model", "place", "plans", "installers"},  # the hook client
-    "owner": {"model", "place", "plans", "installers", "hook"},  # the workspace owner
+    "installers": {"model", "clients", "place", "plans"},  # clients' settings, trust, git gate
+    "hook": {"model", "clients", "place", "plans", "installers"},  # the hook client
+    "owner": {"model", "clients", "place", "plans", "installers", "hook"},  # the owner
     "__init__": set(),
 }
 BENCH: dict[str, set[str]] = {

@@ -8,17 +8,21 @@ from __future__ import annotations
 import sys
 from typing import NoReturn
 
+# `planfence hook CLIENT`: the clients the hook speaks for (`workspace.model.payload.AGENTS`,
+# kept equal by tests/workspace/test_clients.py; not imported here, to keep this path lean).
+HOOK_CLIENTS = ("claude", "codex", "gemini", "opencode", "copilot", "cursor", "windsurf")
+
 
 def main() -> None:
     """Console-script entry point.
 
-    `planfence hook claude|codex` runs before every agent tool call: it goes to the lean hook
+    `planfence hook CLIENT` (claude, codex, gemini, ...) runs before every agent tool call: it goes to the lean hook
     module before click, rich or anything else heavy is imported, and exits 2 on any failure
     (even an import error), never 1. `hook claude --help` is help like any other command's.
     """
     argv = sys.argv[1:]
     asks_help = "--help" in argv[2:]
-    if len(argv) >= 2 and argv[0] == "hook" and argv[1] in ("claude", "codex") and not asks_help:
+    if len(argv) >= 2 and argv[0] == "hook" and argv[1] in HOOK_CLIENTS and not asks_help:
         _hook(argv[1], argv[2:])
     if argv[:1] == ["authorize"]:  # one-shot: decided without click when the args are plain
         from .oneshot import run_authorize

@@ -20,9 +20,15 @@ if TYPE_CHECKING:
     from ..workspace.installers.recovery import PolicyResult
 
 hook_app = Group(
-    "hook", help="PreToolUse hooks for Codex and Claude Code, and the git commit gate."
+    "hook",
+    help="PreToolUse hooks for Claude Code, Codex, Gemini CLI, OpenCode, Copilot CLI, Cursor "
+    "and Windsurf, and the git commit gate.",
 )
-AgentArg = Argument(..., help="claude or codex (install, uninstall, status: or git).")
+CLIENTS = ("claude", "codex", "gemini", "opencode", "copilot", "cursor", "windsurf")
+OTHERS = CLIENTS[2:]  # installed by `hookfiles` (and OpenCode's plugin, `opencodeplugin`)
+AgentArg = Argument(
+    ..., help="claude, codex, gemini, opencode, copilot, cursor or windsurf (or git)."
+)
 ProjectOpt = Option(
     Path("."),
     "--project",
@@ -67,11 +73,28 @@ def register(app: Group) -> None:
 
 
 def _agent(agent: str) -> str:
-    from ..workspace.installers.clients import MATCHERS
-
-    if agent not in MATCHERS:
-        raise click.BadParameter(f"{agent!r}: expected claude or codex")
+    if agent not in CLIENTS:
+        raise click.BadParameter(f"{agent!r}: expected one of {', '.join(CLIENTS)}")
     return agent
+
+
+def _client_command(name: str) -> None:
+    """`planfence hook NAME`: the hook for a client (`workspace.clients`); reached through
+    click only for --help (`planfence_net.cli` sends the rest to the lean hook)."""
+
+    def run(ctx: click.Context) -> None:
+        from ..workspace.hook.run import main
+
+        raise click.exceptions.Exit(main(name, list(ctx.args)))
+
+    run.__doc__ = f"Run the hook for {name} (its payload on stdin; it blocks what drifted)."
+    hook_app.command(
+        name, context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
+    )(click.pass_context(run))
+
+
+for _name in OTHERS:
+    _client_command(_name)
 
 
 @hook_app.command(
@@ -213,6 +236,14 @@ def install(
         _install_git(project, cluster, json_out)
         return
     _agent(agent)
+    if agent in OTHERS:
+        if shared or trust or mcp_writes or sandbox or fmt != "json":
+            raise ConfigError(
+                f"hook install {agent} takes --project, --cluster, --user, --timeout, "
+                "--explicit and --json"
+            )
+        _install_other(agent, project, cluster, user, timeout, explicit, json_out)
+        return
     if shared and (agent != "claude" or user):
         raise ConfigError("--shared is for a Claude Code project install")
     if trust and agent != "codex":
@@ -255,6 +286,55 @@ def install(
 
         policy = add_policy(agent, root)
     _Installed(agent, path, moved, root, trusted, policy).show(cluster, json_out)
+
+
+def _install_other(
+    agent: str,
+    project: Path,
+    cluster: Path | None,
+    user: bool,
+    timeout: float | None,
+    explicit: bool,
+    json_out: bool,
+) -> None:
+    """`hook install` for a client of OTHERS (`hookfiles.install_client`)."""
+    import json
+
+    from ..workspace.installers import clients as installer
+    from ..workspace.installers.clientstatus import install_warning
+    from ..workspace.installers.hookfiles import install_client
+    from ..workspace.place.paths import mark
+
+    path = install_client(
+        agent, project, cluster=cluster, user=user, timeout=timeout, explicit=explicit
+    )
+    root = installer.project_root(project)
+    if not user:
+        mark(root, cluster.resolve() if cluster is not None else None)
+    if json_out:
+        text = path.read_text()
+        shown = json.loads(text) if path.suffix == ".json" else text  # a plugin: its text
+        echo_json({"agent": agent, "path": str(path), "config": shown})
+        return
+    click.echo(f"installed the PlanFence hooks for {agent} in {path}")
+    note = installer.unserved_note(root, cluster) + install_warning(agent, root)
+    click.echo(note, nl=False, err=True)
+    click.echo(f"check: planfence hook status {agent} --project {root}")
+
+
+def _status(agent: str, root: Path, codex_exe: Path | None) -> Any:
+    """`hook status` of one client (`installers.status`, `clientstatus.status_of`)."""
+    from ..workspace.installers import status
+
+    if agent == "claude":
+        return status.claude_status(root)
+    if agent == "codex":
+        from ..workspace.installers.codexapp import find_codex
+
+        return status.codex_status(root, find_codex(codex_exe))
+    from ..workspace.installers.clientstatus import status_of
+
+    return status_of(agent, root)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -345,7 +425,12 @@ def uninstall(
         )
         return
 
-    path, found = installer.uninstall(_agent(agent), project, fmt=fmt, user=user, shared=shared)
+    if _agent(agent) in OTHERS:
+        from ..workspace.installers.hookfiles import uninstall_client
+
+        path, found = uninstall_client(agent, project, user=user)
+    else:
+        path, found = installer.uninstall(agent, project, fmt=fmt, user=user, shared=shared)
     if json_out:
         echo_json({"agent": agent, "path": str(path), "removed": found})
         return
@@ -357,7 +442,9 @@ def uninstall(
 @hook_app.command("status")
 @user_errors
 def status(
-    agent: str | None = Argument(None, help="claude, codex or git (default: claude and codex)."),
+    agent: str | None = Argument(
+        None, help="a client of `hook install`, or git (default: claude and codex)."
+    ),
     project: Path = ProjectOpt,
     codex_exe: Path | None = CodexOpt,
     json_out: bool = JsonOpt,
@@ -365,8 +452,6 @@ def status(
     """Say, per agent, whether our hooks are active for the project and, if not, the step
     that activates them. Exit 0 only when every agent asked about is active."""
     from ..workspace.installers.clients import project_root
-    from ..workspace.installers.codexapp import find_codex
-    from ..workspace.installers.status import claude_status, codex_status
 
     root = project_root(project)
     if agent == "git":
@@ -375,10 +460,7 @@ def status(
         found: list[Any] = [git_status(root)]
     else:
         agents = [_agent(agent)] if agent else ["claude", "codex"]
-        found = [
-            claude_status(root) if a == "claude" else codex_status(root, find_codex(codex_exe))
-            for a in agents
-        ]
+        found = [_status(a, root, codex_exe) for a in agents]
     if json_out:
         echo_json({"project": str(root), "agents": [s.to_json() for s in found]})
     else:

@@ -71,7 +71,11 @@ COMMANDS = {
         "The record ID and its ancestors, walking parents level by level from the owners.",
     ),
     "workspace": ("workspace", "Workspace owners, trusted states and drift checks."),
-    "hook": ("hook", "PreToolUse hooks for Codex and Claude Code, and the git commit gate."),
+    "hook": (
+        "hook",
+        "PreToolUse hooks for Claude Code, Codex, Gemini CLI, OpenCode, Copilot CLI, Cursor "
+        "and Windsurf, and the git commit gate.",
+    ),
     "mcp": ("mcp", "Check MCP write tools against what was read."),
     "view": (
         "planfence_net.view.command",

@@ -6,6 +6,8 @@ One HTTP server answers both wire formats:
                                       events when the body asks for `"stream": true`, JSON else
     POST /v1/messages/count_tokens    a token count
     POST /v1/responses                OpenAI Responses (Codex): streamed server-sent events
+    POST /v1beta/models/M:...         the Gemini API (Gemini CLI), see `wires`
+    POST /v1/chat/completions         OpenAI Chat Completions (OpenCode), see `wires`
     CONNECT, or a request for an absolute URL (the clients' HTTPS_PROXY/HTTP_PROXY point here):
                                       refused with 403 and recorded, so nothing leaves the machine
     anything else                     404, recorded
@@ -29,8 +31,19 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
+from .wires import (
+    CHAT_PATH,
+    GEMINI_PREFIX,
+    chat_stream,
+    gemini_answer,
+    gemini_parts,
+    gemini_side_parts,
+)
+
 ANTHROPIC = "anthropic"
 OPENAI = "openai"
+GEMINI = "gemini"  # Gemini CLI: the Gemini API (`wires`)
+CHAT = "chat"  # OpenCode: OpenAI's Chat Completions (`wires`)
 SIDE_REPLY = "ok"
 OVERRUN_REPLY = "(the test's script has no more turns)"
 
@@ -110,6 +123,8 @@ class ModelServer:
         self.scripts = {
             ANTHROPIC: Script(list(anthropic or [])),
             OPENAI: Script(list(openai or [])),
+            GEMINI: Script([]),
+            CHAT: Script([]),
         }
         self.requests: list[Recorded] = []
         self._lock = threading.Lock()
@@ -150,12 +165,11 @@ class ModelServer:
     def model_requests(self, api: str) -> list[Any]:
         """Bodies of the requests of `api` (ANTHROPIC or OPENAI) that took a script turn, or
         came after the script ran out, in order."""
-        path = "/v1/messages" if api == ANTHROPIC else "/v1/responses"
         with self._lock:
             return [
                 r.body
                 for r in self.requests
-                if r.path == path and isinstance(r.body, dict) and r.body.get("tools")
+                if _api_of(r.path) == api and isinstance(r.body, dict) and r.body.get("tools")
             ]
 
     def refused(self) -> list[Recorded]:
@@ -165,12 +179,15 @@ class ModelServer:
 
     def unknown(self) -> list[Recorded]:
         """Requests to paths this server does not serve (answered 404)."""
-        known = {"/v1/messages", "/v1/messages/count_tokens", "/v1/responses"}
+        known = {"/v1/messages/count_tokens"}
         with self._lock:
             return [
                 r
                 for r in self.requests
-                if r.method != "CONNECT" and not r.path.startswith("http") and r.path not in known
+                if r.method != "CONNECT"
+                and not r.path.startswith("http")
+                and r.path not in known
+                and _api_of(r.path) is None
             ]
 
     def overruns(self, api: str) -> int:
@@ -206,6 +223,17 @@ class ModelServer:
         if path == "/v1/responses" and isinstance(body, dict):
             index, turn = self._turn(OPENAI, body)
             return 200, "text/event-stream", responses_stream(self, body, turn), index
+        if _api_of(path) == GEMINI and path.endswith(":countTokens"):
+            return 200, "application/json", json.dumps({"totalTokens": 100}).encode(), None
+        if _api_of(path) == GEMINI and isinstance(body, dict):
+            stream = path.endswith(":streamGenerateContent")
+            if not body.get("tools"):
+                return 200, *gemini_answer(gemini_side_parts(body), stream), None
+            index, turn = self._turn(GEMINI, body)
+            return 200, *gemini_answer(gemini_parts(turn), stream), index
+        if path == CHAT_PATH and isinstance(body, dict):
+            index, turn = self._turn(CHAT, body)
+            return 200, "text/event-stream", chat_stream(self, body, turn), index
         return (
             404,
             "application/json",
@@ -232,6 +260,17 @@ class ModelServer:
                 }
             ]
         raise ValueError(f"Claude Code has no {type(turn).__name__} turn")
+
+
+def _api_of(path: str) -> str | None:
+    """Which wire format a request path speaks, or None (a path this server does not serve)."""
+    if path == "/v1/messages":
+        return ANTHROPIC
+    if path == "/v1/responses":
+        return OPENAI
+    if path.startswith(GEMINI_PREFIX) and path.endswith(("Content", "countTokens")):
+        return GEMINI
+    return CHAT if path == CHAT_PATH else None
 
 
 # -- Anthropic Messages -------------------------------------------------------------------------

@@ -262,7 +262,7 @@ def requests(repo: Path, count: int) -> list[tuple[str, list[str]]]:
             None,
             ("--plan",),
             "PlanFence blocked this call: the hook failed (ValueError: usage: "
-            "planfence hook claude|codex [--cluster DIR] [--plan NAME] [--as "
+            "planfence hook CLIENT [--cluster DIR] [--plan NAME] [--as "
             "AGENT] [--timeout SECONDS] [--scope user|project] [--mode auto|explicit]); "
             "it fails closed",
         ),

@@ -43,7 +43,7 @@ DEFAULT_TIMEOUT = 10.0
 END_MARGIN = 1.0  # of Codex's SessionEnd limit, left for the process to start and exit
 STEPS = 4  # rounds of one check: the plan, its lineage, the heads, a drift's second look
 USAGE = (
-    "usage: planfence hook claude|codex [--cluster DIR] [--plan NAME] [--as AGENT] "
+    "usage: planfence hook CLIENT [--cluster DIR] [--plan NAME] [--as AGENT] "
     "[--timeout SECONDS] [--scope user|project] [--mode auto|explicit]"
 )
 
@@ -102,8 +102,19 @@ def main(
 
 
 def decide(agent: str, argv: list[str], data: bytes | BaseException) -> Answer:
-    """The hook's answer to one payload (`data`, or the error reading it); never raises:
-    anything unexpected blocks; a payload larger than `client.MAX_PAYLOAD` is refused unread."""
+    """The hook's answer to one payload (`data`, or the error reading it) of client `agent`,
+    in that client's form (`clients.table`: mapped into the normalized form, and the answer
+    back); never raises: anything unexpected blocks; a payload larger than
+    `client.MAX_PAYLOAD` is refused unread."""
+    from ..clients.table import answered, normalized
+
+    mapped = normalized(agent, data)
+    got = _decide(agent, argv, mapped.data)
+    return Answer(*answered(agent, mapped, (got.code, got.stderr, got.stdout)))
+
+
+def _decide(agent: str, argv: list[str], data: bytes | BaseException) -> Answer:
+    """`decide` on a payload in the normalized form."""
     try:
         if isinstance(data, BaseException):
             raise data

@@ -12,7 +12,17 @@ fields, after the call ran) of a file-changing tool asks the hook to record the 
 edit. A SessionStart payload (both agents; Codex adds `model`, `permission_mode` and
 `source`) carries no tool: the hook may join the worktree and start the session's plan; nor
 does a SessionEnd payload (Codex: `reason`, no `model`): the hook ends the session's intents.
+A shell command that runs a formatter on named files (FORMATTERS: `black main.py`) names
+them as its files: the session's own write, checked and recorded like an Edit.
 Anything malformed raises PayloadError: the hook blocks.
+
+This is the one normalized form every client's payload is mapped into (`workspace.clients`:
+a row per client turns Gemini CLI's, OpenCode's, Copilot CLI's, Cursor's and Windsurf's
+payloads into this shape and the hook's answer back into theirs), so the fence's rules read
+one vocabulary: the canonical tools of TOOLS, each of one KIND (read, write, shell, other).
+A mapped payload names its `client` (`ToolCall.agent`), the client's own tool name
+(`client_tool`, which the reason shown to the model uses) and, after a shell command, its
+`exit_code` where the client says it.
 """
 
 from __future__ import annotations
@@ -25,31 +35,56 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-AGENTS = ("claude", "codex")
-FILE_TOOLS = {
-    "Write": "file_path",
-    "Edit": "file_path",
-    "MultiEdit": "file_path",
-    "NotebookEdit": "notebook_path",
-}
-COMMAND_TOOLS = ("Bash", "PowerShell", "apply_patch")
-SHELLS = ("Bash", "PowerShell")
+AGENTS = ("claude", "codex", "gemini", "opencode", "copilot", "cursor", "windsurf")
+READ, WRITE, SHELL, OTHER = "read", "write", "shell", "other"
+KINDS = (READ, WRITE, SHELL, OTHER)  # what a tool call does, as every rule below reads it
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """One canonical tool: its KIND and the `tool_input` field naming its file (`path`) or
+    its command (`command`). A READ tool without a path changes nothing and names nothing."""
+
+    kind: str
+    path: str | None = None
+    command: str | None = None
+
+
+_FREE = Tool(READ)
+# The canonical tools: one row each. Claude Code's names; Codex's apply_patch; every other
+# client's tools are mapped onto these (`workspace.clients`). Tools that change nothing in a
+# worktree (READ) pass unchecked; every other tool the hook does not know (an MCP tool,
+# Codex's `shell`, ...) is decided by the cluster's policy (`config.HookPolicy`): blocked
+# unless the user allowed or asked to check it.
+TOOLS: dict[str, Tool] = {
+    "Write": Tool(WRITE, path="file_path"),
+    "Edit": Tool(WRITE, path="file_path"),
+    "MultiEdit": Tool(WRITE, path="file_path"),
+    "NotebookEdit": Tool(WRITE, path="notebook_path"),
+    "apply_patch": Tool(WRITE, command="command"),
+    "Bash": Tool(SHELL, command="command"),
+    "PowerShell": Tool(SHELL, command="command"),
+    "Read": Tool(READ, path="file_path"),
+    "NotebookRead": Tool(READ, path="notebook_path"),
+    **dict.fromkeys(
+        (
+            "Grep", "Glob", "LS", "WebFetch", "WebSearch", "TodoWrite", "TodoRead", "Task",
+            "Agent", "ExitPlanMode", "EnterPlanMode", "BashOutput", "KillShell", "KillBash",
+            "AskUserQuestion", "Skill", "SlashCommand", "ListMcpResourcesTool",
+            "ReadMcpResourceTool", "view_image", "update_plan",
+        ),
+        _FREE,
+    ),
+}  # fmt: skip
+FILE_TOOLS = {n: t.path for n, t in TOOLS.items() if t.kind == WRITE and t.path}
+COMMAND_TOOLS = tuple(n for n, t in TOOLS.items() if t.command)
+SHELLS = tuple(n for n, t in TOOLS.items() if t.kind == SHELL)
+READ_ONLY = frozenset(n for n, t in TOOLS.items() if t.kind == READ)
+READ_TOOLS = {n: t.path for n, t in TOOLS.items() if t.kind == READ and t.path}
 MCP_PREFIX = "mcp__"
-# Tools that change nothing in a worktree: let through without a check. Every other tool
-# the hook does not know (an MCP tool, Codex's `shell`, ...) is decided by the cluster's
-# policy (`config.HookPolicy`): blocked unless the user allowed or asked to check it.
-READ_ONLY = frozenset(
-    (
-        "Read", "Grep", "Glob", "LS", "NotebookRead", "WebFetch", "WebSearch", "TodoWrite",
-        "TodoRead", "Task", "Agent", "ExitPlanMode", "EnterPlanMode", "BashOutput",
-        "KillShell", "KillBash", "AskUserQuestion", "Skill", "SlashCommand",
-        "ListMcpResourcesTool", "ReadMcpResourceTool", "view_image", "update_plan",
-    )
-)  # fmt: skip
 EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "SessionStart", "SessionEnd")
 SESSION_EVENTS = ("SessionStart", "SessionEnd")  # no tool: the session begins or ends
 AFTER = ("PostToolUse", "PostToolUseFailure")  # Claude Code: a call that failed (exit != 0)
-READ_TOOLS = {"Read": "file_path", "NotebookRead": "notebook_path"}
 _EXIT_CODE = re.compile(r"\bExit code (\d+)\b")
 _PATCH_HEADER = re.compile(
     r"^\*\*\* (?:Add File|Update File|Delete File|Move to): (.+?)\s*$", re.MULTILINE
@@ -80,6 +115,13 @@ class ToolCall:
     reads: tuple[str, ...] = ()  # the file a reading tool read (Read, NotebookRead)
     exit: int | None = None  # after a shell command: its exit code, when the agent says
     shown: tuple[str, ...] = ()  # after a search or diff: the files its output showed (`shown`)
+    client_tool: str | None = None  # the client's own name of the tool, where it differs
+
+    @property
+    def kind(self) -> str:
+        """What the call does (READ, WRITE, SHELL or OTHER: a tool the hook does not know)."""
+        known = TOOLS.get(self.tool)
+        return known.kind if known is not None else OTHER
 
     def subagent(self) -> str:
         """` (subagent ID, TYPE)` for a subagent's call, else ""."""
@@ -89,18 +131,20 @@ class ToolCall:
 
     def describe(self) -> str:
         """`Edit of src/auth.ts`, `Bash \\`npm test\\``, for the reason shown to the model."""
-        if self.files:
-            return f"{self.tool} of {', '.join(self.files)}"
+        tool = self.client_tool or self.tool
         if self.command is not None and self.tool in SHELLS:
             short = self.command if len(self.command) <= 60 else self.command[:57] + "..."
-            return f"{self.tool} `{short}`"
-        return self.tool
+            return f"{tool} `{short}`"
+        if self.files:
+            return f"{tool} of {', '.join(self.files)}"
+        return tool
 
 
 def parse_payload(
     agent: str, data: bytes, git_facts: Callable[[str], frozenset[str]] | None = None
 ) -> ToolCall:
-    """Read a PreToolUse or PostToolUse payload of `agent` ("claude" or "codex"); raises
+    """Read a PreToolUse or PostToolUse payload of `agent` (a client of AGENTS, its payload
+    in the normalized form: `workspace.clients.normalized`); raises
     PayloadError. `git_facts(cwd)`: what the repository's git configuration can make a
     reading git command start (`place.gitsetup.git_setup`); without it, anything (a git
     command is then checked as a write)."""
@@ -122,19 +166,26 @@ def parse_payload(
     if not isinstance(cwd, str) or not cwd or not isinstance(session, str):
         raise PayloadError("cwd or session_id is missing")
     files, command = _targets(tool, tool_input)
+    if tool in SHELLS and command is not None:
+        files = formatter_files(command, cwd)  # a formatter's files: its own write, as an Edit
     unknown = tool not in FILE_TOOLS and tool not in COMMAND_TOOLS and tool not in READ_ONLY
     gated = tool not in READ_ONLY
     if tool in SHELLS and command is not None and is_exempt(command, cwd):
         gated = False  # how the agent re-reads its plan and re-trusts after a block
     elif gated and event == "PreToolUse" and _unchecked_shell(tool, command, cwd, git_facts):
         gated = False
-    read = tool_input.get(READ_TOOLS.get(tool, ""))
-    reads = (read,) if isinstance(read, str) and read else ()
+    reads = _reads(tool_input.get(READ_TOOLS.get(tool, "")))
     exit = None
+    named = value.get("client_tool")
+    client_tool = named if isinstance(named, str) and named and named != tool else None
     shown: tuple[str, ...] = ()
     if event == "PostToolUse":
         gated, unknown = bool(files), False  # only edits with named files are recorded
-        exit = 0 if agent == "claude" and tool in SHELLS else None  # Codex does not say
+        said = value.get("exit_code")
+        if type(said) is int and tool in SHELLS:
+            exit = said  # a mapped client's shell result, where it says
+        else:
+            exit = 0 if agent == "claude" and tool in SHELLS else None  # Codex does not say
         if not files:
             from .shown import shown_paths
 
@@ -146,14 +197,24 @@ def parse_payload(
         exit = int(found.group(1)) if found else None
     return ToolCall(
         agent, event, session, cwd, tool, files, command, gated, **ids,
-        unknown=unknown, reads=reads, exit=exit, shown=shown,
+        unknown=unknown, reads=reads, exit=exit, shown=shown, client_tool=client_tool,
     )  # fmt: skip
+
+
+def _reads(value: Any) -> tuple[str, ...]:
+    """The files a reading tool names: one path, or a list of them (a client's multi-file
+    read, mapped onto Read); anything else names none."""
+    if isinstance(value, str):
+        return (value,) if value else ()
+    if isinstance(value, list):
+        return tuple(v for v in value if isinstance(v, str) and v)
+    return ()
 
 
 def _payload_object(agent: str, data: bytes) -> tuple[dict[str, Any], str]:
     """The payload as a JSON object and its hook event; raises PayloadError."""
     if agent not in AGENTS:
-        raise PayloadError(f"unknown agent {agent!r} (expected claude or codex)")
+        raise PayloadError(f"unknown agent {agent!r} (expected one of {', '.join(AGENTS)})")
     try:
         value = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -187,6 +248,49 @@ def _targets(tool: str, tool_input: dict[str, Any]) -> tuple[tuple[str, ...], st
     if not files:
         raise PayloadError("apply_patch call whose patch names no file")
     return files, command
+
+
+# Formatters that rewrite the files they name in place: a shell command that is one of them
+# (one simple command, no expansion) writes its file operands, so it is checked before and
+# recorded after as the session's own write of them, like an Edit: the next write of a
+# formatted file is not refused as if a sibling had changed it. Program -> the word that
+# makes it rewrite in place (a subcommand, or a flag anywhere), or "" for its default.
+FORMATTERS = {
+    "black": "", "isort": "", "rustfmt": "", "autopep8": "--in-place", "ruff": "format",
+    "gofmt": "-w", "goimports": "-w", "prettier": "--write", "clang-format": "-i",
+    "shfmt": "-w", "yapf": "-i",
+}  # fmt: skip
+
+
+def formatter_files(command: str, cwd: str) -> tuple[str, ...]:
+    """The files a formatter `command` rewrites (see FORMATTERS): its operands that name a
+    file with a suffix, relative inside `cwd` or absolute under it; () for anything else."""
+    from .shellwords import NotRead, simple_commands
+
+    try:
+        commands = simple_commands(command)
+    except NotRead:
+        return ()
+    if len(commands) != 1 or any(w.glob for w in commands[0]):
+        return ()
+    program, *args = [w.text for w in commands[0]]
+    needed = FORMATTERS.get(os.path.basename(program))
+    if needed is None or (
+        needed and needed not in (args[:1] if not needed.startswith("-") else args)
+    ):
+        return ()
+    inside = cwd.rstrip("/") + "/"
+    return tuple(
+        dict.fromkeys(
+            a
+            for a in args
+            if a != needed
+            and not a.startswith("-")
+            and os.path.splitext(os.path.basename(a))[1]
+            and ".." not in a.split("/")
+            and (not os.path.isabs(a) or a.startswith(inside))
+        )
+    )
 
 
 def _unchecked_shell(

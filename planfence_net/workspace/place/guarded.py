@@ -2,7 +2,7 @@
 them): the cluster folder, the user's state directory (hook sockets, served folders), each
 served worktree's client settings and git gate (its git dirs' `hooks/` and `config`, a
 `core.hooksPath` configured in them or in the user's git config), and the user's own client
-settings (`~/.claude/settings*.json`, $CODEX_HOME)."""
+settings (`~/.claude/settings*.json`, $CODEX_HOME, and the other clients' hook files)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,23 @@ from pathlib import Path
 from ..model.guarded import Guarded
 from .paths import git_dirs, state_dir
 
+# The other clients' hook settings (`installers.hookfiles`, `installers.opencodeplugin`),
+# and Gemini CLI's folder trust, which decides whether it runs any hook: an agent that
+# changes them switches its own fence off (a `hooksConfig.disabled`, a deleted plugin).
+PROJECT_CLIENT_FILES = (
+    ".gemini/settings.json",
+    ".opencode/plugins",
+    ".opencode/plugin",
+    ".github/hooks",
+    ".cursor/hooks.json",
+    ".windsurf/hooks.json",
+)
+USER_CLIENT_FILES = (
+    ".gemini/settings.json",
+    ".gemini/trustedFolders.json",
+    ".cursor/hooks.json",
+    ".codeium/windsurf/hooks.json",
+)
 _SECTION = re.compile(r"^\s*\[\s*([A-Za-z0-9.-]+)(?:\s+\"[^\"]*\")?\s*\]")
 _HOOKS_PATH = re.compile(r"^\s*hookspath\s*=\s*(.*?)\s*$", re.IGNORECASE)
 
@@ -28,6 +45,8 @@ def guarded_paths(cluster: Path, worktrees: Iterable[Path]) -> Guarded:
         home / ".claude" / "settings.json",
         home / ".claude" / "settings.local.json",
         Path(os.environ.get("CODEX_HOME") or home / ".codex"),
+        *(home / rel for rel in USER_CLIENT_FILES),
+        _xdg_config() / "opencode" / "plugins",
     ]
     user_configs = [home / ".gitconfig", _xdg_config() / "git" / "config"]
     for root in worktrees:
@@ -35,6 +54,7 @@ def guarded_paths(cluster: Path, worktrees: Iterable[Path]) -> Guarded:
             root / ".claude" / "settings.json",
             root / ".claude" / "settings.local.json",
             root / ".codex",
+            *(root / rel for rel in PROJECT_CLIENT_FILES),
         ]
         dirs = git_dirs(root)
         configs = list(user_configs)
