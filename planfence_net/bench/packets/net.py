@@ -20,6 +20,7 @@ import json
 import secrets
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -108,20 +109,28 @@ class PacketNet:
     def counts(self) -> dict[str, Any]:
         return self.ask({"counts": True})
 
-    def start_owner(self, cdir: ClusterDir, agent: str) -> subprocess.Popen[str]:
-        """`owner serve` for `agent` inside the namespace; returns once it listens."""
-        argv = [sys.executable, "-m", "planfence_net", "owner", "serve", str(cdir.root)]
-        proc = subprocess.Popen(
-            ["ip", "netns", "exec", self.namespace, *argv, "--agent", agent],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+    def start_owner(
+        self, cdir: ClusterDir, agent: str, options: tuple[str, ...] = ()
+    ) -> subprocess.Popen[str]:
+        """`owner serve` for `agent` (with `options`) inside the namespace; returns once it
+        listens."""
+        argv = [sys.executable, "-m", "planfence_net", "owner", "serve", str(cdir.root), *options]
+        with open(cdir.out(agent), "wb") as log:  # its stderr, read back when it fails
+            proc = subprocess.Popen(
+                ["ip", "netns", "exec", self.namespace, *argv, "--agent", agent],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+            )
         self.owners.append(proc)
         line = _line(proc.stdout)
         if not line.startswith(f"owner {agent} listening on "):
-            raise RuntimeError(f"owner {agent} did not start: {line} {_err(proc)}")
+            proc.wait(STOP_TIMEOUT)
+            tail = cdir.out(agent).read_text(errors="replace").strip()[-400:]
+            raise RuntimeError(f"owner {agent} did not start: {line} {tail}")
+        # an unread pipe that fills would stop the owner at its next line: drain it
+        threading.Thread(target=_drain, args=(proc.stdout,), daemon=True).start()
         return proc
 
     def close(self) -> None:
@@ -142,6 +151,12 @@ class PacketNet:
         if self.made:
             ip("netns", "del", self.namespace)
             self.made = False
+
+
+def _drain(stream: IO[str] | None) -> None:
+    if stream is not None:
+        for _ in stream:
+            pass
 
 
 def _line(stream: IO[str] | None) -> str:

@@ -58,10 +58,11 @@ class Forwarder:
         self.lost_writes = 0
 
     def make_links(self, delay_ms: int, loss: float, offset_ms: int, seed: int) -> list[PacketLink]:
-        rng = random.Random(seed)
+        """New links both ways whose traces are at trace time `offset_ms` now."""
+        rng, now = random.Random(seed), self.now_ms()
         return [
             PacketLink(
-                Schedule(trace, offset_ms % trace.period_ms) if trace else None,
+                Schedule(trace, (offset_ms - now) % trace.period_ms) if trace else None,
                 delay_ms=delay_ms,
                 loss=loss,
                 rng=random.Random(rng.random()),
