@@ -8,10 +8,12 @@
 
 The participant (this process, in the root namespace) reaches `owner_ip` through the TUN
 device `near`; the owner's namespace reaches `client_ip` through `far`; the forwarder
-(`tunlink`, a process of its own, so this process's CPU never delays a packet) moves every
-packet between them. Addresses are a /32 pair in 198.19.0.0/16 (RFC 2544's test range) drawn
-per run; every name starts with a prefix unique to the run. `close` stops the owner and the
-forwarder and deletes the namespace, also after a failure. Needs root (`available`).
+(`traces/tunlink.py`, a process of its own, so this process's CPU never delays a packet,
+here under the control of this process) moves every packet between them. The plumbing is
+`cluster/netns.py`, as for `cluster up --links packet`: a /32 pair in 198.19.0.0/16 (RFC
+2544's test range) on a /24 nothing else uses; every name starts with a prefix unique to the
+run. `close` stops the owner and the forwarder and deletes the namespace, also after a
+failure. Needs root (`available`).
 """
 
 from __future__ import annotations
@@ -21,23 +23,14 @@ import secrets
 import subprocess
 import sys
 import threading
-from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+from ...cluster import netns
 from ...cluster.folder import ClusterDir
-from ..partition.netns import available as netns_available
-from ..partition.netns import ip
+from ...cluster.netns import available as available
 
 STOP_TIMEOUT = 10.0
-
-
-def available() -> str | None:
-    """None when packet-level links can be made here, else one line saying why not."""
-    why = netns_available()
-    if why is None and not Path("/dev/net/tun").exists():
-        why = "packet-level links need /dev/net/tun"
-    return why
 
 
 class PacketNet:
@@ -46,8 +39,8 @@ class PacketNet:
     def __init__(self, profile: str) -> None:
         self.prefix = f"pk{secrets.token_hex(3)}"
         self.namespace, self.near, self.far = (f"{self.prefix}{s}" for s in ("ns", "n", "f"))
-        subnet = secrets.randbelow(250) + 1
-        self.client_ip, self.owner_ip = f"198.19.{subnet}.1", f"198.19.{subnet}.2"
+        self.subnet = netns.free_subnets(1)[0]
+        self.client_ip, self.owner_ip = netns.addresses(self.subnet)
         self.profile = profile
         self.forwarder: subprocess.Popen[str] | None = None
         self.owners: list[subprocess.Popen[str]] = []
@@ -67,10 +60,9 @@ class PacketNet:
         self.close()
 
     def open(self) -> None:
-        ip("netns", "add", self.namespace)
+        netns.add_namespace(self.namespace)
         self.made = True
-        ip("-n", self.namespace, "link", "set", "lo", "up")
-        argv = [sys.executable, "-m", "planfence_net.bench.packets.tunlink"]
+        argv = [sys.executable, "-m", "planfence_net.traces.tunlink"]
         self.forwarder = subprocess.Popen(
             [*argv, self.near, self.far, "--profile", self.profile],
             stdin=subprocess.PIPE,
@@ -83,13 +75,7 @@ class PacketNet:
             raise RuntimeError(
                 f"the packet forwarder did not start: {line or _err(self.forwarder)}"
             )
-        ip("link", "set", self.far, "netns", self.namespace)
-        ip("addr", "add", f"{self.client_ip}/32", "dev", self.near)
-        ip("link", "set", self.near, "up")
-        ip("route", "add", f"{self.owner_ip}/32", "dev", self.near)
-        ip("-n", self.namespace, "addr", "add", f"{self.owner_ip}/32", "dev", self.far)
-        ip("-n", self.namespace, "link", "set", self.far, "up")
-        ip("-n", self.namespace, "route", "add", f"{self.client_ip}/32", "dev", self.far)
+        netns.join(self.namespace, self.near, self.far, self.subnet)
 
     def ask(self, command: dict[str, Any]) -> dict[str, Any]:
         """One command to the forwarder and its answer (see `tunlink`)."""
@@ -117,7 +103,7 @@ class PacketNet:
         argv = [sys.executable, "-m", "planfence_net", "owner", "serve", str(cdir.root), *options]
         with open(cdir.out(agent), "wb") as log:  # its stderr, read back when it fails
             proc = subprocess.Popen(
-                ["ip", "netns", "exec", self.namespace, *argv, "--agent", agent],
+                netns.exec_argv(self.namespace, [*argv, "--agent", agent]),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=log,
@@ -149,7 +135,7 @@ class PacketNet:
                     pipe.close()
         self.owners, self.forwarder = [], None
         if self.made:
-            ip("netns", "del", self.namespace)
+            netns.delete_namespace(self.namespace)
             self.made = False
 
 

@@ -1,20 +1,26 @@
 """The packet forwarder: two TUN devices and a `traces.packetlink.PacketLink` each way.
 
-    python -m planfence_net.bench.packets.tunlink NEAR FAR --profile att-lte
-        prints "ready NEAR FAR" once both devices exist (the caller then moves FAR into the
-        owner's namespace and gives both their addresses), then reads JSON lines on stdin:
+    python -m planfence_net.traces.tunlink NEAR FAR --profile att-lte [--delay-ms 30]
+            [--loss 0.01] [--offset-ms 1200] [--seed 7] [--detach]
+
+It makes both devices and prints "ready NEAR FAR" (the caller then moves FAR into the
+owner's namespace and gives both their addresses). Then, by default, it reads JSON lines on
+stdin and exits when stdin closes, taking its devices with it:
         {"delay_ms": 30, "loss": 0.01, "offset_ms": 1200, "seed": 7}
                           new links both ways (answered {"ok": true})
         {"counts": true}  answered {"near_to_far": {...}, "far_to_near": {...}}
-        and exits when stdin closes, taking its devices with it.
+With `--detach` (`cluster up --links packet`) it reads nothing: its stdout goes to /dev/null
+after the ready line, and it forwards with the links its options give until SIGTERM.
 
 Packets read from NEAR (the participant's side) cross the profile's `up` trace towards FAR
 (the owner), packets from FAR cross `down` back: the participant is the mobile end, as in
-the paper's Figure 2. Each direction has the one-way delay given. Needs root (TUN devices).
+the paper's Figure 2. Each direction has the one-way delay given (default: the profile's).
+Needs root (TUN devices).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import fcntl
 import json
@@ -25,9 +31,10 @@ import sys
 import time
 from dataclasses import asdict
 
-from ...traces.mmlink import Schedule
-from ...traces.packetlink import PacketLink
-from ...traces.profiles import load_profile, load_trace
+from ..core.errors import PlanfenceError
+from .mmlink import Schedule
+from .packetlink import PacketLink
+from .profiles import load_profile, load_trace
 
 TUNSETIFF = 0x400454CA
 IFF_TUN, IFF_NO_PI = 0x0001, 0x1000
@@ -107,25 +114,40 @@ class Forwarder:
                 pass
 
 
-async def serve(near_name: str, far_name: str, profile: str) -> None:
+async def serve(near_name: str, far_name: str, options: argparse.Namespace) -> None:
     near, far = open_tun(near_name), open_tun(far_name)
-    forwarder = Forwarder(near, far, profile)
+    forwarder = Forwarder(near, far, options.profile)
+    forwarder.links = forwarder.make_links(
+        options.delay_ms, options.loss, options.offset_ms, options.seed
+    )
     loop = asyncio.get_running_loop()
     for side, fd in enumerate((near, far)):
         loop.add_reader(fd, forwarder.readable, side)
-    reader = asyncio.StreamReader()
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     print(f"ready {near_name} {far_name}", flush=True)
     try:
-        async with asyncio.TaskGroup() as tg:  # a pump that fails ends the process, loudly
-            pump = tg.create_task(forwarder.pump())
-            while line := await reader.readline():
-                print(json.dumps(answer(forwarder, json.loads(line))), flush=True)
-            pump.cancel()
+        if options.detach:
+            null = os.open(os.devnull, os.O_WRONLY)  # whoever read the ready line may be gone
+            os.dup2(null, sys.stdout.fileno())
+            os.close(null)
+            await forwarder.pump()
+        else:
+            await controlled(forwarder)
     finally:
         for fd in (near, far):
             loop.remove_reader(fd)
             os.close(fd)
+
+
+async def controlled(forwarder: Forwarder) -> None:
+    """Forward while answering the JSON lines on stdin (module docstring), until it closes."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    async with asyncio.TaskGroup() as tg:  # a pump that fails ends the process, loudly
+        pump = tg.create_task(forwarder.pump())
+        while line := await reader.readline():
+            print(json.dumps(answer(forwarder, json.loads(line))), flush=True)
+        pump.cancel()
 
 
 def answer(forwarder: Forwarder, command: dict[str, object]) -> dict[str, object]:
@@ -151,18 +173,33 @@ def _number(command: dict[str, object], name: str) -> float:
     return float(value)
 
 
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m planfence_net.traces.tunlink", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("near", help="the participant's TUN device (made here)")
+    parser.add_argument("far", help="the owner's TUN device (made here)")
+    parser.add_argument("--profile", required=True, help="the link profile whose traces pace it")
+    parser.add_argument(
+        "--delay-ms", type=int, default=None, help="one-way delay (default: the profile's)"
+    )
+    parser.add_argument("--loss", type=float, default=0.0, help="loss probability each way")
+    parser.add_argument("--offset-ms", type=int, default=0, help="the trace phase at start")
+    parser.add_argument("--seed", type=int, default=0, help="draws the losses")
+    parser.add_argument("--detach", action="store_true", help="no control on stdin")
+    options = parser.parse_args(argv)
+    if options.delay_ms is None:
+        options.delay_ms = load_profile(options.profile).delay_ms
+    return options
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) != 4 or argv[2] != "--profile":
-        print(
-            "usage: python -m planfence_net.bench.packets.tunlink NEAR FAR --profile P",
-            file=sys.stderr,
-        )
-        return 2
     try:
-        asyncio.run(serve(argv[0], argv[1], argv[3]))
+        options = parse(argv)
+        asyncio.run(serve(options.near, options.far, options))
     except KeyboardInterrupt:
         return 0
-    except OSError as exc:
+    except (OSError, PlanfenceError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0
