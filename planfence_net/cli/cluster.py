@@ -155,7 +155,7 @@ def cluster_up(
                 "running": roster.names,
                 "profile": profile,
                 "links": {a: f"{h}:{p}" for a, (h, p) in shapers.items()},
-                "namespaces": up.namespaces,
+                **({"namespaces": up.namespaces} if up.namespaces else {}),
             }
         )
     else:
@@ -288,7 +288,13 @@ def cluster_down(path: Path = DirArg, json_out: bool = JsonOpt) -> None:
     stopped = clusterlib.stop_owners(cdir)
     links = stop_packet_links(cdir)  # after the owners: their namespaces go with the links
     if json_out:
-        echo_json({"stopped": stopped, "shapers_stopped": shapers, "links_stopped": links})
+        echo_json(
+            {
+                "stopped": stopped,
+                "shapers_stopped": shapers,
+                **({"packet_links_stopped": links} if links else {}),
+            }
+        )
     else:
         click.echo(
             f"stopped {len(stopped)} owner(s): {', '.join(stopped) or '-'}"
