@@ -10,7 +10,8 @@ stdin and exits when stdin closes, taking its devices with it:
                           new links both ways (answered {"ok": true})
         {"counts": true}  answered {"near_to_far": {...}, "far_to_near": {...}}
 With `--detach` (`cluster up --links packet`) it reads nothing: its stdout goes to /dev/null
-after the ready line, and it forwards with the links its options give until SIGTERM.
+after the ready line, it forwards with the links its options give until SIGTERM, and on
+SIGUSR1 it writes the `{"counts": true}` answer as one line to stderr.
 
 Packets read from NEAR (the participant's side) cross the profile's `up` trace towards FAR
 (the owner), packets from FAR cross `down` back: the participant is the mobile end, as in
@@ -26,6 +27,7 @@ import fcntl
 import json
 import os
 import random
+import signal
 import struct
 import sys
 import time
@@ -129,6 +131,7 @@ async def serve(near_name: str, far_name: str, options: argparse.Namespace) -> N
             null = os.open(os.devnull, os.O_WRONLY)  # whoever read the ready line may be gone
             os.dup2(null, sys.stdout.fileno())
             os.close(null)
+            loop.add_signal_handler(signal.SIGUSR1, _say_counts, forwarder)
             await forwarder.pump()
         else:
             await controlled(forwarder)
@@ -148,6 +151,10 @@ async def controlled(forwarder: Forwarder) -> None:
         while line := await reader.readline():
             print(json.dumps(answer(forwarder, json.loads(line))), flush=True)
         pump.cancel()
+
+
+def _say_counts(forwarder: Forwarder) -> None:
+    print(json.dumps(answer(forwarder, {"counts": True})), file=sys.stderr, flush=True)
 
 
 def answer(forwarder: Forwarder, command: dict[str, object]) -> dict[str, object]:
