@@ -19,6 +19,7 @@ from pathlib import Path
 IP_TIMEOUT = 10.0
 SUBNETS = "198.19"  # 198.19.S.1 (near, root namespace) and 198.19.S.2 (far, the owner's)
 FORWARDING = Path("/proc/sys/net/ipv4/ip_forward")
+TUN = Path("/dev/net/tun")
 
 
 def available() -> str | None:
@@ -27,7 +28,7 @@ def available() -> str | None:
         return "packet-level links need root (network namespaces, TUN devices)"
     if shutil.which("ip") is None:
         return "packet-level links need iproute2 (`ip`)"
-    if not Path("/dev/net/tun").exists():
+    if not TUN.exists():
         return "packet-level links need /dev/net/tun"
     return None
 
