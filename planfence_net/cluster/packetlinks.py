@@ -10,6 +10,11 @@ addresses (same ports), so every command that reads the roster (executors, `auth
 owner reaches another through both links (`netns`). `stop_packet_links` puts the roster's
 addresses back.
 
+One forwarder per owner rather than one for all: each is a link with a pid file of its own
+that `cluster status` checks and `cluster down` stops, the kernel schedules the links apart
+(one busy link never delays another's packets), and they cost little: during the stale-plan
+scenario on five owners each used under 0.1 s of CPU in 14 s, and each holds about 30 MB.
+
 DIR/run/packets.toml records what was made (profile, delay, loss, the forwarding setting
 found, and per agent its namespace, devices, subnet and roster address before), written
 before each step, so a failed or interrupted `cluster up` and `cluster down` remove it all.
