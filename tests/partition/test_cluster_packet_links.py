@@ -7,6 +7,7 @@ skips with one line elsewhere."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -26,7 +27,7 @@ from planfence_net.cluster.packetlinks import (
 from planfence_net.cluster.pids import process_alive, read_pid
 from planfence_net.net.client import open_session
 from planfence_net.traces import load_profile
-from support.cluster import PLANFENCE, ClusterHandle, owner_processes, run_planfence
+from support.cluster import PLANFENCE, ClusterHandle, owner_processes, run_planfence, wait_exit
 
 pytestmark = pytest.mark.partition
 
@@ -175,7 +176,7 @@ def test_ctrl_c_during_cluster_up_removes_the_links_it_made(
     assert read_packet_links(h.cdir) == {}
 
 
-def test_relay_links_are_refused_while_the_folder_runs_on_packet_links(
+def test_other_links_are_refused_and_a_stopped_forwarder_fails_the_status(
     packet_cluster: ClusterHandle,
 ) -> None:
     h = packet_cluster
@@ -194,4 +195,17 @@ def test_relay_links_are_refused_while_the_folder_runs_on_packet_links(
     assert relay.stderr == (
         f"error: {h.path} runs on packet links: `planfence cluster down {h.path}` first "
         "(or `cluster up --links packet`)\n"
+    )
+
+    # a forwarder gone: nothing reaches its owner, and status says which link is down
+    forwarder = read_pid(h.cdir, forwarder_name("reqs"))
+    assert forwarder is not None
+    os.kill(forwarder, signal.SIGKILL)
+    assert wait_exit(forwarder)
+    status = planfence("cluster", "status", str(h.path), "--timeout", "1")
+    assert status.returncode == 1
+    assert status.stderr == (
+        "error: 1 of 5 owner(s) not alive: reqs: its synthetic-lte packet link is not "
+        "running: nothing reaches it (`planfence cluster down DIR`, then "
+        "`cluster up DIR --links packet`)\n"
     )

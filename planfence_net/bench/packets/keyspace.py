@@ -171,9 +171,9 @@ def report(
         "the packet cluster; the harness (the executor) in the root namespace. Runs "
         "alternate per (case, policy): relay, then packet.",
         "",
-        "| case | policy | n | relay stall ms (mean) | packet stall ms (mean) | packet/relay "
-        "| session KiB/action (relay, packet) | wire packets/action | wire KiB/action "
-        "| invalid (relay, packet) |",
+        "| case | policy | n | relay stall ms mean (median) | packet stall ms mean (median) "
+        "| packet/relay (means) | session KiB/action (relay, packet) | wire packets/action "
+        "| wire KiB/action | invalid (relay, packet) |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for wire in wires:
@@ -183,11 +183,13 @@ def report(
             for v in ("relay", "packet")
         }
         stall = {v: statistics.fmean(r["stall_ms"] for r in by[v]) for v in by}
+        middle = {v: statistics.median(r["stall_ms"] for r in by[v]) for v in by}
         kib = {v: statistics.fmean(r["bytes"] for r in by[v]) / 1024 for v in by}
         invalid = {v: sum(bool(r["invalid"]) for r in by[v]) for v in by}
         n = wire["actions"]
         lines.append(
-            f"| {case} | {policy} | {n} | {stall['relay']:.1f} | {stall['packet']:.1f} "
+            f"| {case} | {policy} | {n} | {stall['relay']:.1f} ({middle['relay']:.1f}) "
+            f"| {stall['packet']:.1f} ({middle['packet']:.1f}) "
             f"| {stall['packet'] / stall['relay']:.2f} | {kib['relay']:.2f}, {kib['packet']:.2f} "
             f"| {wire['packets'] / n:.1f} | {wire['bytes'] / n / 1024:.2f} "
             f"| {invalid['relay']}, {invalid['packet']} |"
@@ -199,6 +201,14 @@ def report(
         "link). Wire: every IP packet out of every packet link during the (case, policy) "
         "run, both directions, TCP's handshakes, headers and ACKs included, and the key "
         "setup of the case too, over its actions.",
+        "",
+        "What differs between the two links besides the packets: the relay's model puts the "
+        "executor behind a link of its own (half the one-way delay at each end) and re-anchors "
+        "every link's trace phase before each action, paired across policies; the packet "
+        "links give the whole delay to the owner's link and replay the trace continuously "
+        "from the cluster's start, so the two policies of a case meet different stretches of "
+        "the trace. The executor's sessions are persistent in both, so TCP's handshake "
+        "rarely falls inside a stall; slow start, ACKs and the queue's drops do.",
         "",
         "## Requests per action, from the owners' logs (relay, packet)",
         "",
