@@ -25,7 +25,7 @@ import anyio
 
 from ..core.errors import ConfigError, PlanfenceError, StartError, collapse
 from .folder import ClusterDir
-from .packetlinks import packet_namespaces, read_packet_links, start_packet_links, stop_packet_links
+from .packetlinks import read_packet_links, start_packet_links, stop_packet_links
 from .pids import read_pid
 from .processes import (
     owner_marker,
@@ -177,7 +177,7 @@ def start_owner(cdir: ClusterDir, agent: str, timeout: float = 20.0) -> tuple[in
     """Start `agent`'s owner unless it runs, and wait until it answers; returns (its pid,
     whether this call started it). Raises PlanfenceError when it does not start in time."""
     cdir.roster().agent(agent)
-    started = start_owners(cdir, only=[agent], namespaces=packet_namespaces(cdir))
+    started = start_owners(cdir, only=[agent])
     _run(wait_cluster_ready, cdir, [agent], timeout)
     return read_pid(cdir, agent), bool(started)
 

@@ -244,10 +244,14 @@ def start_owners(
     cdir: ClusterDir, only: list[str] | None = None, namespaces: Mapping[str, str] | None = None
 ) -> list[str]:
     """Start every owner of the roster (or of `only`) that is not running, each inside its
-    network namespace in `namespaces` if it has one (`packetlinks`); returns the names
-    started. Raises ConfigError, starting none, when the port of an owner to start is in use.
+    network namespace in `namespaces` if it has one (default: the folder's packet links,
+    `packetlinks`); returns the names started. Raises ConfigError, starting none, when the
+    port of an owner to start is in use.
     """
-    namespaces = namespaces or {}
+    if namespaces is None:
+        from .packetlinks import packet_namespaces  # it imports this module
+
+        namespaces = packet_namespaces(cdir)
     roster = cdir.roster()
     to_start = [
         agent.name

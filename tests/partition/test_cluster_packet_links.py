@@ -45,6 +45,13 @@ def devices(prefix: str) -> list[str]:
     return [line.split(":")[1].strip() for line in listed.stdout.splitlines() if prefix in line]
 
 
+def namespace_of(pid: int) -> str:
+    named = subprocess.run(
+        ["ip", "netns", "identify", str(pid)], capture_output=True, text=True, check=True
+    )
+    return named.stdout.strip()
+
+
 @pytest.fixture
 def packet_cluster(cluster_dir: ClusterHandle) -> Iterator[ClusterHandle]:
     """The folder of `cluster_dir`; whatever a test leaves of its packet links is removed."""
@@ -121,6 +128,7 @@ def test_cluster_up_on_packet_links_serves_through_them_and_down_removes_them(
     assert float(inside.stdout) >= 4 * delay  # SYN and SYN-ACK, each across two links
 
     owners = owner_processes(str(h.path.resolve()))
+    assert sorted(map(namespace_of, owners)) == sorted(f"{prefix}-{a}" for a in roster.names)
     forwarders = [read_pid(h.cdir, forwarder_name(a)) for a in roster.names]
     assert len(owners) == 5 and None not in forwarders
     down = planfence("cluster", "down", path)
@@ -196,6 +204,11 @@ def test_other_links_are_refused_and_a_stopped_forwarder_fails_the_status(
         f"error: {h.path} runs on packet links: `planfence cluster down {h.path}` first "
         "(or `cluster up --links packet`)\n"
     )
+
+    # an owner restarted runs in its namespace again, behind its link
+    restarted = planfence("owner", "restart", str(h.path), "reqs")
+    assert restarted.returncode == 0, restarted.stderr
+    assert namespace_of(h.owner_pid("reqs")) == f"{link_prefix(h.cdir)}-reqs"
 
     # a forwarder gone: nothing reaches its owner, and status says which link is down
     forwarder = read_pid(h.cdir, forwarder_name("reqs"))
