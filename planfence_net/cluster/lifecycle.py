@@ -5,9 +5,9 @@ leaves nothing of its own behind, and stopping or starting one owner of a runnin
 each answers, then puts a shaper in front of every owner for a shaped profile and waits
 through them. With packet-level links (`links="packet"`, `packetlinks`) it first puts every
 owner in a network namespace of its own behind a packet forwarder, starts the owners there
-and waits for them through their links; no shaper runs then. When a start fails (PlanfenceError) or the command is interrupted (Ctrl-C,
-any other exception), it stops what it started, and only that: owners and shapers that ran
-before it stay.
+and waits for them through their links; no shaper runs then. When a start fails
+(PlanfenceError) or the command is interrupted (Ctrl-C, any other exception), it stops what
+it started, and only that: owners, shapers and packet links that ran before it stay.
 """
 
 from __future__ import annotations
@@ -25,7 +25,12 @@ import anyio
 
 from ..core.errors import ConfigError, PlanfenceError, StartError, collapse
 from .folder import ClusterDir
-from .packetlinks import read_packet_links, start_packet_links, stop_packet_links
+from .packetlinks import (
+    forwarder_name,
+    read_packet_links,
+    start_packet_links,
+    stop_packet_links,
+)
 from .pids import read_pid
 from .processes import (
     owner_marker,
@@ -126,7 +131,7 @@ def bring_up(
                 if name not in owners_before and stop_process(cdir, name, owner_marker(cdir, name))
             ]
             if not linked_before:
-                stopped += [f"link-{agent}" for agent in stop_packet_links(cdir)]
+                stopped += [forwarder_name(agent) for agent in stop_packet_links(cdir)]
         if _interrupt(exc):
             raise Interrupted(stopped) from None
         raise
