@@ -48,6 +48,7 @@ BENCH: dict[str, set[str]] = {
     "paper": {"policies"},  # the paper's experiments: workloads, harness, oracle, reports
     "partition": {"paper"},  # owners in network namespaces
     "torture": {"policies", "paper", "partition"},  # the fail-closed lab
+    "packets": {"paper", "partition"},  # packet-level links in network namespaces
     "__init__": set(),
 }
 WINGS = {("workspace",): WORKSPACE, ("bench",): BENCH}

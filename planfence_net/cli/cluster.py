@@ -122,10 +122,19 @@ def cluster_up(
     delay_ms: int | None = Option(None, "--delay-ms", min=0, help="One-way delay override."),
     loss: float = Option(0.0, "--loss", min=0.0, max=0.99, help="Loss probability on every link."),
     timeout: float = Option(20.0, help="Seconds to wait for owners."),
+    links: str = Option(
+        "relay",
+        "--links",
+        choices=["relay", "packet"],
+        help="relay: a shaper process relaying each owner's TCP bytes; packet: each owner in "
+        "a network namespace of its own behind a TUN link pacing its IP packets (root).",
+    ),
 ) -> None:
     """Start every owner (and shaper) that is not running; return once each accepts sessions.
 
-    On a failure, or Ctrl-C, it stops the owners and shapers it started (and only those).
+    With --links packet the roster's addresses become the owners' namespace addresses
+    until `cluster down`, which removes every namespace and device. On a failure, or
+    Ctrl-C, it stops the owners, shapers and links it started (and only those).
     """
     from ..cluster.lifecycle import Interrupted, bring_up
     from ..traces import require_traces
@@ -134,24 +143,28 @@ def cluster_up(
     roster = cdir.roster()
     require_traces(profile)  # fail before starting anything
     try:
-        up = bring_up(cdir, profile, delay_ms=delay_ms, loss=loss, timeout=timeout)
+        up = bring_up(cdir, profile, delay_ms=delay_ms, loss=loss, timeout=timeout, links=links)
     except Interrupted as exc:
         click.echo(f"interrupted: {exc}", err=True)
         raise click.exceptions.Exit(130) from None
-    started, links = up.started, up.links
+    started, shapers = up.started, up.links
     if json_out:
         echo_json(
             {
                 "started": started,
                 "running": roster.names,
                 "profile": profile,
-                "links": {a: f"{h}:{p}" for a, (h, p) in links.items()},
+                "links": {a: f"{h}:{p}" for a, (h, p) in shapers.items()},
+                **({"namespaces": up.namespaces} if up.namespaces else {}),
             }
         )
     else:
+        shaped = f"; links shaped with {profile}" if shapers else ""
+        if up.namespaces:
+            shaped = f"; packet links with {profile}, one network namespace per owner"
         click.echo(
             f"started {len(started)} owner(s): {', '.join(started) or '-'}; "
-            f"{len(roster.agents)} running" + (f"; links shaped with {profile}" if links else "")
+            f"{len(roster.agents)} running" + shaped
         )
 
 
@@ -206,7 +219,8 @@ def _status_table(rows: list[OwnerHealth]) -> tuple[list[str], list[list[Any]]]:
 
 def _shaper_cell(shaper: Shaper) -> str:
     down = shaper.local and not shaper.running
-    return f"{shaper.address} ({shaper.profile}{', not running' if down else ''})"
+    kind = ", packet" if shaper.packet else ""
+    return f"{shaper.address} ({shaper.profile}{kind}{', not running' if down else ''})"
 
 
 def _exit_unless_alive(rows: list[OwnerHealth]) -> None:
@@ -267,14 +281,23 @@ def _watch_status(
 def cluster_down(path: Path = DirArg, json_out: bool = JsonOpt) -> None:
     """Stop every process of the cluster (SIGTERM, then SIGKILL after 10 s)."""
     from ..cluster import processes as clusterlib
+    from ..cluster.packetlinks import stop_packet_links
 
     cdir = cluster_dir(path)
     shapers = clusterlib.stop_shapers(cdir)
     stopped = clusterlib.stop_owners(cdir)
+    links = stop_packet_links(cdir)  # after the owners: their namespaces go with the links
     if json_out:
-        echo_json({"stopped": stopped, "shapers_stopped": shapers})
+        echo_json(
+            {
+                "stopped": stopped,
+                "shapers_stopped": shapers,
+                **({"packet_links_stopped": links} if links else {}),
+            }
+        )
     else:
         click.echo(
             f"stopped {len(stopped)} owner(s): {', '.join(stopped) or '-'}"
             + (f"; {len(shapers)} shaper(s)" if shapers else "")
+            + (f"; {len(links)} packet link(s)" if links else "")
         )

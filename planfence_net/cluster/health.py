@@ -17,6 +17,7 @@ from ..core.roster import Roster
 from ..net.api import owner_session
 from ..net.client import collapsing_task_group
 from .folder import ClusterDir
+from .packetlinks import forwarder_name, forwarder_pid, read_packet_links
 from .pids import read_pid
 from .processes import (
     link_addresses,
@@ -36,6 +37,7 @@ class Shaper:
     pid: int | None
     local: bool  # started from this folder (False: another host runs it, a static links.toml)
     running: bool  # a local one's process runs
+    packet: bool = False  # a packet forwarder (`packetlinks`; `address` names its namespace)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +56,11 @@ class OwnerHealth:
     def problem(self) -> str:
         """Why this owner cannot serve, or not through its link, in a few words; "" when it
         can."""
+        if self.shaper is not None and self.shaper.packet and not self.shaper.running:
+            return (
+                f"its {self.shaper.profile} packet link is not running: nothing reaches it "
+                f"(`planfence cluster down DIR`, then `cluster up DIR --links packet`)"
+            )
         if self.alive and self.shaper is not None and self.shaper.local and not self.shaper.running:
             return (
                 f"its {self.shaper.profile} shaper is not running: sessions reach it unshaped "
@@ -79,6 +86,7 @@ class OwnerHealth:
                 "profile": self.shaper.profile,
                 "pid": self.shaper.pid,
                 "running": self.shaper.running,
+                "packet": self.shaper.packet,
             },
         }
 
@@ -91,6 +99,7 @@ async def wait_health(cdir: ClusterDir, timeout: float) -> list[OwnerHealth]:  #
     links = link_addresses(cdir)
     recorded = read_links(cdir)
     local = not static_links_path(cdir).exists()
+    packet = read_packet_links(cdir)
     rows = []
     for agent in roster.agents:
         pid = running_pid(cdir, agent.name, owner_marker(cdir, agent.name))
@@ -105,6 +114,16 @@ async def wait_health(cdir: ClusterDir, timeout: float) -> list[OwnerHealth]:  #
                 read_pid(cdir, name),
                 local,
                 local and running_pid(cdir, name, shaper_marker(agent.address)) is not None,
+            )
+        if agent.name in packet.get("links", {}):
+            running = forwarder_pid(cdir, agent.name)
+            shaper = Shaper(
+                f"netns {packet['links'][agent.name]['namespace']}",
+                packet.get("profile"),
+                running or read_pid(cdir, forwarder_name(agent.name)),
+                True,
+                running is not None,
+                packet=True,
             )
         rows.append(
             OwnerHealth(

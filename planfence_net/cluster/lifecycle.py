@@ -3,9 +3,11 @@ leaves nothing of its own behind, and stopping or starting one owner of a runnin
 
 `bring_up` is `planfence cluster up`: it starts every owner that is not running, waits until
 each answers, then puts a shaper in front of every owner for a shaped profile and waits
-through them. When a start fails (PlanfenceError) or the command is interrupted (Ctrl-C,
-any other exception), it stops what it started, and only that: owners and shapers that ran
-before it stay.
+through them. With packet-level links (`links="packet"`, `packetlinks`) it first puts every
+owner in a network namespace of its own behind a packet forwarder, starts the owners there
+and waits for them through their links; no shaper runs then. When a start fails
+(PlanfenceError) or the command is interrupted (Ctrl-C, any other exception), it stops what
+it started, and only that: owners, shapers and packet links that ran before it stay.
 """
 
 from __future__ import annotations
@@ -15,14 +17,20 @@ import functools
 import signal
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
 import anyio
 
-from ..core.errors import PlanfenceError, StartError, collapse
+from ..core.errors import ConfigError, PlanfenceError, StartError, collapse
 from .folder import ClusterDir
+from .packetlinks import (
+    forwarder_name,
+    read_packet_links,
+    start_packet_links,
+    stop_packet_links,
+)
 from .pids import read_pid
 from .processes import (
     owner_marker,
@@ -41,6 +49,7 @@ from .ready import wait_cluster_ready
 class Up:
     started: list[str]  # the owners this call started
     links: dict[str, tuple[str, int]]  # agent -> the shaper in front of it ({} on loopback)
+    namespaces: dict[str, str] = field(default_factory=dict)  # agent -> its packet link's
 
 
 class Interrupted(PlanfenceError):
@@ -58,29 +67,41 @@ def bring_up(
     delay_ms: int | None = None,
     loss: float = 0.0,
     timeout: float = 20.0,
+    links: str = "relay",
 ) -> Up:
     """Start and wait as the module doc says; returns what it started. Raises ConfigError
-    when a port is taken (starting nothing), PlanfenceError naming a failure and the owners
-    it stopped, Interrupted on Ctrl-C, and any other exception as it is, each once it
-    stopped what it started."""
+    when a port is taken (starting nothing), when packet links cannot be made here or the
+    folder runs other links than asked, PlanfenceError naming a failure and the owners it
+    stopped, Interrupted on Ctrl-C, and any other exception as it is, each once it stopped
+    what it started (packet links it made included)."""
     roster = cdir.roster()
     owners_before = running_owners(cdir)
     shapers_before = running_shapers(cdir)
+    linked_before = bool(read_packet_links(cdir))
+    _check_links(cdir, links, owners_before, linked_before)
     started: list[str] | None = None
+    namespaces: dict[str, str] = {}
     try:
+        if links == "packet":
+            with deferred_sigint():
+                namespaces = start_packet_links(cdir, profile, delay_ms=delay_ms, loss=loss)
         with deferred_sigint():  # a pid file for every process it spawns
-            started = start_owners(cdir)  # a taken port: ConfigError, nothing started
+            started = start_owners(cdir, namespaces=namespaces)  # a taken port: ConfigError
         _run(wait_cluster_ready, cdir, started, timeout)
         with deferred_sigint():
-            links = start_shapers(cdir, profile, delay_ms=delay_ms, loss=loss)
-        if links:
+            shaped = "loopback" if links == "packet" else profile
+            shapers = start_shapers(cdir, shaped, delay_ms=delay_ms, loss=loss)
+        if shapers:
             _run(
                 functools.partial(
-                    wait_cluster_ready, cdir, roster.names, timeout, links, watch=shaper_name
+                    wait_cluster_ready, cdir, roster.names, timeout, shapers, watch=shaper_name
                 )
             )
     except PlanfenceError as exc:
         if started is None:
+            if not linked_before:
+                with ignored_sigint():
+                    stop_packet_links(cdir)
             raise
         with ignored_sigint():
             stop_shapers(cdir)
@@ -91,6 +112,8 @@ def bring_up(
                 if stop_process(cdir, name, owner_marker(cdir, name))
                 and name != failed  # one that failed to start is never called running
             ]
+            if not linked_before:
+                stop_packet_links(cdir)
         raise PlanfenceError(
             f"{exc} (stopped the owners this command started: "
             f"{', '.join(stopped) or 'none were running'})"
@@ -107,10 +130,26 @@ def bring_up(
                 for name in roster.names
                 if name not in owners_before and stop_process(cdir, name, owner_marker(cdir, name))
             ]
+            if not linked_before:
+                stopped += [forwarder_name(agent) for agent in stop_packet_links(cdir)]
         if _interrupt(exc):
             raise Interrupted(stopped) from None
         raise
-    return Up(started, links)
+    return Up(started, shapers, namespaces)
+
+
+def _check_links(cdir: ClusterDir, links: str, running: set[str], linked: bool) -> None:
+    """Raise ConfigError when the folder's owners run on other links than `links` asks."""
+    if links == "packet" and running and not linked:
+        raise ConfigError(
+            f"owners {', '.join(sorted(running))} of {cdir.root} run without packet links: "
+            f"`planfence cluster down {cdir.root}` first"
+        )
+    if links != "packet" and linked:
+        raise ConfigError(
+            f"{cdir.root} runs on packet links: `planfence cluster down {cdir.root}` first "
+            f"(or `cluster up --links packet`)"
+        )
 
 
 def running_owners(cdir: ClusterDir) -> set[str]:

@@ -5,6 +5,7 @@ whether they still run, how they are spawned, and the reason they wrote for exit
 from __future__ import annotations
 
 import os
+import select
 import subprocess
 from pathlib import Path
 
@@ -68,6 +69,27 @@ def spawn(cdir: ClusterDir, name: str, argv: list[str]) -> int:
     _CHILDREN[proc.pid] = proc
     cdir.pid_file(name).write_text(f"{proc.pid}\n")
     return proc.pid
+
+
+def spawn_ready(cdir: ClusterDir, name: str, argv: list[str], timeout: float) -> str:
+    """`spawn`, for a process that says it is ready with a first line on stdout (which then
+    goes elsewhere: the pipe is closed here); returns that line, or "" when the process
+    exited or said nothing within `timeout` seconds (its reason is in run/NAME.out)."""
+    with open(cdir.out(name), "wb") as out:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=out,
+            start_new_session=True,
+            cwd=cdir.root,
+        )
+    _CHILDREN[proc.pid] = proc
+    cdir.pid_file(name).write_text(f"{proc.pid}\n")
+    assert proc.stdout is not None
+    with proc.stdout:
+        readable, _, _ = select.select([proc.stdout], [], [], timeout)
+        return proc.stdout.readline().decode(errors="replace").strip() if readable else ""
 
 
 def last_error_line(path: Path) -> str:

@@ -19,6 +19,7 @@ import signal
 import sys
 import time
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from .compose import (
     write_compose_view,
 )
 from .folder import ClusterDir as ClusterDir  # where it lives: lean, for the hook
+from .netns import exec_argv
 from .pids import process_alive, read_pid, spawn
 from .ports import check_port, free_port
 
@@ -238,10 +240,18 @@ def stop_process(cdir: ClusterDir, name: str, marker: str, grace: float = 10.0) 
     return True
 
 
-def start_owners(cdir: ClusterDir, only: list[str] | None = None) -> list[str]:
-    """Start every owner of the roster (or of `only`) that is not running; returns the names
-    started. Raises ConfigError, starting none, when the port of an owner to start is in use.
+def start_owners(
+    cdir: ClusterDir, only: list[str] | None = None, namespaces: Mapping[str, str] | None = None
+) -> list[str]:
+    """Start every owner of the roster (or of `only`) that is not running, each inside its
+    network namespace in `namespaces` if it has one (default: the folder's packet links,
+    `packetlinks`); returns the names started. Raises ConfigError, starting none, when the
+    port of an owner to start is in use.
     """
+    if namespaces is None:
+        from .packetlinks import packet_namespaces  # it imports this module
+
+        namespaces = packet_namespaces(cdir)
     roster = cdir.roster()
     to_start = [
         agent.name
@@ -251,6 +261,8 @@ def start_owners(cdir: ClusterDir, only: list[str] | None = None) -> list[str]:
     ]
     for name in to_start:
         agent = roster.agent(name)
+        if name in namespaces:  # a namespace of its own: nothing else listens there
+            continue
         check_port(
             name,
             agent.host,
@@ -259,7 +271,8 @@ def start_owners(cdir: ClusterDir, only: list[str] | None = None) -> list[str]:
             f"cluster with `planfence cluster init NEWDIR --base-port 0` (free ports)",
         )
     for name in to_start:
-        spawn(cdir, name, owner_argv(cdir, name))
+        argv = owner_argv(cdir, name)
+        spawn(cdir, name, exec_argv(namespaces[name], argv) if name in namespaces else argv)
     return to_start
 
 
