@@ -1,7 +1,9 @@
 """The executor's local replica: every verified record it has seen, in SQLite and memory.
 
 The gate looks records up synchronously, so verified records are also kept in a dict; the
-SQLite file makes them survive a restart.
+SQLite file makes them survive a restart. The runners handed one replica (the executors of
+one process) share what they learn: its records, its walk cache and its fetches in flight, so
+a new plan every executor misses at once is fetched once and walked once.
 """
 
 from __future__ import annotations
@@ -10,8 +12,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..core.lineage import WalkCache
 from ..core.records import Record, record_from_wire
 from ..protocol.messages import pack, unpack
+from .flights import Flights
 
 if TYPE_CHECKING:  # a memory-only replica (a one-shot authorize) never loads SQLite
     import aiosqlite
@@ -24,11 +28,17 @@ BEGIN SELECT RAISE(ABORT, 'records are insert-only'); END;
 
 
 class Replica:
-    """Verified records by id. Only add records that were verified against the roster."""
+    """Verified records by id. Only add records that were verified against the roster.
+
+    `walks` holds the lineage walks that reached a frontier over these records (sound since
+    the replica only grows and ids are hashes of content); `flights` the fetches in flight.
+    """
 
     def __init__(self, db: aiosqlite.Connection | None) -> None:
         self._db = db
         self.records: dict[bytes, Record] = {}
+        self.walks = WalkCache()
+        self.flights = Flights()
 
     @classmethod
     async def open(cls, path: Path | None) -> Replica:
