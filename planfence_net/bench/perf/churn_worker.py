@@ -1,0 +1,157 @@
+"""A worker process of the churn benchmark: N executors deciding one plan while its owner
+changes one of the declared keys.
+
+    python -m planfence_net.bench.perf.churn_worker
+
+Reads one JSON line (the spec: `cluster`, `plan`, `keys`, `facts` (key -> id hex), `records`
+(the lineage, hex), `clients`), opens every executor (its own sessions to the owners) and
+warms it with one decision, prints `ready`, then runs one phase per line it reads,
+`go SECONDS share|own`, and prints one JSON line per phase: its `decisions` (each
+[start, end, outcome, reason, replanned, the churned key's frontier id hex or None], times on
+the machine's monotonic clock), `cpu` seconds, and the replica's fetch statistics.
+
+A drifted decision replans: the executors of a process share one planner, which writes one
+new plan per changed fact (`plan/churn-<pid>`, derived from the changed fact and the other
+facts) and hands its id to every executor that asks. With `share` the executors share one
+replica (records, walks, fetches in flight); with `own` each has its own, as an executor
+process of its own would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from ...cluster.folder import ClusterDir
+from ...core.gate import Action
+from ...core.records import Record
+from ...executor.pool import SessionPool
+from ...executor.replica import Replica
+from ...executor.runner import GateRunner
+from ...net.api import get_records
+
+PLANNER = "planner"
+
+
+class Planner:
+    """One new plan per changed fact for the executors of this process (asked once, by the
+    first executor that needs it; the others wait for its id)."""
+
+    def __init__(self, pool: SessionPool, facts: dict[str, bytes]) -> None:
+        self.pool = pool
+        self.facts = dict(facts)
+        self.key = f"plan/churn-{os.getpid()}"
+        self._plans: dict[tuple[bytes, ...], asyncio.Future[bytes]] = {}
+
+    async def replan(self, action: Action, changed: tuple[Record, ...]) -> Sequence[bytes]:
+        facts = dict(self.facts) | {record.key: record.id for record in changed}
+        parents = tuple(facts[key] for key in action.deps)
+        plan = self._plans.get(parents)
+        if plan is None:
+            plan = self._plans[parents] = asyncio.get_running_loop().create_future()
+            args = {"key": self.key, "kind": "plan", "parents": list(parents), "body": {}}
+            try:
+                plan.set_result((await self.pool.request(PLANNER, "put", args))["id"])
+            except BaseException as exc:
+                del self._plans[parents]
+                plan.set_exception(exc)
+                raise
+        return [await asyncio.shield(plan)]
+
+
+async def _run(spec: dict[str, Any]) -> None:
+    cdir = ClusterDir(Path(spec["cluster"]))
+    roster, identity = cdir.roster(), cdir.identity(PLANNER)
+    churned, keys = spec["churned"], tuple(spec["keys"])
+    facts = {key: bytes.fromhex(rid) for key, rid in spec["facts"].items()}
+    lineage = await get_records(roster, identity, [bytes.fromhex(r) for r in spec["records"]])
+    shared = await Replica.open(None)
+    await shared.add(lineage)
+    async with anyio.create_task_group() as tg:
+        pools = [SessionPool(tg, roster, identity) for _ in range(spec["clients"])]
+        own = [await Replica.open(None) for _ in pools]
+        for replica in own:
+            await replica.add(lineage)
+        planner = Planner(SessionPool(tg, roster, identity), facts)
+        roots: list[tuple[bytes, ...]] = [(bytes.fromhex(spec["plan"]),) for _ in pools]
+        for pool, replica in zip(pools, own, strict=True):  # warm: sessions open, walks done
+            for runner in (GateRunner(pool, shared), GateRunner(pool, replica)):
+                await runner.wait_decision(Action("churn", roots[0], keys), planner.replan)
+        print("ready", flush=True)
+        while (line := await anyio.to_thread.run_sync(sys.stdin.readline)).startswith("go"):
+            _, seconds, mode = line.split()
+            replicas = [shared] * len(pools) if mode == "share" else own
+            runners = [GateRunner(p, r) for p, r in zip(pools, replicas, strict=True)]
+            out = await _phase(runners, roots, keys, churned, planner, float(seconds))
+            print(json.dumps(out), flush=True)
+        for pool in [*pools, planner.pool]:
+            await pool.aclose()
+        tg.cancel_scope.cancel()
+
+
+async def _phase(
+    runners: list[GateRunner],
+    roots: list[tuple[bytes, ...]],
+    keys: tuple[str, ...],
+    churned: str,
+    planner: Planner,
+    seconds: float,
+) -> dict[str, Any]:
+    """Every runner decides as fast as it can for `seconds`, following its replans."""
+    decisions: list[list[Any]] = []
+    replicas = {id(r.replica): r.replica for r in runners}.values()
+    before = [r.flights.statistics() for r in replicas]
+    cpu, stop_at = time.process_time(), time.monotonic() + seconds
+
+    async def loop(i: int, runner: GateRunner) -> None:
+        while (started := time.monotonic()) < stop_at:
+            run = await runner.wait_decision(Action("churn", roots[i], keys), planner.replan)
+            d = run.decision
+            frontier = d.frontier.get(churned) if d.authorized else None
+            decisions.append(
+                [
+                    started,
+                    time.monotonic(),
+                    d.outcome,
+                    d.reason,
+                    d.replanned,
+                    frontier.hex() if frontier is not None else None,
+                    _others_unchanged(d.frontier, planner.facts, churned) if d.authorized else True,
+                ]
+            )
+            if d.authorized:
+                roots[i] = run.roots
+
+    async with anyio.create_task_group() as tg:
+        for i, runner in enumerate(runners):
+            tg.start_soon(loop, i, runner)
+    after = [r.flights.statistics() for r in replicas]
+    return {
+        "decisions": decisions,
+        "cpu": time.process_time() - cpu,
+        "flown": sum(a["flown"] - b["flown"] for a, b in zip(after, before, strict=True)),
+        "joined": sum(a["joined"] - b["joined"] for a, b in zip(after, before, strict=True)),
+    }
+
+
+def _others_unchanged(frontier: dict[str, bytes], facts: dict[str, bytes], churned: str) -> bool:
+    """True when every declared key but the churned one is at the version the run began with
+    (no one writes them)."""
+    return all(rid == facts[key] for key, rid in frontier.items() if key != churned)
+
+
+def main() -> None:
+    spec = json.loads(sys.stdin.readline())
+    anyio.run(_run, spec, backend="asyncio", backend_options={"use_uvloop": True})
+
+
+if __name__ == "__main__":
+    main()
