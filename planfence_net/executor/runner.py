@@ -79,7 +79,7 @@ class GateRunner:
         self.roster: Roster = pool.roster
         self.clock = clock
         self.timeout = timeout
-        self.verify = verifier(self.roster)
+        self.verify = verifier(self.roster, replica.records)  # a known record: checked once
         self.walks = replica.walks  # shared by the runners of one replica
         self._give_ups = _GiveUps()
         # the decision's steps, bound once: no lookup or check per decision

@@ -120,6 +120,8 @@ async def _phases(
             except subprocess.TimeoutExpired:
                 worker.kill()
                 worker.wait()
+            if worker.stdout is not None:
+                worker.stdout.close()
     return rows
 
 

@@ -127,8 +127,7 @@ async def _phase(
                     _others_unchanged(d.frontier, planner.facts, churned) if d.authorized else True,
                 ]
             )
-            if d.authorized:
-                roots[i] = run.roots
+            roots[i] = run.roots  # after a replan, the newest plan it has
 
     async with anyio.create_task_group() as tg:
         for i, runner in enumerate(runners):
