@@ -182,7 +182,7 @@ def wrong_decisions(decisions: list[list[Any]], versions: list[Version]) -> int:
     end, outcome, reason, replanned, churned frontier id hex, others unchanged]."""
     index = {rid.hex(): i for i, (rid, _, _) in enumerate(versions)}
     wrong = 0
-    for start, end, outcome, _, _, frontier, others_ok in decisions:
+    for start, end, outcome, _, _, frontier, others_ok, *_ in decisions:
         if outcome != "authorized":
             continue
         i = index.get(frontier)
@@ -202,6 +202,8 @@ def _row(
     decisions = [d for out in outs for d in out["decisions"]]
     window = settings.seconds
     latencies = Spread.of([end - start for start, end, *_ in decisions] or [0.0])
+    stalls = Spread.of([d[1] - d[0] - d[7] for d in decisions] or [0.0])
+    planning = Spread.of([d[7] for d in decisions if d[4]] or [0.0])
     reasons = Counter(d[3] for d in decisions if d[2] != "authorized")
     return {
         "phase": phase,
@@ -211,6 +213,9 @@ def _row(
         "authorized_per_s": sum(d[2] == "authorized" for d in decisions) / window,
         "p50_us": latencies.p50,
         "p99_us": latencies.p99,
+        "stall_p50_us": stalls.p50,
+        "stall_p99_us": stalls.p99,
+        "planning_p50_us": planning.p50,
         "replanned": sum(bool(d[4]) for d in decisions),
         "blocked": dict(reasons),
         "wrong": wrong_decisions(decisions, versions),

@@ -7,12 +7,14 @@ Reads one JSON line (the spec: `cluster`, `plan`, `keys`, `facts` (key -> id hex
 (the lineage, hex), `clients`), opens every executor (its own sessions to the owners) and
 warms it with one decision, prints `ready`, then runs one phase per line it reads,
 `go SECONDS share|own`, and prints one JSON line per phase: its `decisions` (each
-[start, end, outcome, reason, replanned, the churned key's frontier id hex or None], times on
+[start, end, outcome, reason, replanned, the churned key's frontier id hex or None,
+the other keys unchanged, seconds in the replan hook], times on
 the machine's monotonic clock), `cpu` seconds, and the replica's fetch statistics.
 
 A drifted decision replans: the executors of a process share one planner, which writes one
 new plan per changed fact (`plan/churn-<pid>`, derived from the changed fact and the other
-facts) and hands its id to every executor that asks. With `share` the executors share one
+facts), hands its id to every executor that asks, and keeps the newest: each decision starts
+from the newest plan of the process, as executors working on one plan would. With `share` the executors share one
 replica (records, walks, fetches in flight); with `own` each has its own, as an executor
 process of its own would.
 """
@@ -45,9 +47,11 @@ class Planner:
     """One new plan per changed fact for the executors of this process (asked once, by the
     first executor that needs it; the others wait for its id)."""
 
-    def __init__(self, pool: SessionPool, facts: dict[str, bytes]) -> None:
+    def __init__(self, pool: SessionPool, facts: dict[str, bytes], plan: bytes) -> None:
         self.pool = pool
         self.facts = dict(facts)
+        self.current = (plan,)  # the newest plan: derived from the newest changed facts
+        self._newest = -1  # the highest seq of a changed fact a plan was made from
         self.key = f"plan/churn-{os.getpid()}"
         self._plans: dict[tuple[bytes, ...], asyncio.Future[bytes]] = {}
 
@@ -60,6 +64,9 @@ class Planner:
             args = {"key": self.key, "kind": "plan", "parents": list(parents), "body": {}}
             try:
                 plan.set_result((await self.pool.request(PLANNER, "put", args))["id"])
+                newest = max(record.seq for record in changed)
+                if newest > self._newest:
+                    self._newest, self.current = newest, (plan.result(),)
             except BaseException as exc:
                 del self._plans[parents]
                 plan.set_exception(exc)
@@ -80,26 +87,26 @@ async def _run(spec: dict[str, Any]) -> None:
         own = [await Replica.open(None) for _ in pools]
         for replica in own:
             await replica.add(lineage)
-        planner = Planner(SessionPool(tg, roster, identity), facts)
-        roots: list[tuple[bytes, ...]] = [(bytes.fromhex(spec["plan"]),) for _ in pools]
+        # the planner writes through an executor's sessions: an owner keeps at most 64
+        # sessions of one roster member, and 64 executors hold that many already
+        planner = Planner(pools[0], facts, bytes.fromhex(spec["plan"]))
         for pool, replica in zip(pools, own, strict=True):  # warm: sessions open, walks done
             for runner in (GateRunner(pool, shared), GateRunner(pool, replica)):
-                await runner.wait_decision(Action("churn", roots[0], keys), planner.replan)
+                await runner.wait_decision(Action("churn", planner.current, keys), planner.replan)
         print("ready", flush=True)
         while (line := await anyio.to_thread.run_sync(sys.stdin.readline)).startswith("go"):
             _, seconds, mode = line.split()
             replicas = [shared] * len(pools) if mode == "share" else own
             runners = [GateRunner(p, r) for p, r in zip(pools, replicas, strict=True)]
-            out = await _phase(runners, roots, keys, churned, planner, float(seconds))
+            out = await _phase(runners, keys, churned, planner, float(seconds))
             print(json.dumps(out), flush=True)
-        for pool in [*pools, planner.pool]:
+        for pool in pools:
             await pool.aclose()
         tg.cancel_scope.cancel()
 
 
 async def _phase(
     runners: list[GateRunner],
-    roots: list[tuple[bytes, ...]],
     keys: tuple[str, ...],
     churned: str,
     planner: Planner,
@@ -111,9 +118,10 @@ async def _phase(
     before = [r.flights.statistics() for r in replicas]
     cpu, stop_at = time.process_time(), time.monotonic() + seconds
 
-    async def loop(i: int, runner: GateRunner) -> None:
+    async def loop(runner: GateRunner) -> None:
         while (started := time.monotonic()) < stop_at:
-            run = await runner.wait_decision(Action("churn", roots[i], keys), planner.replan)
+            action = Action("churn", planner.current, keys)
+            run = await runner.wait_decision(action, planner.replan)
             d = run.decision
             frontier = d.frontier.get(churned) if d.authorized else None
             decisions.append(
@@ -125,13 +133,13 @@ async def _phase(
                     d.replanned,
                     frontier.hex() if frontier is not None else None,
                     _others_unchanged(d.frontier, planner.facts, churned) if d.authorized else True,
+                    run.planning,
                 ]
             )
-            roots[i] = run.roots  # after a replan, the newest plan it has
 
     async with anyio.create_task_group() as tg:
-        for i, runner in enumerate(runners):
-            tg.start_soon(loop, i, runner)
+        for runner in runners:
+            tg.start_soon(loop, runner)
     after = [r.flights.statistics() for r in replicas]
     return {
         "decisions": decisions,
