@@ -8,6 +8,7 @@ a new plan every executor misses at once is fetched once and walked once.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -75,3 +76,14 @@ class Replica:
     async def close(self) -> None:
         if self._db is not None:
             await self._db.close()
+
+
+def settle() -> None:
+    """Call once an executor process is warm (sessions open, lineages in the replica): what
+    lives now is collected once and then left out of Python's cyclic collector for good
+    (`gc.freeze`). A decision at d = 1,024 allocates a thousand lists for its answer, so the
+    collector runs every few decisions; without this, every few dozen decisions one of them
+    also walks the whole heap (the replica's records among it), ~5 ms added to that decision
+    on a 2-core machine, the p99. Objects made later are collected as before."""
+    gc.collect()
+    gc.freeze()

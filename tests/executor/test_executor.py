@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import subprocess
@@ -19,7 +20,7 @@ from planfence_net.core.answers import HeadsQuery
 from planfence_net.core.gate import Action
 from planfence_net.core.records import Record
 from planfence_net.executor.pool import SessionPool
-from planfence_net.executor.replica import Replica
+from planfence_net.executor.replica import Replica, settle
 from planfence_net.executor.runner import GateRun, GateRunner
 from planfence_net.net.api import wait_owner_ready
 from support.cluster import REPO
@@ -370,3 +371,13 @@ async def test_executors_sharing_a_replica_fetch_a_new_plan_once(live_cluster) -
     assert {r.decision.frontier["req/order"] for r in runs} == {r4}
     # asked of the owners: the first lineage (3 ids), then the new plan once
     assert flights == {"in_flight": 0, "flown": 3 + 1, "joined": executors - 1}
+
+
+def test_settle_leaves_the_warm_state_out_of_the_collector() -> None:
+    warm = [[n] for n in range(1000)]  # lists: tracked by the collector
+    try:
+        settle()
+        assert gc.get_freeze_count() >= len(warm)
+        assert gc.get_count()[0] < 100  # the young generation starts empty
+    finally:
+        gc.unfreeze()

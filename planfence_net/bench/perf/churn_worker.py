@@ -36,7 +36,7 @@ from ...cluster.folder import ClusterDir
 from ...core.gate import Action
 from ...core.records import Record
 from ...executor.pool import SessionPool
-from ...executor.replica import Replica
+from ...executor.replica import Replica, settle
 from ...executor.runner import GateRunner
 from ...net.api import get_records
 
@@ -93,6 +93,7 @@ async def _run(spec: dict[str, Any]) -> None:
         for pool, replica in zip(pools, own, strict=True):  # warm: sessions open, walks done
             for runner in (GateRunner(pool, shared), GateRunner(pool, replica)):
                 await runner.wait_decision(Action("churn", planner.current, keys), planner.replan)
+        settle()
         print("ready", flush=True)
         while (line := await anyio.to_thread.run_sync(sys.stdin.readline)).startswith("go"):
             _, seconds, mode = line.split()
