@@ -33,7 +33,9 @@ from typing import IO, Any
 import anyio
 
 from ...cluster.folder import ClusterDir
+from ...cluster.pids import read_pid
 from ...net.client import open_session
+from .growth_worker import cpu_seconds
 from .latency import OWNERS, Plan, Spread, loopback_cluster, write_plan
 
 Row = dict[str, Any]
@@ -103,13 +105,16 @@ async def _phases(
             progress(f"churn: phase {phase} ({settings.seconds:g} s)")
             mode = "own" if phase.endswith("-own") else "share"
             written = len(versions)
+            owners_cpu = _owners_cpu(cdir)
             stop = anyio.Event()
             async with anyio.create_task_group() as tg:
                 if phase != "quiet":
                     tg.start_soon(_churn, cdir, churned, settings.every, versions, stop)
                 outs = await _go(workers, settings.seconds, mode)
                 stop.set()  # a put under way is finished and recorded: it is the truth
-            rows.append(_row(phase, outs, versions, len(versions) - written, settings))
+            row = _row(phase, outs, versions, len(versions) - written, settings)
+            row["owner_cpu_us"] = (_owners_cpu(cdir) - owners_cpu) / max(row["decisions"], 1) * 1e6
+            rows.append(row)
     finally:
         for worker in workers:
             if worker.stdin is not None:
@@ -123,6 +128,12 @@ async def _phases(
             if worker.stdout is not None:
                 worker.stdout.close()
     return rows
+
+
+def _owners_cpu(cdir: ClusterDir) -> float:
+    """CPU seconds every owner of the cluster has used so far (Linux /proc)."""
+    pids = [read_pid(cdir, agent.name) for agent in cdir.roster().agents]
+    return sum(cpu_seconds(pid) for pid in pids if pid is not None)
 
 
 def _worker(spec: dict[str, Any]) -> subprocess.Popen[str]:
@@ -209,6 +220,7 @@ def _row(
         "phase": phase,
         "executors": settings.processes * settings.per_process,
         "changes": changes,
+        "decisions": len(decisions),
         "decisions_per_s": len(decisions) / window,
         "authorized_per_s": sum(d[2] == "authorized" for d in decisions) / window,
         "p50_us": latencies.p50,
@@ -221,5 +233,6 @@ def _row(
         "wrong": wrong_decisions(decisions, versions),
         "fetched_ids": sum(out["flown"] for out in outs),
         "joined_ids": sum(out["joined"] for out in outs),
+        "connects": sum(out["connects"] for out in outs),  # sessions opened in the phase
         "client_cpu_us": sum(out["cpu"] for out in outs) / max(len(decisions), 1) * 1e6,
     }

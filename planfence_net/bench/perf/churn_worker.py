@@ -117,6 +117,7 @@ async def _phase(
     decisions: list[list[Any]] = []
     replicas = {id(r.replica): r.replica for r in runners}.values()
     before = [r.flights.statistics() for r in replicas]
+    connects = sum(r.pool.connects for r in runners)
     cpu, stop_at = time.process_time(), time.monotonic() + seconds
 
     async def loop(runner: GateRunner) -> None:
@@ -145,6 +146,7 @@ async def _phase(
     return {
         "decisions": decisions,
         "cpu": time.process_time() - cpu,
+        "connects": sum(r.pool.connects for r in runners) - connects,
         "flown": sum(a["flown"] - b["flown"] for a, b in zip(after, before, strict=True)),
         "joined": sum(a["joined"] - b["joined"] for a, b in zip(after, before, strict=True)),
     }
