@@ -7,8 +7,9 @@ Executors run as tasks of worker processes (`churn_worker`), each executor with 
 sessions. The phases alternate: `quiet` (nobody writes), `churn` (the owner of the first
 declared key writes a new version every `every` seconds; the executors of a process share
 one replica) and `churn-own` (the same churn, each executor with a replica of its own, so each
-fetches every new plan itself: what an executor per process does). A drifted decision replans
-onto the process's new plan for the changed fact and is checked again.
+fetches every new plan itself: what an executor per process does). After each new version the
+planner writes the new plan derived from it (`plan/churn`); a drifted decision replans onto
+that plan (each process learns it once, from a subscription) and is checked again.
 
 The truth is the owner's sequence of versions of the churned key, timed by the writer: a
 version is the head from some moment between its put being sent and acknowledged until some
@@ -35,8 +36,9 @@ import anyio
 from ...cluster.folder import ClusterDir
 from ...cluster.pids import read_pid
 from ...net.client import open_session
+from .churn_worker import PLAN_KEY
 from .growth_worker import cpu_seconds
-from .latency import OWNERS, Plan, Spread, loopback_cluster, write_plan
+from .latency import EXECUTOR, OWNERS, Plan, Spread, loopback_cluster, write_plan
 
 Row = dict[str, Any]
 # a version of the churned key: (id, put sent, put acknowledged), monotonic seconds
@@ -109,7 +111,7 @@ async def _phases(
             stop = anyio.Event()
             async with anyio.create_task_group() as tg:
                 if phase != "quiet":
-                    tg.start_soon(_churn, cdir, churned, settings.every, versions, stop)
+                    tg.start_soon(_churn, cdir, plan, settings.every, versions, stop)
                 outs = await _go(workers, settings.seconds, mode)
                 stop.set()  # a put under way is finished and recorded: it is the truth
             row = _row(phase, outs, versions, len(versions) - written, settings)
@@ -169,20 +171,27 @@ async def _go(workers: list[subprocess.Popen[str]], seconds: float, mode: str) -
 
 
 async def _churn(
-    cdir: ClusterDir, key: str, every: float, versions: list[Version], stop: anyio.Event
+    cdir: ClusterDir, plan: Plan, every: float, versions: list[Version], stop: anyio.Event
 ) -> None:
-    """Write a new version of `key` as its owner every `every` seconds, timing each put,
-    until `stop`."""
-    roster = cdir.roster()
+    """Every `every` seconds until `stop`: a new version of the plan's first key, written as
+    its owner and timed, then the planner's new plan (`plan/churn`) derived from it and the
+    other facts, as a planner that replans on each change would."""
+    roster, key = cdir.roster(), plan.keys[0]
     owner = roster.owner_of(key)
     assert owner is not None
-    async with open_session(roster, cdir.identity(owner), owner) as writer:
+    async with (
+        open_session(roster, cdir.identity(owner), owner) as writer,
+        open_session(roster, cdir.identity(EXECUTOR), EXECUTOR) as planner,
+    ):
         tick = time.monotonic()
         while not stop.is_set():
             sent = time.monotonic()
             args = {"key": key, "kind": "fact", "parents": [], "body": {"at": sent}}
-            result = await writer.request("put", args)
-            versions.append((result["id"], sent, time.monotonic()))
+            fact = (await writer.request("put", args))["id"]
+            versions.append((fact, sent, time.monotonic()))
+            parents = [fact, *(plan.facts[k] for k in plan.keys[1:])]
+            args = {"key": PLAN_KEY, "kind": "plan", "parents": parents, "body": {}}
+            await planner.request("put", args)
             tick += every
             with anyio.move_on_after(max(0.0, tick - time.monotonic())):
                 await stop.wait()

@@ -11,19 +11,19 @@ warms it with one decision, prints `ready`, then runs one phase per line it read
 the other keys unchanged, seconds in the replan hook], times on
 the machine's monotonic clock), `cpu` seconds, and the replica's fetch statistics.
 
-A drifted decision replans: the executors of a process share one planner, which writes one
-new plan per changed fact (`plan/churn-<pid>`, derived from the changed fact and the other
-facts), hands its id to every executor that asks, and keeps the newest: each decision starts
-from the newest plan of the process, as executors working on one plan would. With `share` the executors share one
-replica (records, walks, fetches in flight); with `own` each has its own, as an executor
-process of its own would.
+A drifted decision replans onto the plan the cluster's planner wrote for the changed fact
+(`plan/churn`, written by the benchmark right after each new version). Each process learns
+the new plans once: one subscription to the planner's owner pushes each new plan with its
+record, verified once, and the process's `Board` hands its id to every executor whose
+decision drifted (and starts every decision from the newest one). With `share` the executors
+of a process share one replica (the pushed plans are in it: nothing to fetch; records,
+walks and fetches in flight shared); with `own` each has its own and fetches each new plan
+itself, as an executor process of its own would.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -33,6 +33,7 @@ from typing import Any
 import anyio
 
 from ...cluster.folder import ClusterDir
+from ...core.answers import verified_records, verifier
 from ...core.gate import Action
 from ...core.records import Record
 from ...executor.pool import SessionPool
@@ -41,37 +42,46 @@ from ...executor.runner import GateRunner
 from ...net.api import get_records
 
 PLANNER = "planner"
+PLAN_KEY = "plan/churn"  # the cluster planner's plan, one version per changed fact
+PLAN_WAIT = 2.0  # seconds a replan waits for the planner's new plan
 
 
-class Planner:
-    """One new plan per changed fact for the executors of this process (asked once, by the
-    first executor that needs it; the others wait for its id)."""
+class Board:
+    """The plans the planner wrote, by the changed fact each was made for, as one
+    subscription pushes them (verified, and added to the process's shared replica)."""
 
-    def __init__(self, pool: SessionPool, facts: dict[str, bytes], plan: bytes) -> None:
-        self.pool = pool
-        self.facts = dict(facts)
-        self.current = (plan,)  # the newest plan: derived from the newest changed facts
-        self._newest = -1  # the highest seq of a changed fact a plan was made from
-        self.key = f"plan/churn-{os.getpid()}"
-        self._plans: dict[tuple[bytes, ...], asyncio.Future[bytes]] = {}
+    def __init__(self, plan: bytes, replica: Replica, verify: Any) -> None:
+        self.current = (plan,)  # the newest plan
+        self.replica = replica
+        self.verify = verify
+        self._newest = -1
+        self._plans: dict[bytes, bytes] = {}  # changed fact id -> plan id
+        self._waiting: dict[bytes, anyio.Event] = {}
+
+    async def run(self, pushes: Any) -> None:
+        """Take the subscription's pushes until it ends."""
+        async for push in pushes:
+            records = verified_records(push.get("records"), self.verify, bad="drop")
+            await self.replica.add(records)
+            for record in records:
+                if record.key != PLAN_KEY:
+                    continue
+                for fact in record.parents:
+                    self._plans[fact] = record.id
+                    if (event := self._waiting.pop(fact, None)) is not None:
+                        event.set()
+                if record.seq > self._newest:
+                    self._newest, self.current = record.seq, (record.id,)
 
     async def replan(self, action: Action, changed: tuple[Record, ...]) -> Sequence[bytes]:
-        facts = dict(self.facts) | {record.key: record.id for record in changed}
-        parents = tuple(facts[key] for key in action.deps)
-        plan = self._plans.get(parents)
-        if plan is None:
-            plan = self._plans[parents] = asyncio.get_running_loop().create_future()
-            args = {"key": self.key, "kind": "plan", "parents": list(parents), "body": {}}
-            try:
-                plan.set_result((await self.pool.request(PLANNER, "put", args))["id"])
-                newest = max(record.seq for record in changed)
-                if newest > self._newest:
-                    self._newest, self.current = newest, (plan.result(),)
-            except BaseException as exc:
-                del self._plans[parents]
-                plan.set_exception(exc)
-                raise
-        return [await asyncio.shield(plan)]
+        """The plan made for the changed facts, once the planner has written it (at most
+        PLAN_WAIT seconds; then the newest plan, which the gate will find stale)."""
+        with anyio.move_on_after(PLAN_WAIT):
+            for record in changed:
+                while record.id not in self._plans:
+                    await self._waiting.setdefault(record.id, anyio.Event()).wait()
+            return [self._plans[changed[0].id]]
+        return list(self.current)
 
 
 async def _run(spec: dict[str, Any]) -> None:
@@ -87,19 +97,21 @@ async def _run(spec: dict[str, Any]) -> None:
         own = [await Replica.open(None) for _ in pools]
         for replica in own:
             await replica.add(lineage)
-        # the planner writes through an executor's sessions: an owner keeps at most 64
-        # sessions of one roster member, and 64 executors hold that many already
-        planner = Planner(pools[0], facts, bytes.fromhex(spec["plan"]))
+        board = Board(bytes.fromhex(spec["plan"]), shared, verifier(roster, shared.records))
+        # subscribed on an executor's session: an owner keeps at most 64 sessions of one
+        # roster member, and 64 executors hold that many already
+        session = await pools[0].session(PLANNER)
+        tg.start_soon(board.run, await session.subscribe([PLAN_KEY], records=True))
         for pool, replica in zip(pools, own, strict=True):  # warm: sessions open, walks done
             for runner in (GateRunner(pool, shared), GateRunner(pool, replica)):
-                await runner.wait_decision(Action("churn", planner.current, keys), planner.replan)
+                await runner.wait_decision(Action("churn", board.current, keys), board.replan)
         settle()
         print("ready", flush=True)
         while (line := await anyio.to_thread.run_sync(sys.stdin.readline)).startswith("go"):
             _, seconds, mode = line.split()
             replicas = [shared] * len(pools) if mode == "share" else own
             runners = [GateRunner(p, r) for p, r in zip(pools, replicas, strict=True)]
-            out = await _phase(runners, keys, churned, planner, float(seconds))
+            out = await _phase(runners, keys, churned, board, facts, float(seconds))
             print(json.dumps(out), flush=True)
         for pool in pools:
             await pool.aclose()
@@ -110,7 +122,8 @@ async def _phase(
     runners: list[GateRunner],
     keys: tuple[str, ...],
     churned: str,
-    planner: Planner,
+    board: Board,
+    facts: dict[str, bytes],
     seconds: float,
 ) -> dict[str, Any]:
     """Every runner decides as fast as it can for `seconds`, following its replans."""
@@ -122,8 +135,8 @@ async def _phase(
 
     async def loop(runner: GateRunner) -> None:
         while (started := time.monotonic()) < stop_at:
-            action = Action("churn", planner.current, keys)
-            run = await runner.wait_decision(action, planner.replan)
+            action = Action("churn", board.current, keys)
+            run = await runner.wait_decision(action, board.replan)
             d = run.decision
             frontier = d.frontier.get(churned) if d.authorized else None
             decisions.append(
@@ -134,7 +147,7 @@ async def _phase(
                     d.reason,
                     d.replanned,
                     frontier.hex() if frontier is not None else None,
-                    _others_unchanged(d.frontier, planner.facts, churned) if d.authorized else True,
+                    _others_unchanged(d.frontier, facts, churned) if d.authorized else True,
                     run.planning,
                 ]
             )
