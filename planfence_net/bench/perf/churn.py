@@ -35,6 +35,7 @@ import anyio
 
 from ...cluster.folder import ClusterDir
 from ...cluster.pids import read_pid
+from ...core.errors import TransportError
 from ...net.client import open_session
 from .churn_worker import PLAN_KEY
 from .growth_worker import cpu_seconds
@@ -179,10 +180,7 @@ async def _churn(
     roster, key = cdir.roster(), plan.keys[0]
     owner = roster.owner_of(key)
     assert owner is not None
-    async with (
-        open_session(roster, cdir.identity(owner), owner) as writer,
-        open_session(roster, cdir.identity(EXECUTOR), EXECUTOR) as planner,
-    ):
+    async with open_session(roster, cdir.identity(owner), owner) as writer:
         tick = time.monotonic()
         while not stop.is_set():
             sent = time.monotonic()
@@ -190,11 +188,24 @@ async def _churn(
             fact = (await writer.request("put", args))["id"]
             versions.append((fact, sent, time.monotonic()))
             parents = [fact, *(plan.facts[k] for k in plan.keys[1:])]
-            args = {"key": PLAN_KEY, "kind": "plan", "parents": parents, "body": {}}
-            await planner.request("put", args)
+            await _put_plan(cdir, {"key": PLAN_KEY, "kind": "plan", "parents": parents, "body": {}})
             tick += every
             with anyio.move_on_after(max(0.0, tick - time.monotonic())):
                 await stop.wait()
+
+
+async def _put_plan(cdir: ClusterDir, args: dict[str, Any]) -> None:
+    """Write the plan as the planner on a session of its own, the newest of the planner's
+    at its owner (which keeps at most 64 sessions of one roster member and drops the
+    oldest: 64 executors run as the planner); once more if the owner dropped it."""
+    for attempt in (1, 2):
+        try:
+            async with open_session(cdir.roster(), cdir.identity(EXECUTOR), EXECUTOR) as planner:
+                await planner.request("put", args)
+                return
+        except TransportError:
+            if attempt == 2:
+                raise
 
 
 def wrong_decisions(decisions: list[list[Any]], versions: list[Version]) -> int:

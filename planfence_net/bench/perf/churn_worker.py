@@ -34,6 +34,7 @@ import anyio
 
 from ...cluster.folder import ClusterDir
 from ...core.answers import verified_records, verifier
+from ...core.errors import PlanfenceError
 from ...core.gate import Action
 from ...core.records import Record
 from ...executor.pool import SessionPool
@@ -58,20 +59,33 @@ class Board:
         self._plans: dict[bytes, bytes] = {}  # changed fact id -> plan id
         self._waiting: dict[bytes, anyio.Event] = {}
 
-    async def run(self, pushes: Any) -> None:
-        """Take the subscription's pushes until it ends."""
-        async for push in pushes:
-            records = verified_records(push.get("records"), self.verify, bad="drop")
-            await self.replica.add(records)
-            for record in records:
-                if record.key != PLAN_KEY:
-                    continue
-                for fact in record.parents:
-                    self._plans[fact] = record.id
-                    if (event := self._waiting.pop(fact, None)) is not None:
-                        event.set()
-                if record.seq > self._newest:
-                    self._newest, self.current = record.seq, (record.id,)
+    async def run(self, pool: SessionPool) -> None:
+        """Subscribe to the planner's plans on `pool`'s session and take the pushes, again
+        whenever the session ends (an owner keeps at most 64 sessions of one roster member,
+        and drops the oldest for a newer one)."""
+        while True:
+            try:
+                session = await pool.session(PLANNER)
+                pushes = await session.subscribe([PLAN_KEY], records=True)
+            except PlanfenceError:
+                await anyio.sleep(0.05)  # the owner refused a session: try again soon
+                continue
+            async with pushes:
+                async for push in pushes:
+                    await self._take(push)
+
+    async def _take(self, push: dict[str, Any]) -> None:
+        records = verified_records(push.get("records"), self.verify, bad="drop")
+        await self.replica.add(records)
+        for record in records:
+            if record.key != PLAN_KEY:
+                continue
+            for fact in record.parents:
+                self._plans[fact] = record.id
+                if (event := self._waiting.pop(fact, None)) is not None:
+                    event.set()
+            if record.seq > self._newest:
+                self._newest, self.current = record.seq, (record.id,)
 
     async def replan(self, action: Action, changed: tuple[Record, ...]) -> Sequence[bytes]:
         """The plan made for the changed facts, once the planner has written it (at most
@@ -100,8 +114,7 @@ async def _run(spec: dict[str, Any]) -> None:
         board = Board(bytes.fromhex(spec["plan"]), shared, verifier(roster, shared.records))
         # subscribed on an executor's session: an owner keeps at most 64 sessions of one
         # roster member, and 64 executors hold that many already
-        session = await pools[0].session(PLANNER)
-        tg.start_soon(board.run, await session.subscribe([PLAN_KEY], records=True))
+        tg.start_soon(board.run, pools[0])
         for pool, replica in zip(pools, own, strict=True):  # warm: sessions open, walks done
             for runner in (GateRunner(pool, shared), GateRunner(pool, replica)):
                 await runner.wait_decision(Action("churn", board.current, keys), board.replan)
