@@ -35,8 +35,7 @@ import anyio
 
 from ...cluster.folder import ClusterDir
 from ...cluster.pids import read_pid
-from ...core.errors import TransportError
-from ...net.client import open_session
+from ...net.client import Session, open_session
 from .churn_worker import PLAN_KEY
 from .growth_worker import cpu_seconds
 from .latency import EXECUTOR, OWNERS, Plan, Spread, loopback_cluster, write_plan
@@ -97,6 +96,21 @@ async def _phases(
         "churned": churned,
         "clients": settings.per_process,
     }
+    # the planner's session is opened first and kept: its owner keeps at most 64 sessions of
+    # one roster member, and the 64 executors (which run as the planner) may take the rest
+    async with open_session(cdir.roster(), cdir.identity(EXECUTOR), EXECUTOR) as planner:
+        return await _run_phases(cdir, plan, settings, spec, planner, progress)
+
+
+async def _run_phases(
+    cdir: ClusterDir,
+    plan: Plan,
+    settings: ChurnSettings,
+    spec: dict[str, Any],
+    planner: Session,
+    progress: Any,
+) -> list[Row]:
+    churned = plan.keys[0]
     workers = [_worker(spec) for _ in range(settings.processes)]
     versions: list[Version] = [(plan.facts[churned], -math.inf, -math.inf)]
     rows = []
@@ -112,7 +126,7 @@ async def _phases(
             stop = anyio.Event()
             async with anyio.create_task_group() as tg:
                 if phase != "quiet":
-                    tg.start_soon(_churn, cdir, plan, settings.every, versions, stop)
+                    tg.start_soon(_churn, cdir, plan, planner, settings.every, versions, stop)
                 outs = await _go(workers, settings.seconds, mode)
                 stop.set()  # a put under way is finished and recorded: it is the truth
             row = _row(phase, outs, versions, len(versions) - written, settings)
@@ -172,7 +186,12 @@ async def _go(workers: list[subprocess.Popen[str]], seconds: float, mode: str) -
 
 
 async def _churn(
-    cdir: ClusterDir, plan: Plan, every: float, versions: list[Version], stop: anyio.Event
+    cdir: ClusterDir,
+    plan: Plan,
+    planner: Session,
+    every: float,
+    versions: list[Version],
+    stop: anyio.Event,
 ) -> None:
     """Every `every` seconds until `stop`: a new version of the plan's first key, written as
     its owner and timed, then the planner's new plan (`plan/churn`) derived from it and the
@@ -188,24 +207,11 @@ async def _churn(
             fact = (await writer.request("put", args))["id"]
             versions.append((fact, sent, time.monotonic()))
             parents = [fact, *(plan.facts[k] for k in plan.keys[1:])]
-            await _put_plan(cdir, {"key": PLAN_KEY, "kind": "plan", "parents": parents, "body": {}})
+            args = {"key": PLAN_KEY, "kind": "plan", "parents": parents, "body": {}}
+            await planner.request("put", args)
             tick += every
             with anyio.move_on_after(max(0.0, tick - time.monotonic())):
                 await stop.wait()
-
-
-async def _put_plan(cdir: ClusterDir, args: dict[str, Any]) -> None:
-    """Write the plan as the planner on a session of its own, the newest of the planner's
-    at its owner (which keeps at most 64 sessions of one roster member and drops the
-    oldest: 64 executors run as the planner); once more if the owner dropped it."""
-    for attempt in (1, 2):
-        try:
-            async with open_session(cdir.roster(), cdir.identity(EXECUTOR), EXECUTOR) as planner:
-                await planner.request("put", args)
-                return
-        except TransportError:
-            if attempt == 2:
-                raise
 
 
 def wrong_decisions(decisions: list[list[Any]], versions: list[Version]) -> int:
