@@ -99,6 +99,7 @@ async def _phases(
     # the planner's session is opened first and kept: its owner keeps at most 64 sessions of
     # one roster member, and the 64 executors (which run as the planner) may take the rest
     async with open_session(cdir.roster(), cdir.identity(EXECUTOR), EXECUTOR) as planner:
+        await planner.request("ping")  # a session silent past its first 5 s is closed
         return await _run_phases(cdir, plan, settings, spec, planner, progress)
 
 
