@@ -61,8 +61,8 @@ class Board:
 
     async def run(self, pool: SessionPool) -> None:
         """Subscribe to the planner's plans on `pool`'s session and take the pushes, again
-        whenever the session ends (an owner keeps at most 64 sessions of one roster member,
-        and drops the oldest for a newer one)."""
+        whenever the session ends (an owner refuses a session beyond 64 of one roster member,
+        and 64 executors run as that member)."""
         while True:
             try:
                 session = await pool.session(PLANNER)
