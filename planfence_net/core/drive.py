@@ -3,6 +3,7 @@
 `drive(gate, fetch, query, replan)` moves the gate's events until its Decision:
 
     FetchRecords -> `await fetch(ids)`: a settled `FetchRound`  -> gate.records_fetched
+                    (or any `Fetched`: records and the owners that gave no answer)
     QueryHeads   -> `await query(queries)`: a `HeadsRound`      -> each owner's answer or failure
     Replan       -> `await replan(event)`: the new roots        -> gate.replanned
 
@@ -21,6 +22,7 @@ check): the same loop for both.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from .answers import HeadsQuery, Verify, omitted_ids, request_args, verified_records
@@ -34,6 +36,15 @@ from .records import Record
 Outcome = dict[str, Any] | PlanfenceError | None
 Traffic = Callable[[], tuple[int, int]]
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """What a fetch step found: verified `records`, and the owners asked that gave no answer
+    (`unanswered`, sorted). A settled `FetchRound` reads the same."""
+
+    records: list[Record]
+    unanswered: tuple[str, ...]
 
 
 class FetchRound:
@@ -167,7 +178,7 @@ def failure_reason(outcome: PlanfenceError | None) -> str:
 
 async def drive(
     gate: Gate,
-    fetch: Callable[[tuple[bytes, ...]], Awaitable[FetchRound]],
+    fetch: Callable[[tuple[bytes, ...]], Awaitable[FetchRound | Fetched]],
     query: Callable[[dict[str, HeadsQuery]], Awaitable[HeadsRound]],
     replan: Callable[[Replan], Awaitable[Sequence[bytes]]],
     *,
@@ -200,7 +211,7 @@ async def drive(
 
 def drive_sync(
     gate: Gate,
-    fetch: Callable[[tuple[bytes, ...]], FetchRound],
+    fetch: Callable[[tuple[bytes, ...]], FetchRound | Fetched],
     query: Callable[[dict[str, HeadsQuery]], HeadsRound],
     replan: Callable[[Replan], Sequence[bytes]],
     *,

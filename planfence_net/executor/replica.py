@@ -1,17 +1,22 @@
 """The executor's local replica: every verified record it has seen, in SQLite and memory.
 
 The gate looks records up synchronously, so verified records are also kept in a dict; the
-SQLite file makes them survive a restart.
+SQLite file makes them survive a restart. The runners handed one replica (the executors of
+one process) share what they learn: its records, its walk cache and its fetches in flight, so
+a new plan every executor misses at once is fetched once and walked once.
 """
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..core.lineage import WalkCache
 from ..core.records import Record, record_from_wire
 from ..protocol.messages import pack, unpack
+from .flights import Flights
 
 if TYPE_CHECKING:  # a memory-only replica (a one-shot authorize) never loads SQLite
     import aiosqlite
@@ -24,11 +29,17 @@ BEGIN SELECT RAISE(ABORT, 'records are insert-only'); END;
 
 
 class Replica:
-    """Verified records by id. Only add records that were verified against the roster."""
+    """Verified records by id. Only add records that were verified against the roster.
+
+    `walks` holds the lineage walks that reached a frontier over these records (sound since
+    the replica only grows and ids are hashes of content); `flights` the fetches in flight.
+    """
 
     def __init__(self, db: aiosqlite.Connection | None) -> None:
         self._db = db
         self.records: dict[bytes, Record] = {}
+        self.walks = WalkCache()
+        self.flights = Flights()
 
     @classmethod
     async def open(cls, path: Path | None) -> Replica:
@@ -65,3 +76,14 @@ class Replica:
     async def close(self) -> None:
         if self._db is not None:
             await self._db.close()
+
+
+def settle() -> None:
+    """Call once an executor process is warm (sessions open, lineages in the replica): what
+    lives now is collected once and then left out of Python's cyclic collector for good
+    (`gc.freeze`). A decision at d = 1,024 allocates a thousand lists for its answer, so the
+    collector runs every few decisions; without this, every few dozen decisions one of them
+    also walks the whole heap (the replica's records among it), ~5 ms added to that decision
+    on a 2-core machine, the p99. Objects made later are collected as before."""
+    gc.collect()
+    gc.freeze()

@@ -22,10 +22,9 @@ import anyio
 
 from ..core.answers import HeadsQuery, verifier
 from ..core.decision import Decision
-from ..core.drive import FetchRound, HeadsRound, drive
+from ..core.drive import Fetched, FetchRound, HeadsRound, drive
 from ..core.errors import PlanfenceError
 from ..core.gate import Action, Gate, GatePolicy, Replan
-from ..core.lineage import WalkCache
 from ..core.records import Record
 from ..core.roster import Roster
 from ..core.timeouts import DEFAULT_TIMEOUT
@@ -35,7 +34,7 @@ from .replica import Replica
 
 ReplanHook = Callable[[Action, tuple[Record, ...]], Awaitable[Sequence[bytes]]]
 # a decision's two I/O steps, each given the decision's deadline (anyio's clock)
-FetchStep = Callable[[tuple[bytes, ...], float], Awaitable[FetchRound]]
+FetchStep = Callable[[tuple[bytes, ...], float], Awaitable[FetchRound | Fetched]]
 QueryStep = Callable[[Action, dict[str, HeadsQuery], float], Awaitable[HeadsRound]]
 _DEFAULT_POLICY = GatePolicy()  # wait_decision's default
 _NO_REPLAN = GatePolicy(replan=False)  # the default for a decision without a replan hook
@@ -61,7 +60,8 @@ class GateRunner:
     `timeout` bounds each decision's coordination, in seconds (module docstring). `fetch`
     and `query`, when given, replace the decision's steps `self.fetch` and `self.query` (the
     bench's baselines ask a central store, or fetch changed records after the heads answer):
-    a runner is extended by the steps it is handed, not by subclassing.
+    a runner is extended by the steps it is handed, not by subclassing. Runners handed one
+    replica (the executors of one process) share its records, walks and fetches in flight.
     """
 
     def __init__(
@@ -79,8 +79,8 @@ class GateRunner:
         self.roster: Roster = pool.roster
         self.clock = clock
         self.timeout = timeout
-        self.verify = verifier(self.roster)
-        self.walks = WalkCache()  # the replica only grows, so its successful walks stay valid
+        self.verify = verifier(self.roster, replica.records)  # a known record: checked once
+        self.walks = replica.walks  # shared by the runners of one replica
         self._give_ups = _GiveUps()
         # the decision's steps, bound once: no lookup or check per decision
         self._fetch_step: FetchStep = self.fetch if fetch is None else fetch
@@ -112,7 +112,7 @@ class GateRunner:
         fetch_step, query_step = self._fetch_step, self._query_step
 
         # the steps' own coroutines, under the deadline of the moment (a replan moves it)
-        def fetch(ids: tuple[bytes, ...]) -> Awaitable[FetchRound]:
+        def fetch(ids: tuple[bytes, ...]) -> Awaitable[FetchRound | Fetched]:
             return fetch_step(ids, deadline)
 
         def query(queries: dict[str, HeadsQuery]) -> Awaitable[HeadsRound]:
@@ -131,9 +131,33 @@ class GateRunner:
         decision = await drive(gate, fetch, query, replanned, traffic=self.pool.traffic)
         return GateRun(decision, planning, roots)
 
-    async def fetch(self, ids: tuple[bytes, ...], deadline: float | None = None) -> FetchRound:
-        """Ask every owner for `ids` until the round settles or `deadline` (anyio's clock;
-        default `timeout` from now) passes; keeps what verifies in the replica."""
+    async def fetch(self, ids: tuple[bytes, ...], deadline: float | None = None) -> Fetched:
+        """Get `ids` into the replica, until found or `deadline` (anyio's clock; default
+        `timeout` from now): ids another runner of this replica is fetching are waited for,
+        the others asked of every owner (`wait_round`); what the others' fetches did not
+        find is then asked again. Returns the records found and the owners that did not
+        answer this runner's rounds."""
+        until = self.until(deadline)
+        claim = self.replica.flights.claim(ids)
+        try:
+            mine = await self.wait_round(claim.mine, until) if claim.mine else None
+        finally:
+            self.replica.flights.land(claim)
+        unanswered = mine.unanswered if mine is not None else ()
+        if claim.others:
+            with anyio.CancelScope(deadline=until):
+                for flight in claim.others:
+                    await flight.wait()
+            lookup = self.replica.lookup
+            if rest := tuple(rid for rid in ids if lookup(rid) is None and rid not in claim.mine):
+                again = await self.wait_round(rest, until)
+                unanswered = tuple(sorted({*unanswered, *again.unanswered}))
+        found = [r for r in map(self.replica.lookup, ids) if r is not None]
+        return Fetched(found, unanswered)
+
+    async def wait_round(self, ids: Sequence[bytes], deadline: float) -> FetchRound:
+        """Ask every owner for `ids` until the round settles or `deadline` (anyio's clock)
+        passes; keeps what verifies in the replica."""
         fetch = FetchRound(ids, self.roster.names, self.verify)
 
         async def ask(owner: str, scope: anyio.CancelScope) -> None:
@@ -145,7 +169,7 @@ class GateRunner:
             if fetch.settled:
                 scope.cancel()
 
-        with anyio.CancelScope(deadline=self.until(deadline)):
+        with anyio.CancelScope(deadline=deadline):
             async with anyio.create_task_group() as tg:
                 for owner in self.roster.names:
                     tg.start_soon(ask, owner, tg.cancel_scope)

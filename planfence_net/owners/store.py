@@ -32,6 +32,8 @@ from ..protocol.messages import pack, unpack
 from .guards import SeqMark, StoreLock
 from .heads import Head, last_seqs, load_heads, rebuild_heads
 
+RECENT = 256  # records written last, kept in memory by id
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (
     id BLOB PRIMARY KEY,
@@ -123,6 +125,10 @@ class Store:
         self._receive: MemoryObjectReceiveStream[_PendingPut]
         self._send, self._receive = anyio.create_memory_object_stream[_PendingPut](math.inf)
         self.on_commit: list[Callable[[list[Record]], None]] = []
+        # The records written last, by id, with their stored size: a changed head's record,
+        # sent inline to every executor that asks, and a new plan every executor fetches,
+        # are served without a read behind the committer (records never change)
+        self.recent: dict[bytes, tuple[Record, int]] = {}
 
     @classmethod
     async def open(
@@ -324,11 +330,15 @@ class Store:
             callback(records)
 
     async def _write(self, records: list[Record]) -> None:
+        rows = [(r.id, r.key, r.owner, r.seq, pack(r.to_wire())) for r in records]
         await self._db.executemany(
-            "INSERT INTO records (id, key, owner, seq, wire) VALUES (?, ?, ?, ?, ?)",
-            [(r.id, r.key, r.owner, r.seq, pack(r.to_wire())) for r in records],
+            "INSERT INTO records (id, key, owner, seq, wire) VALUES (?, ?, ?, ?, ?)", rows
         )
         await self._db.commit()
+        for record, row in zip(records[-RECENT:], rows[-RECENT:], strict=True):
+            self.recent[record.id] = (record, len(row[4]))
+        while len(self.recent) > RECENT:
+            del self.recent[next(iter(self.recent))]
 
     async def _rollback(self) -> None:
         try:
@@ -351,6 +361,9 @@ class Store:
     async def get(self, ids: list[bytes]) -> list[Record]:
         """The records among `ids` that this store holds, in the order asked. Raises
         StoreError `store_damaged` when a stored record no longer hashes to its id."""
+        recent = self.recent
+        if all(rid in recent for rid in ids):
+            return [recent[rid][0] for rid in ids]
         found: dict[bytes, Record] = {}
         marks = ",".join("?" * len(ids))
         async with self._db.execute(
@@ -363,6 +376,9 @@ class Store:
     async def sizes(self, ids: list[bytes]) -> dict[bytes, int]:
         """The encoded size (msgpack of the wire form, as in a reply) of each record among
         `ids` that this store holds, read without loading the records."""
+        recent = self.recent
+        if all(rid in recent for rid in ids):
+            return {rid: recent[rid][1] for rid in ids}
         marks = ",".join("?" * len(ids))
         async with self._db.execute(
             f"SELECT id, length(wire) FROM records WHERE id IN ({marks})", ids

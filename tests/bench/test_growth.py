@@ -49,7 +49,8 @@ def test_quick_run_measures_every_curve(tmp_path: Path) -> None:
     assert list(data) == ["keys", "spans", "executors", "machine", "history"]
     etcd_here = etcdlib.missing() is None
     if not etcd_here:
-        assert proc.stderr.count(etcdlib.missing() or "") == 2  # keys and executors say why
+        # keys, spans and executors say why
+        assert proc.stderr.count(etcdlib.missing() or "") == 3
 
     keys = data["keys"]["rows"]
     assert [r["d"] for r in keys] == list(quick.keys)
@@ -63,6 +64,8 @@ def test_quick_run_measures_every_curve(tmp_path: Path) -> None:
     spans = data["spans"]["rows"]
     assert [(r["owners"], r["d"]) for r in spans] == [(k, quick.span_keys) for k in quick.spans]
     assert spans[0]["bytes"] < spans[1]["bytes"]  # more owners, more framing and headers
+    for row in spans:  # etcd's Txn on the same keys, in the same rounds
+        assert (row["etcd_p50_us"] is not None) == (row["ratio_p50"] is not None) == etcd_here
 
     executors = data["executors"]["rows"]
     assert [r["executors"] for r in executors] == list(quick.executors)

@@ -14,6 +14,7 @@ import pytest
 from nacl.bindings import crypto_scalarmult_base, crypto_sign_ed25519_pk_to_curve25519
 from nacl.signing import SigningKey
 
+from planfence_net.core.answers import verifier
 from planfence_net.core.errors import ConfigError, RecordError
 from planfence_net.core.identity import generate_key_file, load_identity
 from planfence_net.core.records import (
@@ -415,3 +416,21 @@ def test_wire_from_bytes_refuses_what_no_record_holds_before_building_it(
     with pytest.raises(RecordError) as info:
         wire_from_bytes(wire)
     assert (info.value.what, str(info.value)) == ("format", message)
+
+
+def test_a_verifier_with_known_records_checks_each_record_once() -> None:
+    """A record equal to a known (already verified) one passes without a signature check;
+    any other record with the same id, or one not known, is checked in full."""
+    record = sample()
+    forged = dataclasses.replace(record, signature=bytes(64))  # same id, signature not the owner's
+    with pytest.raises(RecordError):
+        verifier(ROSTER)(forged)
+    # trusted as known (the caller vouches it verified it): not checked again
+    verifier(ROSTER, {forged.id: forged})(forged)
+    # known under its id, but this one is not the known one: checked, and refused
+    with pytest.raises(RecordError) as info:
+        verifier(ROSTER, {record.id: record})(forged)
+    assert info.value.what == "signature"
+    verifier(ROSTER, {record.id: record})(record)
+    with pytest.raises(RecordError):
+        verifier(ROSTER, {})(forged)

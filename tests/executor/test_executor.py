@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import subprocess
@@ -19,7 +20,7 @@ from planfence_net.core.answers import HeadsQuery
 from planfence_net.core.gate import Action
 from planfence_net.core.records import Record
 from planfence_net.executor.pool import SessionPool
-from planfence_net.executor.replica import Replica
+from planfence_net.executor.replica import Replica, settle
 from planfence_net.executor.runner import GateRun, GateRunner
 from planfence_net.net.api import wait_owner_ready
 from support.cluster import REPO
@@ -326,3 +327,57 @@ def test_the_timeout_bounds_the_whole_decision_not_each_step(live_cluster, fault
     assert (d.outcome, d.reason, d.detail) == ("blocked", "timeout", "owner 'inventory': timeout")
     assert d.round_trips == 3
     assert DEADLINE * 0.9 <= elapsed < DEADLINE * 1.3
+
+
+async def test_executors_sharing_a_replica_fetch_a_new_plan_once(live_cluster) -> None:  # type: ignore[no-untyped-def]
+    """Eight executors of one process (each its own sessions, one replica) replan onto the
+    same new plan at once: one of them asks the owners for it, the others wait for that
+    answer, and every one is authorized on the new fact."""
+    executors = 8
+    async with world(live_cluster) as w:
+        r3, fact, plan = await w.plan()
+        await w.runner.fetch((plan, r3, fact))
+        r4 = await w.put("req/order", {"qty": 4})
+        new_plan = await w.put("plan/ship", {"steps": ["ship 4"]}, [r4, fact], kind="plan")
+        all_replanning = anyio.Event()
+        replanning = 0
+
+        async def replan(action: Action, changed: tuple[Record, ...]) -> list[bytes]:
+            nonlocal replanning
+            replanning += 1
+            if replanning == executors:
+                all_replanning.set()
+            await all_replanning.wait()  # every executor misses the new plan at once
+            return [new_plan]
+
+        runs: list[GateRun] = []
+        async with anyio.create_task_group() as tg:
+            identity = w.runner.pool.identity
+            pools = [SessionPool(tg, live_cluster.roster, identity) for _ in range(executors)]
+            runners = [GateRunner(p, w.runner.replica, timeout=DEADLINE) for p in pools]
+
+            async def decide(runner: GateRunner) -> None:
+                action = Action("ship", (plan,), ("req/order", "inv/stock"))
+                runs.append(await runner.wait_decision(action, replan))
+
+            async with anyio.create_task_group() as deciding:
+                for runner in runners:
+                    deciding.start_soon(decide, runner)
+            for pool in pools:
+                await pool.aclose()
+            tg.cancel_scope.cancel()
+        flights = w.runner.replica.flights.statistics()
+    assert [(r.decision.outcome, r.decision.replanned) for r in runs] == [("authorized", True)] * 8
+    assert {r.decision.frontier["req/order"] for r in runs} == {r4}
+    # asked of the owners: the first lineage (3 ids), then the new plan once
+    assert flights == {"in_flight": 0, "flown": 3 + 1, "joined": executors - 1}
+
+
+def test_settle_leaves_the_warm_state_out_of_the_collector() -> None:
+    warm = [[n] for n in range(1000)]  # lists: tracked by the collector
+    try:
+        settle()
+        assert gc.get_freeze_count() >= len(warm)
+        assert gc.get_count()[0] < 100  # the young generation starts empty
+    finally:
+        gc.unfreeze()

@@ -13,7 +13,7 @@ from planfence_net.core.identity import Identity
 from planfence_net.core.records import Record
 from planfence_net.owners.heads import Head
 from planfence_net.owners.startup import signer
-from planfence_net.owners.store import Store
+from planfence_net.owners.store import RECENT, Store
 
 pytestmark = pytest.mark.anyio
 
@@ -94,3 +94,26 @@ async def test_a_last_seq_no_head_accounts_for_is_refused(tmp_path: Path) -> Non
         await _heads(db)
     assert getattr(info.value, "code", None) == "store_damaged"
     assert "the seqs of reqs end at 99 but its heads at 3" in str(info.value)
+
+
+async def test_the_records_written_last_are_read_from_memory(tmp_path: Path) -> None:
+    """A record just written (a changed head's record, a new plan) is answered from memory,
+    with the size its stored form has; one written RECENT records earlier is read from the
+    file, as the same record."""
+    store = await Store.open(tmp_path / "reqs.sqlite", signer(REQS), "reqs")
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(store.run_committer)
+            first = await store.wait_put_many([("req/old", "fact", [], {"n": 0})])
+            items = [(f"req/k{n}", "fact", [], {"n": n}) for n in range(RECENT)]
+            last = await store.wait_put_many(items)
+            tg.cancel_scope.cancel()
+        assert len(store.recent) == RECENT and first[0].id not in store.recent
+        (got,) = await store.get([last[-1].id])
+        assert got is store.recent[last[-1].id][0]  # no read from the file
+        (old,) = await store.get([first[0].id])
+        assert old == first[0] and old is not first[0]
+        stored = _sql(store.path, f"SELECT length(wire) FROM records WHERE seq = {last[-1].seq}")
+        assert await store.sizes([last[-1].id]) == {last[-1].id: stored[0][0]}
+    finally:
+        await store.close()

@@ -26,7 +26,7 @@ from ...cluster.folder import ClusterDir
 from ...cluster.pids import read_pid
 from ...core.gate import Action
 from ...executor.pool import SessionPool
-from ...executor.replica import Replica
+from ...executor.replica import Replica, settle
 from ...executor.runner import GateRunner
 from ...net.api import get_records
 from . import etcd as etcdlib
@@ -164,12 +164,17 @@ async def _etcd_bytes(port: int, plans: list[Plan], n: int = 20) -> dict[int, in
 
 
 def spans_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row]:
-    """One plan of `span_keys` keys spread evenly over 1..32 owners: latency and bytes."""
+    """One plan of `span_keys` keys spread evenly over 1..32 owners: latency, bytes and client
+    CPU per decision; etcd's gRPC Txn on the same keys, timed in the same rounds."""
+    binary = _etcd_wanted(sizes, progress)
     agents = max(sizes.spans) + 1  # the executor and the owners
     rows = []
     with (
         tempfile.TemporaryDirectory(prefix="planfence-growth-") as tmp,
         loopback_cluster(Path(tmp) / "cluster", agents=agents) as cdir,
+        etcdlib.maybe_loopback_etcd(
+            binary, max(etcdlib.DEFAULT_MAX_TXN_OPS, sizes.span_keys)
+        ) as port,
     ):
         owners = [a.name for a in cdir.roster().agents if a.name != EXECUTOR]
         plans = [
@@ -177,9 +182,9 @@ def spans_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row]:
             for k in sizes.spans
         ]
         progress(f"spans: {agents} owners up, {len(plans)} plans written")
-        timed = _run(_time_plans, cdir, plans, sizes.rounds, sizes.per_round)
+        timed = _run(time_plans, cdir, plans, sizes.rounds, sizes.per_round, port)
         for k, plan in zip(sizes.spans, plans, strict=True):
-            spread, nbytes, cpu = timed[plan.plan]
+            spread, nbytes, cpu, etcd = timed[plan.plan]
             rows.append(
                 {
                     "owners": k,
@@ -188,6 +193,9 @@ def spans_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row]:
                     "p99_us": spread.p99,
                     "bytes": nbytes,
                     "client_cpu_us": cpu,
+                    "etcd_p50_us": etcd.p50 if etcd else None,
+                    "etcd_p99_us": etcd.p99 if etcd else None,
+                    "ratio_p50": spread.p50 / etcd.p50 if etcd else None,
                 }
             )
     return rows
@@ -196,19 +204,35 @@ def spans_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row]:
 async def _time_plans(
     cdir: ClusterDir, plans: list[Plan], rounds: int, per_round: int
 ) -> dict[bytes, tuple[Spread, int, float]]:
-    """Warm decisions of every plan, in rounds (a warm-up round first): latency, bytes per
-    decision and client CPU per decision (us)."""
+    """`time_plans` without etcd: latency, bytes and client CPU per decision."""
+    timed = await time_plans(cdir, plans, rounds, per_round)
+    return {rid: (spread, nbytes, cpu) for rid, (spread, nbytes, cpu, _) in timed.items()}
+
+
+async def time_plans(
+    cdir: ClusterDir, plans: list[Plan], rounds: int, per_round: int, etcd_port: int | None = None
+) -> dict[bytes, tuple[Spread, int, float, Spread | None]]:
+    """Warm decisions of every plan, in rounds (a warm-up round first), each plan's followed
+    by as many etcd Txns on the same keys when `etcd_port` is given: latency, bytes per
+    decision, client CPU per decision (us), and etcd's Txn latency."""
     roster, identity = cdir.roster(), cdir.identity(EXECUTOR)
     replica = await Replica.open(None)
     ids = [rid for p in plans for rid in (p.plan, *p.parts, *p.facts.values())]
     await replica.add(await get_records(roster, identity, ids))
+    etcd = await etcdlib.GrpcEtcd.connect(etcd_port) if etcd_port is not None else None
+    revisions = (
+        {p.plan: {k: await etcd.put(k, "v1") for k in p.keys} for p in plans} if etcd else {}
+    )
     samples: dict[bytes, list[float]] = {p.plan: [] for p in plans}
+    txns: dict[bytes, list[float]] = {p.plan: [] for p in plans}
     cpu: dict[bytes, float] = {p.plan: 0.0 for p in plans}
     nbytes: dict[bytes, int] = {}
     async with anyio.create_task_group() as tg:
         pool = SessionPool(tg, roster, identity)
         runner = GateRunner(pool, replica)
         for rnd in range(rounds + 1):
+            if rnd == 1:  # warm: the executor's state stays out of the collector's way
+                settle()
             for plan in plans:
                 action = Action(f"p{plan.d}", (plan.plan,), plan.keys)
                 started_cpu = time.process_time()
@@ -223,10 +247,27 @@ async def _time_plans(
                 if rnd:
                     cpu[plan.plan] += time.process_time() - started_cpu
                 nbytes[plan.plan] = run.decision.bytes_sent + run.decision.bytes_received
+                for _ in range(per_round if etcd is not None else 0):
+                    assert etcd is not None
+                    started = time.perf_counter()
+                    if not await etcd.txn_unchanged(revisions[plan.plan]):
+                        raise AssertionError(f"etcd Txn d={plan.d} did not succeed")
+                    if rnd:
+                        txns[plan.plan].append(time.perf_counter() - started)
         await pool.aclose()
         tg.cancel_scope.cancel()
+    if etcd is not None:
+        await etcd.close()
     n = rounds * per_round
-    return {rid: (Spread.of(s), nbytes[rid], cpu[rid] / n * 1e6) for rid, s in samples.items()}
+    return {
+        rid: (
+            Spread.of(s),
+            nbytes[rid],
+            cpu[rid] / n * 1e6,
+            Spread.of(txns[rid]) if txns[rid] else None,
+        )
+        for rid, s in samples.items()
+    }
 
 
 def executors_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row]:

@@ -36,7 +36,7 @@ from ...core.gate import Action
 from ...core.records import MAX_PARENTS
 from ...core.roster import Roster
 from ...executor.pool import SessionPool
-from ...executor.replica import Replica
+from ...executor.replica import Replica, settle
 from ...executor.runner import GateRunner
 from ...net.api import get_records
 from ...net.client import open_session
@@ -289,6 +289,8 @@ async def latency_rounds(
                 if keep:
                     floor_samples.append(elapsed)
             progress(f"  round {rnd}/{settings.rounds} done")
+            if rnd == 0:  # warm: the executor's state stays out of the collector's way
+                settle()
         await pool.aclose()
         tg.cancel_scope.cancel()
     await close_clients(etcd, gateway, floor)
