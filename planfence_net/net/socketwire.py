@@ -36,6 +36,7 @@ class Traffic:
     bytes_received: int = 0
     messages_sent: int = 0
     messages_received: int = 0
+    writes: int = 0  # writes handed to the socket (several messages may share one)
 
 
 class Wire(asyncio.Protocol):
@@ -53,6 +54,7 @@ class Wire(asyncio.Protocol):
         self._writable: asyncio.Future[None] | None = None  # set while writing is paused
         self._held: set[str] = set()  # why reading is paused ("backlog", "turn", "slot")
         self._turn = 0  # bytes read since this session last let others run
+        self._corked: list[bytes] | None = None  # writes held for one write (`cork`)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transport does not subclass asyncio.Transport but has its methods
@@ -152,12 +154,35 @@ class Wire(asyncio.Protocol):
             self._waiter = None
 
     def write(self, data: bytes) -> None:
-        """Hand `data` to the socket; raises the error that ended the connection."""
+        """Hand `data` to the socket (held until `uncork` while corked); raises the error
+        that ended the connection."""
         if self.error is not None:
             raise self.error
         assert self.transport is not None, "written before the connection was made"
-        self.transport.write(data)
+        if self._corked is not None:
+            self._corked.append(data)
+        else:
+            self.transport.write(data)
+            self.traffic.writes += 1
         self.traffic.bytes_sent += len(data)
+
+    def cork(self) -> None:
+        """Hold every write until `uncork`, which hands them to the socket in one write
+        (one system call for the answers to every request one read delivered)."""
+        if self._corked is None:
+            self._corked = []
+
+    def uncork(self) -> int:
+        """Hand the writes held since `cork` to the socket in one write (dropped when the
+        connection has ended meanwhile); returns their size."""
+        held, self._corked = self._corked, None
+        if not held:
+            return 0
+        data = held[0] if len(held) == 1 else b"".join(held)
+        if self.error is None and self.transport is not None:
+            self.transport.write(data)
+            self.traffic.writes += 1
+        return len(data)
 
     async def wait_writable(self) -> None:
         """Wait while the socket's send buffer is over its high-water mark (returns at once

@@ -70,6 +70,7 @@ class NoiseStream:
         self._paused = False
         self._on_event: EventHandler | None = None
         self._answer_now: AnswerNow | None = None
+        self._stalled: Callable[[int], None] | None = None
         self._closed: asyncio.Future[PlanfenceError] = self._loop.create_future()
         self.max_message = session.max_message
 
@@ -91,12 +92,23 @@ class NoiseStream:
 
     def _on_data(self, data: bytes) -> None:
         session = self._session
+        wire = self._wire
         handshaking = not session.established
         session.receive_data(data)
-        while self._wire.error is None and (event := session.next_event()) is not None:
-            self._handle(event)
+        if self._answer_now is None:
+            while wire.error is None and (event := session.next_event()) is not None:
+                self._handle(event)
+        else:  # every answer to what this read delivered leaves in one write
+            wire.cork()
+            try:
+                while wire.error is None and (event := session.next_event()) is not None:
+                    self._handle(event)
+            finally:
+                written = wire.uncork()
+            if written and not wire.writable and self._stalled is not None:
+                self._stalled(written)
         if self._received or handshaking:  # a waiter has something new to look at
-            self._wire.wake()
+            wire.wake()
 
     def _handle(self, event: Event) -> None:
         if isinstance(event, _RECEIVED):
@@ -152,13 +164,19 @@ class NoiseStream:
             except PlanfenceError as exc:
                 self._wire.fail(exc)
 
-    def set_answer_now(self, answer_now: AnswerNow | None) -> None:
+    def set_answer_now(
+        self, answer_now: AnswerNow | None, stalled: Callable[[int], None] | None = None
+    ) -> None:
         """Offer each whole message to `answer_now` in the socket's callback, before it is
         queued for `receive`, while no earlier message waits there (so messages it declines
         keep their order): True means it answered the message and it is not queued. The
         owner answers requests that need no waiting this way, without waking its session's
-        task. A PlanfenceError from it ends the session with that error."""
+        task. What it writes meanwhile is held and handed to the socket in one write when
+        the callback has read every message the bytes held (`Wire.cork`); when the socket's
+        send buffer is then over its high-water mark, `stalled(size)` is called with the
+        size of that write. A PlanfenceError from it ends the session with that error."""
         self._answer_now = answer_now
+        self._stalled = stalled if answer_now is not None else None
 
     async def receive_message(self) -> bytes:
         """Receive one whole application message.

@@ -130,3 +130,29 @@ async def test_a_session_that_reads_a_lot_lets_the_loop_run_the_others_first() -
     wire.release("backlog")
     assert socket.reading
     assert [frames.next_frame() for _ in range(under + 2)] == [frame[2:]] * (under + 1) + [None]
+
+
+async def test_answers_to_one_reads_requests_leave_in_one_write_in_order() -> None:
+    """An answerer in the socket's callback (the owner's `set_answer_now`): the answers to
+    every message one read delivered are handed to the socket in one write, in order; a
+    message it declines, and every one after it, waits for `receive`, in order."""
+    stalled: list[int] = []
+
+    def answer(data: bytes) -> bool:
+        if data.startswith(b"later"):
+            return False
+        owner.write_message(b"re:" + data)
+        return True
+
+    async with pair() as (client, owner):
+        owner.set_answer_now(answer, stalled.append)
+        writes = owner.traffic.writes
+        client.write_messages([b"q%d" % i for i in range(8)])  # one write: one read
+        assert [await client.receive_message() for _ in range(8)] == [
+            b"re:q%d" % i for i in range(8)
+        ]
+        assert owner.traffic.writes == writes + 1
+        assert owner.traffic.messages_sent == 8 and stalled == []
+        client.write_messages([b"a", b"later1", b"b"])
+        assert await client.receive_message() == b"re:a"
+        assert [await owner.receive_message() for _ in range(2)] == [b"later1", b"b"]
