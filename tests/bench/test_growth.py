@@ -89,6 +89,9 @@ def test_quick_run_measures_every_curve(tmp_path: Path) -> None:
     history = data["history"]["rows"]
     assert [(r["records"], r["keys"]) for r in history] == [(300, 30)]
     assert history[0]["puts_per_s"] > 0 and 50 < history[0]["bytes_per_record"] < 5000
+    # heads one in flight a session, then 8 sent in one write: every answer checked
+    assert history[0]["heads_8_per_s"] > 0 and history[0]["heads_8_owner_us"] > 0
+    assert history[0]["heads_owner_us"] > 0
     # `owner compact --keep 1`: one record a key, the 30 built and the 16 x 8 keys of the
     # put load (bench/perf/load.py)
     assert history[0]["compacted_to"] == 30 + 16 * 8
