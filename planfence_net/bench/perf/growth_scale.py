@@ -132,6 +132,7 @@ def history_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row
                 anyio.run(wait_cluster_ready, cdir, names, 120.0, backend="asyncio")
                 up = time.perf_counter() - started
                 pid = read_pid(cdir, owner)
+                up_cpu = _cpu_s(pid)  # what a busy machine stretches less than the wall
                 memory = (_rss_kib(pid), *_unshared_kib(pid)) if pid is not None else (0, 0, 0)
                 cold = _run(_heads_p50, cdir, owner, keys, sizes.per_round * 5)
                 heads = _run(_heads_p50, cdir, owner, keys, sizes.per_round * 5)
@@ -157,7 +158,9 @@ def history_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row
                 "build_owner_cpu_us": owner_cpu / n * 1e6,
                 "build_client_cpu_us": client_cpu / n * 1e6,
                 "owner_up_s": up,
-                "store_open_s": statistics.median(opens),
+                "owner_up_cpu_s": up_cpu,
+                "store_open_s": statistics.median(t for t, _ in opens),
+                "store_open_cpu_s": statistics.median(c for _, c in opens),
                 "idle_rss_mib": memory[0] / 1024,
                 "idle_pss_mib": memory[1] / 1024,
                 "heads_first_p50_us": cold.p50,
@@ -226,12 +229,13 @@ async def _put(cdir: ClusterDir, owner: str, items: list[dict[str, Any]]) -> Non
         raise AssertionError(f"{sum(written)} of {len(items)} records written")
 
 
-async def _time_open(db: Path) -> float:
-    started = time.perf_counter()
+async def _time_open(db: Path) -> tuple[float, float]:
+    """`Store.open`'s wall and CPU seconds (this process's threads: its SQLite thread too)."""
+    started, cpu = time.perf_counter(), time.process_time()
     store = await Store.open(db)
-    elapsed = time.perf_counter() - started
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     await store.close()
-    return elapsed
+    return elapsed, cpu
 
 
 async def _heads_p50(cdir: ClusterDir, owner: str, keys: int, n: int) -> Spread:
