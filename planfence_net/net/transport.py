@@ -4,7 +4,9 @@ A `NoiseStream` joins a `protocol.session.Session` (the rules: handshake, caps, 
 req-ids) to a `Wire` (the socket): received bytes are fed to the session in the socket's
 callback and its events handled there, and a sent message is encrypted and handed to the
 socket in one synchronous step. So a request costs no task, lock or extra event-loop turn,
-and ciphertexts leave in nonce order without a lock. A session's reader either pulls
+and ciphertexts leave in nonce order without a lock. An initiator's wire hands what one
+event-loop round wrote to the socket in one write at the round's end (`Wire.coalesce`); a
+responder's answers to one read leave in one write (`set_answer_now`). A session's reader either pulls
 messages (`receive`, the owner) or takes each event as it arrives (`set_receiver`, the
 client, which resolves the waiting request at once). This is where socket errors become
 planfence errors (TransportError, RemoteProtocolError, HandshakeError).
@@ -380,6 +382,9 @@ async def connect(
         max_message=max_message,
     )
     stream = NoiseStream(session, accept_peer)
+    # requests written in one event-loop round leave together: a pool shared by several
+    # executors sends one write per owner for all of them, which the owner reads at once
+    stream._wire.coalesce = True
     await connect_wire(host, port, stream._wire)
     try:
         stream._wire.write(session.initiate())
