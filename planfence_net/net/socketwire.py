@@ -141,8 +141,8 @@ class Wire(asyncio.Protocol):
         """End the connection with `exc`: later sends and receives raise it (once set, kept)."""
         if self.error is not None:
             return
+        self.flush()  # what was written before the end goes out first, as unheld writes did
         self.error = exc
-        self._soon, self._soon_bytes = [], 0
         if self.transport is not None:
             self.transport.abort()
         self.wake()
@@ -190,7 +190,7 @@ class Wire(asyncio.Protocol):
         if not held:
             return
         self._soon, self._soon_bytes = [], 0
-        if self.error is None and self.transport is not None:
+        if self.error is None and self.transport is not None and not self.transport.is_closing():
             self.transport.write(held[0] if len(held) == 1 else b"".join(held))
             self.traffic.writes += 1
 

@@ -175,3 +175,14 @@ async def test_a_clients_writes_of_one_loop_round_leave_in_one_write() -> None:
         assert client.traffic.writes == writes + 2
         assert [await owner.receive_message() for _ in range(2)] == [b"small", big]
         assert client.traffic.messages_sent == owner.traffic.messages_received == 7
+
+
+async def test_a_message_written_just_before_close_still_leaves() -> None:
+    """Closing a client stream hands its held writes to the socket first (as a write made
+    before a close always did), then ends the session."""
+    async with pair() as (client, owner):
+        client.write_message(b"last words")
+        await client.aclose()
+        assert await owner.receive_message() == b"last words"
+        with pytest.raises(TransportError):
+            await owner.receive_message()
