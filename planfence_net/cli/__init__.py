@@ -28,6 +28,10 @@ def main() -> None:
         from .oneshot import run_authorize
 
         run_authorize(argv[1:])
+    if argv[:2] == ["owner", "serve"]:  # an ordinary owner starts without click
+        from ..owners.main import serve_plain
+
+        serve_plain(argv[2:])
     from .main import app
 
     app.main(prog_name="planfence")

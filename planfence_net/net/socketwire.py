@@ -3,7 +3,8 @@ callback that received them and writes straight to the transport.
 
 A `Wire` is the protocol of a connection made with asyncio's public API
 (`loop.create_connection`, `loop.connect_accepted_socket`), on asyncio's loop or uvloop's.
-It stops reading while anyone holds it (`hold`): the session's reader is behind ("backlog"),
+A client's wire (`coalesce`) holds the writes of one event-loop round and hands them to the
+socket in one write at its end. It stops reading while anyone holds it (`hold`): the session's reader is behind ("backlog"),
 the session has read its share of this event-loop round ("turn"), or its large message
 waits for a slot ("slot"); reading resumes when every hold is released.
 """
@@ -23,6 +24,10 @@ from ..core.errors import PlanfenceError, TransportError
 # 10 ms a session, and four sessions flooding the owner held every other peer's request up
 # to 100 ms (measured, docs/FAULTS.md).
 TURN_BYTES = 256 * 1024
+# A client's writes of one event-loop round leave in one write at its end (`coalesce`), up
+# to this many bytes: the executors of one process that share a session send their requests
+# to an owner together, and the owner reads them together and answers them in one write.
+COALESCE_BYTES = 16 * 1024
 
 CloseHandler = Callable[[PlanfenceError], None]
 DataHandler = Callable[[bytes], None]
@@ -36,6 +41,7 @@ class Traffic:
     bytes_received: int = 0
     messages_sent: int = 0
     messages_received: int = 0
+    writes: int = 0  # writes handed to the socket (several messages may share one)
 
 
 class Wire(asyncio.Protocol):
@@ -53,6 +59,10 @@ class Wire(asyncio.Protocol):
         self._writable: asyncio.Future[None] | None = None  # set while writing is paused
         self._held: set[str] = set()  # why reading is paused ("backlog", "turn", "slot")
         self._turn = 0  # bytes read since this session last let others run
+        self._corked: list[bytes] | None = None  # writes held for one write (`cork`)
+        self.coalesce = False  # hold writes until the end of the event-loop round
+        self._soon: list[bytes] = []  # writes held for the end of this round
+        self._soon_bytes = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transport does not subclass asyncio.Transport but has its methods
@@ -131,6 +141,7 @@ class Wire(asyncio.Protocol):
         """End the connection with `exc`: later sends and receives raise it (once set, kept)."""
         if self.error is not None:
             return
+        self.flush()  # what was written before the end goes out first, as unheld writes did
         self.error = exc
         if self.transport is not None:
             self.transport.abort()
@@ -152,12 +163,54 @@ class Wire(asyncio.Protocol):
             self._waiter = None
 
     def write(self, data: bytes) -> None:
-        """Hand `data` to the socket; raises the error that ended the connection."""
+        """Hand `data` to the socket (held until `uncork` while corked); raises the error
+        that ended the connection."""
         if self.error is not None:
             raise self.error
         assert self.transport is not None, "written before the connection was made"
-        self.transport.write(data)
+        if self._corked is not None:
+            self._corked.append(data)
+        elif self.coalesce:
+            self._soon.append(data)
+            self._soon_bytes += len(data)
+            if self._soon_bytes >= COALESCE_BYTES:
+                self.flush()
+            elif len(self._soon) == 1:
+                asyncio.get_running_loop().call_soon(self.flush)
+        else:
+            self.transport.write(data)
+            self.traffic.writes += 1
         self.traffic.bytes_sent += len(data)
+
+    def flush(self) -> None:
+        """Hand the writes `coalesce` holds to the socket now, in one write (called at the
+        end of the event-loop round they were made in, or once they reach COALESCE_BYTES;
+        dropped when the connection has ended meanwhile)."""
+        held = self._soon
+        if not held:
+            return
+        self._soon, self._soon_bytes = [], 0
+        if self.error is None and self.transport is not None and not self.transport.is_closing():
+            self.transport.write(held[0] if len(held) == 1 else b"".join(held))
+            self.traffic.writes += 1
+
+    def cork(self) -> None:
+        """Hold every write until `uncork`, which hands them to the socket in one write
+        (one system call for the answers to every request one read delivered)."""
+        if self._corked is None:
+            self._corked = []
+
+    def uncork(self) -> int:
+        """Hand the writes held since `cork` to the socket in one write (dropped when the
+        connection has ended meanwhile); returns their size."""
+        held, self._corked = self._corked, None
+        if not held:
+            return 0
+        data = held[0] if len(held) == 1 else b"".join(held)
+        if self.error is None and self.transport is not None:
+            self.transport.write(data)
+            self.traffic.writes += 1
+        return len(data)
 
     async def wait_writable(self) -> None:
         """Wait while the socket's send buffer is over its high-water mark (returns at once

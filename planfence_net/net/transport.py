@@ -4,7 +4,9 @@ A `NoiseStream` joins a `protocol.session.Session` (the rules: handshake, caps, 
 req-ids) to a `Wire` (the socket): received bytes are fed to the session in the socket's
 callback and its events handled there, and a sent message is encrypted and handed to the
 socket in one synchronous step. So a request costs no task, lock or extra event-loop turn,
-and ciphertexts leave in nonce order without a lock. A session's reader either pulls
+and ciphertexts leave in nonce order without a lock. An initiator's wire hands what one
+event-loop round wrote to the socket in one write at the round's end (`Wire.coalesce`); a
+responder's answers to one read leave in one write (`set_answer_now`). A session's reader either pulls
 messages (`receive`, the owner) or takes each event as it arrives (`set_receiver`, the
 client, which resolves the waiting request at once). This is where socket errors become
 planfence errors (TransportError, RemoteProtocolError, HandshakeError).
@@ -70,6 +72,7 @@ class NoiseStream:
         self._paused = False
         self._on_event: EventHandler | None = None
         self._answer_now: AnswerNow | None = None
+        self._stalled: Callable[[int], None] | None = None
         self._closed: asyncio.Future[PlanfenceError] = self._loop.create_future()
         self.max_message = session.max_message
 
@@ -91,12 +94,23 @@ class NoiseStream:
 
     def _on_data(self, data: bytes) -> None:
         session = self._session
+        wire = self._wire
         handshaking = not session.established
         session.receive_data(data)
-        while self._wire.error is None and (event := session.next_event()) is not None:
-            self._handle(event)
+        if self._answer_now is None:
+            while wire.error is None and (event := session.next_event()) is not None:
+                self._handle(event)
+        else:  # every answer to what this read delivered leaves in one write
+            wire.cork()
+            try:
+                while wire.error is None and (event := session.next_event()) is not None:
+                    self._handle(event)
+            finally:
+                written = wire.uncork()
+            if written and not wire.writable and self._stalled is not None:
+                self._stalled(written)
         if self._received or handshaking:  # a waiter has something new to look at
-            self._wire.wake()
+            wire.wake()
 
     def _handle(self, event: Event) -> None:
         if isinstance(event, _RECEIVED):
@@ -152,13 +166,19 @@ class NoiseStream:
             except PlanfenceError as exc:
                 self._wire.fail(exc)
 
-    def set_answer_now(self, answer_now: AnswerNow | None) -> None:
+    def set_answer_now(
+        self, answer_now: AnswerNow | None, stalled: Callable[[int], None] | None = None
+    ) -> None:
         """Offer each whole message to `answer_now` in the socket's callback, before it is
         queued for `receive`, while no earlier message waits there (so messages it declines
         keep their order): True means it answered the message and it is not queued. The
         owner answers requests that need no waiting this way, without waking its session's
-        task. A PlanfenceError from it ends the session with that error."""
+        task. What it writes meanwhile is held and handed to the socket in one write when
+        the callback has read every message the bytes held (`Wire.cork`); when the socket's
+        send buffer is then over its high-water mark, `stalled(size)` is called with the
+        size of that write. A PlanfenceError from it ends the session with that error."""
         self._answer_now = answer_now
+        self._stalled = stalled if answer_now is not None else None
 
     async def receive_message(self) -> bytes:
         """Receive one whole application message.
@@ -362,6 +382,9 @@ async def connect(
         max_message=max_message,
     )
     stream = NoiseStream(session, accept_peer)
+    # requests written in one event-loop round leave together: a pool shared by several
+    # executors sends one write per owner for all of them, which the owner reads at once
+    stream._wire.coalesce = True
     await connect_wire(host, port, stream._wire)
     try:
         stream._wire.write(session.initiate())

@@ -1,8 +1,9 @@
 """Requests an owner answers in the socket's callback, and the answers it may give again.
 
 A request whose row can answer without waiting (`service.answers_now`) is answered where
-its bytes arrived, without waking the session's task: decoded, served, encoded, encrypted
-and written in one step, with the same log line and counts as the session's loop. A row
+its bytes arrived, without waking the session's task: decoded, served, encoded and
+encrypted in one step, with the same log line and counts as the session's loop; the answers
+to every request one read delivered leave in one write (`NoiseStream.set_answer_now`). A row
 marked `repeatable` answers from the request's args and the store's committed records alone
 (not the session, its peer or the time), so its answer is kept by the request's bytes after
 the req_id and given again to the same bytes, with the asker's req_id, while the store
@@ -47,7 +48,7 @@ class AnswersNow:
         # nor is a request of an op whose row cannot (a put_many of 4096 items: ~20 ms)
         self._later = {name for name, op in service.operations.items() if op.now is None}
 
-    def answer(self, connection: Connection, tg: TaskGroup, data: bytes) -> bool:
+    def answer(self, connection: Connection, data: bytes) -> bool:
         """Answer `data` now and return True, or return False to leave it to the session's
         loop (which reads it again): when the socket would make the reply wait, or the
         request is not one a row answers without waiting."""
@@ -64,7 +65,7 @@ class AnswersNow:
             self._repeats_at = commits
         if split is not None and (kept := self._repeats.get(split[1])) is not None:
             self.repeated += 1
-            return self._send(connection, tg, split[0], *kept, started)
+            return self._send(connection, split[0], *kept, started)
         request = decode(data, self._schema)
         if request is None:
             return False
@@ -86,30 +87,33 @@ class AnswersNow:
         elif operation.repeatable and len(data) <= REPEAT_MAX:
             if len(self._repeats) < REPEAT_ENTRIES:
                 self._repeats[split[1]] = (body, fields)
-        return self._send(connection, tg, split[0], body, fields, started)
+        return self._send(connection, split[0], body, fields, started)
 
     def _send(
         self,
         connection: Connection,
-        tg: TaskGroup,
         req_id: bytes,
         body: bytes,
         fields: str,
         started: float,
     ) -> bool:
         """Write the response [req_id, true, body] (each part already encoded) and log it
-        (`fields`: the line's op and keys, rendered by `EventLog.request_fields`)."""
+        (`fields`: the line's op and keys, rendered by `EventLog.request_fields`). The
+        stream holds it until every request of the same read is answered (`stalled`)."""
         daemon = self._daemon
-        reply = encode_ok_response(req_id, body)
-        connection.stream.write_message(reply)
+        connection.stream.write_message(encode_ok_response(req_id, body))
         daemon.requests_served += 1
-        if not connection.stream.writable:
-            daemon.in_flight += 1
-            tg.start_soon(daemon.drain, connection, len(reply))
         daemon.log.write_request_soon(
             connection.peer.name, fields, "ok", round((time.perf_counter() - started) * 1000, 3)
         )
         return True
+
+    def stalled(self, connection: Connection, tg: TaskGroup, size: int) -> None:
+        """The answers of one read (`size` bytes, one write) filled the socket's send
+        buffer: they count as in flight until the peer has read them, and a peer that does
+        not within `send_timeout` loses its session (`OwnerDaemon.drain`)."""
+        self._daemon.in_flight += 1
+        tg.start_soon(self._daemon.drain, connection, size)
 
 
 def _op_of(rest: bytes) -> str | None:

@@ -61,6 +61,8 @@ class Pushes:
 
     def push_heads(self, records: list[Record]) -> None:
         """A commit's records: owed to every subscription (store.on_commit)."""
+        if not any(connection.subscriptions for connection in self.connections):
+            return  # nobody subscribes (a put_many of 4,096 would build rows for nothing)
         rows = [[r.key, r.id, r.seq] for r in records]
         size = rows_size(rows)
         bodies: int | None = None  # the records' wire size, once a subscriber wants them

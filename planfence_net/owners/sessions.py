@@ -106,7 +106,10 @@ class Sessions(Pushes):
         limiter = anyio.Semaphore(self.limits.requests_per_session)
         async with anyio.create_task_group() as tg:
             tg.start_soon(self.send_pushes, connection, receive)
-            connection.stream.set_answer_now(functools.partial(self.now.answer, connection, tg))
+            connection.stream.set_answer_now(
+                functools.partial(self.now.answer, connection),
+                functools.partial(self.now.stalled, connection, tg),
+            )
             try:
                 data = first.pop()
                 while data is not None:

@@ -9,7 +9,8 @@ ChaChaPoly is the `cryptography` package's ChaCha20Poly1305 (the same IETF const
 libsodium's, a quarter of PyNaCl's per-call cost, which a transport message pays twice),
 imported at the first key; a process that sends a handful of messages and exits calls
 `few_messages()` first and uses PyNaCl's (already imported for X25519) instead of paying the
-import. This module does no I/O: it takes bytes and returns bytes. It is also the one place
+import, and a long-lived one that may stay idle (an owner) calls `fast_after(calls)`: PyNaCl's
+until it has made that many calls, `cryptography`'s from then on. This module does no I/O: it takes bytes and returns bytes. It is also the one place
 where the crypto libraries' exceptions are translated into planfence errors:
 
 * `HandshakeError`: a handshake message is too short or long, fails to decrypt or carries an
@@ -23,8 +24,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
 import nacl.bindings
 import nacl.exceptions
@@ -115,8 +117,43 @@ class _NaclChaChaPoly:
         )
 
 
-# (how to make the Aead for a key, the exceptions its decrypt raises for a bad message)
-_chachapoly: tuple[Any, tuple[type[Exception], ...]] | None = None
+class _WarmingChaChaPoly:
+    """PyNaCl's cipher until this process has made `fast_after`'s number of calls; then the
+    methods of this key are `cryptography`'s (every key switches at its next call, and no
+    wrapper stays between the caller and the faster cipher)."""
+
+    __slots__ = ("_key", "encrypt", "decrypt")
+
+    def __init__(self, key: bytes) -> None:
+        self._key = key
+        self.encrypt: Callable[[bytes, bytes, bytes | None], bytes] = self._encrypt
+        self.decrypt: Callable[[bytes, bytes, bytes | None], bytes] = self._decrypt
+
+    def _encrypt(self, nonce: bytes, data: bytes, associated_data: bytes | None) -> bytes:
+        if _warmed():
+            return self._switch().encrypt(nonce, data, associated_data)
+        return nacl.bindings.crypto_aead_chacha20poly1305_ietf_encrypt(
+            bytes(data), associated_data or b"", nonce, self._key
+        )
+
+    def _decrypt(self, nonce: bytes, data: bytes, associated_data: bytes | None) -> bytes:
+        if _warmed():
+            return self._switch().decrypt(nonce, data, associated_data)
+        return nacl.bindings.crypto_aead_chacha20poly1305_ietf_decrypt(
+            bytes(data), associated_data or b"", nonce, self._key
+        )
+
+    def _switch(self) -> Aead:
+        fast = _cipher_for(self._key)
+        self.encrypt, self.decrypt = fast.encrypt, fast.decrypt
+        return fast
+
+
+# how to make the Aead for a key (None: `cryptography`'s, imported at the first key)
+_chachapoly: Callable[[bytes], Aead] | None = None
+# what an Aead's decrypt raises for a bad message (`cryptography`'s added at its import)
+_REFUSED: tuple[type[Exception], ...] = (nacl.exceptions.CryptoError,)
+_warm_calls_left = 0  # PyNaCl calls before `_WarmingChaChaPoly` keys switch (fast_after)
 
 
 def few_messages() -> None:
@@ -125,18 +162,40 @@ def few_messages() -> None:
     importing `cryptography` (~10 ms) costs more than its faster calls save (~3 us a
     message). The same cipher: the bytes on the wire do not change."""
     global _chachapoly
-    _chachapoly = (_NaclChaChaPoly, (nacl.exceptions.CryptoError,))
+    _chachapoly = _NaclChaChaPoly
 
 
-def _cipher_for(key: bytes) -> tuple[Aead, tuple[type[Exception], ...]]:
-    global _chachapoly
+def fast_after(calls: int) -> None:
+    """Use PyNaCl's ChaChaPoly until this process has made `calls` encryptions and
+    decryptions, then `cryptography`'s, imported then, for every key (those in use too):
+    for a long-lived process that may stay idle, as most owners do (an idle owner never
+    maps `cryptography`'s ~9 MiB), and may serve many messages when busy (after `calls`,
+    each call is ~3 us cheaper). The same cipher: the bytes on the wire do not change."""
+    global _chachapoly, _warm_calls_left
+    _chachapoly = _WarmingChaChaPoly
+    _warm_calls_left = calls
+
+
+def _warmed() -> bool:
+    """Count one call of a warming key; True once `fast_after`'s calls are made."""
+    global _warm_calls_left, _chachapoly
+    _warm_calls_left -= 1
+    if _warm_calls_left > 0:
+        return False
+    if _chachapoly is _WarmingChaChaPoly:
+        _chachapoly = None  # keys made from now on are `cryptography`'s at once
+    return True
+
+
+def _cipher_for(key: bytes) -> Aead:
+    global _chachapoly, _REFUSED
     if _chachapoly is None:
         from cryptography.exceptions import InvalidTag
         from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
-        _chachapoly = (ChaCha20Poly1305, (InvalidTag,))
-    make, refused = _chachapoly
-    return make(key), refused
+        _chachapoly = ChaCha20Poly1305
+        _REFUSED = (*_REFUSED, InvalidTag)
+    return _chachapoly(key)
 
 
 # -- Section 5.1: CipherState -------------------------------------------------------------------
@@ -152,7 +211,6 @@ class CipherState:
     def __init__(self, error: type[RemoteProtocolError] = RemoteProtocolError) -> None:
         self._k: bytes | None = None
         self._aead: Aead | None = None  # ChaChaPoly with k, made once per key
-        self._refused: tuple[type[Exception], ...] = ()  # what its decrypt raises
         self._n = 0
         self._error = error
 
@@ -164,7 +222,7 @@ class CipherState:
         if key is None:
             self._aead = None
         else:
-            self._aead, self._refused = _cipher_for(bytes(key))
+            self._aead = _cipher_for(bytes(key))
         self._n = 0
 
     def has_key(self) -> bool:
@@ -211,7 +269,9 @@ class CipherState:
             raise self._error(f"ciphertext of {len(ciphertext)} bytes is shorter than the tag")
         try:
             plaintext = aead.decrypt(_nonce(self._n), ciphertext, ad)
-        except self._refused as exc:
+        except Exception as exc:
+            if not isinstance(exc, _REFUSED):  # read now: a warming key may have switched
+                raise
             raise self._error("decryption failed: forged, corrupted or out of order") from exc
         self._n += 1
         return plaintext

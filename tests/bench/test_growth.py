@@ -67,8 +67,9 @@ def test_quick_run_measures_every_curve(tmp_path: Path) -> None:
     for row in spans:  # etcd's Txn on the same keys, in the same rounds
         assert (row["etcd_p50_us"] is not None) == (row["ratio_p50"] is not None) == etcd_here
 
-    executors = data["executors"]["rows"]
-    assert [r["executors"] for r in executors] == list(quick.executors)
+    executors = data["executors"]["rows"]  # each point in both process layouts
+    expected = [(c, layout) for c in quick.executors for layout in ("4p", "8p")]
+    assert [(r["executors"], r["layout"]) for r in executors] == expected
     for row in executors:
         assert row["decisions_per_s"] > 0 and row["owner_cpu"] > 0
         assert row["client_cpu_us"] > 0 and row["owner_cpu_us"] > 0
@@ -76,10 +77,13 @@ def test_quick_run_measures_every_curve(tmp_path: Path) -> None:
         assert ("etcd_txns_per_s" in row) == etcd_here
         assert ("etcd_cores" in row) == ("etcd_idle" in row) == etcd_here
         assert ("etcd_client_cpu_us" in row) == etcd_here
-        # two runs a side, alternating: the pairs' ratios, lowest to highest
+        # two runs a side, alternating: each pair's ratio, the lowest and the median
         assert ("ratio_median" in row) == etcd_here
         if etcd_here:
-            assert 0 < row["ratio_min"] <= row["ratio_median"] == row["ratio_max"]
+            ratios = [float(r) for r in row["ratios"].split()]
+            assert len(ratios) == 2 and row["ratio_min"] == pytest.approx(min(ratios), 0.01)
+            assert 0 < row["ratio_min"] <= row["ratio_median"] and row["server_cpu_ratio"] > 0
+            assert proc.stderr.count(f"executors: {row['executors']} in layout ") >= 2
 
     machine = data["machine"]["rows"]
     assert [r["owners"] for r in machine] == list(quick.machine)
@@ -88,6 +92,9 @@ def test_quick_run_measures_every_curve(tmp_path: Path) -> None:
     history = data["history"]["rows"]
     assert [(r["records"], r["keys"]) for r in history] == [(300, 30)]
     assert history[0]["puts_per_s"] > 0 and 50 < history[0]["bytes_per_record"] < 5000
+    # heads one in flight a session, then 8 sent in one write: every answer checked
+    assert history[0]["heads_8_per_s"] > 0 and history[0]["heads_8_owner_us"] > 0
+    assert history[0]["heads_owner_us"] > 0
     # `owner compact --keep 1`: one record a key, the 30 built and the 16 x 8 keys of the
     # put load (bench/perf/load.py)
     assert history[0]["compacted_to"] == 30 + 16 * 8

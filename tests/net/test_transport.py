@@ -14,7 +14,7 @@ import pytest
 from nacl.bindings import crypto_scalarmult_base
 
 from planfence_net.core.errors import PlanfenceError, RemoteProtocolError, TransportError
-from planfence_net.net.socketwire import TURN_BYTES, Traffic, Wire
+from planfence_net.net.socketwire import COALESCE_BYTES, TURN_BYTES, Traffic, Wire
 from planfence_net.net.transport import READ_AHEAD
 from planfence_net.protocol.framing import CHUNK_DATA, MAX_FRAME, FrameDecoder, encode_frame
 from support.noise_pair import CLIENT_KEY, pair
@@ -130,3 +130,59 @@ async def test_a_session_that_reads_a_lot_lets_the_loop_run_the_others_first() -
     wire.release("backlog")
     assert socket.reading
     assert [frames.next_frame() for _ in range(under + 2)] == [frame[2:]] * (under + 1) + [None]
+
+
+async def test_answers_to_one_reads_requests_leave_in_one_write_in_order() -> None:
+    """An answerer in the socket's callback (the owner's `set_answer_now`): the answers to
+    every message one read delivered are handed to the socket in one write, in order; a
+    message it declines, and every one after it, waits for `receive`, in order."""
+    stalled: list[int] = []
+
+    def answer(data: bytes) -> bool:
+        if data.startswith(b"later"):
+            return False
+        owner.write_message(b"re:" + data)
+        return True
+
+    async with pair() as (client, owner):
+        owner.set_answer_now(answer, stalled.append)
+        writes = owner.traffic.writes
+        client.write_messages([b"q%d" % i for i in range(8)])  # one write: one read
+        assert [await client.receive_message() for _ in range(8)] == [
+            b"re:q%d" % i for i in range(8)
+        ]
+        assert owner.traffic.writes == writes + 1
+        assert owner.traffic.messages_sent == 8 and stalled == []
+        client.write_messages([b"a", b"later1", b"b"])
+        assert await client.receive_message() == b"re:a"
+        assert [await owner.receive_message() for _ in range(2)] == [b"later1", b"b"]
+
+
+async def test_a_clients_writes_of_one_loop_round_leave_in_one_write() -> None:
+    """An initiator's writes wait for the end of the event-loop round and leave together
+    (executors sharing a session send their requests to an owner in one write), in order;
+    once they reach COALESCE_BYTES they leave at once."""
+    async with pair() as (client, owner):
+        writes = client.traffic.writes
+        for i in range(5):
+            client.write_message(b"m%d" % i)
+        assert client.traffic.writes == writes  # held until the round ends
+        assert [await owner.receive_message() for _ in range(5)] == [b"m%d" % i for i in range(5)]
+        assert client.traffic.writes == writes + 1
+        big = bytes(COALESCE_BYTES)
+        client.write_message(b"small")
+        client.write_message(big)  # over the bound: both leave now, in one write
+        assert client.traffic.writes == writes + 2
+        assert [await owner.receive_message() for _ in range(2)] == [b"small", big]
+        assert client.traffic.messages_sent == owner.traffic.messages_received == 7
+
+
+async def test_a_message_written_just_before_close_still_leaves() -> None:
+    """Closing a client stream hands its held writes to the socket first (as a write made
+    before a close always did), then ends the session."""
+    async with pair() as (client, owner):
+        client.write_message(b"last words")
+        await client.aclose()
+        assert await owner.receive_message() == b"last words"
+        with pytest.raises(TransportError):
+            await owner.receive_message()

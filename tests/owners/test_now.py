@@ -33,7 +33,7 @@ def test_a_rows_bad_request_is_left_to_the_sessions_loop() -> None:
         raise BadRequest("not_owner", "not mine")
 
     answers = _answers(refuse)
-    assert answers.answer(_connection(), None, encode_request(7, "probe", {"x": 1})) is False  # type: ignore[arg-type]
+    assert answers.answer(_connection(), encode_request(7, "probe", {"x": 1})) is False  # type: ignore[arg-type]
 
 
 def test_a_bug_in_a_row_is_not_swallowed() -> None:
@@ -42,4 +42,4 @@ def test_a_bug_in_a_row_is_not_swallowed() -> None:
 
     answers = _answers(broken)
     with pytest.raises(KeyError, match="a bug"):
-        answers.answer(_connection(), None, encode_request(7, "probe", {"x": 1}))  # type: ignore[arg-type]
+        answers.answer(_connection(), encode_request(7, "probe", {"x": 1}))  # type: ignore[arg-type]

@@ -202,9 +202,9 @@ def test_the_socket_callback_leaves_a_put_many_unread(monkeypatch: pytest.Monkey
     answers = now.AnswersNow(daemon, service.schema, service)  # type: ignore[arg-type]
     connection = SimpleNamespace(stream=SimpleNamespace(writable=True))
     request = encode_request(7, "put_many", {"items": [{"key": "req/a", "body": 1}]})
-    assert answers.answer(connection, None, request) is False  # type: ignore[arg-type]
+    assert answers.answer(connection, request) is False  # type: ignore[arg-type]
     with pytest.raises(AssertionError, match="socket's callback"):  # a heads is read there
-        answers.answer(connection, None, encode_request(8, "heads", {"keys": ["req/a"]}))  # type: ignore[arg-type]
+        answers.answer(connection, encode_request(8, "heads", {"keys": ["req/a"]}))  # type: ignore[arg-type]
 
 
 def test_put_many_log_lines_are_the_lines_a_put_writes(tmp_path: Path) -> None:

@@ -94,13 +94,18 @@ def test_vector_file_has_every_supported_protocol(file_name: str) -> None:
     assert names == sorted(SUPPORTED_NAMES), f"{file_name}: selected {names}"
 
 
-@pytest.fixture(params=["cryptography", "pynacl"])
+@pytest.fixture(params=["cryptography", "pynacl", "warming"])
 def chachapoly(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Each test runs with both ChaChaPoly implementations: `cryptography`'s (the default)
-    and PyNaCl's (`few_messages()`, for short-lived processes)."""
+    """Each test runs with both ChaChaPoly implementations: `cryptography`'s (the default),
+    PyNaCl's (`few_messages()`, for short-lived processes), and PyNaCl's switching to
+    `cryptography`'s mid-stream (`fast_after(3)`, for owners)."""
     monkeypatch.setattr(noise, "_chachapoly", None)
+    monkeypatch.setattr(noise, "_warm_calls_left", 0)
+    monkeypatch.setattr(noise, "_REFUSED", noise._REFUSED)
     if request.param == "pynacl":
         noise.few_messages()
+    elif request.param == "warming":
+        noise.fast_after(3)
     return str(request.param)
 
 
@@ -175,6 +180,35 @@ def test_both_chachapolys_refuse_a_changed_byte_as_a_remote_protocol_error(
     assert receive.decrypt_with_ad(b"", bytes(sealed)) == b"heads"  # n was not moved on
     made = type(receive._aead).__module__  # our own object: which implementation it is
     assert made.startswith("cryptography" if chachapoly == "cryptography" else "planfence_net")
+
+
+def test_a_warming_key_in_use_switches_to_cryptography_after_the_calls(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`fast_after(n)`: PyNaCl's cipher for the process's first n calls, then every key,
+    those in use too, calls `cryptography`'s directly; the bytes never change, and a bad
+    message is refused alike before and after."""
+    monkeypatch.setattr(noise, "_chachapoly", None)
+    monkeypatch.setattr(noise, "_REFUSED", noise._REFUSED)
+    plain = noise.CipherState()
+    plain.initialize_key(bytes(range(32)))  # `cryptography`'s from the first call
+    noise.fast_after(4)
+    send, receive = noise.CipherState(), noise.CipherState()
+    send.initialize_key(bytes(range(32)))
+    receive.initialize_key(bytes(range(32)))
+    for n in range(6):
+        sealed = send.encrypt_with_ad(b"", b"heads %d" % n)
+        assert sealed == plain.encrypt_with_ad(b"", b"heads %d" % n)
+        if n in (0, 5):  # before and after the switch
+            with pytest.raises(RemoteProtocolError, match="decryption failed"):
+                receive.decrypt_with_ad(b"", bytes([sealed[0] ^ 1]) + sealed[1:])
+        assert receive.decrypt_with_ad(b"", sealed) == b"heads %d" % n
+    for state in (send, receive):
+        method = state._aead.encrypt  # our own object's attribute: no wrapper left
+        assert type(method.__self__).__module__.startswith("cryptography")  # type: ignore[attr-defined]
+    later = noise.CipherState()
+    later.initialize_key(bytes(32))
+    assert type(later._aead).__module__.startswith("cryptography")
 
 
 # -- handshake behaviour ------------------------------------------------------------------------

@@ -1,6 +1,6 @@
-"""Growth curves: how a decision's costs grow with declared keys, owners spanned and
-concurrent executors, next to etcd's Txn (the owners per machine and history curves are in
-`growth_scale`).
+"""Growth curves: how a decision's costs grow with declared keys and owners spanned, next
+to etcd's Txn (concurrent executors are in `concurrency`, the owners per machine and
+history curves in `growth_scale`).
 
     rows = keys_curve(Sizes.full(), progress=print)   # each curve on its own fresh cluster
 
@@ -10,9 +10,6 @@ measures and stops them; each returns one dict per point, whose keys are the tab
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -23,14 +20,12 @@ from typing import Any
 import anyio
 
 from ...cluster.folder import ClusterDir
-from ...cluster.pids import read_pid
 from ...core.gate import Action
 from ...executor.pool import SessionPool
 from ...executor.replica import Replica, settle
 from ...executor.runner import GateRunner
 from ...net.api import get_records
 from . import etcd as etcdlib
-from .growth_worker import cpu_seconds
 from .latency import (
     EXECUTOR,
     OWNERS,
@@ -268,189 +263,3 @@ async def time_plans(
         )
         for rid, s in samples.items()
     }
-
-
-def executors_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row]:
-    """C concurrent executors, each with its own sessions, deciding one d=8 plan over 2
-    owners as fast as they can (spread over up to 4 worker processes); then as many etcd
-    gRPC clients (one channel each, same processes) sending the same d=8 Txn. Beside the
-    rates, the CPU each side spends per decision or Txn: its clients' (`client_cpu_us`,
-    `etcd_client_cpu_us`) and its servers' (`owner_cpu_us`, `etcd_cpu_us`); the cores each
-    side kept busy (`cores`, `etcd_cores`: clients and servers) and the share of the machine's
-    CPU time left idle meanwhile (`idle`, `etcd_idle`): with idle near 0 the rate is set by
-    the CPU per call and the cores a busy machine gives each side, not by waiting. With
-    `sizes.repeat` > 1 each point runs both sides that many times, alternating which goes
-    first; the row shows each side's median run and the spread of the pairs' ratios."""
-    binary = _etcd_wanted(sizes, progress)
-    rows = []
-    with (
-        tempfile.TemporaryDirectory(prefix="planfence-growth-") as tmp,
-        loopback_cluster(Path(tmp) / "cluster") as cdir,
-        etcdlib.maybe_loopback_etcd(binary, etcdlib.DEFAULT_MAX_TXN_OPS) as etcd_port,
-    ):
-        plan = _run(write_plan, cdir, "conc8", _spread(cdir, OWNERS, 8))
-        owner_pids = [read_pid(cdir, o) for o in OWNERS]
-        revisions = _run(_etcd_put, etcd_port, plan.keys) if etcd_port is not None else {}
-        for c in sizes.executors:
-            progress(f"executors: {c} concurrent")
-            records = [r.hex() for r in (plan.plan, *plan.parts, *plan.facts.values())]
-            spec = {
-                "cluster": str(cdir.root),
-                "plan": plan.plan.hex(),
-                "keys": plan.keys,
-                "records": records,
-            }
-            etcd_spec = None
-            if etcd_port is not None:
-                etcd_spec = {"port": etcd_port, "revisions": revisions}
-                etcd_pids = [_pid_listening(etcd_port)]
-            pfs: list[Row] = []
-            etcds: list[Row] = []
-            for turn in range(sizes.repeat):  # alternate which side goes first
-                order = ("planfence", "etcd") if turn % 2 == 0 else ("etcd", "planfence")
-                for side in order:
-                    if side == "planfence":
-                        pfs.append(_concurrent(side, spec, c, sizes.seconds, owner_pids))
-                    elif etcd_spec is not None:
-                        etcds.append(_concurrent(side, etcd_spec, c, sizes.seconds, etcd_pids))
-            row = _executors_row(c, pfs, etcds, sizes.repeat)
-            rows.append(row)
-    return rows
-
-
-def _executors_row(c: int, pfs: list[Row], etcds: list[Row], repeat: int) -> Row:
-    """The executors curve's row for `c` concurrent clients from each side's runs: the median
-    run of each side and, with `repeat` > 1, the spread of the pairs' rate ratios."""
-    pf = _median_run(pfs)
-    row = {
-        "executors": c,
-        "decisions_per_s": pf["per_s"],
-        "p50_us": pf["p50_us"],
-        "p99_us": pf["p99_us"],
-        "owner_cpu": pf["server_cpu"],
-        "client_cpu_us": pf["client_cpu_us"],
-        "owner_cpu_us": pf["server_cpu_us"],
-        "cores": pf["cores"],
-        "idle": pf["idle"],
-    }
-    if etcds:
-        e = _median_run(etcds)
-        row |= {
-            "etcd_txns_per_s": e["per_s"],
-            "etcd_p99_us": e["p99_us"],
-            "etcd_cpu": e["server_cpu"],
-            "etcd_client_cpu_us": e["client_cpu_us"],
-            "etcd_cpu_us": e["server_cpu_us"],
-            "etcd_cores": e["cores"],
-            "etcd_idle": e["idle"],
-        }
-        if repeat > 1:  # each pair ran back to back: its ratio is the fair one
-            ratios = sorted(a["per_s"] / b["per_s"] for a, b in zip(pfs, etcds, strict=True))
-            row |= {
-                "ratio_min": ratios[0],
-                "ratio_median": ratios[len(ratios) // 2],
-                "ratio_max": ratios[-1],
-            }
-    return row
-
-
-def _median_run(runs: list[Row]) -> Row:
-    """The run with the median rate (the upper one of an even count): one real run's
-    columns, not a mix of several."""
-    return sorted(runs, key=lambda r: r["per_s"])[len(runs) // 2]
-
-
-async def _etcd_put(port: int, keys: tuple[str, ...]) -> dict[str, int]:
-    client = await etcdlib.GrpcEtcd.connect(port)
-    try:
-        return {k: await client.put(k, "v1") for k in keys}
-    finally:
-        await client.close()
-
-
-def _pid_listening(port: int) -> int | None:
-    """The pid of the etcd listening on `port` (found by its command line)."""
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                argv = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if argv and argv[0].endswith(b"etcd") and f":{port}".encode() in b" ".join(argv):
-                return int(entry.name)
-    return None
-
-
-def _concurrent(
-    mode: str, spec: dict[str, Any], c: int, seconds: float, server_pids: list[int | None]
-) -> Row:
-    """Run `c` clients over min(c, 4) worker processes for `seconds` after all are ready;
-    their throughput, latency and the servers' CPU (cores) meanwhile."""
-    procs = min(c, 4)
-    shares = [c // procs + (1 if i < c % procs else 0) for i in range(procs)]
-    workers = [
-        subprocess.Popen(
-            [sys.executable, "-m", "planfence_net.bench.perf.growth_worker", mode],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        for _ in shares
-    ]
-    try:
-        for worker, share in zip(workers, shares, strict=True):
-            assert worker.stdin is not None
-            worker.stdin.write(json.dumps({**spec, "clients": share, "seconds": seconds}) + "\n")
-            worker.stdin.flush()
-        for worker in workers:  # each says "ready" once its sessions are open and warm
-            assert worker.stdout is not None
-            if worker.stdout.readline().strip() != "ready":
-                raise RuntimeError(f"a {mode} worker failed to start")
-        pids = [p for p in server_pids if p is not None]
-        before, started = sum(cpu_seconds(p) for p in pids), time.perf_counter()
-        machine = machine_ticks()
-        for worker in workers:
-            assert worker.stdin is not None
-            worker.stdin.write("go\n")
-            worker.stdin.close()
-        outs = [json.loads(w.stdout.read()) for w in workers if w.stdout is not None]
-        for worker in workers:
-            if worker.wait(timeout=60) != 0:
-                raise RuntimeError(f"a {mode} worker exited {worker.returncode}")
-        elapsed = time.perf_counter() - started
-        cpu = (sum(cpu_seconds(p) for p in pids) - before) / elapsed
-        busy, idle = (b - a for a, b in zip(machine, machine_ticks(), strict=True))
-    finally:
-        for worker in workers:
-            if worker.poll() is None:
-                worker.kill()
-                worker.wait()
-    return _workers_row(outs, cpu, elapsed, busy, idle)
-
-
-def _workers_row(outs: list[Row], cpu: float, elapsed: float, busy: int, idle: int) -> Row:
-    """One run's figures from its workers' reports (`outs`), the servers' cores (`cpu`)
-    over `elapsed` seconds, and the machine's busy and idle ticks meanwhile."""
-    latencies = sorted(x for out in outs for x in out["latencies"])
-    spread = Spread.of(latencies)
-    done = sum(out["done"] for out in outs)
-    window = max(out["elapsed"] for out in outs)
-    return {
-        "per_s": done / window,
-        "p50_us": spread.p50,
-        "p99_us": spread.p99,
-        "server_cpu": cpu,
-        # CPU per call, which a busy machine inflates less than it cuts throughput
-        "client_cpu_us": sum(out["cpu"] for out in outs) / done * 1e6,
-        "server_cpu_us": cpu * elapsed / done * 1e6,
-        "cores": cpu + sum(out["cpu"] for out in outs) / window,
-        "idle": idle / max(busy + idle, 1),
-    }
-
-
-def machine_ticks() -> tuple[int, int]:
-    """(busy, idle) clock ticks of every CPU of the machine so far (Linux /proc/stat; idle
-    counts iowait too)."""
-    ticks = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = ticks[3] + ticks[4]
-    return sum(ticks[:8]) - idle, idle

@@ -8,7 +8,10 @@ planfence or `port`, `revisions` for etcd), opens every client and warms it with
 decision, prints `ready`, waits for a `go` line, runs for `seconds`, and prints one JSON line:
 `done` (decisions or Txns that succeeded), `elapsed`, the process's `cpu` seconds (all its
 threads) meanwhile and a sample of `latencies` (seconds).
-Every planfence client is an executor of its own: its own sessions to the owners.
+Every planfence client is an executor of its own (its own `GateRunner`); with `pool`
+"executor" each also has its own sessions to the owners, with "process" the executors of
+one worker share one `SessionPool` (one session per owner, their requests pipelined on it),
+as the executors of one real process would.
 """
 
 from __future__ import annotations
@@ -49,8 +52,12 @@ async def _planfence(spec: dict[str, Any]) -> None:
     ids = [bytes.fromhex(r) for r in spec["records"]]
     await replica.add(await get_records(roster, identity, ids))
     async with anyio.create_task_group() as tg:
-        pools = [SessionPool(tg, roster, identity) for _ in range(spec["clients"])]
-        runners = [GateRunner(pool, replica) for pool in pools]
+        if spec.get("pool", "executor") == "process":
+            pools = [SessionPool(tg, roster, identity)]
+            runners = [GateRunner(pools[0], replica) for _ in range(spec["clients"])]
+        else:
+            pools = [SessionPool(tg, roster, identity) for _ in range(spec["clients"])]
+            runners = [GateRunner(pool, replica) for pool in pools]
 
         def decide(runner: GateRunner) -> Callable[[], Awaitable[bool]]:
             async def once() -> bool:

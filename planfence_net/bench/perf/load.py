@@ -6,8 +6,11 @@
 The load generator must cost less per request than the owner, or it measures itself: heads
 sessions are bare Noise streams that resend one encoded request as soon as its answer
 arrives and check each answer byte for byte against the first (which was decoded and
-checked in full). Puts go through the client library, several in flight per session, and
-count only acknowledged ones; the owner's own count of written records must agree.
+checked in full); with `pipelined` > 0 they are measured again with that many requests
+sent in one write per session, as a session pool shared by many executors sends them (the
+owner answers every request of one read in one write). Puts go through the client library,
+several in flight per session, and count only acknowledged ones; the owner's own count of
+written records must agree.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ class OwnerLoad:
     puts_per_s: float
     puts_cpu: float
     puts_per_commit: float
+    heads_pipelined_per_s: float = 0.0  # `pipelined` requests a write per session
+    heads_pipelined_cpu: float = 0.0
 
 
 async def owner_load(
@@ -45,21 +50,20 @@ async def owner_load(
     sessions: int,
     in_flight: int,
     seconds: float,
+    pipelined: int = 0,
 ) -> OwnerLoad:
-    """Saturate `owner` with heads of `key` (as `reader`), then with puts (as itself)."""
+    """Saturate `owner` with heads of `key` (as `reader`): one in flight per session, then
+    (`pipelined` > 0) that many; then with puts (as itself)."""
     pid = read_pid(cdir, owner)
     assert pid is not None
     head = (await _request(cdir, reader, owner, "heads", {"keys": [key]}))["heads"][0][1]
     request = encode_request(1, "heads", {"keys": [key], "expect": {key: head}})
-    streams = [await _open(cdir, reader, owner) for _ in range(sessions)]
-    try:
-        count, elapsed, cpu = await _timed(
-            pid, seconds, [_heads_loop(stream, request, key, head) for stream in streams]
+    heads = await _heads(cdir, reader, owner, pid, sessions, seconds, request, key, head, 1)
+    more = (0.0, 0.0)
+    if pipelined:
+        more = await _heads(
+            cdir, reader, owner, pid, sessions, seconds, request, key, head, pipelined
         )
-    finally:
-        for stream in streams:
-            await stream.aclose()
-    heads = count / elapsed, cpu
     before = await _request(cdir, reader, owner, "stats", {})
     count, elapsed, cpu = await _puts(cdir, owner, pid, sessions, in_flight, seconds)
     after = await _request(cdir, reader, owner, "stats", {})
@@ -67,8 +71,31 @@ async def owner_load(
     if written != count:
         raise AssertionError(f"{count} puts acknowledged but {written} written")
     return OwnerLoad(
-        *heads, count / elapsed, cpu, written / max(1, after["commits"] - before["commits"])
+        *heads, count / elapsed, cpu, written / max(1, after["commits"] - before["commits"]), *more
     )
+
+
+async def _heads(
+    cdir: ClusterDir,
+    reader: str,
+    owner: str,
+    pid: int,
+    sessions: int,
+    seconds: float,
+    request: bytes,
+    key: str,
+    head: bytes,
+    pipelined: int,
+) -> tuple[float, float]:
+    """(heads/s, owner cores) from `sessions` sessions, `pipelined` requests a write each."""
+    streams = [await _open(cdir, reader, owner) for _ in range(sessions)]
+    try:
+        loops = [_heads_loop(stream, request, key, head, pipelined) for stream in streams]
+        count, elapsed, cpu = await _timed(pid, seconds, loops)
+    finally:
+        for stream in streams:
+            await stream.aclose()
+    return count / elapsed, cpu
 
 
 async def _request(
@@ -91,7 +118,7 @@ async def _open(cdir: ClusterDir, who: str, owner: str) -> NoiseStream:
 
 
 def _heads_loop(
-    stream: NoiseStream, request: bytes, key: str, head: bytes
+    stream: NoiseStream, request: bytes, key: str, head: bytes, pipelined: int
 ) -> Callable[[float], Awaitable[int]]:
     async def run(stop_at: float) -> int:
         await stream.send_message(request)
@@ -100,11 +127,14 @@ def _heads_loop(
         if not answer.ok or answer.result["heads"] != [[key, head, answer.result["heads"][0][2]]]:
             raise AssertionError(f"unexpected heads answer: {answer}")
         done = 1
+        batch = [request] * pipelined
         while time.perf_counter() < stop_at:
-            await stream.send_message(request)
-            if await stream.receive_message() != expected:
-                raise AssertionError("a heads answer changed under load")
-            done += 1
+            stream.write_messages(batch)  # one write: the owner reads them together
+            await stream.wait_writable()
+            for _ in batch:
+                if await stream.receive_message() != expected:
+                    raise AssertionError("a heads answer changed under load")
+            done += pipelined
         return done
 
     return run
