@@ -74,6 +74,7 @@ class NoiseStream:
         self._answer_now: AnswerNow | None = None
         self._stalled: Callable[[int], None] | None = None
         self._closed: asyncio.Future[PlanfenceError] = self._loop.create_future()
+        self._chunk_received = False  # a transport chunk decrypted: the peer holds the keys
         self.max_message = session.max_message
 
     @property
@@ -90,12 +91,24 @@ class NoiseStream:
                 raise self._wire.error
             await self._wire.wait_readable()
 
+    async def wait_first_chunk(self) -> None:
+        """Wait until the peer's first transport chunk decrypts: the first chunk of a
+        message, a whole message, or one the screen refused. Only a peer holding the
+        session's keys can send one, so it proves the session, however long the rest of a
+        large message takes on a slow link. Raises TransportError (or the error that ended
+        the session) when none came. The caller sets the deadline (anyio.fail_after)."""
+        while not self._chunk_received:
+            if self._wire.error is not None:
+                raise self._wire.error
+            await self._wire.wait_readable()
+
     # -- receiving: the socket's callback feeds the session and handles its events ---------
 
     def _on_data(self, data: bytes) -> None:
         session = self._session
         wire = self._wire
         handshaking = not session.established
+        proven = self._chunk_received
         session.receive_data(data)
         if self._answer_now is None:
             while wire.error is None and (event := session.next_event()) is not None:
@@ -109,10 +122,12 @@ class NoiseStream:
                 written = wire.uncork()
             if written and not wire.writable and self._stalled is not None:
                 self._stalled(written)
-        if self._received or handshaking:  # a waiter has something new to look at
-            wire.wake()
+        if self._received or handshaking or self._chunk_received != proven:
+            wire.wake()  # a waiter has something new to look at
 
     def _handle(self, event: Event) -> None:
+        if isinstance(event, (*_RECEIVED, LargeChunk)):
+            self._chunk_received = True
         if isinstance(event, _RECEIVED):
             self.traffic.messages_received += 1
             if self._on_event is not None:

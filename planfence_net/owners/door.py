@@ -211,13 +211,18 @@ class Door:
         self, stream: NoiseStream, remote: str
     ) -> bytes | PlanfenceError | None:
         """The session's first application message (or the screen's refusal of it: its
-        first chunk was valid), or None when none arrives within `first_message_timeout`. IK's first handshake message can be replayed by anyone who
+        first chunk was valid), or None when no valid chunk of one arrives within
+        `first_message_timeout`. IK's first handshake message can be replayed by anyone who
         captured it; only a peer holding the session keys can send a valid transport
         message, so until one arrives the session is nobody's (logged as a stranger)."""
         claimed = fingerprint(stream.peer_key)
         try:
+            # The deadline covers the first chunk, which proves the session; the rest of a
+            # large first message may take longer on a slow uplink (a 256 KiB put at
+            # 0.8 Mbit/s takes ~3 s and more), under the large-message rules (`slots`).
             with anyio.fail_after(self.limits.first_message_timeout):
-                return await stream.receive()
+                await stream.wait_first_chunk()
+            return await stream.receive()
         except TimeoutError:
             reason = (
                 f"no valid message within {self.limits.first_message_timeout:g} s of the handshake"

@@ -39,9 +39,6 @@ from ..paper.network import usable_phase
 from .net import PacketNet
 
 OWNER_PORT = 7000  # inside the owner's own namespace, nothing else listens
-# A 256 KiB put on a 0.8 Mbit/s uplink takes longer than the 5 s an owner gives a new session
-# for its first message: both owners give it a minute (the report says so).
-OWNER_OPTIONS = ("--limit", "first_message_timeout=60")
 QUICK = [("payload", 1, 0, 0.0), ("payload", 64, 0, 0.0), ("loss", 16, 0, 0.05)]
 
 
@@ -136,9 +133,7 @@ def report(rows: list[Sync], profile: str, command: str, counts: list[dict[str, 
         "",
         f"Command: `{command}`",
         "",
-        f"Load average during the run: {min(loads, default=0):.1f} to {max(loads, default=0):.1f}. "
-        f"Both owners run with `{' '.join(OWNER_OPTIONS)}`: on a slow uplink a large first "
-        "message takes longer than the 5 s an owner gives a new session by default.",
+        f"Load average during the run: {min(loads, default=0):.1f} to {max(loads, default=0):.1f}.",
         "",
         "| sweep | payload KiB | one-way delay ms | loss | relay ms (mean) | packet ms (mean) "
         "| packet/relay | packets up / down | dropped |",
@@ -185,8 +180,8 @@ def run(
     relay = one_owner_cluster(root / "relay")
     with PacketNet(profile) as net:
         packet = one_owner_cluster(root / "packet", f"{net.owner_ip}:{OWNER_PORT}")
-        net.start_owner(packet, OWNER, OWNER_OPTIONS)
-        spawn(relay, OWNER, [*clusterlib.owner_argv(relay, OWNER), *OWNER_OPTIONS])
+        net.start_owner(packet, OWNER)
+        spawn(relay, OWNER, clusterlib.owner_argv(relay, OWNER))
         try:
             anyio.run(wait_cluster_ready, relay, [OWNER], backend="asyncio")
             return anyio.run(
