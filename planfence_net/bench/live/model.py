@@ -13,6 +13,7 @@ is not installed (the tests and the command skip with it). Any other object with
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -54,7 +55,10 @@ class LlamaModel:
     """A GGUF model on the CPU, deterministic (temperature 0, fixed seed), answers kept by
     prompt."""
 
-    def __init__(self, path: Path, threads: int = 2, context: int = 1024) -> None:
+    def __init__(self, path: Path, threads: int = 1, context: int = 1024) -> None:
+        # OpenMP's worker threads spin while they wait; on a busy machine (the owners run
+        # beside the model) spinning threads make a call thirty times slower: they sleep.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         from llama_cpp import Llama  # the `live` extra; imported only when a model is loaded
 
         self.name = path.stem
@@ -81,7 +85,7 @@ class LlamaModel:
         return self.answers[key]
 
 
-def load_model(threads: int = 2) -> LlamaModel:
+def load_model(threads: int = 1) -> LlamaModel:
     """The packaged SmolLM2; raises RuntimeError with `missing()`'s line when it cannot."""
     why = missing()
     path = gguf_path()
