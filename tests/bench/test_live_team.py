@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 import pytest
 
+from planfence_net.bench.live.run import report_md
 from planfence_net.bench.live.team import (
     PLAN_SYSTEM,
     run_team,
@@ -91,3 +92,24 @@ def test_workflows_have_keys_and_numbers_of_their_own() -> None:
     assert len({f.requirement for f in flows}) == 6
     first, second = (f for f in flows if f.name.startswith("reservation"))
     assert (first.r3["guests"], second.r3["guests"]) == (3, 4)
+
+
+def test_the_report_gives_the_table_and_says_whether_the_claim_held(
+    studies: dict[str, list[Outcome]],
+) -> None:
+    rows = team_rows(studies["faithful"])
+    report = {
+        "model": "echo",
+        "per_family": 1,
+        "model_calls": 0,
+        "seconds": 1.0,
+        "load_before": 0.5,
+        "load_after": 0.5,
+        "rows": rows,
+        "problems": team_problems(rows),
+    }
+    text = report_md(report, "scripts/bench-live --quick")
+    assert "| freshness | 3 | 3 | 3 | 0 | 0 | 0 |" in text
+    assert "Claim checked: holds" in text
+    broken = {**report, "problems": ["freshness acted on a stale plan in 2 of 3"]}
+    assert "Claim checked: freshness acted on a stale plan in 2 of 3" in report_md(broken, "x")
