@@ -47,6 +47,7 @@ BENCH: dict[str, set[str]] = {
     "perf": set(),  # speed against etcd, load and growth curves
     "paper": {"policies"},  # the paper's experiments: workloads, harness, oracle, reports
     "partition": {"paper"},  # owners in network namespaces
+    "live": {"paper"},  # the live team of small local models
     "torture": {"policies", "paper", "partition"},  # the fail-closed lab
     "packets": {"paper", "partition"},  # packet-level links in network namespaces
     "__init__": set(),

@@ -15,7 +15,7 @@ from ..policies.baselines import POLICIES, make_baseline, make_writer
 from ..policies.policy import Addresses, Parts
 from ..policies.writers import CENTRAL
 from .oracle import Oracle
-from .scenario import Outcome, load_families, run_family
+from .scenario import SCRIPTED, Family, Outcome, Planner, load_families, run_family
 from .workload import EXECUTOR
 
 
@@ -54,10 +54,13 @@ async def run_demo(
     policies: tuple[str, ...] | None = None,
     progress: Callable[[str], None] = lambda _: None,
     addresses: Addresses | None = None,
+    families: list[Family] | None = None,
+    planner: Planner = SCRIPTED,
 ) -> list[Outcome]:
-    """Run every workflow family under every policy on the running cluster at `cdir`
-    (reaching owners at `addresses` where given), then judge every issued action from the
-    owners' logs (when they are readable from here)."""
+    """Run every workflow family (the three of workflows.toml unless given) under every
+    policy on the running cluster at `cdir` (reaching owners at `addresses` where given),
+    planned and acted on by `planner`, then judge every issued action from the owners' logs
+    (when they are readable from here)."""
     roster = cdir.roster()
     identity_of = functools.cache(cdir.identity)
     outcomes = []
@@ -67,13 +70,13 @@ async def run_demo(
             baseline = make_baseline(
                 policy, Parts(tg, roster, identity_of, EXECUTOR, addresses or {}, writer)
             )
-            families = load_families()
+            workflows = families or load_families()
             await baseline.start(
-                [f"{k}/{policy}" for f in families for k in (f.requirement, f.fact)]
+                [f"{k}/{policy}" for f in workflows for k in (f.requirement, f.fact)]
             )
-            for family in families:
+            for family in workflows:
                 progress(f"{family.name} / {policy}")
-                outcomes.append(await run_family(family, baseline, writer))
+                outcomes.append(await run_family(family, baseline, writer, planner))
             await baseline.aclose()
             await writer.aclose()
             tg.cancel_scope.cancel()

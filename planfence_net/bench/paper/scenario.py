@@ -11,7 +11,7 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ...core.decision import Decision
 from ...core.gate import Action
@@ -55,9 +55,34 @@ class Outcome:
     traffic: int = 0
     decision: Decision | None = None
     invalid: bool | None = None
+    said: str | None = None  # the executor's words, when a model acts (bench/live)
+    acted_on: Any = None  # the requirement the plan in force was derived from
 
 
-async def run_family(family: Family, baseline: Baseline, writer: Writer) -> Outcome:
+class Planner(Protocol):
+    """Who writes the plan's steps and says the action: a script, or a model (bench/live)."""
+
+    async def plan(self, family: Family, requirement: Any) -> list[str]: ...
+
+    async def act(self, family: Family, steps: list[str]) -> str | None: ...
+
+
+class Scripted:
+    """The scripted planner: steps that name the requirement; the executor says nothing."""
+
+    async def plan(self, family: Family, requirement: Any) -> list[str]:
+        return steps(family, requirement)
+
+    async def act(self, family: Family, steps: list[str]) -> str | None:
+        return None
+
+
+SCRIPTED = Scripted()
+
+
+async def run_family(
+    family: Family, baseline: Baseline, writer: Writer, planner: Planner = SCRIPTED
+) -> Outcome:
     """Plan from r3, revise to r4, act under `baseline`; every key namespaced by policy."""
     policy = baseline.name
     requirement, fact, plan_key, action_key = (
@@ -65,9 +90,10 @@ async def run_family(family: Family, baseline: Baseline, writer: Writer) -> Outc
     )
     r3 = await writer.put(requirement, family.r3)
     fact_record = await writer.put(fact, family.fact_body)
+    in_force = (family.r3, await planner.plan(family, family.r3))
     plan = await writer.put(
         plan_key,
-        {"from": "r3", "steps": steps(family, family.r3)},
+        {"from": "r3", "steps": in_force[1]},
         (r3.id, fact_record.id),
         kind="plan",
     )
@@ -78,11 +104,13 @@ async def run_family(family: Family, baseline: Baseline, writer: Writer) -> Outc
     deps = (requirement, fact)
 
     async def replan(action: Action, changed: tuple[Record, ...]) -> list[bytes]:
+        nonlocal in_force
         newest = {r.key: r for r in changed}
         read = newest.get(requirement, writer.heads[requirement])
+        in_force = (read.body, await planner.plan(family, read.body))
         new_plan = await writer.put(
             plan_key,
-            {"from": "replan", "steps": steps(family, read.body)},
+            {"from": "replan", "steps": in_force[1]},
             (read.id, newest.get(fact, fact_record).id),
             kind="plan",
         )
@@ -103,9 +131,14 @@ async def run_family(family: Family, baseline: Baseline, writer: Writer) -> Outc
         verdict.decision,
     )
     if verdict.issued:
+        outcome.said = await planner.act(family, in_force[1])
+        outcome.acted_on = in_force[0]
+        body = {"action": family.action, "deps": list(deps), "policy": policy}
+        if outcome.said is not None:
+            body["said"] = outcome.said
         record = await writer.put(
             action_key,
-            {"action": family.action, "deps": list(deps), "policy": policy},
+            body,
             verdict.roots,
             kind="action",
         )
