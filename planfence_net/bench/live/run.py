@@ -2,7 +2,7 @@
 
     scripts/bench-live                         # 30 workflows (10 per family), every policy
     scripts/bench-live --quick                 # 3 workflows (1 per family): a minute or two
-    scripts/bench-live --out DIR --json        # also write DIR/live-team.json
+    scripts/bench-live --out DIR --json        # also write DIR/live-team.json and report.md
 
 Starts its own bench cluster on free loopback ports (eight owners and the central store) in
 a temporary folder, loads the model once, runs every workflow under every policy and stops
@@ -13,8 +13,6 @@ everything it started. Exits 1 when the study's claim does not hold (the table s
 from __future__ import annotations
 
 import json
-import shlex
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -93,29 +91,14 @@ def report_md(report: dict[str, Any], command: str) -> str:
     return "\n".join(lines)
 
 
-@click.command()
-@click.option(
-    "--per-family",
-    type=click.IntRange(1, 100),
-    default=10,
-    show_default=True,
-    help="Workflows of each of the three families.",
-)
-@click.option("--quick", is_flag=True, help="One workflow per family (same as --per-family 1).")
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Write live-team.json (rows, outcomes, model, load) into this folder.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON, not a table.")
-def main(per_family: int, quick: bool, out: Path | None, as_json: bool) -> None:
-    """Thirty workflows of the stale-plan scenario planned and acted on by a small local model
-    (SmolLM2-135M-Instruct on the CPU), under every policy."""
+def main(per_family: int, out: Path | None, as_json: bool, command: str) -> int:
+    """The study, its table (or JSON rows) on stdout and, with `out`, live-team.json and
+    report.md there; returns the exit status: 0 when the claim held, 1 when it did not, 2
+    when the model cannot run here."""
     why = missing()
     if why is not None:
         click.echo(f"error: {why}", err=True)
-        sys.exit(2)
-    per_family = 1 if quick else per_family
+        return 2
     err = Console(stderr=True)
     started, load = time.monotonic(), load_average()
     model = load_model()
@@ -148,9 +131,7 @@ def main(per_family: int, quick: bool, out: Path | None, as_json: bool) -> None:
             ],
         }
         (out / "live-team.json").write_text(json.dumps(report, indent=1) + "\n")
-        (out / "report.md").write_text(
-            report_md(report, shlex.join(["scripts/bench-live", *sys.argv[1:]]))
-        )
+        (out / "report.md").write_text(report_md(report, command))
     if as_json:
         click.echo(json.dumps(rows))
     else:
@@ -161,8 +142,4 @@ def main(per_family: int, quick: bool, out: Path | None, as_json: bool) -> None:
         )
     for problem in problems:
         click.echo(f"DIFFERS: {problem}", err=True)
-    sys.exit(1 if problems else 0)
-
-
-if __name__ == "__main__":
-    main()
+    return 1 if problems else 0
