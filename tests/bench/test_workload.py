@@ -105,3 +105,31 @@ def test_bad_parameters_and_unknown_experiments_are_config_errors() -> None:
         ScheduleParams(omission=1.5)
     with pytest.raises(ConfigError, match="unknown experiment 'nope'"):
         build("nope", quick=True)
+
+
+def test_the_burst_ablation_replays_the_paper_workloads_actions_with_every_one_revised() -> None:
+    pool = build("rate", quick=True).cases
+    paper = {c.x: c for c in pool if c.group == "rate"}
+    burst = {c.x: c for c in pool if c.group == "rate-burst"}
+    assert sorted(paper) == sorted(burst) == [0.25, 1.0, 4.0, 16.0]
+    assert set(paper[1.0].policies) == {"central", "sync", "allkeys", "planfence"}
+    for rho, case in paper.items():
+        spread = make_schedule(list(case.templates), case.params, seed=0)
+        bursty = make_schedule(list(burst[rho].templates), burst[rho].params, seed=0)
+        assert [(s.deps, s.dirty, s.revise_at) for s in spread] == [
+            (s.deps, s.dirty, s.revise_at) for s in bursty
+        ]
+        assert all(s.spread for s in spread) and not any(s.spread for s in bursty)
+        assert all(s.revise is not None for s in bursty)
+        # the paper's revision is a probability: a revised action revises the burst's key
+        assert all(a.revise in (None, b.revise) for a, b in zip(spread, bursty, strict=True))
+
+
+def test_the_paper_workload_revises_with_its_probability_somewhere_among_the_updates() -> None:
+    base = vary(load_templates()[0], keys=32, d=4)
+    schedule = make_schedule([base], ScheduleParams(actions=2000, rho=4.0, revision=0.5), seed=2)
+    revised = [s for s in schedule if s.revise is not None]
+    assert 0.45 < len(revised) / len(schedule) < 0.55
+    assert all(0 <= s.revise_at <= len(s.dirty) for s in schedule)
+    places = Counter(min(s.revise_at, 1) for s in revised if len(s.dirty) >= 2)
+    assert places[0] > 0 and places[1] > 0  # first, and after some background update

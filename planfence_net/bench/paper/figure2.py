@@ -239,12 +239,14 @@ def _plot(path: Path, profile: str, points: list[Point]) -> None:
     plt.close(fig)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(
+    argv: list[str] | None = None, prog: str = "python -m planfence_net.bench.paper.figure2"
+) -> int:
     """PROFILE [--reps N] [--seed S] [--out DIR]: start three owners on free loopback ports,
     run the sweeps, stop everything, write the report into DIR (default
     docs/results/figure2-PROFILE, relative to the working directory). A missing trace or an
     unknown profile is one line on stderr and exit status 1."""
-    parser = argparse.ArgumentParser(prog="python -m planfence_net.bench.paper.figure2")
+    parser = argparse.ArgumentParser(prog=prog)
     parser.add_argument("profile")
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
