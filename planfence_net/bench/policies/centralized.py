@@ -143,7 +143,7 @@ class Central(PlanFence):
             return await super().validate(action, replan, keys)
         finally:
             writer.hold_plans = False
-            writer.take_held()  # a plan no validate carried (the action blocked first)
+            writer.drop_held()  # a plan no validate carried (the action blocked first)
 
     async def start(self, keys: list[str]) -> None:
         await self.pool.session(CENTRAL)

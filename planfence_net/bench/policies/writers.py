@@ -24,6 +24,7 @@ from ...core.identity import Identity
 from ...core.records import Record, make_record, record_from_wire
 from ...core.roster import Roster
 from ...executor.pool import SessionPool
+from ...protocol.messages import pack
 
 CENTRAL = "central"
 
@@ -182,9 +183,15 @@ class CentralWriter(_Writers):
         return self._remember(record)
 
     def take_held(self) -> list[Record]:
-        """The plans held for the next `validate` (emptied)."""
+        """The plans held for the next `validate` (emptied). Their encoded size is plan
+        delivery, charged to none, as a plan's own put is."""
         held, self.held = self.held, []
+        self.plan_bytes += sum(len(pack(r.to_wire())) for r in held)
         return held
+
+    def drop_held(self) -> None:
+        """Forget the plans no `validate` carried (the action blocked before)."""
+        self.held = []
 
     def statistics(self) -> dict[str, int]:
         """Puts on the wire now and at most at once."""
