@@ -1,14 +1,20 @@
-"""Workflow templates and the seeded schedule generator (pure: no cluster)."""
+"""Workflow templates, the seeded schedule generator, and how the harness publishes a
+schedule's updates (no cluster)."""
 
 from __future__ import annotations
 
 from collections import Counter
+from types import SimpleNamespace
 
+import anyio
+import anyio.lowlevel
 import pytest
 
+from planfence_net.bench.paper import harness
 from planfence_net.bench.paper.experiments import build
 from planfence_net.bench.paper.workload import (
     FAMILIES,
+    ActionSpec,
     KeySpace,
     ScheduleParams,
     load_templates,
@@ -133,3 +139,39 @@ def test_the_paper_workload_revises_with_its_probability_somewhere_among_the_upd
     assert all(0 <= s.revise_at <= len(s.dirty) for s in schedule)
     places = Counter(min(s.revise_at, 1) for s in revised if len(s.dirty) >= 2)
     assert places[0] > 0 and places[1] > 0  # first, and after some background update
+
+
+class _Recorder:
+    """A writer that records the order of puts and how many are open at once."""
+
+    def __init__(self, keys: tuple[str, ...]) -> None:
+        self.heads = {k: SimpleNamespace(seq=1) for k in keys}
+        self.order: list[tuple[str, str]] = []
+        self.open = self.peak = 0
+
+    async def put(self, key: str, body: dict[str, object], *_: object) -> None:
+        self.open += 1
+        self.peak = max(self.peak, self.open)
+        await anyio.lowlevel.checkpoint()  # let any concurrent put start
+        self.order.append((key, str(body["revision"])))
+        self.open -= 1
+
+
+@pytest.mark.parametrize("spread", [True, False])
+def test_the_harness_publishes_spread_updates_one_at_a_time_and_a_burst_at_once(
+    spread: bool,
+) -> None:
+    template = vary(load_templates()[0], keys=8, d=2)
+    space = KeySpace(template, tuple(f"req/t/x{j}" for j in range(8)), "plan/t", "ops/t")
+    spec = ActionSpec(template, 0, (0, 1), (0, 1), 1, (4, 5, 6), spread=spread, revise_at=2)
+    writer = _Recorder(space.keys)
+    run = harness.PolicyRun("p", None, None, writer, {}, clock=lambda: 0.0)  # type: ignore[arg-type]
+    anyio.run(run.publish_updates, spec, space, backend="asyncio")
+    background = [(f"req/t/x{j}", "background") for j in (4, 5, 6)]
+    if spread:
+        assert writer.peak == 1
+        assert writer.order == [*background[:2], ("req/t/x1", "revision"), background[2]]
+    else:
+        assert writer.peak == 3
+        assert sorted(writer.order[:3]) == background
+        assert writer.order[3] == ("req/t/x1", "revision")

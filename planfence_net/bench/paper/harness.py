@@ -67,7 +67,7 @@ Clock = Callable[[], float]
 # ---- one action -------------------------------------------------------------------------------
 
 
-class _Run:
+class PolicyRun:
     """One policy on one case: the baseline, the writer, the schedule's key spaces, the
     harness's clock (the one stall timer) and the network to re-anchor per action."""
 
@@ -319,7 +319,7 @@ async def _run_policy(
                 baseline = make_baseline(policy, parts)
                 try:
                     await baseline.start([k for t in case.templates for k in spaces[t.name].keys])
-                    run = _Run(policy, case, baseline, writer, spaces, clock, network)
+                    run = PolicyRun(policy, case, baseline, writer, spaces, clock, network)
                     for spec in make_schedule(list(case.templates), case.params, seed):
                         rows.append(await run.act(spec))
                         progress(f"{policy} {case.label}")

@@ -129,10 +129,10 @@ class Central(PlanFence):
     """Centralized lineage validated at the store (`central`, `central-wired`): while it
     validates, its writer holds the replanned plan for the next `validate` (the put-if)."""
 
+    put_if = True  # the replanned plan rides in the second `validate`
+
     def _runner(self) -> GateRunner:
         return store_runner(self, "validate")
-
-    put_if = True  # the replanned plan rides in the second `validate`
 
     async def validate(self, action: Action, replan: ReplanHook, keys: list[str]) -> Verdict:
         writer = self.writer
