@@ -164,9 +164,10 @@ WHY_SAFETY = [
     "makes a round of `heads` to the owners of D(a) (ids only), a `get` of the changed record "
     "from its owner, and a second `heads` round for the replanned plan; planfence+inline "
     "takes the record from the first `heads` answer (one round trip fewer). central sends "
-    "its store one `validate` per validation (2) and the planner `put`s the replanned plan "
-    "there (3 sequential round trips to one store, each crossing two links, or one under "
-    "central-wired); central-walk keeps the earlier six (3 `get`, 2 `heads`, 1 `put`). sync "
+    "its store one `validate` per validation (2), the second carrying the replanned plan "
+    "(the put-if: written and re-validated in one round trip; each round trip crosses two "
+    "links, or one under central-wired); central-walk keeps the earlier six (3 `get`, "
+    "2 `heads`, 1 `put`). sync "
     "sends nothing at action time: its updates waited for every participant's "
     "acknowledgement before ready to act (`update ms`); sync-barrier makes two `synced` "
     "rounds and a `get` instead.",
