@@ -407,3 +407,63 @@ def test_the_replan_never_reads_the_harness_view_of_the_heads(
     )
     assert [r["replanned"] for r in rows] == [True] * 12
     assert reads_inside == []
+
+
+def test_the_central_writers_puts_of_one_owner_overlap_on_its_one_session(
+    bench_cdir: ClusterDir,
+) -> None:
+    """No per-owner lock: concurrent puts of one owner are on the wire at once (their
+    in-flight intervals intersect), on one session, and the store takes every one in seq
+    order."""
+    roster = bench_cdir.roster()
+
+    async def run() -> tuple[dict[str, int], list[Record], int]:
+        async with anyio.create_task_group() as tg:
+            writer = CentralWriter(tg, roster, functools.cache(bench_cdir.identity), lambda _: {})
+            try:
+                first = await writer.put("req/overlap/x0", {"v": 0})  # opens the session
+                async with anyio.create_task_group() as puts:
+                    for i in range(1, 9):
+                        puts.start_soon(writer.put, f"req/overlap/x{i % 3}", {"v": i})
+                return (
+                    writer.statistics(),
+                    [first, *writer.heads.values()],
+                    writer.pools["reqs"].connects,
+                )
+            finally:
+                await writer.aclose()
+                tg.cancel_scope.cancel()
+
+    stats, records, connects = anyio.run(run, backend="asyncio")
+    assert stats["peak_in_flight"] >= 2 and stats["in_flight"] == 0
+    assert connects == 1
+    stored = [
+        e["seq"]
+        for e in read_events(bench_cdir.log("central"), event="put")
+        if e["key"].startswith("req/overlap/")
+    ]
+    assert len(stored) == 9 and stored == sorted(stored)
+    assert stored[-1] - stored[0] == 8  # contiguous: no put was refused
+
+
+def test_central_writes_the_replanned_plan_and_revalidates_in_one_request(
+    bench_cdir: ClusterDir,
+) -> None:
+    """The put-if: a raced action under `central` costs two `validate` requests, the second
+    carrying the replanned plan, which the store logs as a put by the planner."""
+    template = vary(load_templates()[3], agents=4, keys=8, d=2)
+    experiment = Experiment(
+        "safety",
+        (Case("putif", "safety", 0, (template,), ScheduleParams(actions=2), ("central",)),),
+    )
+    rows = anyio.run(run_experiment, bench_cdir, experiment, "loopback", 0, None, backend="asyncio")
+    assert [(r["issued"], r["replanned"], r["invalid"]) for r in rows] == [(True, True, False)] * 2
+    plans = [
+        e
+        for e in read_events(bench_cdir.log("central"), event="put")
+        if e["owner"] == PLANNER
+        and "/putif/" not in e["key"]
+        and e["kind"] == "plan"
+        and e["key"].startswith(f"plan/central/{template.name}/")
+    ]
+    assert len(plans) == 4  # each action's plan, and its replanned plan via the put-if

@@ -1,14 +1,20 @@
-"""Workflow templates and the seeded schedule generator (pure: no cluster)."""
+"""Workflow templates, the seeded schedule generator, and how the harness publishes a
+schedule's updates (no cluster)."""
 
 from __future__ import annotations
 
 from collections import Counter
+from types import SimpleNamespace
 
+import anyio
+import anyio.lowlevel
 import pytest
 
+from planfence_net.bench.paper import harness
 from planfence_net.bench.paper.experiments import build
 from planfence_net.bench.paper.workload import (
     FAMILIES,
+    ActionSpec,
     KeySpace,
     ScheduleParams,
     load_templates,
@@ -105,3 +111,67 @@ def test_bad_parameters_and_unknown_experiments_are_config_errors() -> None:
         ScheduleParams(omission=1.5)
     with pytest.raises(ConfigError, match="unknown experiment 'nope'"):
         build("nope", quick=True)
+
+
+def test_the_burst_ablation_replays_the_paper_workloads_actions_with_every_one_revised() -> None:
+    pool = build("rate", quick=True).cases
+    paper = {c.x: c for c in pool if c.group == "rate"}
+    burst = {c.x: c for c in pool if c.group == "rate-burst"}
+    assert sorted(paper) == sorted(burst) == [0.25, 1.0, 4.0, 16.0]
+    assert set(paper[1.0].policies) == {"central", "sync", "allkeys", "planfence"}
+    for rho, case in paper.items():
+        spread = make_schedule(list(case.templates), case.params, seed=0)
+        bursty = make_schedule(list(burst[rho].templates), burst[rho].params, seed=0)
+        assert [(s.deps, s.dirty, s.revise_at) for s in spread] == [
+            (s.deps, s.dirty, s.revise_at) for s in bursty
+        ]
+        assert all(s.spread for s in spread) and not any(s.spread for s in bursty)
+        assert all(s.revise is not None for s in bursty)
+        # the paper's revision is a probability: a revised action revises the burst's key
+        assert all(a.revise in (None, b.revise) for a, b in zip(spread, bursty, strict=True))
+
+
+def test_the_paper_workload_revises_with_its_probability_somewhere_among_the_updates() -> None:
+    base = vary(load_templates()[0], keys=32, d=4)
+    schedule = make_schedule([base], ScheduleParams(actions=2000, rho=4.0, revision=0.5), seed=2)
+    revised = [s for s in schedule if s.revise is not None]
+    assert 0.45 < len(revised) / len(schedule) < 0.55
+    assert all(0 <= s.revise_at <= len(s.dirty) for s in schedule)
+    places = Counter(min(s.revise_at, 1) for s in revised if len(s.dirty) >= 2)
+    assert places[0] > 0 and places[1] > 0  # first, and after some background update
+
+
+class _Recorder:
+    """A writer that records the order of puts and how many are open at once."""
+
+    def __init__(self, keys: tuple[str, ...]) -> None:
+        self.heads = {k: SimpleNamespace(seq=1) for k in keys}
+        self.order: list[tuple[str, str]] = []
+        self.open = self.peak = 0
+
+    async def put(self, key: str, body: dict[str, object], *_: object) -> None:
+        self.open += 1
+        self.peak = max(self.peak, self.open)
+        await anyio.lowlevel.checkpoint()  # let any concurrent put start
+        self.order.append((key, str(body["revision"])))
+        self.open -= 1
+
+
+@pytest.mark.parametrize("spread", [True, False])
+def test_the_harness_publishes_spread_updates_one_at_a_time_and_a_burst_at_once(
+    spread: bool,
+) -> None:
+    template = vary(load_templates()[0], keys=8, d=2)
+    space = KeySpace(template, tuple(f"req/t/x{j}" for j in range(8)), "plan/t", "ops/t")
+    spec = ActionSpec(template, 0, (0, 1), (0, 1), 1, (4, 5, 6), spread=spread, revise_at=2)
+    writer = _Recorder(space.keys)
+    run = harness.PolicyRun("p", None, None, writer, {}, clock=lambda: 0.0)  # type: ignore[arg-type]
+    anyio.run(run.publish_updates, spec, space, backend="asyncio")
+    background = [(f"req/t/x{j}", "background") for j in (4, 5, 6)]
+    if spread:
+        assert writer.peak == 1
+        assert writer.order == [*background[:2], ("req/t/x1", "revision"), background[2]]
+    else:
+        assert writer.peak == 3
+        assert sorted(writer.order[:3]) == background
+        assert writer.order[3] == ("req/t/x1", "revision")

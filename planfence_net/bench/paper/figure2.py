@@ -4,6 +4,8 @@ one-way delay and loss.
     points = await figure2(cdir, "att-lte", reps=10, seed=0)
     write_figure2(out, "att-lte", points, command)
 
+    python -m planfence_net.bench.paper.figure2 att-lte [--reps 10] [--seed 0] [--out DIR]
+
 One **sync** is what a participant pays to bring one update to an owner over a fresh
 session: TCP connect and the Noise handshake through the link, one `put` of a record whose
 body is `payload` bytes, and its answer (the owner answers once the record is durable). The
@@ -17,10 +19,13 @@ point, one after the other.
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
+import shlex
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -31,9 +36,10 @@ import anyio
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from ...cluster.folder import ClusterDir
-from ...core.errors import ConfigError
+from ...core.errors import ConfigError, PlanfenceError
 from ...net.client import open_session
-from ...traces.profiles import load_profile, load_trace
+from ...traces.profiles import load_profile, load_trace, require_traces
+from .benchcluster import bench_cluster
 from .hostload import host_load, load_average
 from .network import usable_phase
 from .stats import Resampler, informative, mean
@@ -231,3 +237,39 @@ def _plot(path: Path, profile: str, points: list[Point]) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def main(
+    argv: list[str] | None = None, prog: str = "python -m planfence_net.bench.paper.figure2"
+) -> int:
+    """PROFILE [--reps N] [--seed S] [--out DIR]: start three owners on free loopback ports,
+    run the sweeps, stop everything, write the report into DIR (default
+    docs/results/figure2-PROFILE, relative to the working directory). A missing trace or an
+    unknown profile is one line on stderr and exit status 1."""
+    parser = argparse.ArgumentParser(prog=prog)
+    parser.add_argument("profile")
+    parser.add_argument("--reps", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    out = args.out or Path("docs/results") / f"figure2-{args.profile}"
+    command = shlex.join(
+        ["scripts/bench-figure2", args.profile, "--reps", str(args.reps), "--seed", str(args.seed)]
+    )
+    try:
+        require_traces(args.profile)
+        with tempfile.TemporaryDirectory(prefix="planfence-figure2-") as tmp:
+            with bench_cluster(Path(tmp) / "cluster", agents=3) as cdir:
+                points = anyio.run(
+                    figure2, cdir, args.profile, args.reps, args.seed, backend="asyncio"
+                )
+    except PlanfenceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    write_figure2(out, args.profile, points, command)
+    print(f"report: {out / 'report.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -8,7 +8,8 @@ and writes a plan from them (its body lists the workflow's work units; through a
 summaries when the case asks for depth) and hands the plan and its lineage to the executor
 (not under the `central-walk` ablation, whose executor reads them from the store); plan
 delivery is charged to no policy. The schedule's background updates and its revision are
-published, each complete as its policy's design says (committed at its owner; at the central
+published (one after another under the paper's workload, as a burst under the ablation), each
+complete as its policy's design says (committed at its owner; at the central
 store; acknowledged by every participant under `sync`): that span is `update_ms`. Then the
 executor is **ready to act**. One timer, the same for every policy, runs from there until the
 policy says authorized or blocked: that is the stall. The replanning model call inside it
@@ -66,7 +67,7 @@ Clock = Callable[[], float]
 # ---- one action -------------------------------------------------------------------------------
 
 
-class _Run:
+class PolicyRun:
     """One policy on one case: the baseline, the writer, the schedule's key spaces, the
     harness's clock (the one stall timer) and the network to re-anchor per action."""
 
@@ -164,14 +165,23 @@ class _Run:
         )
 
     async def publish_updates(self, spec: ActionSpec, space: KeySpace) -> float:
-        """Other agents' background updates (concurrent), then the revision of this action's
-        input if it has one, until complete (K > 1 sync: settled); returns their time."""
+        """The action's background updates and its revision (if it has one), until complete
+        (K > 1 sync: settled); returns their time. Spread (the paper's workload): one after
+        another, each complete before the next, the revision after `revise_at` of them.
+        Burst (the ablation): the background updates concurrently, then the revision."""
         published = self.clock()
-        async with anyio.create_task_group() as tg:  # other agents' updates, concurrent
-            for j in spec.dirty:
-                tg.start_soon(self.revise, space.keys[j], "background")
-        if spec.revise is not None:
-            await self.revise(space.keys[spec.revise], "revision")
+        if spec.spread:
+            updates = [(space.keys[j], "background") for j in spec.dirty]
+            if spec.revise is not None:
+                updates.insert(spec.revise_at, (space.keys[spec.revise], "revision"))
+            for key, why in updates:
+                await self.revise(key, why)
+        else:
+            async with anyio.create_task_group() as tg:  # other agents' updates, concurrent
+                for j in spec.dirty:
+                    tg.start_soon(self.revise, space.keys[j], "background")
+            if spec.revise is not None:
+                await self.revise(space.keys[spec.revise], "revision")
         settle = getattr(self.writer, "settle", None)
         if settle is not None:
             await settle()  # K > 1 sync: the burst completes when every participant has it
@@ -220,6 +230,7 @@ class _Run:
             "depth": spec.depth,
             "dirty": len(spec.dirty),
             "revised": spec.revise is not None,
+            "workload": "spread" if spec.spread else "burst",
             "fault": self.case.fault or "",
             "issued": verdict.issued,
             "blocked": verdict.blocked or "",
@@ -308,7 +319,7 @@ async def _run_policy(
                 baseline = make_baseline(policy, parts)
                 try:
                     await baseline.start([k for t in case.templates for k in spaces[t.name].keys])
-                    run = _Run(policy, case, baseline, writer, spaces, clock, network)
+                    run = PolicyRun(policy, case, baseline, writer, spaces, clock, network)
                     for spec in make_schedule(list(case.templates), case.params, seed):
                         rows.append(await run.act(spec))
                         progress(f"{policy} {case.label}")

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 CURVES: dict[str, list[tuple[str, str, str, bool]]] = {
     "rate": [
         ("stall-vs-rho.png", "stall", "dirty updates per protected action (rho)", True),
+        ("total-vs-rho.png", "total", "dirty updates per protected action (rho)", True),
         ("traffic-vs-rho.png", "kib", "dirty updates per protected action (rho)", True),
     ],
     "keyspace": [
@@ -26,6 +27,13 @@ CURVES: dict[str, list[tuple[str, str, str, bool]]] = {
         ("traffic-vs-scope.png", "kib", "declared dependencies d", True),
         ("stall-vs-scope.png", "stall", "declared dependencies d", True),
     ],
+}
+
+
+YLABELS = {
+    "stall": "stall per action, ms (mean, 95% CI)",
+    "total": "stall + update time per action, ms (mean, 95% CI)",
+    "kib": "traffic per action, KiB (mean, 95% CI)",
 }
 
 
@@ -46,11 +54,7 @@ def plot(out: Path, experiment: str, profile: str, summaries: list[Summary]) -> 
         if logx:
             ax.set_xscale("log", base=2)
         ax.set_xlabel(xlabel)
-        ax.set_ylabel(
-            "stall per action, ms (mean, 95% CI)"
-            if metric == "stall"
-            else "traffic per action, KiB (mean, 95% CI)"
-        )
+        ax.set_ylabel(YLABELS[metric])
         ax.set_title(f"{experiment} on {profile}")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
@@ -72,11 +76,17 @@ def plot(out: Path, experiment: str, profile: str, summaries: list[Summary]) -> 
 
 
 def draw_curves(ax: Any, metric: str, policies: list[str], summaries: list[Summary]) -> None:
-    """On matplotlib axes `ax`, one curve per policy of `metric` ("stall" or "kib") against
-    each summary's x, with its 95% interval and the number of actions per point."""
-    for policy in policies:
-        mine = sorted((s for s in summaries if s.policy == policy), key=lambda s: s.x)
-        estimates = [s.stall if metric == "stall" else s.kib for s in mine]
+    """On matplotlib axes `ax`, one curve per policy and group of cases (an ablation group's
+    curve is dashed) of `metric` ("stall", "total": stall + update, or "kib") against each
+    summary's x, with its 95% interval and the number of actions per point."""
+    groups = list(dict.fromkeys(s.group for s in summaries))
+    for group, policy in ((g, p) for g in groups for p in policies):
+        mine = sorted(
+            (s for s in summaries if s.policy == policy and s.group == group), key=lambda s: s.x
+        )
+        if not mine:
+            continue
+        estimates = [_metric(s, metric) for s in mine]
         ys = [e.value for e in estimates]
         err = [
             [max(0.0, e.value - e.low) for e in estimates],
@@ -89,8 +99,16 @@ def draw_curves(ax: Any, metric: str, policies: list[str], summaries: list[Summa
             yerr=err,
             marker="o",
             capsize=3,
-            label=f"{policy} (n={'/'.join(map(str, sizes))} per point)",
+            linestyle="-" if group == groups[0] else "--",
+            label=f"{policy}{'' if group == groups[0] else f' ({group})'} "
+            f"(n={'/'.join(map(str, sizes))} per point)",
         )
+
+
+def _metric(s: Summary, metric: str) -> Any:
+    if metric == "total":
+        return s.total if s.total is not None else s.stall
+    return s.stall if metric == "stall" else s.kib
 
 
 def draw_safety_bars(ax: Any, metric: str, summaries: list[Summary]) -> None:

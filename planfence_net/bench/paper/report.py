@@ -18,7 +18,14 @@ from typing import Any
 
 from .hostload import HostLoad, host_load
 from .plots import plot
-from .published import PAPER_NOTES, PAPER_SAFETY, paper_policy, paper_safety, shape_notes
+from .published import (
+    PAPER_NOTES,
+    PAPER_SAFETY,
+    paper_policy,
+    paper_safety,
+    rate_table,
+    shape_notes,
+)
 from .stats import Estimate, Resampler, informative, matches, mean, median, rate_text
 
 Row = dict[str, Any]
@@ -38,6 +45,7 @@ COLUMNS = (
     "depth",
     "dirty",
     "revised",
+    "workload",
     "fault",
     "issued",
     "blocked",
@@ -82,6 +90,7 @@ class Summary:
     vs_base: Estimate | None
     update: Estimate | None = None  # mean update_ms: the action's updates until complete
     vs_base_total: Estimate | None = None  # (stall + update) over planfence's, paired
+    total: Estimate | None = None  # mean stall + update_ms: the action's whole cost
 
     @property
     def stall_mean(self) -> float:
@@ -149,6 +158,7 @@ def summarize(rows: list[Row]) -> list[Summary]:
                     vs,
                     boot.estimate(update, mean),
                     vs_total,
+                    boot.estimate(total_of[policy], mean),
                 )
             )
     return out
@@ -311,6 +321,13 @@ def write_report(
         *table(summaries, experiment, load),
         "",
     ]
+    if experiment == "rate":
+        lines += [
+            "## PlanFence against the next-lowest safe policy, per rate",
+            "",
+            *rate_table(summaries),
+            "",
+        ]
     paired = paired_table(summaries, experiment)
     if paired:
         lines += ["## Paired: each policy's mean stall relative to PlanFence's", "", *paired, ""]

@@ -90,6 +90,8 @@ class ActionSpec:
     revise: int | None
     dirty: tuple[int, ...]
     depth: int = 1
+    spread: bool = True  # the paper's workload; False: the burst ablation
+    revise_at: int = 0  # spread: how many background updates come before the revision
 
     @property
     def name(self) -> str:
@@ -100,7 +102,12 @@ class ActionSpec:
 class ScheduleParams:
     """What a schedule varies: actions per template, dirty updates per action (rho), the
     probability of a revision between planning and action, the fraction of true dependencies
-    left undeclared, and the lineage depth of each plan."""
+    left undeclared, the lineage depth of each plan, and how the updates are published.
+
+    `spread` (the paper's workload) publishes an action's background updates one after
+    another over the interval between planning and action, each complete (synchronised) before
+    the next, with the revision at a drawn place among them; `spread=False` is the burst
+    ablation (the earlier workload): the background updates all at once, then the revision."""
 
     actions: int = 1
     rho: float = 0.0
@@ -108,6 +115,7 @@ class ScheduleParams:
     omission: float = 0.0
     depth: int = 1
     rhos: tuple[float, ...] = ()  # if given, template i of the case uses rhos[i % len]
+    spread: bool = True
 
     def __post_init__(self) -> None:
         if self.actions < 1 or self.rho < 0 or self.depth < 1 or min(self.rhos, default=0) < 0:
@@ -137,13 +145,28 @@ def make_schedule(templates: list[Template], params: ScheduleParams, seed: int) 
             deps = tuple(sorted(rng.sample(range(template.keys), template.d)))
             omits, kept = rng.random() < params.omission, rng.choice(deps) if deps else None
             declared = (kept,) if omits and kept is not None else deps
-            revise = rng.choice(deps) if deps and rng.random() < params.revision else None
+            raced = bool(deps) and rng.random() < params.revision
+            # the key is drawn either way, so revised actions are nested across probabilities
+            candidate = rng.choice(deps) if deps else None
+            revise = candidate if raced else None
             whole, part = math.floor(rho), rho - math.floor(rho)
             count = whole + (1 if rng.random() < part else 0)
             free = [k for k in range(template.keys) if k not in deps]
             dirty = tuple(rng.choice(free) for _ in range(count)) if free else ()
+            # drawn under both workloads, so the burst ablation replays the same actions
+            revise_at = rng.randint(0, len(dirty))
             schedule.append(
-                ActionSpec(template, index, deps, declared, revise, dirty, params.depth)
+                ActionSpec(
+                    template,
+                    index,
+                    deps,
+                    declared,
+                    revise,
+                    dirty,
+                    params.depth,
+                    params.spread,
+                    revise_at,
+                )
             )
     return schedule
 

@@ -18,7 +18,11 @@ trip the store compares every declared key's head with the expected id and, when
 records the decision (a `decision` event in its log naming the action and the keys). It
 answers like `heads` with `short` rows (the rows of changed keys in full, with their records
 inline, which is the Txn's else-branch read) plus `"matched": bool`. Arguments are read as
-`heads` reads them; `action` is a string of at most 256 characters.
+`heads` reads them; `action` is a string of at most 256 characters. With `"record": [...]`
+(the put-if) the store first stores that signed record, as `put` does, then compares: the
+replanned plan's write and its re-validation in one round trip. A plan record may come from
+any roster member's session (the executor carries the planner's plan): its signature, its
+owner's key and its seq above the owner's last one are what the store checks.
 
 The central agent is a roster member (for the Noise handshake) that owns no keys.
 """
@@ -59,7 +63,12 @@ def central_service() -> Service:
     and `validate` (module docstring)."""
     return owner_operations(owned=any_agent_owns).with_rows(
         Operation("put", {"record": RAW}, parse_record, put_record),
-        Operation("validate", {**REQUESTS["heads"], "action": SCALAR}, parse_validate, validate),
+        Operation(
+            "validate",
+            {**REQUESTS["heads"], "action": SCALAR, "record": RAW},
+            parse_validate,
+            validate,
+        ),
     )
 
 
@@ -72,17 +81,27 @@ def parse_record(args: dict[str, Any]) -> Any:
         raise BadRequest("bad_request", f"record rejected: {exc}") from None
 
 
-def parse_validate(args: dict[str, Any]) -> tuple[str, list[str], dict[str, bytes]]:
-    """(action, keys, expect) of a `validate`, or BadRequest."""
+Validate = tuple[str, list[str], dict[str, bytes], Any]
+
+
+def parse_validate(args: dict[str, Any]) -> Validate:
+    """(action, keys, expect, the put-if's record wire array or None) of a `validate`, or
+    BadRequest."""
     action = args.get("action", "")
     if not isinstance(action, str) or len(action) > 256:
         raise BadRequest("bad_request", "'action' must be a string of at most 256 characters")
-    return (action, *parse_heads(args))
+    wire = parse_record(args) if "record" in args else None
+    if "record" in args and wire is None:
+        raise BadRequest("bad_request", "'record' must be a record's wire array")
+    return (action, *parse_heads(args), wire)
 
 
-async def validate(call: Call, parsed: tuple[str, list[str], dict[str, bytes]]) -> dict[str, Any]:
-    """Compare the expected ids with the heads; all matching, log the decision."""
-    action, keys, expect = parsed
+async def validate(call: Call, parsed: Validate) -> dict[str, Any]:
+    """Store the put-if's record (if any), then compare the expected ids with the heads; all
+    matching, log the decision."""
+    action, keys, expect, wire = parsed
+    if wire is not None:
+        await store_record(call, wire, any_sender=True)
     keys = list(dict.fromkeys(keys))  # a key asked twice is answered once
     any_agent_owns(call.owner, keys)
     answer = await heads_answer(call.owner, keys, expect, short=True)
@@ -96,13 +115,19 @@ async def validate(call: Call, parsed: tuple[str, list[str], dict[str, bytes]]) 
 
 async def put_record(call: Call, wire: Any) -> dict[str, Any]:
     """Store a record its owner signed, sent by that owner (module docstring)."""
+    return await store_record(call, wire)
+
+
+async def store_record(call: Call, wire: Any, any_sender: bool = False) -> dict[str, Any]:
+    """Verify and store a signed record, log its `put`; only from its owner's session, but
+    for a plan under `any_sender` (the put-if). Raises BadRequest."""
     owner, peer = call.owner, call.connection.peer
     try:
         record = record_from_wire(wire)
         verify(record, public_key_of=owner.roster.public_key_of, owner_of=owner.roster.owner_of)
     except RecordError as exc:
         raise BadRequest("bad_request", f"record rejected: {exc}") from None
-    if record.owner != peer.name:
+    if record.owner != peer.name and not (any_sender and record.kind == "plan"):
         raise BadRequest("forbidden", f"a record of {record.owner} sent by {peer.name}")
     try:
         await owner.store.wait_put_record(record)

@@ -24,6 +24,7 @@ from ...core.identity import Identity
 from ...core.records import Record, make_record, record_from_wire
 from ...core.roster import Roster
 from ...executor.pool import SessionPool
+from ...protocol.messages import pack
 
 CENTRAL = "central"
 
@@ -102,7 +103,15 @@ class OwnerWriter(_Writers):
 
 
 class CentralWriter(_Writers):
-    """Every record signed by its owner and stored at the central store (counted)."""
+    """Every record signed by its owner and stored at the central store (counted).
+
+    An owner's puts are pipelined on its one session to the store: a put takes the owner's
+    next seq and goes on the wire in the same event-loop step (no wait between them), so its
+    records reach the store in seq order while many are in flight at once (the store answers
+    each once durable, group-committing the ones that arrive together). With `hold_plans` on
+    (the `central` policy, while it validates) a plan is signed and held instead of sent:
+    `take_held` hands it to the executor's next `validate`, which writes it at the store and
+    re-validates in one round trip (the put-if)."""
 
     def __init__(
         self,
@@ -114,41 +123,79 @@ class CentralWriter(_Writers):
         super().__init__(tg, roster, identity_of)
         self.addresses_of = addresses_of
         self.seq: dict[str, int] = {}
-        self._locks: dict[str, anyio.Lock] = {}
+        self._opening: dict[str, anyio.Lock] = {}
         self.plan_bytes = 0  # bytes of plan and summary puts: plan delivery, charged to none
+        self.hold_plans = False
+        self.held: list[Record] = []
+        self.in_flight = 0
+        self.peak_in_flight = 0  # the most puts on the wire at once
 
     async def _pool(self, owner: str) -> SessionPool:
+        """The owner's pool with a live session to the store (its seq counter read once)."""
         if owner not in self.pools:
-            pool = SessionPool(
-                self.tg, self.roster, self.identity_of(owner), self.addresses_of(owner)
-            )
-            stats = await pool.request(CENTRAL, "stats", {})
-            self.seq[owner] = int(stats.get("last_seq_by_owner", {}).get(owner, 0))
-            self.pools[owner] = pool
+            async with self._opening.setdefault(owner, anyio.Lock()):
+                if owner not in self.pools:
+                    pool = SessionPool(
+                        self.tg, self.roster, self.identity_of(owner), self.addresses_of(owner)
+                    )
+                    stats = await pool.request(CENTRAL, "stats", {})
+                    self.seq[owner] = int(stats.get("last_seq_by_owner", {}).get(owner, 0))
+                    self.pools[owner] = pool
         return self.pools[owner]
+
+    def _sign(
+        self, owner: str, key: str, body: Any, parents: tuple[bytes, ...], kind: str
+    ) -> Record:
+        """The owner's next record (takes its next seq)."""
+        self.seq[owner] += 1
+        return make_record(
+            self.identity_of(owner).signing_key,
+            key=key,
+            owner=owner,
+            seq=self.seq[owner],
+            parents=parents,
+            kind=kind,
+            body=body,
+        )
 
     async def put(
         self, key: str, body: Any, parents: tuple[bytes, ...] = (), kind: str = "fact"
     ) -> Record:
         owner = self.owner(key)
-        lock = self._locks.setdefault(owner, anyio.Lock())
-        async with lock:  # one owner's seqs must reach the store in order
-            pool = await self._pool(owner)
-            record = make_record(
-                self.identity_of(owner).signing_key,
-                key=key,
-                owner=owner,
-                seq=self.seq[owner] + 1,
-                parents=parents,
-                kind=kind,
-                body=body,
-            )
-            before = sum(pool.traffic())
-            await pool.request(CENTRAL, "put", {"record": record.to_wire()})
-            if kind in ("plan", "summary"):
-                self.plan_bytes += sum(pool.traffic()) - before
-            self.seq[owner] = record.seq
+        pool = await self._pool(owner)
+        session = await pool.session(CENTRAL)
+        # from here to the wire no await: seq order is wire order (class docstring)
+        record = self._sign(owner, key, body, parents, kind)
+        if self.hold_plans and kind == "plan":
+            self.held.append(record)
+            return self._remember(record)
+        before = sum(pool.traffic())
+        reply, data = pool.prepare_on(session, CENTRAL, "put", {"record": record.to_wire()})
+        pool.write_on(session, CENTRAL, data)
+        self.in_flight += 1
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        try:
+            await reply.wait()
+        finally:
+            self.in_flight -= 1
+        if kind in ("plan", "summary"):
+            self.plan_bytes += sum(pool.traffic()) - before
         return self._remember(record)
+
+    def take_held(self) -> list[Record]:
+        """The plans held for the next `validate` (emptied). Their encoded size is plan
+        delivery, charged to none, as a plan's own put is."""
+        held, self.held = self.held, []
+        self.plan_bytes += sum(len(pack(r.to_wire())) for r in held)
+        return held
+
+    def drop_held(self) -> None:
+        """Forget the plans no `validate` carried (the action blocked before)."""
+        self.held = []
+
+    def statistics(self) -> dict[str, int]:
+        """Puts on the wire now and at most at once."""
+        return {"in_flight": self.in_flight, "peak_in_flight": self.peak_in_flight}
 
     def traffic(self) -> int:
         """Bytes to and from the store, less plan delivery (module docstring)."""
