@@ -27,11 +27,12 @@ from ...core.errors import ConfigError
 from ...core.identity import Identity
 from ...core.roster import Roster
 from ...net.syncclient import SessionPool
+from ...owners.daemon import OwnerDaemon
 from ...owners.limits import Limits
 from ...owners.logs import EventLog
 from ...owners.ops import owner_operations
 from ...owners.service import Call, Handler, Owner, Service
-from ...owners.startup import run_owner
+from ...owners.startup import open_store, run_owner, serve_with_tasks
 from ...owners.store import Store
 from ...protocol.messages import BadRequest, pack
 from ..model.facts import is_observed, split_key
@@ -40,6 +41,9 @@ from ..place.config import workspaces
 from ..place.observe import Observer
 from . import hookd, httpd
 from .intentbook import IntentBook
+from .local import LocalOwner
+
+MAX_MESSAGE = 16 * 1024 * 1024  # `run_owner`'s default
 
 
 class Workspace:
@@ -215,21 +219,37 @@ async def _run(
     sessions: SessionPool,
     task_status: TaskStatus[int],
 ) -> None:
-    await run_owner(
-        roster,
-        identity,
-        db_path,
-        log_path,
-        listen=listen,
-        limits=limits,
-        accept_loss=accept_loss,
-        service=service,
-        tasks=[]
-        if cluster is None
-        else [
-            functools.partial(hookd.serve, cluster, sessions=sessions),
-            functools.partial(httpd.serve, cluster, identity.name, sessions=sessions),
-            hookd.warm,
-        ],
-        task_status=task_status,
-    )
+    """`run_owner`'s steps (open the store and log, serve with the tasks, close both), with
+    the daemon itself at hand: the hook doors answer its own keys in-process
+    (`local.LocalOwner`)."""
+    log = EventLog(log_path, identity.name)
+    store = None
+    try:
+        store = await open_store(identity, db_path, log, signs=True, accept_loss=accept_loss)
+        daemon = OwnerDaemon(
+            roster,
+            identity,
+            store,
+            log,
+            max_message=MAX_MESSAGE,
+            listen=listen,
+            limits=limits,
+            service=service(store, log),
+        )
+        local = LocalOwner(daemon)
+        tasks: list[Callable[..., Coroutine[Any, Any, None]]] = (
+            []
+            if cluster is None
+            else [
+                functools.partial(hookd.serve, cluster, sessions=sessions, local=local),
+                functools.partial(
+                    httpd.serve, cluster, identity.name, sessions=sessions, local=local
+                ),
+                hookd.warm,
+            ]
+        )
+        await serve_with_tasks(daemon, log, tasks, task_status)
+    finally:
+        if store is not None:
+            await store.close()
+        log.close()
