@@ -8,6 +8,7 @@ in-process requests are made from a worker thread, as the hook doors' checks mak
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -32,6 +33,16 @@ from support.workspace import write
 KEY = "ws:file/auth.ts"
 
 
+class ThreadNoting(Observer):
+    """An Observer that notes the thread of each look."""
+
+    threads: list[int] = []
+
+    def observe(self, facts: list[str]) -> dict[str, Any]:
+        ThreadNoting.threads.append(threading.get_ident())
+        return super().observe(facts)
+
+
 def with_owner(wt: Path, check: Callable[[LocalOwner, Any, Any], None]) -> None:
     """Serve the worktree `wt` in this loop and run `check(local, roster, identity)` in a
     worker thread."""
@@ -42,11 +53,12 @@ def with_owner(wt: Path, check: Callable[[LocalOwner, Any, Any], None]) -> None:
         log = EventLog(cdir.log("ws"), "ws")
         store = await open_store(me, cdir.db("ws"), log, signs=True, accept_loss=False)
         try:
-            service = Workspace(Observer(wt)).service()
+            workspace = Workspace(ThreadNoting(wt))
+            service = workspace.service()
             daemon = OwnerDaemon(roster, me, store, log, max_message=MAX_MESSAGE, service=service)
             async with anyio.create_task_group() as tg:
                 await tg.start(daemon.serve)
-                local = LocalOwner(daemon)
+                local = LocalOwner(daemon, workspace.looking)
                 await anyio.to_thread.run_sync(check, local, roster, me)
                 tg.cancel_scope.cancel()
         finally:
@@ -71,6 +83,7 @@ def heads(roster: Any, me: Identity, local: LocalOwner | None) -> dict[str, Any]
 
 
 def test_in_process_answers_are_a_sessions_on_a_drift_too(tmp_path: Path) -> None:
+    ThreadNoting.threads.clear()
     write(tmp_path / "wt", {"auth.ts": "export const timeout = 30;\n"})
 
     def check(local: LocalOwner, roster: Any, me: Identity) -> None:
@@ -81,6 +94,9 @@ def test_in_process_answers_are_a_sessions_on_a_drift_too(tmp_path: Path) -> Non
         assert drifted != first
         assert heads(roster, me, None) == drifted
         assert local.answered == 2
+        # The in-process requests looked at the worktree in their caller's thread.
+        assert ThreadNoting.threads[0] == ThreadNoting.threads[2] == threading.get_ident()
+        assert ThreadNoting.threads[1] != threading.get_ident()
 
     with_owner(tmp_path / "wt", check)
 

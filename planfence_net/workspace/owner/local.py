@@ -4,7 +4,7 @@ intents; `LocalOwner` serves those requests with the owner's own service and sto
 event loop, instead of over a Noise session to itself (no handshake, no encryption, no
 socket, no session task to wake). Other owners are still asked over sessions.
 
-    LocalOwner(daemon)   made on the daemon's event loop; a `syncclient.Local`
+    LocalOwner(daemon, before)   made on the daemon's event loop; a `syncclient.Local`
 
 Each request is read as the daemon reads it off the wire (`decode_request` with the
 service's schema, so a malformed one is refused alike), served by the same `Service.serve`
@@ -12,12 +12,17 @@ on the event loop, and its answer copied as the wire would (packed and unpacked)
 gets what a session would have given it. The peer is the roster member whose key is the
 caller's (an identity not in the roster is refused as the handshake would refuse it). A
 request not answered by its deadline raises TransportError, as a session's would; so does
-one to an owner that has stopped.
+one to an owner that has stopped. `before(agent, op, args)` is entered around each request
+in the caller's thread (the workspace owner looks at the worktree there, so `heads` does
+not hand its look to yet another thread: `Workspace.looking`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any, cast
 
 import anyio
@@ -38,6 +43,12 @@ from ...owners.daemon import OwnerDaemon
 from ...owners.service import Call, Connection
 from ...protocol.messages import BadRequest, Request, encode_request, pack, unpack
 from ...protocol.requestread import decode_request
+
+Before = Callable[[str, str, dict[str, Any]], AbstractContextManager[None]]
+
+
+def _nothing(agent: str, op: str, args: dict[str, Any]) -> AbstractContextManager[None]:
+    return contextlib.nullcontext()
 
 
 class _InProcess:
@@ -71,8 +82,9 @@ class LocalOwner:
     """`daemon`'s own requests answered in-process (module doc). Make it on the daemon's
     event loop; `request` is called from worker threads (any thread but the loop's)."""
 
-    def __init__(self, daemon: OwnerDaemon) -> None:
+    def __init__(self, daemon: OwnerDaemon, before: Before = _nothing) -> None:
         self._owner = _InProcess(daemon)
+        self._before = before
         self._service = daemon.service
         self._token = anyio.lowlevel.current_token()
         self.answered = 0
@@ -98,7 +110,10 @@ class LocalOwner:
         except BadRequest as exc:
             raise RequestError(exc.code, exc.message) from None
         try:
-            outcome = anyio.from_thread.run(self._serve, peer, request, deadline, token=self._token)
+            with self._before(self._owner.agent.name, request.op, request.args):
+                outcome = anyio.from_thread.run(
+                    self._serve, peer, request, deadline, token=self._token
+                )
         except anyio.RunFinishedError:
             raise TransportError(f"{self._owner.agent.name} stopped") from None
         if isinstance(outcome, PlanfenceError):
