@@ -228,12 +228,13 @@ async def _decide(
     request: h11.Request, body: bytes, log: EventLog, workers: anyio.CapacityLimiter
 ) -> tuple[int, dict[str, Any]]:
     argv = argv_of(request.target)
+    event = _event(body)
     answer = await wait_decision(
-        "claude", argv, body, argv_timeout(argv), log, workers, door="http"
+        "claude", argv, body, argv_timeout(argv), log, workers, door="http", hook_event=event
     )
     if answer is None:
         return 503, {"error": "PlanFence's hook did not decide in time; the call is blocked"}
-    return answer_body(_event(body), answer.code, answer.stdout, answer.stderr)
+    return answer_body(event, answer.code, answer.stdout, answer.stderr)
 
 
 def _other_env(names: list[str]) -> str:
