@@ -19,6 +19,7 @@ not hand its look to yet another thread: `Workspace.looking`).
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import time
 from collections.abc import Callable
@@ -114,7 +115,8 @@ class LocalOwner:
                 outcome = anyio.from_thread.run(
                     self._serve, peer, request, deadline, token=self._token
                 )
-        except anyio.RunFinishedError:
+        except (anyio.RunFinishedError, concurrent.futures.CancelledError):
+            # the owner stopped, or the call this request serves was given up
             raise TransportError(f"{self._owner.agent.name} stopped") from None
         if isinstance(outcome, PlanfenceError):
             raise outcome
