@@ -41,6 +41,7 @@ from ...core.identity import Identity
 from ...core.roster import Agent, Roster
 from ...net.transport import NoiseStream
 from ...owners.daemon import OwnerDaemon
+from ...owners.ops import keys_of
 from ...owners.service import Call, Connection
 from ...protocol.messages import BadRequest, Request, encode_request, pack, unpack
 from ...protocol.requestread import decode_request
@@ -136,7 +137,27 @@ class LocalOwner:
         self, peer: Agent, request: Request, deadline: float
     ) -> dict[str, Any] | PlanfenceError:
         """The daemon's answer to `request` (as `OwnerDaemon` gives it a session), or the
-        error the caller raises."""
+        error the caller raises; logged as the daemon logs a session's request (a `request`
+        event, with `in_process`)."""
+        started = time.perf_counter()
+        outcome = await self._outcome(peer, request, deadline)
+        said = "ok" if isinstance(outcome, dict) else "timeout"
+        if isinstance(outcome, RequestError):
+            said = outcome.code
+        self._owner.log.write_soon(
+            "request",
+            peer=peer.name,
+            op=request.op,
+            keys=keys_of(request)[:64],
+            outcome=said,
+            latency_ms=round((time.perf_counter() - started) * 1000, 3),
+            in_process=True,
+        )
+        return outcome
+
+    async def _outcome(
+        self, peer: Agent, request: Request, deadline: float
+    ) -> dict[str, Any] | PlanfenceError:
         call = Call(self._owner, Connection(cast(NoiseStream, None), peer), request.req_id)
         with anyio.move_on_after(deadline - time.monotonic()):
             try:
