@@ -12,7 +12,8 @@ on the event loop, and its answer copied as the wire would (packed and unpacked)
 gets what a session would have given it. The peer is the roster member whose key is the
 caller's (an identity not in the roster is refused as the handshake would refuse it). A
 request not answered by its deadline raises TransportError, as a session's would; so does
-one to an owner that has stopped. `before(agent, op, args)` is entered around each request
+one to an owner that has stopped. Each is logged as the daemon logs a session's request (a
+`request` event), with `in_process`. `before(agent, op, args)` is entered around each request
 in the caller's thread (the workspace owner looks at the worktree there, so `heads` does
 not hand its look to yet another thread: `Workspace.looking`).
 """
