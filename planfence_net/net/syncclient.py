@@ -10,7 +10,9 @@ lost, deadline passed), HandshakeError, RemoteProtocolError, RequestError.
 A long-lived process that runs many short checks (the workspace owner answering hook calls)
 keeps its sessions warm: inside `keeping(pool)`, `SyncSessions` made in that context (and
 the worker threads it starts) take an idle session from the `SessionPool` before opening one,
-and give theirs back on `close()` instead of closing them.
+and give theirs back on `close()` instead of closing them. An owner process that checks
+against itself also passes `keeping` a `Local`: requests to that owner are then answered
+in-process (`Local.request`), not over a session to itself.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ import _thread
 import contextlib
 import contextvars
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 from ..core.errors import (
     HandshakeError,
@@ -194,19 +197,49 @@ class SessionPool:
         return {"idle": self._count, "opened": self.opened, "reused": self.reused}
 
 
+class Local(Protocol):
+    """An owner answering in the caller's own process (the workspace owner's hook doors)."""
+
+    def serves(self, roster: Roster, agent: Agent) -> bool:
+        """Whether `agent` of `roster` is this owner."""
+
+    def request(
+        self, identity: Identity, op: str, args: dict[str, Any], deadline: float
+    ) -> dict[str, Any]:
+        """`SyncSession.request`'s answer, from `identity`, given in-process; raises as it
+        does (HandshakeError for an identity the owner would not let in)."""
+
+
+class _Counts(threading.local):
+    local_requests = 0
+
+
+_THREAD = _Counts()
+
+
+def local_requests() -> int:
+    """How many requests this thread has had answered in-process (`Local`) so far."""
+    return _THREAD.local_requests
+
+
 _POOL: contextvars.ContextVar[SessionPool | None] = contextvars.ContextVar(
     "planfence_session_pool", default=None
+)
+_LOCAL: contextvars.ContextVar[Local | None] = contextvars.ContextVar(
+    "planfence_local_owner", default=None
 )
 
 
 @contextlib.contextmanager
-def keeping(pool: SessionPool) -> Iterator[SessionPool]:
+def keeping(pool: SessionPool, local: Local | None = None) -> Iterator[SessionPool]:
     """Within the block (and the tasks and worker threads started from it, which copy the
-    context), `SyncSessions` use `pool`'s warm sessions (module doc)."""
-    token = _POOL.set(pool)
+    context), `SyncSessions` use `pool`'s warm sessions, and ask `local` itself for what it
+    owns (module doc)."""
+    token, local_token = _POOL.set(pool), _LOCAL.set(local)
     try:
         yield pool
     finally:
+        _LOCAL.reset(local_token)
         _POOL.reset(token)
 
 
@@ -231,9 +264,18 @@ class SyncSessions:
         self._turns: dict[str, _thread.LockType] = {}  # owner -> held while a request runs
         self._dropped = [0, 0]  # bytes sent and received by dropped sessions
         self._pool = _POOL.get()  # read here: the threads of `round` do not copy the context
+        self._local = _LOCAL.get()
+        self.local_requests = 0  # answered in-process (`Local`)
 
     def request(self, owner: str, op: str, args: dict[str, Any], deadline: float) -> dict[str, Any]:
-        """One request to `owner`; raises as SyncSession.request does."""
+        """One request to `owner`; raises as SyncSession.request does. An owner answering
+        in this process (`keeping`'s `local`, reached at its roster address) answers here."""
+        if self._local is not None and owner not in self.addresses:
+            agent = self.roster.agent(owner)
+            if self._local.serves(self.roster, agent):
+                self.local_requests += 1
+                _THREAD.local_requests = local_requests() + 1
+                return self._local.request(self.identity, op, args, deadline)
         turn = self._turns.setdefault(owner, _thread.allocate_lock())
         if not turn.acquire(timeout=_left(deadline)):
             raise TransportError("deadline passed")
@@ -281,8 +323,6 @@ class SyncSessions:
             except PlanfenceError as exc:
                 outcomes[owner] = exc
             return outcomes
-        import threading
-
         done = threading.Condition()
 
         def ask(owner: str, op: str, args: dict[str, Any]) -> None:

@@ -137,6 +137,29 @@ def test_every_kind_of_answer_is_the_same_through_the_owner(tmp_path: Path) -> N
             assert code == 2 and err.startswith(b"PlanFence blocked this call: unreadable")
 
 
+def test_the_owner_reads_its_own_keys_in_process_with_the_sessions_verdict(
+    tmp_path: Path,
+) -> None:
+    """The owner asks itself in-process (its log's `in_process`), and its answers, a drift's
+    block included, are the session path's (the hook process asks the owner over a
+    session)."""
+    repo = make_repo(tmp_path / "repo", FILES)
+    with served(repo):
+        assert run_cli("workspace", "trust", "fix", "--read", "src/b.ts", "--target", "auth.ts",
+                       cwd=repo)[0] == 0  # fmt: skip
+        edit = payload("claude-edit", repo)
+        assert both_ways(repo, edit) == (0, b"", b"")
+        write(repo, {"src/b.ts": "export const b = 2;\n"})
+        drift = both_ways(repo, edit)
+        assert drift[0] == 2 and b"is stale (relevant drift)" in drift[2]
+    events = [
+        json.loads(line)
+        for line in (repo / ".planfence" / "logs" / "ws.jsonl").read_text().splitlines()
+        if '"event":"hook"' in line
+    ]
+    assert len(events) == 2 and all(e["in_process"] > 0 for e in events), events
+
+
 def test_where_the_fast_path_does_not_apply_the_hook_checks_in_process(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", FILES)
     elsewhere = tmp_path / "elsewhere"

@@ -11,11 +11,14 @@ fact, nor an intent; evidence and plan records are written with ordinary `put`s.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import functools
+import itertools
 import os
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +30,12 @@ from ...core.errors import ConfigError
 from ...core.identity import Identity
 from ...core.roster import Roster
 from ...net.syncclient import SessionPool
+from ...owners.daemon import OwnerDaemon
 from ...owners.limits import Limits
 from ...owners.logs import EventLog
 from ...owners.ops import owner_operations
 from ...owners.service import Call, Handler, Owner, Service
-from ...owners.startup import run_owner
+from ...owners.startup import open_store, run_owner, serve_with_tasks
 from ...owners.store import Store
 from ...protocol.messages import BadRequest, pack
 from ..model.facts import is_observed, split_key
@@ -40,6 +44,25 @@ from ..place.config import workspaces
 from ..place.observe import Observer
 from . import hookd, httpd
 from .intentbook import IntentBook
+from .local import Before, LocalOwner
+
+MAX_MESSAGE = 16 * 1024 * 1024  # `run_owner`'s default
+
+
+@dataclasses.dataclass(frozen=True)
+class _Look:
+    """One look at the worktree: its facts (fact -> key), the ticket it began under, and the
+    bodies observed, or why the worktree could not be observed."""
+
+    facts: dict[str, str]
+    ticket: int
+    bodies: dict[str, Any]
+    error: str | None
+
+
+_LOOK: contextvars.ContextVar[_Look | None] = contextvars.ContextVar(
+    "planfence_workspace_look", default=None
+)
 
 
 class Workspace:
@@ -52,7 +75,7 @@ class Workspace:
         self._clock = clock  # the intents' leases are read on it
         self._lock = anyio.Lock()
         self._last: dict[str, bytes] = {}  # key -> packed body of its head record
-        self._tickets = 0  # looks begun, in order
+        self._tickets = itertools.count(1)  # looks begun, in order
         self._seen: dict[str, int] = {}  # fact -> ticket of the look its head comes from
 
     def service(self) -> Service:
@@ -73,20 +96,18 @@ class Workspace:
         Raises BadRequest("worktree_gone") when the worktree cannot be observed. Looks run
         concurrently; a fact's head only ever moves to a value observed by a later-begun look,
         so every answer holds a value the worktree had at some instant during the request.
+        A look already made for this request in its caller's thread (`looking`) is used as
+        it is: no second hand-off to a worker thread.
         """
-        facts = {}
-        for key in keys:
-            parts = split_key(key)
-            if parts is not None and parts[0] == owner.agent.name and is_observed(parts[1]):
-                facts[parts[1]] = key
+        facts = self._facts(owner.agent.name, keys)
         if not facts:
             return
-        self._tickets += 1
-        ticket = self._tickets
-        try:  # hashing runs outside the lock: other sessions' heads never wait for it
-            bodies = await anyio.to_thread.run_sync(self.observer.observe, list(facts))
-        except (ConfigError, OSError) as exc:
-            raise BadRequest("worktree_gone", str(exc)) from None
+        look = _LOOK.get()
+        if look is None or look.facts != facts:
+            look = await anyio.to_thread.run_sync(self._look, facts)
+        if look.error is not None:
+            raise BadRequest("worktree_gone", look.error)
+        ticket, bodies = look.ticket, look.bodies
         async with self._lock:  # two sessions asking at once must not write a fact twice
             # A look that began after this one already wrote its (newer) value: keep it.
             bodies = {f: b for f, b in bodies.items() if self._seen.get(f, 0) < ticket}
@@ -101,6 +122,43 @@ class Workspace:
             async with anyio.create_task_group() as tg:  # one group commit for all of them
                 for key, body in changed.items():
                     tg.start_soon(self._write_fact, owner, key, body)
+
+    @contextlib.contextmanager
+    def looking(self, agent: str, op: str, args: dict[str, Any]) -> Iterator[None]:
+        """For an in-process request (`local.LocalOwner`, from a worker thread): a `heads`
+        request's look at the worktree made here, in the caller's thread, and used by
+        `observe` on the event loop (the context is carried there)."""
+        keys = args.get("keys") if op == "heads" else None
+        facts = (
+            self._facts(agent, list(dict.fromkeys(keys)))
+            if isinstance(keys, list) and all(isinstance(k, str) for k in keys)
+            else {}
+        )
+        if not facts:
+            yield
+            return
+        token = _LOOK.set(self._look(facts))
+        try:
+            yield
+        finally:
+            _LOOK.reset(token)
+
+    def _facts(self, agent: str, keys: list[str]) -> dict[str, str]:
+        """fact -> key of the observed facts of `agent` among `keys`."""
+        facts = {}
+        for key in keys:
+            parts = split_key(key)
+            if parts is not None and parts[0] == agent and is_observed(parts[1]):
+                facts[parts[1]] = key
+        return facts
+
+    def _look(self, facts: dict[str, str]) -> _Look:
+        """Observe `facts` in this thread, under a ticket taken before the look begins."""
+        ticket = next(self._tickets)  # atomic: looks begin in several threads
+        try:
+            return _Look(facts, ticket, self.observer.observe(list(facts)), None)
+        except (ConfigError, OSError) as exc:
+            return _Look(facts, ticket, {}, str(exc))
 
     async def _load_last(self, owner: Owner, keys: list[str]) -> None:
         unknown = [k for k in keys if k not in self._last and k in owner.store.heads]
@@ -187,17 +245,18 @@ async def run_workspace_owner(
 
         Raises ConfigError when `root` is not a folder.
     """
-    observer = Observer(root)
+    workspace = Workspace(Observer(root), clock)
 
     def service(store: Store, log: EventLog) -> Service:
-        made = Workspace(observer, clock).service()
+        made = workspace.service()
+        observer = workspace.observer
         log.write("workspace", root=str(observer.root), git=observer.git is not None)
         return made
 
     sessions = SessionPool()  # the hook doors' checks: warm sessions to the owners they ask
     try:
         await _run(roster, identity, db_path, log_path, listen, limits, accept_loss, service,
-                   cluster, sessions, task_status)  # fmt: skip
+                   cluster, sessions, workspace.looking, task_status)  # fmt: skip
     finally:
         sessions.close()
 
@@ -213,23 +272,40 @@ async def _run(
     service: Callable[[Store, EventLog], Service],
     cluster: Path | None,
     sessions: SessionPool,
+    looking: Before,
     task_status: TaskStatus[int],
 ) -> None:
-    await run_owner(
-        roster,
-        identity,
-        db_path,
-        log_path,
-        listen=listen,
-        limits=limits,
-        accept_loss=accept_loss,
-        service=service,
-        tasks=[]
-        if cluster is None
-        else [
-            functools.partial(hookd.serve, cluster, sessions=sessions),
-            functools.partial(httpd.serve, cluster, identity.name, sessions=sessions),
-            hookd.warm,
-        ],
-        task_status=task_status,
-    )
+    """`run_owner`'s steps (open the store and log, serve with the tasks, close both), with
+    the daemon itself at hand: the hook doors answer its own keys in-process
+    (`local.LocalOwner`)."""
+    log = EventLog(log_path, identity.name)
+    store = None
+    try:
+        store = await open_store(identity, db_path, log, signs=True, accept_loss=accept_loss)
+        daemon = OwnerDaemon(
+            roster,
+            identity,
+            store,
+            log,
+            max_message=MAX_MESSAGE,
+            listen=listen,
+            limits=limits,
+            service=service(store, log),
+        )
+        local = LocalOwner(daemon, looking)
+        tasks: list[Callable[..., Coroutine[Any, Any, None]]] = (
+            []
+            if cluster is None
+            else [
+                functools.partial(hookd.serve, cluster, sessions=sessions, local=local),
+                functools.partial(
+                    httpd.serve, cluster, identity.name, sessions=sessions, local=local
+                ),
+                hookd.warm,
+            ]
+        )
+        await serve_with_tasks(daemon, log, tasks, task_status)
+    finally:
+        if store is not None:
+            await store.close()
+        log.close()

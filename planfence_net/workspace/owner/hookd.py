@@ -26,9 +26,11 @@ another session's (each writes its files under names unique to its thread). A ca
 unanswered when its client's deadline has passed (the request's `left` seconds, else its
 `--timeout` plus GRACE) is given up: the client has already blocked, so nothing is sent and
 it is logged as `hook_abandoned`. Each answered call is logged as a `hook` event with its
-exit code, how long `decide` took (`ms`) and the CPU its worker thread spent (`cpu_ms`).
+exit code, how long `decide` took (`ms`), the CPU its worker thread spent (`cpu_ms`) and
+how many of its requests this owner answered in-process (`in_process`).
 The checks ask the owners over warm sessions (`syncclient.SessionPool`, given by the
-daemon): no handshake per call once the first calls opened them.
+daemon): no handshake per call once the first calls opened them; this owner's own keys are
+read in-process (`local.LocalOwner`, given by the daemon), not over a session to itself.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from typing import Any
 import anyio
 from anyio.abc import SocketAttribute, SocketStream, TaskStatus
 
-from ...net.syncclient import SessionPool, keeping
+from ...net.syncclient import Local, SessionPool, keeping, local_requests
 from ...owners.logs import EventLog
 from ..hook.client import (
     DEFAULT_TIMEOUT,
@@ -115,6 +117,7 @@ async def serve(
     log: EventLog,
     *,
     sessions: SessionPool | None = None,
+    local: Local | None = None,
     task_status: TaskStatus[Path | None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the hook socket of the cluster folder `cluster` until cancelled. Reports the
@@ -122,7 +125,8 @@ async def serve(
     it: it cannot (the hook then runs in-process), or another owner of the cluster does (this
     one then stands by and takes the socket over once that owner's lock is released, e.g.
     when it died). Never raises OSError: the owner serves on without it. The checks run on
-    `sessions`' warm sessions (`syncclient.keeping`) when given."""
+    `sessions`' warm sessions (`syncclient.keeping`) when given, and ask `local` (this
+    owner) in-process."""
     reported = False
 
     def report(value: Path | None) -> None:
@@ -147,7 +151,7 @@ async def serve(
                 # The lock is released in another process: no event here to wait on.
                 while not _try_lock(lock):  # noqa: ASYNC110
                     await anyio.sleep(TAKEOVER_POLL)
-            with keeping(sessions) if sessions is not None else contextlib.nullcontext():
+            with keeping(sessions, local) if sessions is not None else contextlib.nullcontext():
                 await _listen(cluster, path, log, report)
     except OSError as exc:
         why = f"{type(exc).__name__}: {exc}"
@@ -310,17 +314,20 @@ async def wait_decision(
     if done is None:
         log.write("hook_abandoned", client=agent, **fields, ms=ms)
         return None
-    answer, cpu = done
-    log.write("hook", client=agent, **fields, code=answer.code, ms=ms, cpu_ms=cpu)
+    answer, cpu, in_process = done
+    log.write(
+        "hook", client=agent, **fields, code=answer.code, ms=ms, cpu_ms=cpu, in_process=in_process
+    )
     return answer
 
 
-def _timed(agent: str, argv: list[str], data: bytes) -> tuple[Answer, float]:
-    """`decide`'s answer and the CPU its thread spent on it, in ms (the owner's side of the
-    sessions it asks is counted by the owner's own loop, not here)."""
-    started = time.thread_time()
+def _timed(agent: str, argv: list[str], data: bytes) -> tuple[Answer, float, int]:
+    """`decide`'s answer, the CPU its thread spent on it, in ms (the owner's side of the
+    requests it makes is counted by the owner's own loop, not here), and how many of its
+    requests this owner answered in-process (`local.LocalOwner`)."""
+    started, asked = time.thread_time(), local_requests()
     answer = decide(agent, argv, data)
-    return answer, round((time.thread_time() - started) * 1000, 3)
+    return answer, round((time.thread_time() - started) * 1000, 3), local_requests() - asked
 
 
 def _left(header: dict[str, Any]) -> float:

@@ -45,7 +45,7 @@ import h11
 from anyio.abc import SocketAttribute, SocketStream, TaskStatus
 from anyio.streams.stapled import MultiListener
 
-from ...net.syncclient import SessionPool, keeping
+from ...net.syncclient import Local, SessionPool, keeping
 from ...owners.logs import EventLog
 from ..hook.client import MAX_PAYLOAD
 from ..installers.httphook import HEADER, PATH, other_environment, record_path, secret_path
@@ -60,13 +60,14 @@ async def serve(
     log: EventLog,
     *,
     sessions: SessionPool | None = None,
+    local: Local | None = None,
     task_status: TaskStatus[int | None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve Claude Code's http hooks for the owner `agent` of the cluster folder `cluster`
     until cancelled. Reports the bound port once it listens and its record is written (the
     record stays when it stops: the next start takes the same port when it is free), or
     None when it cannot listen (logged; the owner serves on without it). The checks run on
-    `sessions`' warm sessions when given (as `hookd.serve`'s)."""
+    `sessions`' warm sessions when given, and ask `local` in-process (as `hookd.serve`'s)."""
     record = record_path(cluster, agent)
     try:
         listener = await _listen(_last_port(record))
@@ -84,7 +85,7 @@ async def serve(
             os.replace(temporary, record)
             log.write("hookhttp", serving=True, port=port)
             task_status.started(port)
-            with keeping(sessions) if sessions is not None else contextlib.nullcontext():
+            with keeping(sessions, local) if sessions is not None else contextlib.nullcontext():
                 await listener.serve(lambda s: _connection(s, cluster, log, workers), task_group=tg)
     finally:
         log.write("hookhttp", serving=False, port=port, reason="stopped")
@@ -227,12 +228,13 @@ async def _decide(
     request: h11.Request, body: bytes, log: EventLog, workers: anyio.CapacityLimiter
 ) -> tuple[int, dict[str, Any]]:
     argv = argv_of(request.target)
+    event = _event(body)
     answer = await wait_decision(
-        "claude", argv, body, argv_timeout(argv), log, workers, door="http"
+        "claude", argv, body, argv_timeout(argv), log, workers, door="http", hook_event=event
     )
     if answer is None:
         return 503, {"error": "PlanFence's hook did not decide in time; the call is blocked"}
-    return answer_body(_event(body), answer.code, answer.stdout, answer.stderr)
+    return answer_body(event, answer.code, answer.stdout, answer.stderr)
 
 
 def _other_env(names: list[str]) -> str:
