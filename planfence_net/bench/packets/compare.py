@@ -3,9 +3,10 @@
     scripts/bench-packets att-lte --reps 5 --out DIR [--quick]
 
 For every point of the paper's three sweeps (`paper.figure2.settings`: payload, one-way
-delay, loss), alternating: `reps` syncs through the relay (`planfence shape` in front of an
-owner on loopback, `paper.figure2.figure2`), then `reps` through a packet-level link (the
-owner in a namespace of its own behind `PacketNet`, the same trace phase). One sync is TCP
+delay, loss), `reps` times, alternating: one sync through the relay (`planfence shape` in
+front of an owner on loopback, `paper.figure2.figure2`), then one through a packet-level link
+(the owner in a namespace of its own behind `PacketNet`), each on links made anew at the same
+trace phase, one with no outage in the next 5 s (`paper.network.usable_phase`). One sync is TCP
 connect, the Noise handshake, one `put` of a record of the payload's size and its durable
 answer. The relay accepts the TCP connection itself and forwards bytes, so it charges no
 TCP handshake, no slow start and no ACKs on the reverse link, and emulates loss as a delay;
@@ -67,30 +68,31 @@ def one_owner_cluster(root: Path, address: str | None = None) -> ClusterDir:
     return cdir
 
 
-async def packet_syncs(
-    cdir: ClusterDir, net: PacketNet, point: tuple[str, int, int, float], reps: int, offset: int
-) -> tuple[list[Sync], dict[str, Any]]:
-    """`reps` syncs of one point through the packet-level link, and the link's packet
-    counts for them (`tunlink`)."""
+async def packet_sync(
+    cdir: ClusterDir,
+    net: PacketNet,
+    point: tuple[str, int, int, float],
+    rep: int,
+    offset: int,
+) -> tuple[Sync, dict[str, Any]]:
+    """One sync of one point through the packet-level link, its links made anew at the
+    trace phase `offset` (no outage ahead), and the links' packet counts for it (`tunlink`)."""
     sweep, kib, delay, loss = point
-    net.configure(delay, loss, offset, seed=reps)
+    net.configure(delay, loss, offset, seed=rep)
+    began = time.perf_counter()
     roster, identity = cdir.roster(), cdir.identity(WRITER)
-    out = []
-    for rep in range(reps):
-        began = time.perf_counter()
-        async with open_session(roster, identity, OWNER, host=net.owner_ip, port=OWNER_PORT) as s:
-            await s.request(
-                "put",
-                {
-                    "key": f"req/figure2/{sweep}/{kib}/{delay}/{loss}",
-                    "kind": "fact",
-                    "parents": [],
-                    "body": "x" * (kib * 1024),
-                },
-            )
-        ms = (time.perf_counter() - began) * 1000
-        out.append(Sync("packet", sweep, kib, delay, loss, rep, ms, load_average()))
-    return out, net.counts()
+    async with open_session(roster, identity, OWNER, host=net.owner_ip, port=OWNER_PORT) as s:
+        await s.request(
+            "put",
+            {
+                "key": f"req/figure2/{sweep}/{kib}/{delay}/{loss}",
+                "kind": "fact",
+                "parents": [],
+                "body": "x" * (kib * 1024),
+            },
+        )
+    ms = (time.perf_counter() - began) * 1000
+    return Sync("packet", sweep, kib, delay, loss, rep, ms, load_average()), net.counts()
 
 
 async def compare(
@@ -103,8 +105,9 @@ async def compare(
     points: list[tuple[str, int, int, float]],
     progress: Any = print,
 ) -> tuple[list[Sync], list[dict[str, Any]]]:
-    """Every point through the relay, then through the packet-level link (module docstring);
-    the rows, and the packet link's counts per point."""
+    """Every point, each repetition through the relay then through the packet-level link,
+    both starting at the same trace phase with no outage ahead (module docstring); the rows,
+    and the packet link's counts per point."""
     found = load_profile(profile)
     traces = [load_trace(t) for t in (found.up, found.down) if t is not None]
     rows: list[Sync] = []
@@ -112,14 +115,28 @@ async def compare(
     for sweep, kib, delay, loss in points:
         point = (sweep, kib, delay or found.delay_ms, loss)
         progress(f"{sweep}: {kib} KiB, {point[2]} ms, {loss:.0%} loss")
-        # figure2 draws the phase of its first point from (seed, 0): the packet link gets it too
+        # figure2 draws the phase of its first point from (seed, 0): the packet link gets it
+        # too; every repetition starts there, so a sync never meets the trace's outages
         offset = usable_phase(traces, random.Random(f"{seed}:figure2:0")) if traces else 0
-        for p in await figure2(relay, profile, reps, seed, only=[point]):
-            rows.append(Sync("relay", *asdict(p).values()))
-        syncs, count = await packet_syncs(packet, net, point, reps, offset)
-        rows += syncs
-        counts.append(count)
+        total: dict[str, Any] = {}
+        for rep in range(reps):
+            for p in await figure2(relay, profile, 1, seed, only=[point]):
+                rows.append(Sync("relay", *{**asdict(p), "rep": rep}.values()))
+            sync, count = await packet_sync(packet, net, point, rep, offset)
+            rows.append(sync)
+            total = _added(total, count)
+        counts.append(total)
     return rows, counts
+
+
+def _added(total: dict[str, Any], count: dict[str, Any]) -> dict[str, Any]:
+    """`tunlink`'s counts, summed field by field (nested dicts too)."""
+    out = dict(total)
+    for key, value in count.items():
+        out[key] = (
+            _added(out.get(key, {}), value) if isinstance(value, dict) else out.get(key, 0) + value
+        )
+    return out
 
 
 def report(rows: list[Sync], profile: str, command: str, counts: list[dict[str, Any]]) -> str:
