@@ -3,12 +3,25 @@ SIGINT while its owners are starting, and no owner process or port of the folder
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
+import socket
 import subprocess
 import time
 
 from planfence_net.cluster.ports import port_in_use
 from support.cluster import PLANFENCE, ClusterHandle, owner_processes
+
+
+def owner_answers(h: ClusterHandle, name: str) -> bool:
+    """True once `name`'s port accepts a TCP connection (it is past its start-up)."""
+    agent = h.roster.agent(name)
+    try:
+        socket.create_connection((agent.host, agent.port), timeout=1).close()
+    except OSError:
+        return False
+    return True
 
 
 def wait_pid_files(h: ClusterHandle, count: int, timeout: float = 30.0) -> None:
@@ -123,3 +136,38 @@ def test_status_names_a_dead_shaper_and_cluster_up_starts_it_again(
         assert all(r["alive"] and r["shaper"]["running"] for r in again)
     finally:
         clusterlib.stop_shapers(h.cdir)
+
+
+def test_ctrl_c_while_cluster_up_waits_for_a_frozen_owner_stops_it_too(
+    cluster_dir: ClusterHandle,
+) -> None:
+    """Ctrl-C lands inside the wait for the owners to answer (one is frozen, so the wait is
+    still going): asyncio's runner must not take it for a cancellation that the wait's
+    retries absorb, so that `cluster up` went on and exited 0 (seen in a clean-clone run)."""
+    h = cluster_dir
+    up = subprocess.Popen(
+        [str(PLANFENCE), "cluster", "up", str(h.path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    frozen = 0
+    try:
+        wait_pid_files(h, 5)
+        frozen = int((h.path / "run" / "audit.pid").read_text())
+        os.kill(frozen, signal.SIGSTOP)  # audit cannot answer: cluster up keeps waiting
+        while not owner_answers(h, "planner"):
+            time.sleep(0.01)  # another process's start-up; nothing to wait on
+        up.send_signal(signal.SIGINT)
+        os.kill(frozen, signal.SIGCONT)
+        out, err = up.communicate(timeout=60)
+    finally:
+        if frozen:
+            with contextlib.suppress(ProcessLookupError):  # stopped by cluster up's clean-up
+                os.kill(frozen, signal.SIGCONT)
+        if up.poll() is None:
+            up.kill()
+            up.communicate()
+    assert (up.returncode, out) == (130, ""), (up.returncode, out, err)
+    assert owner_processes(str(h.path.resolve())) == {}
