@@ -17,8 +17,9 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 
+from ...cluster.netns import ip, namespaces
+
 HUB = "hub"
-IP_TIMEOUT = 10.0
 
 
 def available() -> str | None:
@@ -28,15 +29,6 @@ def available() -> str | None:
     if shutil.which("ip") is None:
         return "network namespaces need iproute2 (`ip`)"
     return None
-
-
-def ip(*args: str) -> None:
-    """Run `ip ARGS`; raises RuntimeError with ip's own message when it fails."""
-    done = subprocess.run(
-        ["ip", *args], capture_output=True, text=True, timeout=IP_TIMEOUT, check=False
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"ip {' '.join(args)}: {done.stderr.strip()}")
 
 
 class Topology:
@@ -94,7 +86,4 @@ class Topology:
 
 def leftovers(prefix: str) -> list[str]:
     """Namespaces still present whose name starts with `prefix`."""
-    done = subprocess.run(
-        ["ip", "netns", "list"], capture_output=True, text=True, timeout=IP_TIMEOUT, check=False
-    )
-    return [line.split()[0] for line in done.stdout.splitlines() if line.startswith(prefix)]
+    return namespaces(prefix)
