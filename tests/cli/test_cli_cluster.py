@@ -326,24 +326,15 @@ def test_cluster_status_watch_prints_a_round_per_interval_until_ctrl_c(
 ) -> None:
     import subprocess
 
-    from support.cluster import PLANFENCE
+    from support.cluster import PLANFENCE, interruptible_popen
 
     h = live_cluster
-    watcher = subprocess.Popen(
-        [
-            str(PLANFENCE),
-            "cluster",
-            "status",
-            str(h.path),
-            "--watch",
-            "--interval",
-            "0.05",
-            "--json",
-        ],
+    watcher = interruptible_popen(
+        [str(PLANFENCE), "cluster", "status", str(h.path), "--watch", "--interval", "0.05"]
+        + ["--json"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
-        text=True,
     )
     try:
         assert watcher.stdout is not None

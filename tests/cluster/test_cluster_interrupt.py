@@ -11,7 +11,7 @@ import subprocess
 import time
 
 from planfence_net.cluster.ports import port_in_use
-from support.cluster import PLANFENCE, ClusterHandle, owner_processes
+from support.cluster import PLANFENCE, ClusterHandle, interruptible_popen, owner_processes
 
 
 def owner_answers(h: ClusterHandle, name: str) -> bool:
@@ -36,12 +36,11 @@ def test_ctrl_c_while_owners_start_leaves_no_process_and_frees_the_ports(
     cluster_dir: ClusterHandle,
 ) -> None:
     h = cluster_dir
-    up = subprocess.Popen(
+    up = interruptible_popen(
         [str(PLANFENCE), "cluster", "up", str(h.path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
-        text=True,
     )
     try:
         wait_pid_files(h, 5)
@@ -73,12 +72,11 @@ def test_ctrl_c_keeps_the_owners_that_ran_before(cluster_dir: ClusterHandle) -> 
     )
     assert started.returncode == 0, started.stderr
     reqs = h.owner_pid("reqs")
-    up = subprocess.Popen(
+    up = interruptible_popen(
         [str(PLANFENCE), "cluster", "up", str(h.path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
-        text=True,
     )
     try:
         wait_pid_files(h, 5)
@@ -145,12 +143,11 @@ def test_ctrl_c_while_cluster_up_waits_for_a_frozen_owner_stops_it_too(
     still going): asyncio's runner must not take it for a cancellation that the wait's
     retries absorb, so that `cluster up` went on and exited 0 (seen in a clean-clone run)."""
     h = cluster_dir
-    up = subprocess.Popen(
+    up = interruptible_popen(
         [str(PLANFENCE), "cluster", "up", str(h.path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
-        text=True,
     )
     frozen = 0
     try:

@@ -22,6 +22,23 @@ from planfence_net.core.roster import Roster
 
 REPO = Path(__file__).resolve().parents[2]
 PLANFENCE = Path(sys.executable).parent / "planfence"
+
+
+def interruptible_popen(argv: list[str], **kwargs: Any) -> subprocess.Popen[str]:
+    """`subprocess.Popen(argv, text=True, **kwargs)` for a child a test will Ctrl-C: it gets
+    SIGINT's default action even when this process ignores SIGINT (a test run started as a
+    background job of a non-interactive shell does, and an ignored signal stays ignored
+    through exec, so the child would never see the test's SIGINT)."""
+    ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    if ignored:  # a handler, unlike SIG_IGN, is reset to the default action by exec
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen(argv, text=True, **kwargs)
+    finally:
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 OWNER_MARKER = "owner serve"
 COMMAND_TIMEOUT = 30.0
 EXIT_TIMEOUT = 15.0
