@@ -467,3 +467,20 @@ def test_central_writes_the_replanned_plan_and_revalidates_in_one_request(
         and e["key"].startswith(f"plan/central/{template.name}/")
     ]
     assert len(plans) == 4  # each action's plan, and its replanned plan via the put-if
+
+
+def test_the_central_store_never_draws_an_owners_port(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found in a clean-clone run: a bench cluster's central store drew its port apart from
+    the owners', and a draw that met an owner's port left that owner unable to start."""
+    import planfence_net.bench.paper.benchcluster as benchcluster
+
+    ports = iter([7311, 7312])  # the first central draw meets an owner's port
+    owners_draw = iter(range(7300, 7320))
+    monkeypatch.setattr("planfence_net.cluster.processes.free_port", lambda host: next(owners_draw))
+    monkeypatch.setattr(benchcluster, "free_port", lambda: next(ports))
+    cdir = benchcluster.init_bench_cluster(tmp_path / "cluster", agents=12)
+    addresses = [agent.address for agent in cdir.roster().agents]
+    assert len(set(addresses)) == len(addresses) == 13
+    assert cdir.roster().agent("central").port == 7312

@@ -48,10 +48,14 @@ def init_bench_cluster(
     cdir = ClusterDir(root)
     key = generate_key_file(cdir.key(CENTRAL))
     data = tomllib.loads(cdir.roster_path.read_text())
+    taken = {int(agent["address"].rsplit(":", 1)[1]) for agent in data["agents"]}
+    port = free_port()
+    while port in taken:  # a random draw may meet an owner's: it would not start
+        port = free_port()
     data["agents"].append(
         {
             "name": CENTRAL,
-            "address": f"127.0.0.1:{free_port()}",
+            "address": f"127.0.0.1:{port}",
             "public_key": bytes(key.verify_key).hex(),
             "owns": [],
         }
