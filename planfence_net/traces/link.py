@@ -42,6 +42,15 @@ CHUNK_OVERHEAD = 56
 BYTES_PER_OPPORTUNITY = 1504
 
 
+def check_link(delay_ms: int, loss: float) -> None:
+    """Raise ValueError unless `delay_ms` >= 0 and `loss` is in [0, 1): one direction's
+    settings, for this model and the packet-level one (`packetlink`)."""
+    if delay_ms < 0:
+        raise ValueError(f"delay_ms must be >= 0, got {delay_ms}")
+    if not 0.0 <= loss < 1.0:
+        raise ValueError(f"loss must be in [0, 1), got {loss}")
+
+
 @dataclass(frozen=True, slots=True)
 class Release:
     """A chunk leaving the link: `data` is empty for end of stream; times are shaper ms."""
@@ -101,10 +110,7 @@ class Link:
         rng: random.Random | None = None,
         loss_penalty_ms: int | None = None,
     ) -> None:
-        if delay_ms < 0:
-            raise ValueError(f"delay_ms must be >= 0, got {delay_ms}")
-        if not 0.0 <= loss < 1.0:
-            raise ValueError(f"loss must be in [0, 1), got {loss}")
+        check_link(delay_ms, loss)
         self._schedule = schedule
         self._delay_ms = delay_ms
         self._loss = loss

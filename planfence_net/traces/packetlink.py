@@ -28,7 +28,7 @@ import random
 from collections import deque
 from dataclasses import dataclass
 
-from .link import BYTES_PER_OPPORTUNITY, DEFAULT_QUEUE_BYTES
+from .link import BYTES_PER_OPPORTUNITY, DEFAULT_QUEUE_BYTES, check_link
 from .mmlink import Schedule
 
 PACKET_HEADER = 4  # mm-link's per-packet charge beyond the IP packet
@@ -55,10 +55,7 @@ class PacketLink:
         rng: random.Random | None = None,
         queue_bytes: int = DEFAULT_QUEUE_BYTES,
     ) -> None:
-        if delay_ms < 0:
-            raise ValueError(f"delay_ms must be >= 0, got {delay_ms}")
-        if not 0.0 <= loss < 1.0:
-            raise ValueError(f"loss must be in [0, 1), got {loss}")
+        check_link(delay_ms, loss)
         self.schedule = schedule
         self.delay_ms = delay_ms
         self.loss = loss
