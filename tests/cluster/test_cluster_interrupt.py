@@ -24,6 +24,16 @@ def owner_answers(h: ClusterHandle, name: str) -> bool:
     return True
 
 
+def start_cluster_up(h: ClusterHandle) -> subprocess.Popen[str]:
+    """`planfence cluster up` of `h` as a real process the test will Ctrl-C."""
+    return interruptible_popen(
+        [str(PLANFENCE), "cluster", "up", str(h.path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
+
+
 def wait_pid_files(h: ClusterHandle, count: int, timeout: float = 30.0) -> None:
     """Wait until `count` owners have pid files (spawned, not yet answering)."""
     deadline = time.monotonic() + timeout
@@ -36,12 +46,7 @@ def test_ctrl_c_while_owners_start_leaves_no_process_and_frees_the_ports(
     cluster_dir: ClusterHandle,
 ) -> None:
     h = cluster_dir
-    up = interruptible_popen(
-        [str(PLANFENCE), "cluster", "up", str(h.path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-    )
+    up = start_cluster_up(h)
     try:
         wait_pid_files(h, 5)
         assert owner_processes(str(h.path.resolve()))  # they are starting
@@ -72,12 +77,7 @@ def test_ctrl_c_keeps_the_owners_that_ran_before(cluster_dir: ClusterHandle) -> 
     )
     assert started.returncode == 0, started.stderr
     reqs = h.owner_pid("reqs")
-    up = interruptible_popen(
-        [str(PLANFENCE), "cluster", "up", str(h.path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-    )
+    up = start_cluster_up(h)
     try:
         wait_pid_files(h, 5)
         up.send_signal(signal.SIGINT)
@@ -143,12 +143,7 @@ def test_ctrl_c_while_cluster_up_waits_for_a_frozen_owner_stops_it_too(
     still going): asyncio's runner must not take it for a cancellation that the wait's
     retries absorb, so that `cluster up` went on and exited 0 (seen in a clean-clone run)."""
     h = cluster_dir
-    up = interruptible_popen(
-        [str(PLANFENCE), "cluster", "up", str(h.path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-    )
+    up = start_cluster_up(h)
     frozen = 0
     try:
         wait_pid_files(h, 5)
