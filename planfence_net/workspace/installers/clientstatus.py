@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -36,11 +35,11 @@ from .status import (
     ACTIVE,
     BROKEN,
     MISSING,
-    PROBE_TIMEOUT,
     UNSERVED,
     UNTRUSTED,
     AgentStatus,
     cluster_of,
+    run_probe,
     serving,
 )
 
@@ -131,22 +130,7 @@ def client_status(client: str, root: Path) -> AgentStatus:
 def probe(command: str, payload: dict[str, Any], root: Path) -> str:
     """Run our `command` through the shell on `payload` as the client would; "" when it
     answered exit 0, else what went wrong."""
-    try:
-        proc = subprocess.run(
-            ["/bin/sh", "-c", command],
-            input=json.dumps(payload).encode(),
-            capture_output=True,
-            timeout=PROBE_TIMEOUT,
-            cwd=root,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"the hook command {command} cannot run: {exc}"
-    if proc.returncode != 0:
-        said = proc.stderr.decode(errors="replace").strip().splitlines()
-        return f"the hook command {command} exited {proc.returncode}" + (
-            f": {said[-1]}" if said else ""
-        )
-    return ""
+    return run_probe(["/bin/sh", "-c", command], command, payload, root)
 
 
 def gemini_settings(root: Path) -> list[Path]:

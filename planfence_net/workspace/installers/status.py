@@ -157,8 +157,19 @@ def probe(handler: dict[str, Any], root: Path) -> str:
     command = str(handler.get("command", ""))
     args = handler.get("args")
     argv = [command, *map(str, args)] if isinstance(args, list) else ["/bin/sh", "-c", command]
-    payload = probe_payload(root)
     env = {**os.environ, "CLAUDE_PROJECT_DIR": str(root)}
+    return run_probe(argv, shlex.join(argv), probe_payload(root), root, env)
+
+
+def run_probe(
+    argv: list[str],
+    shown: str,
+    payload: dict[str, Any],
+    root: Path,
+    env: dict[str, str] | None = None,
+) -> str:
+    """Run a hook command (`argv`, named `shown` in messages) on `payload` in `root`, as a
+    client does; "" when it answered exit 0, else what went wrong."""
     try:
         proc = subprocess.run(
             argv,
@@ -169,10 +180,10 @@ def probe(handler: dict[str, Any], root: Path) -> str:
             cwd=root,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"the hook command {shlex.join(argv)} cannot run: {exc}"
+        return f"the hook command {shown} cannot run: {exc}"
     if proc.returncode != 0:
         said = proc.stderr.decode(errors="replace").strip().splitlines()
-        return f"the hook command {shlex.join(argv)} exited {proc.returncode}" + (
+        return f"the hook command {shown} exited {proc.returncode}" + (
             f": {said[-1]}" if said else ""
         )
     return ""
