@@ -29,6 +29,7 @@ from typing import IO, Any
 from ...cluster import netns
 from ...cluster.folder import ClusterDir
 from ...cluster.netns import available as available
+from ..partition.run import stop_process
 
 STOP_TIMEOUT = 10.0
 
@@ -122,17 +123,8 @@ class PacketNet:
     def close(self) -> None:
         for proc in [*self.owners, *([self.forwarder] if self.forwarder else [])]:
             if proc.stdin is not None:
-                proc.stdin.close()
-            if proc.poll() is None:
-                proc.terminate()
-            try:
-                proc.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            for pipe in (proc.stdout, proc.stderr):
-                if pipe is not None:
-                    pipe.close()
+                proc.stdin.close()  # the forwarder's cue to end
+            stop_process(proc)
         self.owners, self.forwarder = [], None
         if self.made:
             netns.delete_namespace(self.namespace)

@@ -102,7 +102,7 @@ def run(workdir: Path) -> PartitionResult:
             raise RuntimeError(f"the workload failed: {_err(workload)}")
     finally:
         for proc in procs:
-            _stop(proc)
+            stop_process(proc)
         leftovers = topology.close()
     verdict = check(
         read_jsonl(history),
@@ -167,7 +167,7 @@ def _start_owner(topology: Topology, cdir: ClusterDir, name: str) -> subprocess.
     )
     line = proc.stdout.readline() if proc.stdout else ""
     if not line.startswith(f"owner {name} listening on "):
-        _stop(proc)
+        stop_process(proc)
         raise RuntimeError(f"owner {name} did not start: {line.strip()} {_err(proc)}")
     return proc
 
@@ -178,7 +178,8 @@ def _spawn(argv: list[str]) -> subprocess.Popen[str]:
     )
 
 
-def _stop(proc: subprocess.Popen[str]) -> None:
+def stop_process(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM, then SIGKILL after STOP_TIMEOUT s; closes its pipes."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         try:
