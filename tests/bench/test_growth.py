@@ -66,6 +66,10 @@ def test_quick_run_measures_every_curve(tmp_path: Path) -> None:
     assert spans[0]["bytes"] < spans[1]["bytes"]  # more owners, more framing and headers
     for row in spans:  # etcd's Txn on the same keys, in the same rounds
         assert (row["etcd_p50_us"] is not None) == (row["ratio_p50"] is not None) == etcd_here
+        # the fan-out floor: as many bare servers as owners, asked at once, in the same rounds
+        assert 0 < row["floor_p50_us"] and row["floor_cpu_us"] is not None
+        assert (row["floor_x_etcd"] is not None) == etcd_here
+        assert row["owner_cpu_us"] >= 0  # the owners' processes, summed (in clock ticks)
 
     executors = data["executors"]["rows"]  # each point in both process layouts
     expected = [(c, layout) for c in quick.executors for layout in ("4p", "8p")]

@@ -7,12 +7,20 @@ authorize could cost if the protocol did nothing but move the bytes, so the late
 prints it beside the real thing.
 
     python -m planfence_net.bench.perf.floor     # serves on 127.0.0.1, prints its port, runs until killed
+
+`floor_servers(n)` starts n of them, each a process of its own, and `fan_out_round_trip`
+asks them all at once: the floor of a plan whose keys n owners hold, on this machine.
 """
 
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import msgpack
@@ -78,22 +86,71 @@ class FloorClient(_Framed):
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(value)
 
-    async def wait_round_trip(self) -> float:
-        """Send one request, wait for its answer; returns the seconds it took."""
-        started = time.perf_counter()
+    def ask(self) -> asyncio.Future[Any]:
+        """Send one request; the future of its answer (one request at a time)."""
         self._waiter = asyncio.get_running_loop().create_future()
         self.send(REQUEST)
-        answer = await self._waiter
-        elapsed = time.perf_counter() - started
-        if answer[2] != ANSWER:
+        return self._waiter
+
+    async def wait_round_trip(self) -> float:
+        """Send one request, wait for its answer; returns the seconds it took."""
+        return await fan_out_round_trip((self,))
+
+
+async def fan_out_round_trip(clients: Sequence[FloorClient]) -> float:
+    """Ask every one of `clients` (each its own server) at once, wait for every answer;
+    returns the seconds it took."""
+    started = time.perf_counter()
+    waiters = [client.ask() for client in clients]
+    for waiter in waiters:
+        if (await waiter)[2] != ANSWER:
             raise AssertionError("the floor server answered something else")
-        return elapsed
+    return time.perf_counter() - started
 
 
 async def connect_floor(port: int) -> FloorClient:
     loop = asyncio.get_running_loop()
     _, protocol = await loop.create_connection(FloorClient, "127.0.0.1", port)
     return protocol
+
+
+@dataclass(frozen=True, slots=True)
+class FloorServer:
+    """A floor server process: where it listens, and its pid (for its CPU time)."""
+
+    port: int
+    pid: int
+
+
+@contextmanager
+def floor_servers(n: int) -> Iterator[list[FloorServer]]:
+    """`n` floor servers on 127.0.0.1, each a process of its own. Every one is stopped when
+    the block ends."""
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        for _ in range(n):
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "planfence_net.bench.perf.floor"],
+                    stdout=subprocess.PIPE,
+                    stdin=subprocess.DEVNULL,
+                    text=True,
+                )
+            )
+        yield [FloorServer(int(_first_line(proc)), proc.pid) for proc in procs]
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait()
+
+
+def _first_line(proc: subprocess.Popen[str]) -> str:
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line.strip():
+        raise RuntimeError(f"a floor server exited before it listened (exit {proc.wait()})")
+    return line
 
 
 async def _serve() -> None:

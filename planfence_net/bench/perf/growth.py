@@ -10,9 +10,10 @@ measures and stops them; each returns one dict per point, whose keys are the tab
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,12 +21,14 @@ from typing import Any
 import anyio
 
 from ...cluster.folder import ClusterDir
+from ...cluster.pids import read_pid
 from ...core.gate import Action
 from ...executor.pool import SessionPool
 from ...executor.replica import Replica, settle
 from ...executor.runner import GateRunner
 from ...net.api import get_records
 from . import etcd as etcdlib
+from .floor import FloorServer, connect_floor, fan_out_round_trip, floor_servers
 from .latency import (
     EXECUTOR,
     OWNERS,
@@ -160,16 +163,20 @@ async def _etcd_bytes(port: int, plans: list[Plan], n: int = 20) -> dict[int, in
 
 def spans_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row]:
     """One plan of `span_keys` keys spread evenly over 1..32 owners: latency, bytes and client
-    CPU per decision; etcd's gRPC Txn on the same keys, timed in the same rounds."""
+    CPU per decision, and the owners' CPU per decision (every owner process's, summed);
+    etcd's gRPC Txn on the same keys, and the fan-out floor (as many bare floor servers,
+    asked at once: `floor.fan_out_round_trip`), timed in the same rounds."""
     binary = _etcd_wanted(sizes, progress)
     agents = max(sizes.spans) + 1  # the executor and the owners
     rows = []
+    cores = os.cpu_count() or 1
     with (
         tempfile.TemporaryDirectory(prefix="planfence-growth-") as tmp,
         loopback_cluster(Path(tmp) / "cluster", agents=agents) as cdir,
         etcdlib.maybe_loopback_etcd(
             binary, max(etcdlib.DEFAULT_MAX_TXN_OPS, sizes.span_keys)
         ) as port,
+        floor_servers(max(sizes.spans)) as floor,
     ):
         owners = [a.name for a in cdir.roster().agents if a.name != EXECUTOR]
         plans = [
@@ -177,23 +184,47 @@ def spans_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row]:
             for k in sizes.spans
         ]
         progress(f"spans: {agents} owners up, {len(plans)} plans written")
-        timed = _run(time_plans, cdir, plans, sizes.rounds, sizes.per_round, port)
+        floors = {p.plan: floor[:k] for k, p in zip(sizes.spans, plans, strict=True)}
+        timed = _run(time_plans, cdir, plans, sizes.rounds, sizes.per_round, port, floors)
         for k, plan in zip(sizes.spans, plans, strict=True):
-            spread, nbytes, cpu, etcd = timed[plan.plan]
+            t = timed[plan.plan]
             rows.append(
                 {
                     "owners": k,
                     "d": plan.d,
-                    "p50_us": spread.p50,
-                    "p99_us": spread.p99,
-                    "bytes": nbytes,
-                    "client_cpu_us": cpu,
-                    "etcd_p50_us": etcd.p50 if etcd else None,
-                    "etcd_p99_us": etcd.p99 if etcd else None,
-                    "ratio_p50": spread.p50 / etcd.p50 if etcd else None,
+                    "p50_us": t.spread.p50,
+                    "p99_us": t.spread.p99,
+                    "bytes": t.nbytes,
+                    "client_cpu_us": t.client_cpu,
+                    "owner_cpu_us": t.owner_cpu,
+                    "etcd_p50_us": t.etcd.p50 if t.etcd else None,
+                    "etcd_p99_us": t.etcd.p99 if t.etcd else None,
+                    "ratio_p50": t.spread.p50 / t.etcd.p50 if t.etcd else None,
+                    # the least p50 this machine allows: one decision's CPU, both sides,
+                    # spread over every core
+                    "cpu_over_cores_us": (t.client_cpu + t.owner_cpu) / cores,
+                    "floor_p50_us": t.floor.p50 if t.floor else None,
+                    "floor_cpu_us": t.floor_cpu,
+                    "floor_x_etcd": t.floor.p50 / t.etcd.p50 if t.floor and t.etcd else None,
                 }
             )
     return rows
+
+
+@dataclass(frozen=True, slots=True)
+class Timed:
+    """One plan's figures from `time_plans`: its decisions' latency, bytes and client CPU
+    (us) per decision, the owner processes' CPU per decision (us, all of them summed),
+    and, when asked for, etcd's Txn latency and the fan-out floor's (with its CPU per
+    fan-out, us: the client's and the floor servers', summed)."""
+
+    spread: Spread
+    nbytes: int
+    client_cpu: float
+    owner_cpu: float
+    etcd: Spread | None = None
+    floor: Spread | None = None
+    floor_cpu: float | None = None
 
 
 async def _time_plans(
@@ -201,15 +232,20 @@ async def _time_plans(
 ) -> dict[bytes, tuple[Spread, int, float]]:
     """`time_plans` without etcd: latency, bytes and client CPU per decision."""
     timed = await time_plans(cdir, plans, rounds, per_round)
-    return {rid: (spread, nbytes, cpu) for rid, (spread, nbytes, cpu, _) in timed.items()}
+    return {rid: (t.spread, t.nbytes, t.client_cpu) for rid, t in timed.items()}
 
 
 async def time_plans(
-    cdir: ClusterDir, plans: list[Plan], rounds: int, per_round: int, etcd_port: int | None = None
-) -> dict[bytes, tuple[Spread, int, float, Spread | None]]:
+    cdir: ClusterDir,
+    plans: list[Plan],
+    rounds: int,
+    per_round: int,
+    etcd_port: int | None = None,
+    floors: dict[bytes, list[FloorServer]] | None = None,
+) -> dict[bytes, Timed]:
     """Warm decisions of every plan, in rounds (a warm-up round first), each plan's followed
-    by as many etcd Txns on the same keys when `etcd_port` is given: latency, bytes per
-    decision, client CPU per decision (us), and etcd's Txn latency."""
+    by as many etcd Txns on the same keys when `etcd_port` is given, and as many fan-outs to
+    the floor servers `floors` names for the plan (their ports) when given."""
     roster, identity = cdir.roster(), cdir.identity(EXECUTOR)
     replica = await Replica.open(None)
     ids = [rid for p in plans for rid in (p.plan, *p.parts, *p.facts.values())]
@@ -218,9 +254,16 @@ async def time_plans(
     revisions = (
         {p.plan: {k: await etcd.put(k, "v1") for k in p.keys} for p in plans} if etcd else {}
     )
+    floor_clients = {
+        rid: [await connect_floor(s.port) for s in servers]
+        for rid, servers in (floors or {}).items()
+    }
+    owner_pids = [read_pid(cdir, a.name) for a in roster.agents]
+    floor_pids = list({s.pid for servers in (floors or {}).values() for s in servers})
     samples: dict[bytes, list[float]] = {p.plan: [] for p in plans}
     txns: dict[bytes, list[float]] = {p.plan: [] for p in plans}
-    cpu: dict[bytes, float] = {p.plan: 0.0 for p in plans}
+    fans: dict[bytes, list[float]] = {p.plan: [] for p in plans}
+    cpu = {p.plan: [0.0, 0.0, 0.0] for p in plans}  # client, owners, the floor's (s)
     nbytes: dict[bytes, int] = {}
     async with anyio.create_task_group() as tg:
         pool = SessionPool(tg, roster, identity)
@@ -230,7 +273,7 @@ async def time_plans(
                 settle()
             for plan in plans:
                 action = Action(f"p{plan.d}", (plan.plan,), plan.keys)
-                started_cpu = time.process_time()
+                started_cpu, started_owners = time.process_time(), processes_cpu(owner_pids)
                 for _ in range(per_round):
                     started = time.perf_counter()
                     run = await runner.wait_decision(action)
@@ -240,7 +283,8 @@ async def time_plans(
                     if rnd:
                         samples[plan.plan].append(elapsed)
                 if rnd:
-                    cpu[plan.plan] += time.process_time() - started_cpu
+                    cpu[plan.plan][0] += time.process_time() - started_cpu
+                    cpu[plan.plan][1] += processes_cpu(owner_pids) - started_owners
                 nbytes[plan.plan] = run.decision.bytes_sent + run.decision.bytes_received
                 for _ in range(per_round if etcd is not None else 0):
                     assert etcd is not None
@@ -249,17 +293,47 @@ async def time_plans(
                         raise AssertionError(f"etcd Txn d={plan.d} did not succeed")
                     if rnd:
                         txns[plan.plan].append(time.perf_counter() - started)
+                clients = floor_clients.get(plan.plan, [])
+                started_floor = processes_cpu(floor_pids) + time.process_time()
+                for _ in range(per_round if clients else 0):
+                    elapsed = await fan_out_round_trip(clients)
+                    if rnd:
+                        fans[plan.plan].append(elapsed)
+                if rnd:
+                    cpu[plan.plan][2] += processes_cpu(floor_pids) + time.process_time()
+                    cpu[plan.plan][2] -= started_floor
         await pool.aclose()
         tg.cancel_scope.cancel()
     if etcd is not None:
         await etcd.close()
+    for client in (c for cs in floor_clients.values() for c in cs):
+        if client.transport is not None:
+            client.transport.close()
     n = rounds * per_round
     return {
-        rid: (
+        rid: Timed(
             Spread.of(s),
             nbytes[rid],
-            cpu[rid] / n * 1e6,
+            cpu[rid][0] / n * 1e6,
+            cpu[rid][1] / n * 1e6,
             Spread.of(txns[rid]) if txns[rid] else None,
+            Spread.of(fans[rid]) if fans[rid] else None,
+            cpu[rid][2] / n * 1e6 if fans[rid] else None,
         )
         for rid, s in samples.items()
     }
+
+
+def processes_cpu(pids: Sequence[int | None]) -> float:
+    """The CPU seconds (user and system) the processes `pids` have used so far, summed;
+    a process that has gone (or None) counts nothing."""
+    total = 0
+    for pid in pids:
+        if pid is None:
+            continue
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime: clock ticks
+    return total / os.sysconf("SC_CLK_TCK")

@@ -41,7 +41,7 @@ from ...executor.runner import GateRunner
 from ...net.api import get_records
 from ...net.client import open_session
 from . import etcd as etcdlib
-from .floor import FloorClient, connect_floor
+from .floor import FloorClient, connect_floor, floor_servers
 from .load import owner_load
 
 OWNERS = ("reqs", "inventory")  # the d keys are split evenly over these two
@@ -170,18 +170,8 @@ def loopback_cluster(root: Path, agents: int = 3) -> Iterator[ClusterDir]:
 
 @contextmanager
 def _floor_server() -> Iterator[int]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "planfence_net.bench.perf.floor"],
-        stdout=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        yield int(proc.stdout.readline())
-    finally:
-        proc.terminate()
-        proc.wait()
+    with floor_servers(1) as servers:
+        yield servers[0].port
 
 
 def _etcd_version(binary: str) -> str:
