@@ -55,6 +55,17 @@ def test_a_line_names_the_decision_the_drift_its_writer_and_the_replan(tmp_path:
     assert log.statistics() == {"failed_writes": 0, "last_failure": ""}
 
 
+def test_any_key_or_name_makes_a_line_json_reads_back(tmp_path: Path) -> None:
+    """The line is written field by field: quotes, backslashes, control characters and
+    non-ASCII text in a key, an action name or a detail come back as they were."""
+    odd = 'req/"q"\\n\nß\x1b[31m\u202e'
+    log = DecisionLog.in_folder(tmp_path, "ops", lambda key: "reqs" if key == odd else None)
+    weird = Decision(odd, "blocked", None, odd, False, {}, {}, {odd: (OLD, NEW)}, 1, 0, 0, 0.0)
+    entry = json.loads(log.line(weird, [PLAN]))
+    assert (entry["action"], entry["detail"], entry["reason"]) == (odd, odd, None)
+    assert entry["drift"] == [{"key": odd, "from": OLD.hex(), "to": NEW.hex(), "owner": "reqs"}]
+
+
 def test_a_log_that_cannot_be_opened_or_written_drops_the_line_and_never_raises(
     tmp_path: Path,
 ) -> None:
