@@ -1,12 +1,14 @@
 """What an executor decided, end to end on five real owners on 127.0.0.1: its `gate` lines in
 its decision log (`executor.decisionlog`), `planfence view --json` (the executor row: the
-replan and the writer of the drift) and `planfence logs` (merged, by agent, `--event gate`);
+replan and the writer of the drift) and `planfence logs` (following a log that appears after it
+started, merged, by agent, `--event gate`);
 `planfence authorize` logs its decisions too, on both of its paths."""
 
 from __future__ import annotations
 
 import json
 import re
+import select
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ import anyio
 import pytest
 
 from support.cluster import PLANFENCE, ClusterHandle
-from support.workspace import run_cli
+from support.workspace import run_cli, stop
 
 from .scenario import DEPS, Replanned, executor_replans
 
@@ -53,10 +55,23 @@ def expected_line(done: Replanned) -> dict[str, Any]:
 def test_a_replanned_decision_is_in_its_log_the_view_and_planfence_logs(
     live_cluster: ClusterHandle,
 ) -> None:
-    done = anyio.run(executor_replans, live_cluster)
-    assert done.run.decision.round_trips >= 2  # the drifting round and the one after the replan
-    (line,) = gate_lines(live_cluster.path)
-    assert {k: v for k, v in line.items() if k != "ts"} == expected_line(done)
+    follow = subprocess.Popen(  # started before the executor has a log: it follows it
+        [str(PLANFENCE), "logs", str(live_cluster.path), "--follow", "--event", "gate", "--json"],
+        stdout=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        done = anyio.run(executor_replans, live_cluster)
+        assert done.run.decision.round_trips >= 2  # the drifting round, the one after the replan
+        (line,) = gate_lines(live_cluster.path)
+        assert {k: v for k, v in line.items() if k != "ts"} == expected_line(done)
+        assert follow.stdout is not None
+        ready, _, _ = select.select([follow.stdout], [], [], 15.0)
+        assert ready, "planfence logs --follow never printed the executor's line"
+        assert json.loads(follow.stdout.readline()) == line
+    finally:
+        stop(follow)
 
     code, out, err = run_cli("view", "--cluster", live_cluster.path, "--json", "--once")
     assert (code, err) == (0, "")
