@@ -105,7 +105,10 @@ def authorize(
             tg.cancel_scope.cancel()
         return run.decision
 
-    decision = run_async(decide)
+    try:
+        decision = run_async(decide)
+    finally:
+        log.close()
     if json_out:
         echo_json(decision.to_json())
     else:

@@ -231,7 +231,9 @@ def decide_once(args: AuthorizeArgs) -> Decision:
     decision = decide(roster, identity, action, _link_addresses(cdir), args.timeout)
     from ..executor.decisionlog import DecisionLog  # the click command's log, as it writes it
 
-    DecisionLog.in_folder(cdir.root, identity.name, roster.owner_of).write(decision, args.roots)
+    log = DecisionLog.in_folder(cdir.root, identity.name, roster.owner_of)
+    log.write(decision, args.roots)
+    log.close()
     return decision
 
 
