@@ -246,10 +246,11 @@ class Team:
         it replanned and onto which plan ids, its rounds, stall and bytes."""
         row = self._executor(executor)
         outcome = line.get("outcome")
-        drift = [self._drifted(d) for d in line.get("drift") or [] if isinstance(d, dict)][:64]
-        new_roots = [r for r in line.get("new_roots") or [] if isinstance(r, str)][:16]
+        drift = [self._drifted(d) for d in _list(line.get("drift")) if isinstance(d, dict)][:64]
+        new_roots = [r for r in _list(line.get("new_roots")) if isinstance(r, str)][:16]
         decision = {
-            **_pick(line, "ts", "action", "outcome", "reason", "rounds", "stall_ms", "bytes"),
+            **_pick(line, "ts", "action", "outcome", "reason"),
+            **{k: v for k in ("rounds", "stall_ms", "bytes") if _number(v := line.get(k))},
             "replanned": line.get("replanned") is True,
             "new_roots": new_roots,
             "drift": drift,
@@ -382,3 +383,13 @@ class Team:
 
 def _pick(line: dict[str, Any], *names: str) -> dict[str, Any]:
     return {name: line[name] for name in names if name in line}
+
+
+def _list(value: Any) -> list[Any]:
+    """`value` when it is a list, else [] (a line is data, never trusted)."""
+    return value if isinstance(value, list) else []
+
+
+def _number(value: Any) -> bool:
+    """Whether `value` is a number (an int or a float, not a bool)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)

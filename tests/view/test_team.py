@@ -227,6 +227,11 @@ def test_an_executors_decision_lines_show_what_it_decided_and_who_wrote_the_drif
          "from_seq": 1, "to_seq": 6}
     ]  # fmt: skip
     assert "ops" not in team.owners
+    team.feed({"event": "gate", "agent": "ops", "drift": 7, "new_roots": "p9", "replanned": 1,
+               "stall_ms": "9 ms", "rounds": True})  # fmt: skip
+    ops = by_type(team.take(), "executor")["ops"]  # a malformed line only counts
+    assert (ops["decisions"], ops["replanned"], ops["last_stall_ms"]) == (4, 2, None)
+    assert ops["decided"][-1] == {"replanned": False, "new_roots": [], "drift": []}
 
 
 def test_the_overlap_names_the_files_two_plans_share() -> None:
