@@ -84,6 +84,7 @@ def authorize(
 
     from ..cluster.processes import link_addresses
     from ..core.gate import Action
+    from ..executor.decisionlog import DecisionLog
     from ..executor.pool import SessionPool
     from ..executor.replica import Replica
     from ..executor.runner import GateRunner
@@ -93,17 +94,21 @@ def authorize(
     roster = cdir.roster()
     identity = identity_for(cdir, as_agent)
     action = Action(name, tuple(resolve_ids(cdir, root)), tuple(dep))
+    log = DecisionLog.in_folder(cdir.root, identity.name, roster.owner_of)  # the view reads it
 
     async def decide() -> Decision:
         async with anyio.create_task_group() as tg:
             pool = SessionPool(tg, roster, identity, link_addresses(cdir))
-            runner = GateRunner(pool, await Replica.open(None), timeout=seconds)
+            runner = GateRunner(pool, await Replica.open(None), timeout=seconds, log=log)
             run = await runner.wait_decision(action)
             await pool.aclose()
             tg.cancel_scope.cancel()
         return run.decision
 
-    decision = run_async(decide)
+    try:
+        decision = run_async(decide)
+    finally:
+        log.close()
     if json_out:
         echo_json(decision.to_json())
     else:

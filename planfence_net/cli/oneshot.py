@@ -216,7 +216,9 @@ def authorize(args: AuthorizeArgs) -> int:
 
 
 def decide_once(args: AuthorizeArgs) -> Decision:
-    """Read the cluster folder as the click command does, then decide (module docstring)."""
+    """Read the cluster folder as the click command does, decide (module docstring) and
+    append the decision to the executor's decision log (`executor.decisionlog`), as the click
+    command does."""
     from pathlib import Path
 
     from ..cluster.folder import ClusterDir
@@ -226,7 +228,13 @@ def decide_once(args: AuthorizeArgs) -> Decision:
     roster = cdir.roster()
     identity = cdir.identity(args.as_agent or roster.agents[0].name)
     action = Action(args.name, args.roots, args.deps)
-    return decide(roster, identity, action, _link_addresses(cdir), args.timeout)
+    decision = decide(roster, identity, action, _link_addresses(cdir), args.timeout)
+    from ..executor.decisionlog import DecisionLog  # the click command's log, as it writes it
+
+    log = DecisionLog.in_folder(cdir.root, identity.name, roster.owner_of)
+    log.write(decision, args.roots)
+    log.close()
+    return decision
 
 
 def _link_addresses(cdir: ClusterDir) -> dict[str, tuple[str, int]]:

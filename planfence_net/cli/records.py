@@ -34,6 +34,9 @@ from .support import (
 from .text import to_jsonable
 
 if TYPE_CHECKING:  # the commands import the library in their bodies: `put --help` loads none
+    from collections.abc import Iterator
+    from typing import Any
+
     from ..cluster.folder import ClusterDir
     from ..core.identity import Identity
     from ..core.roster import Roster
@@ -285,12 +288,14 @@ def logs(
     json_out: bool = JsonOpt,
 ) -> None:
     """Print an owner's structured log (connections, handshakes, requests, puts, errors), or
-    with --shaper the output of the shaper in front of it.
+    with --shaper the output of the shaper in front of it. The decisions the agent made as an
+    executor (`gate` lines, logs/executors/AGENT.jsonl) are merged in by time.
 
-    Without AGENT, every owner's log as one stream, merged by time, each line starting with
-    its agent; with --follow, new lines of every owner as they come, until Ctrl-C.
+    Without AGENT, every owner's and executor's log as one stream, merged by time, each line
+    starting with its agent; with --follow, new lines of every log as they come, until Ctrl-C.
     """
     from ..cluster.processes import shaper_name
+    from ..executor.decisionlog import decision_log_path, executor_logs
     from ..owners.logs import EVENTS, format_event, read_events, read_lines, read_merged
 
     cdir = cluster_dir(path)
@@ -306,9 +311,9 @@ def logs(
     width = max(len(name) for name in roster.names)
     try:
         if agent is None:
-            merged = read_merged(
-                {name: cdir.log(name) for name in roster.names}, event=event, follow=follow
-            )
+            paths = {name: cdir.log(name) for name in roster.names}
+            paths |= executor_logs(cdir.root, roster.names)  # the executors' decisions
+            merged = read_merged(paths, event=event, follow=follow)
             for entry in merged:
                 if json_out:
                     click.echo(json.dumps(entry))
@@ -317,11 +322,15 @@ def logs(
                     click.echo(f"{who:<{width}} {format_event(entry)}")
             return
         source = cdir.out(shaper_name(agent)) if shaper else cdir.log(agent)
-        entries = (
-            ({"agent": agent, "line": line} for line in read_lines(source, follow))
-            if shaper
-            else read_events(source, event=event, follow=follow)
-        )
+        decisions = decision_log_path(cdir.root, agent)  # the agent's own, as an executor
+        entries: Iterator[dict[str, Any]]
+        if shaper:
+            entries = ({"agent": agent, "line": line} for line in read_lines(source, follow))
+        elif decisions.exists():
+            logs = {agent: source, f"{agent} executor": decisions}
+            entries = read_merged(logs, event=event, follow=follow)
+        else:
+            entries = read_events(source, event=event, follow=follow)
         for entry in entries:
             if json_out:
                 click.echo(json.dumps(entry))

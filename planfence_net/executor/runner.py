@@ -29,6 +29,7 @@ from ..core.records import Record
 from ..core.roster import Roster
 from ..core.timeouts import DEFAULT_TIMEOUT
 from ..net.client import Reply, Session
+from .decisionlog import DecisionLog
 from .pool import SessionPool
 from .replica import Replica
 
@@ -62,6 +63,7 @@ class GateRunner:
     bench's baselines ask a central store, or fetch changed records after the heads answer):
     a runner is extended by the steps it is handed, not by subclassing. Runners handed one
     replica (the executors of one process) share its records, walks and fetches in flight.
+    `log`, when given, gets a line per decision (`decisionlog`); without it nothing is logged.
     """
 
     def __init__(
@@ -73,8 +75,10 @@ class GateRunner:
         timeout: float = DEFAULT_TIMEOUT,
         fetch: FetchStep | None = None,
         query: QueryStep | None = None,
+        log: DecisionLog | None = None,
     ) -> None:
         self.pool = pool
+        self.log = log
         self.replica = replica
         self.roster: Roster = pool.roster
         self.clock = clock
@@ -129,7 +133,10 @@ class GateRunner:
             return roots
 
         decision = await drive(gate, fetch, query, replanned, traffic=self.pool.traffic)
-        return GateRun(decision, planning, roots)
+        run = GateRun(decision, planning, roots)
+        if self.log is not None:
+            self.log.write(decision, action.roots, roots, run.stall)
+        return run
 
     async def fetch(self, ids: tuple[bytes, ...], deadline: float | None = None) -> Fetched:
         """Get `ids` into the replica, until found or `deadline` (anyio's clock; default

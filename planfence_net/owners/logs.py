@@ -30,6 +30,7 @@ EVENTS = (
     "decision",  # the central store's record of a validated action (bench/policies/central.py)
     "mcp_proxy",  # an MCP proxy's owner started (mcp/owner.py)
     "check",  # a plan's check, appended by the hook or `workspace check` (workspace/plans/checklog.py)
+    "gate",  # an executor's decision, in its own log (executor/decisionlog.py: logs/executors/)
     "error",
     "subscriber_dropped",
     "disconnected",

@@ -1,7 +1,9 @@
-"""The one collector under every reader: it follows a cluster folder's owner logs, folds them
-(`team.Team`) and hands the rows that changed to its subscribers.
+"""The one collector under every reader: it follows a cluster folder's owner logs and its
+executors' decision logs, folds them (`team.Team`) and hands the rows that changed to its
+subscribers.
 
-`Collector.run` reads every `logs/*.jsonl` of the folder from the start, then follows them
+`Collector.run` reads every `logs/*.jsonl` and `logs/executors/*.jsonl` (the executors'
+decisions, `executor.decisionlog`) of the folder from the start, then follows them
 (each POLL seconds it reads what was appended, whole lines only, new log files too), and
 publishes the changed rows as one batch per round. The bodies a put line does not carry
 (plans, intents, branch and HEAD facts) are fetched from their owners by a task of their own,
@@ -41,7 +43,7 @@ Batch = list[dict[str, Any]]
 
 
 class Collector:
-    """Follows the owner logs of the cluster folder `cdir` (see module doc)."""
+    """Follows the owner and executor logs of the cluster folder `cdir` (see module doc)."""
 
     def __init__(self, cdir: ClusterDir, poll: float = POLL, fetch: bool = True) -> None:
         self.cdir = cdir
@@ -85,7 +87,8 @@ class Collector:
 
     def round(self) -> Batch:
         """Read what the logs gained, fold it, publish the changed rows; returns them."""
-        for path in sorted((self.cdir.root / "logs").glob("*.jsonl")):
+        logs = self.cdir.root / "logs"
+        for path in [*sorted(logs.glob("*.jsonl")), *sorted(logs.glob("executors/*.jsonl"))]:
             for line in self._new_lines(path):
                 self._feed(line)
         batch = self.team.take()

@@ -12,7 +12,12 @@ Each row has a `type` and an `id`; a reader keeps the newest row of each (type, 
     {"type": "owner", "id", "agent", "address", "root", "keys", "puts", "requests",
      "decisions"}
     {"type": "executor", "id", "peer", "validations", "drifted", "recent": [{"ts", "owner",
-     "keys", "outcome", "moved": [{"key", "from", "to"}, ...]}, ...]}
+     "keys", "outcome", "moved": [{"key", "from", "to"}, ...]}, ...],
+     "decisions", "authorized", "blocked", "replanned", "decided": [DECISION, ...],
+     "last_drift": DECISION | null, "last_stall_ms"}
+    DECISION = {"ts", "action", "outcome", "reason", "rounds", "stall_ms", "bytes",
+     "replanned", "new_roots", "drift": [{"key", "from", "to", "owner", "from_seq",
+     "to_seq"}, ...]}
     {"type": "overlap", "id": "overlap", "plans", "cells": [[i, j, [file, ...]], ...]}
     {"type": "status", "id": "status", "text", "plans", "stale", "blocked", "sessions",
      "states": {session: state}, "lines"}
@@ -25,7 +30,10 @@ recorded (status facts aside: they only inform), else `working`.
 An executor row is a peer that asked owners for heads (the gate's validation: the cluster's
 executors, and the hook, which asks as its roster member): how many validations, how many
 were shown a drift (a key whose head moved since the peer's previous look, `from` and `to`
-the key's seqs), and the recent ones.
+the key's seqs), and the recent ones; and, from its own decision log, what it decided: how
+many decisions, authorized, blocked and replanned, the recent ones (`decided`, oldest first),
+the last one that found a drift (each key from the plan's id to the head's, `owner` the
+writer of the head, the seqs when the owners' logs named the ids) and the last stall.
 """
 
 from __future__ import annotations
@@ -47,9 +55,7 @@ def row(team: Team, kind: str, rid: str) -> dict[str, Any] | None:
     if kind == "owner" and rid in team.owners:
         return owner_row(team, rid)
     if kind == "executor" and rid in team.executors:
-        found = team.executors[rid]
-        return {"type": "executor", "id": rid, "peer": rid, "validations": found["validations"],
-                "drifted": found["drifted"], "recent": list(found["recent"])}  # fmt: skip
+        return executor_row(team, rid)
     if kind == "block":
         return next((b for b in team.blocks if b["id"] == rid), None)
     if kind == "overlap":
@@ -162,6 +168,26 @@ def owner_row(team: Team, agent: str) -> dict[str, Any]:
         "puts": list(owner["puts"]),
         "requests": list(owner["requests"]),
         "decisions": list(owner["decisions"]),
+    }
+
+
+def executor_row(team: Team, peer: str) -> dict[str, Any]:
+    found = team.executors[peer]
+    decided = list(found["decided"])
+    return {
+        "type": "executor",
+        "id": peer,
+        "peer": peer,
+        "validations": found["validations"],
+        "drifted": found["drifted"],
+        "recent": list(found["recent"]),
+        "decisions": found["decisions"],
+        "authorized": found["authorized"],
+        "blocked": found["blocked"],
+        "replanned": found["replanned"],
+        "decided": decided,
+        "last_drift": found["last_drift"],
+        "last_stall_ms": decided[-1].get("stall_ms") if decided else None,
     }
 
 

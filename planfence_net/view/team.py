@@ -3,7 +3,8 @@
 `Team.feed(line)` takes one JSON line of a cluster folder's owner logs (`logs/OWNER.jsonl`:
 the owners' `put` lines, the `check` and `session_end` lines the hook appends, the owners' `request` lines (who asked
 for what: an executor's validation is a `heads`), `workspace`, `listening` and the central
-store's `decision`s) and `Team.body(id, body)` the body of a record the collector
+store's `decision`s) or of its executors' decision logs (`logs/executors/NAME.jsonl`: one
+`gate` line per decision, `executor.decisionlog`) and `Team.body(id, body)` the body of a record the collector
 fetched (plans, intents, branch and HEAD facts: a put line names a record, not its content).
 Each marks the rows it changed; `Team.take()` returns those rows, as the typed events every
 reader shows (the page, the TUI, `planfence view --json`), and `Team.rows()` all of them
@@ -17,6 +18,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..executor.decisionlog import EVENT as GATE
 from . import rows
 
 PLAN_PREFIX = "plan/"
@@ -86,7 +88,7 @@ class Team:
         self.blocks: deque[dict[str, Any]] = deque(maxlen=BLOCKS)
         self.owners: dict[str, dict[str, Any]] = {}
         self.roots: dict[str, str] = {}  # workspace agent -> its worktree
-        self.executors: dict[str, dict[str, Any]] = {}  # peer -> its validations (`_validation`)
+        self.executors: dict[str, dict[str, Any]] = {}  # peer -> `_validation`s, `_gate`s
         self._looked: dict[tuple[str, str], str] = {}  # (peer, key) -> head at its last look
         self.lines = 0
         self._dirty: dict[tuple[str, str], None] = {}
@@ -97,6 +99,10 @@ class Team:
         """Fold one log line (any event; unknown ones only count)."""
         self.lines += 1
         event, agent = line.get("event"), str(line.get("agent") or "")
+        if event == GATE:  # an executor's decision: its agent is no owner
+            if agent:
+                self._gate(line, agent)
+            return
         owner = self._owner(agent) if agent else None
         if event == "put" and isinstance(line.get("id"), str) and isinstance(line.get("key"), str):
             self._put(line, agent)
@@ -214,8 +220,8 @@ class Team:
         """A `heads` request of `peer` at `owner`: an executor's validation (the gate asks
         each owner for the heads of the plan's keys). Kept with the keys whose head moved
         since the peer's previous look at them (their put lines came between the two, in the
-        owner's own log): the drift the executor was shown, as the logs say it; whether it
-        then replanned is the executor's and is not in an owner's log."""
+        owner's own log): the drift the executor was shown, as the owners' logs say it; what
+        it then decided (and whether it replanned) is in its own decision log (`_gate`)."""
         peer = line["peer"]
         keys = [k for k in line.get("keys", []) if isinstance(k, str)][:64]
         moved = []
@@ -225,15 +231,65 @@ class Team:
                 moved.append({"key": key, "from": self.puts[before].seq, "to": self.puts[head].seq})
             if head is not None:
                 self._looked[(peer, key)] = head
-        row = self.executors.setdefault(
-            peer, {"validations": 0, "drifted": 0, "recent": deque(maxlen=RECENT)}
-        )
+        row = self._executor(peer)
         row["validations"] += 1
         row["drifted"] += bool(moved)
         row["recent"].append(
             {"ts": line.get("ts"), "owner": owner, "keys": len(keys), "outcome": line.get("outcome"), "moved": moved}
         )  # fmt: skip
         self._mark("executor", peer)
+
+    def _gate(self, line: dict[str, Any], executor: str) -> None:
+        """A `gate` line of `executor`'s decision log: what it decided (authorized or
+        blocked, and why), the drift it found (each key from the plan's version to the head,
+        by the key's owner, with both seqs when the owners' put lines named the ids), whether
+        it replanned and onto which plan ids, its rounds, stall and bytes."""
+        row = self._executor(executor)
+        outcome = line.get("outcome")
+        drift = [self._drifted(d) for d in _list(line.get("drift")) if isinstance(d, dict)][:64]
+        new_roots = [r for r in _list(line.get("new_roots")) if isinstance(r, str)][:16]
+        decision = {
+            **_pick(line, "ts", "action", "outcome", "reason"),
+            **{k: v for k in ("rounds", "stall_ms", "bytes") if _number(v := line.get(k))},
+            "replanned": line.get("replanned") is True,
+            "new_roots": new_roots,
+            "drift": drift,
+        }
+        row["decisions"] += 1
+        row["authorized"] += outcome == "authorized"
+        row["blocked"] += outcome == "blocked"
+        row["replanned"] += decision["replanned"]
+        row["decided"].append(decision)
+        if drift:
+            row["last_drift"] = decision
+        self._mark("executor", executor)
+
+    def _drifted(self, d: dict[str, Any]) -> dict[str, Any]:
+        """One drifted key of a `gate` line, with the seqs of its two ids when known and its
+        writer: the line's `owner`, else the agent whose put line wrote the new head."""
+        old, new = self.puts.get(str(d.get("from"))), self.puts.get(str(d.get("to")))
+        return {
+            **_pick(d, "key", "from", "to"),
+            "owner": d.get("owner") or (new.owner if new is not None else None),
+            "from_seq": old.seq if old is not None else None,
+            "to_seq": new.seq if new is not None else None,
+        }
+
+    def _executor(self, peer: str) -> dict[str, Any]:
+        return self.executors.setdefault(
+            peer,
+            {
+                "validations": 0,
+                "drifted": 0,
+                "recent": deque(maxlen=RECENT),
+                "decisions": 0,
+                "authorized": 0,
+                "blocked": 0,
+                "replanned": 0,
+                "decided": deque(maxlen=RECENT),
+                "last_drift": None,
+            },
+        )
 
     def _session_end(self, line: dict[str, Any]) -> None:
         """The session of a `session_end` line ended, with every subagent of it (a session
@@ -327,3 +383,13 @@ class Team:
 
 def _pick(line: dict[str, Any], *names: str) -> dict[str, Any]:
     return {name: line[name] for name in names if name in line}
+
+
+def _list(value: Any) -> list[Any]:
+    """`value` when it is a list, else [] (a line is data, never trusted)."""
+    return value if isinstance(value, list) else []
+
+
+def _number(value: Any) -> bool:
+    """Whether `value` is a number (an int or a float, not a bool)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)

@@ -4,7 +4,9 @@ stream like the page: it upserts the rows it is given and draws them.
 Tables of sessions (state by colour: working green, blocked red and bold, stale yellow, ended
 grey), blocks (newest first, with the writer of each drifted file and the diff), plans and
 owners (last put, request, check or decision), executors (validations, and the drift each
-was shown); selecting a block or a plan (Enter, or a click) shows its lineage below. `q` quits.
+was shown; from their own logs: decisions, authorized, blocked, replanned, the last decision,
+the last drift found with the writer of each head, the last stall); selecting a block or a
+plan (Enter, or a click) shows its lineage below. `q` quits.
 """
 
 from __future__ import annotations
@@ -79,8 +81,10 @@ class ViewApp(App[None]):
             "owner", "address", "keys", "last put", "last request", "last check or decision"
         )
         self.query_one("#executors", DataTable).add_columns(
-            "executor", "validations", "shown a drift", "last validation", "last drift"
-        )
+            "executor", "validations", "shown a drift", "last validation", "last drift",
+            "decisions", "authorized", "blocked", "replanned", "last decision",
+            "last drift found (writer)", "last stall",
+        )  # fmt: skip
         self.run_worker(self._follow(), exclusive=True)
 
     async def _follow(self) -> None:
@@ -181,6 +185,12 @@ class ViewApp(App[None]):
                 str(e["drifted"]),
                 f"{last.get('keys')} keys at {last.get('owner')}: {last.get('outcome')}" if last else "",
                 Text(", ".join(f"{m['key']} seq {m['from']}->{m['to']}" for m in drift), style="yellow"),
+                str(e["decisions"]), str(e["authorized"]),
+                Text(str(e["blocked"]), style="bold red" if e["blocked"] else ""),
+                str(e["replanned"]),
+                _decided(e["decided"][-1]) if e["decided"] else Text(""),
+                Text(_drift_found(e["last_drift"]), style="yellow"),
+                "" if e["last_stall_ms"] is None else f"{e['last_stall_ms']:.1f} ms",
                 key=e["id"],
             )  # fmt: skip
 
@@ -220,6 +230,30 @@ def _decision(d: dict[str, Any]) -> Text:
     what = "blocked" if d.get("exit") == 2 else str(d.get("outcome") or "allowed")
     return Text(f"{d.get('plan') or d.get('action') or ''} {what} {d.get('class') or ''}",
                 style="bold red" if what == "blocked" else "")  # fmt: skip
+
+
+def _decided(d: dict[str, Any]) -> Text:
+    """`ship authorized, replanned onto 1a2b3c4d5e`, `ship blocked (changed_again)`."""
+    outcome = str(d.get("outcome") or "")
+    said = f"{d.get('action')} {outcome}" + (f" ({d.get('reason')})" if d.get("reason") else "")
+    if d.get("replanned"):
+        said += ", replanned onto " + ", ".join(str(r)[:10] for r in d.get("new_roots", []))
+    return Text(said, style="bold red" if outcome == "blocked" else "")
+
+
+def _drift_found(d: dict[str, Any] | None) -> str:
+    """`req/order seq 1->2 by reqs` for each key of the decision's drift (ids when the seqs
+    are not known)."""
+    if not d:
+        return ""
+    moved = []
+    for m in d["drift"]:
+        known = m.get("from_seq") is not None and m.get("to_seq") is not None
+        span = f"seq {m['from_seq']}->{m['to_seq']}" if known else (
+            f"{str(m.get('from'))[:10]}->{str(m.get('to'))[:10]}"
+        )  # fmt: skip
+        moved.append(f"{m.get('key')} {span} by {m.get('owner') or 'unknown writer'}")
+    return f"{d.get('action')}: " + ", ".join(moved)
 
 
 def _writer(w: dict[str, Any]) -> str:

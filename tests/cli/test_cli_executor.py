@@ -168,3 +168,12 @@ def test_scenario_runs_on_a_running_cluster_without_a_central_store(live_cluster
     assert any(
         e["peer"] == "ops" and e["op"] == "heads" for e in live_cluster.events("reqs", "request")
     )
+    # and its own decision log what it decided: each gated action replanned once, authorized
+    log = live_cluster.path / "logs" / "executors" / "ops.jsonl"
+    gates = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(gates) == 2 * 2 * 3  # two runs, allkeys and planfence, three families each
+    assert {g["action"].rsplit("/", 1)[1] for g in gates} == {"allkeys", "planfence"}
+    assert {(g["outcome"], g["replanned"], len(g["new_roots"])) for g in gates} == {
+        ("authorized", True, 1)
+    }
+    assert all(d["owner"] == "reqs" for g in gates for d in g["drift"]) and gates[0]["drift"]

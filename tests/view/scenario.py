@@ -15,8 +15,13 @@ step_read_only  C reads web/src/lib.py and nothing more
 end_session  Claude Code's SessionEnd of a session, through the installed hook, which logs
              its `session_end` line
 
+executor_replans  on the five-owner cluster of `live_cluster`: executor `ops`, logging its
+             decisions to the cluster folder, validates a plan whose requirement was
+             revised after planning; it replans once and is authorized (`Replanned`)
+
 The block's `writers` field (who changed each drifted file, and the diff) is the hook's own:
-the readers are tested on the line it wrote, never on one this module makes.
+the readers are tested on the line it wrote, never on one this module makes; so are the
+executor's `gate` line (its decision log's own) and the owners' put lines.
 """
 
 from __future__ import annotations
@@ -29,6 +34,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
+
+from planfence_net.bench.policies.writers import OwnerWriter
+from planfence_net.core.gate import Action
+from planfence_net.core.records import Record
+from planfence_net.executor.decisionlog import DecisionLog
+from planfence_net.executor.pool import SessionPool
+from planfence_net.executor.replica import Replica
+from planfence_net.executor.runner import GateRun, GateRunner
 from support.cluster import PLANFENCE, ClusterHandle
 from support.workspace import payload, run_cli, served_team, stop, write
 
@@ -186,3 +200,52 @@ def view_page(cluster: Path) -> Iterator[str]:
         yield line.split(": ", 1)[1].strip()
     finally:
         stop(proc)
+
+
+DEPS = ("req/order", "inv/stock")
+GATE_TIMEOUT = 10.0  # seconds of coordination for the executor's decision (a busy machine)
+
+
+@dataclass
+class Replanned:
+    """The records of `executor_replans` and the executor's run: r3 the requirement the plan
+    read, r4 its revision, `plan` the stale plan, `new_plan` the replanned one."""
+
+    r3: Record
+    r4: Record
+    fact: Record
+    plan: Record
+    new_plan: Record
+    run: GateRun
+
+
+async def executor_replans(cluster: ClusterHandle, action: str = "ship") -> Replanned:
+    """Executor `ops`, with its decision log in the cluster folder, validates `plan/ship`
+    (from r3 and a fact) after r3 was revised to r4: the gate finds the drift, `ops` replans
+    once from r4 and the new plan is authorized. Asserts that much."""
+    roster = cluster.roster
+    async with anyio.create_task_group() as tg:
+        writer = OwnerWriter(tg, roster, cluster.identity)
+        pool = SessionPool(tg, roster, cluster.identity("ops"))
+        log = DecisionLog.in_folder(cluster.path, "ops", roster.owner_of)
+        runner = GateRunner(pool, await Replica.open(None), timeout=GATE_TIMEOUT, log=log)
+        r3 = await writer.put("req/order", {"qty": 3})
+        fact = await writer.put("inv/stock", {"on_hand": 40})
+        plan = await writer.put("plan/ship", {"steps": ["ship 3"]}, (r3.id, fact.id), "plan")
+        r4 = await writer.put("req/order", {"qty": 4})  # the revision the plan never saw
+        replanned: list[Record] = []
+
+        async def replan(action: Action, changed: tuple[Record, ...]) -> list[bytes]:
+            assert [r.id for r in changed] == [r4.id]
+            body = {"steps": ["ship 4"]}
+            replanned.append(await writer.put("plan/ship", body, (r4.id, fact.id), "plan"))
+            return [replanned[-1].id]
+
+        run = await runner.wait_decision(Action(action, (plan.id,), DEPS), replan)
+        log.close()
+        await pool.aclose()
+        await writer.aclose()
+        tg.cancel_scope.cancel()
+    assert (run.decision.outcome, run.decision.replanned) == ("authorized", True), run.decision
+    assert run.decision.drift == {"req/order": (r3.id, r4.id)}
+    return Replanned(r3, r4, fact, plan, replanned[0], run)

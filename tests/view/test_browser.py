@@ -18,12 +18,15 @@ from pathlib import Path
 
 import pytest
 
+from support.cluster import ClusterHandle
+
 from .scenario import (
     A,
     B,
     C,
     block_line,
     end_session,
+    executor_replans,
     installed,
     step_drift,
     step_read_only,
@@ -147,3 +150,29 @@ def test_the_page_shows_the_team_live(tmp_path: Path, browser: object) -> None:
         assert "claude" in session_row(C) and "web" in session_row(C)
         assert style(f'#sessions tr[data-id="{C}"]', "color") == GREY
         assert driver.execute_script("return window.pfLoaded") == "first load"
+
+
+def test_the_page_shows_an_executors_replan_and_the_writer_of_its_drift(
+    live_cluster: ClusterHandle, browser: object
+) -> None:
+    import anyio
+    from selenium.webdriver.remote.webdriver import WebDriver
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver = browser
+    assert isinstance(driver, WebDriver)
+    with view_page(live_cluster.path) as url:
+        driver.get(url)
+        done = anyio.run(executor_replans, live_cluster)  # the page is open: it comes in live
+
+        def gate_text(_: object) -> str:
+            found = driver.execute_script(
+                "const e = document.querySelector('#executors [data-peer=\"ops\"] .gate');"
+                "return e ? e.innerText : ''"
+            )
+            return str(found)
+
+        shown = WebDriverWait(driver, 10).until(gate_text)
+        assert shown.startswith("1 decision · 1 authorized · 0 blocked · 1 replanned · last stall ")
+        assert f"last: ship authorized, replanned onto {done.new_plan.id.hex()[:10]}" in shown
+        assert f"drift found by ship: req/order seq {done.r3.seq} → {done.r4.seq} by reqs" in shown

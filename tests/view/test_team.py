@@ -183,6 +183,57 @@ def test_an_executors_validations_show_the_drift_it_was_shown() -> None:
     ]
 
 
+def test_an_executors_decision_lines_show_what_it_decided_and_who_wrote_the_drift() -> None:
+    team = team_with_a_plan()
+    team.feed(put("api:file/src/lib.py", "f2", 6))
+    team.take()
+
+    def gate(ts: float, outcome: str, reason: str | None, **more: Any) -> dict[str, Any]:
+        return {"ts": ts, "agent": "ops", "event": "gate", "action": "ship", "outcome": outcome,
+                "reason": reason, "detail": "", "drift": [], "replanned": False,
+                "roots": ["p1"], "new_roots": [], "rounds": 1, "stall_ms": 0.5, "bytes": 300,
+                **more}  # fmt: skip
+
+    drift = [{"key": "api:file/src/lib.py", "from": "f1", "to": "f2", "owner": "api"}]
+    team.feed(gate(2.0, "authorized", None, drift=drift, replanned=True, new_roots=["p2"],
+                   rounds=3, stall_ms=4.25))  # fmt: skip
+    team.feed(gate(3.0, "blocked", "changed_again", drift=[{"key": "k", "from": "x", "to": "y"}],
+                   replanned=True, new_roots=["p3"]))  # fmt: skip
+    team.feed(gate(4.0, "authorized", None, stall_ms=0.75))
+    changed = team.take()
+    assert [(r["type"], r["id"]) for r in changed] == [("executor", "ops")]  # no owner row
+    ops = by_type(changed, "executor")["ops"]
+    counts = ("decisions", "authorized", "blocked", "replanned", "validations", "last_stall_ms")
+    assert {k: ops[k] for k in counts} == {
+        "decisions": 3,
+        "authorized": 2,
+        "blocked": 1,
+        "replanned": 2,
+        "validations": 0,
+        "last_stall_ms": 0.75,
+    }
+    assert [(d["outcome"], d["reason"], d["new_roots"]) for d in ops["decided"]] == [
+        ("authorized", None, ["p2"]),
+        ("blocked", "changed_again", ["p3"]),
+        ("authorized", None, []),
+    ]
+    # the last drift found: ids the owners' puts never named keep no seqs and no writer
+    assert ops["last_drift"]["ts"] == 3.0
+    assert ops["last_drift"]["drift"] == [
+        {"key": "k", "from": "x", "to": "y", "owner": None, "from_seq": None, "to_seq": None}
+    ]
+    assert ops["decided"][0]["drift"] == [
+        {"key": "api:file/src/lib.py", "from": "f1", "to": "f2", "owner": "api",
+         "from_seq": 1, "to_seq": 6}
+    ]  # fmt: skip
+    assert "ops" not in team.owners
+    team.feed({"event": "gate", "agent": "ops", "drift": 7, "new_roots": "p9", "replanned": 1,
+               "stall_ms": "9 ms", "rounds": True})  # fmt: skip
+    ops = by_type(team.take(), "executor")["ops"]  # a malformed line only counts
+    assert (ops["decisions"], ops["replanned"], ops["last_stall_ms"]) == (4, 2, None)
+    assert ops["decided"][-1] == {"replanned": False, "new_roots": [], "drift": []}
+
+
 def test_the_overlap_names_the_files_two_plans_share() -> None:
     team = team_with_a_plan()
     team.feed(put("web:file/src/lib.py", "w1", 1))

@@ -16,6 +16,7 @@ from rich.text import Text
 from planfence_net.cluster.folder import ClusterDir
 from planfence_net.view.collect import Collector
 from planfence_net.view.tui import ViewApp
+from support.cluster import ClusterHandle
 
 from .scenario import (
     A,
@@ -23,6 +24,7 @@ from .scenario import (
     C,
     block_line,
     end_session,
+    executor_replans,
     installed,
     step_drift,
     step_read_only,
@@ -132,3 +134,28 @@ async def test_the_tui_shows_the_team_live(tmp_path: Path) -> None:
             assert cells(app, "sessions", C)[4] == "claude"
             assert style_of(app, "sessions", C, 0) == "grey50"
             await pilot.press("q")
+
+
+async def test_the_tui_shows_an_executors_replan_and_the_writer_of_its_drift(
+    live_cluster: ClusterHandle,
+) -> None:
+    app = ViewApp(Collector(ClusterDir(live_cluster.path), fetch=False))
+    async with app.run_test(size=(260, 60)) as pilot:
+        await until(pilot, lambda: cells(app, "owners", "reqs") != [])  # the logs are followed
+        done = await executor_replans(live_cluster)  # while the TUI runs: it comes in live
+        await until(pilot, lambda: cells(app, "executors", "ops")[5:6] == ["1"])
+        row = cells(app, "executors", "ops")
+        stall = done.run.stall * 1000
+        assert (
+            row[5:]
+            == [
+                "1",  # decisions
+                "1",  # authorized
+                "0",  # blocked
+                "1",  # replanned
+                f"ship authorized, replanned onto {done.new_plan.id.hex()[:10]}",
+                f"ship: req/order seq {done.r3.seq}->{done.r4.seq} by reqs",
+                f"{round(stall, 3):.1f} ms",
+            ]
+        )
+        await pilot.press("q")

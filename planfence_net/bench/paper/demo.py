@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 
 from ...cluster.folder import ClusterDir
+from ...executor.decisionlog import DecisionLog
 from ..policies.baselines import POLICIES, make_baseline, make_writer
 from ..policies.policy import Addresses, Parts
 from ..policies.writers import CENTRAL
@@ -60,26 +61,32 @@ async def run_demo(
     """Run every workflow family (the three of workflows.toml unless given) under every
     policy on the running cluster at `cdir` (reaching owners at `addresses` where given),
     planned and acted on by `planner`, then judge every issued action from the owners' logs
-    (when they are readable from here)."""
+    (when they are readable from here). Every gate decision of the executor is appended to
+    its decision log in the cluster folder (`executor.decisionlog`), for `planfence view`."""
     roster = cdir.roster()
     identity_of = functools.cache(cdir.identity)
     outcomes = []
-    for policy in policies or available_policies(cdir):
-        async with anyio.create_task_group() as tg:
-            writer = make_writer(policy, tg, roster, identity_of, lambda _: addresses or {})
-            baseline = make_baseline(
-                policy, Parts(tg, roster, identity_of, EXECUTOR, addresses or {}, writer)
-            )
-            workflows = families or load_families()
-            await baseline.start(
-                [f"{k}/{policy}" for f in workflows for k in (f.requirement, f.fact)]
-            )
-            for family in workflows:
-                progress(f"{family.name} / {policy}")
-                outcomes.append(await run_family(family, baseline, writer, planner))
-            await baseline.aclose()
-            await writer.aclose()
-            tg.cancel_scope.cancel()
+    decisions = DecisionLog.in_folder(cdir.root, EXECUTOR, roster.owner_of)
+    try:
+        for policy in policies or available_policies(cdir):
+            async with anyio.create_task_group() as tg:
+                writer = make_writer(policy, tg, roster, identity_of, lambda _: addresses or {})
+                parts = Parts(
+                    tg, roster, identity_of, EXECUTOR, addresses or {}, writer, decisions=decisions
+                )
+                baseline = make_baseline(policy, parts)
+                workflows = families or load_families()
+                await baseline.start(
+                    [f"{k}/{policy}" for f in workflows for k in (f.requirement, f.fact)]
+                )
+                for family in workflows:
+                    progress(f"{family.name} / {policy}")
+                    outcomes.append(await run_family(family, baseline, writer, planner))
+                await baseline.aclose()
+                await writer.aclose()
+                tg.cancel_scope.cancel()
+    finally:
+        decisions.close()
     judge(cdir, outcomes)
     return outcomes
 

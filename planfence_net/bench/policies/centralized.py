@@ -121,7 +121,12 @@ def store_runner(policy: PlanFence, kind: str) -> GateRunner:
     store = CentralStore(policy.pool, policy.replica, kind, held)
     timeout = policy.parts.timeout
     return GateRunner(
-        policy.pool, policy.replica, timeout=timeout, fetch=store.fetch, query=store.query
+        policy.pool,
+        policy.replica,
+        timeout=timeout,
+        fetch=store.fetch,
+        query=store.query,
+        log=policy.parts.decisions,
     )
 
 

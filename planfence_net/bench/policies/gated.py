@@ -87,7 +87,10 @@ class PlanFence(PolicyBase):
 
     def _runner(self) -> GateRunner:
         query = None if self.inline else FetchAfter(self.pool)
-        return GateRunner(self.pool, self.replica, timeout=self.parts.timeout, query=query)
+        parts = self.parts
+        return GateRunner(
+            self.pool, self.replica, timeout=parts.timeout, query=query, log=parts.decisions
+        )
 
     async def validate(self, action: Action, replan: ReplanHook, keys: list[str]) -> Verdict:
         policy = self.policy

@@ -18,6 +18,7 @@ from ...core.gate import Action
 from ...core.lineage import MISSING_LINEAGE
 from ...core.roster import Roster
 from ...core.timeouts import DEFAULT_TIMEOUT
+from ...executor.decisionlog import DecisionLog
 from ...executor.pool import SessionPool
 from ...executor.replica import Replica
 from ...executor.runner import ReplanHook
@@ -92,6 +93,7 @@ class Parts:
     workflows: tuple[Workflow, ...] = ()  # `sync`: who subscribes to what
     links: Callable[[str], Addresses] | None = None  # agent -> where it reaches others
     handoff: bool = True  # the planner hands plan and lineage to the executor's replica
+    decisions: DecisionLog | None = None  # the executor's decision log (the demo's; bench: none)
 
     def addresses_of(self, agent: str) -> Addresses:
         """Where `agent` reaches the others: `addresses` for the executor, its own link's
