@@ -14,7 +14,8 @@ from typing import Any
 from ..core.escaping import escape
 from ..core.records import Record
 
-# Every event an owner writes (`planfence logs --event` checks its argument against these).
+# Every event an owner or executor writes (`planfence logs --event` checks its argument
+# against these; tests/owners/test_log_events.py finds every name the package writes).
 EVENTS = (
     "listening",
     "connection",
@@ -31,6 +32,19 @@ EVENTS = (
     "mcp_proxy",  # an MCP proxy's owner started (mcp/owner.py)
     "check",  # a plan's check, appended by the hook or `workspace check` (workspace/plans/checklog.py)
     "gate",  # an executor's decision, in its own log (executor/decisionlog.py: logs/executors/)
+    "session_end",  # a fenced session ended (workspace/plans/checklog.py)
+    # a workspace owner's: what it serves, its hook doors (socket, http) and refusals there
+    "workspace",
+    "hook",  # one hook call the owner answered (its client, code, ms)
+    "hookd",
+    "hookd_error",
+    "hookd_refused",
+    "hookhttp",
+    "hookhttp_error",
+    "hook_refused",
+    "hook_warm",
+    "hook_abandoned",
+    "unparsed",  # not written: what the readers make of a line that is not JSON
     "error",
     "subscriber_dropped",
     "disconnected",
