@@ -331,13 +331,14 @@ def test_install_writes_the_lean_command_for_every_command_hook_client(
             assert commands == {lean + hook_command(client)}, commands
             status = clientstatus.client_status(client, repo)
             assert status.state == "active", status
-            assert status.detail.startswith("the command runs through the lean client"), status
+            assert status.detail.startswith("the command runs; "), status
+            assert status.detail.endswith(f"; {clientstatus.LEAN}"), status
         plugin = opencodeplugin.install(repo)
         assert f'const COMMAND = ["{sys.executable}", "-I", "-S", "{lean_script()}"' in (
             plugin.read_text()
         )
         status = opencodeplugin.status(repo)
-        assert status.state == "active" and "through the lean client" in status.detail, status
+        assert status.state == "active" and status.detail.endswith(clientstatus.LEAN), status
     for client in clients:
         assert hookfiles.uninstall(client, repo) == (hookfiles.config_path(client, repo), True)
         assert not hookfiles.config_path(client, repo).exists()  # nothing but ours was in it

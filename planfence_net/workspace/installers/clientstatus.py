@@ -46,6 +46,7 @@ from .status import (
 )
 
 DISABLED = "disabled"
+LEAN = "the lean client hands each call to the workspace owner, which answers it"
 REQUIRED = {
     "gemini": ("BeforeTool", "AfterTool"),
     "copilot": ("preToolUse", "postToolUse"),
@@ -126,8 +127,8 @@ def client_status(client: str, root: Path) -> AgentStatus:
     unserved = serving(root, cluster_of(handlers))
     if unserved:
         return AgentStatus(client, UNSERVED, unserved[0], unserved[1], where)
-    how = " through the lean client (the workspace owner answers it)" if is_lean(command) else ""
-    return AgentStatus(client, ACTIVE, f"the command runs{how}; {LIMITS[client]}", "", where)
+    lean = f"; {LEAN}" if is_lean(command) else ""
+    return AgentStatus(client, ACTIVE, f"the command runs; {LIMITS[client]}{lean}", "", where)
 
 
 def probe(command: str, payload: dict[str, Any], root: Path) -> str:

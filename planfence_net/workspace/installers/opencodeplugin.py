@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ...cluster.command import executable
 from .clients import TIMEOUT, check_timeout, hook_args, project_root
-from .clientstatus import probe
+from .clientstatus import LEAN, probe
 from .leanhook import is_lean, lean_argv
 from .status import ACTIVE, BROKEN, MISSING, UNSERVED, AgentStatus, serving
 
@@ -210,12 +210,7 @@ def status(root: Path) -> AgentStatus:
     unserved = serving(root, cluster)
     if unserved:
         return AgentStatus("opencode", UNSERVED, unserved[0], unserved[1], where)
-    how = (
-        " through the lean client (the workspace owner answers it)"
-        if is_lean(shlex.join(argv))
-        else ""
-    )
-    detail = (
-        f"the plugin runs the hook{how} and fails closed (it throws when the hook cannot answer)"
-    )
+    detail = "the plugin runs the hook and fails closed (it throws when the hook cannot answer)"
+    if is_lean(shlex.join(argv)):
+        detail += f"; {LEAN}"
     return AgentStatus("opencode", ACTIVE, detail, "", where)
