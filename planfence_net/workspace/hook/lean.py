@@ -214,7 +214,7 @@ def _blocked(client: str, data: bytes, reason: str) -> tuple[int, bytes, bytes]:
             mapped = table.normalized(client, data)
             code, err, out = table.answered(client, mapped, (BLOCK, text, ""))
         except Exception:
-            pass  # exit 2: what a client without a fail-closed option does with a hook that fails
+            pass  # exit 2 with the reason on stderr, as the adapters cannot be had
     return code, out.encode("utf-8", "replace"), err.encode("utf-8", "replace")
 
 
