@@ -7,10 +7,10 @@ start. `hook install CLIENT` writes, where an owner's hook socket is known,
     PYTHON -I -S .../hook/leanrun.py --socket SOCKET PLANFENCE hook CLIENT OPTIONS...
 
 and this module (`leanrun.py` imports it from its cached bytecode and calls `main`), run by
-that interpreter with no site packages, no environment options and
-no user site (`-I -S`), imports nothing but what the interpreter has already loaded, `stat`
-and `_socket` (the C module under `socket`: `socket` itself converts its constants to enums,
-a third of the interpreter's whole start). It reads the payload, hands it as it came, with
+that interpreter with no site packages, no environment options and no user site (`-I -S`),
+imports nothing but what the interpreter has already loaded, `stat` and `_socket` (the C
+module under `socket`: `socket` itself converts its constants to enums, a third of the
+interpreter's whole start). It reads the payload, hands it as it came, with
 the client's name, to the owner over SOCKET (`hookd`, the "lean" request: the owner maps it
 with the client's adapter, finds the cluster folder for the call's `cwd` and answers only
 when that is its own, with this installation and environment) and prints the owner's
@@ -25,10 +25,9 @@ line, the ordinary `planfence hook CLIENT OPTIONS` (`hook.client`), on the same 
 Once the socket is there the answer is the owner's or a block: a socket or folder another
 user owns or that others may use, a peer of another user, a refused connection, no answer
 within --timeout plus GRACE, a garbled answer. Never exit 1, never an allow without the
-owner's word. A block is the client's own (`_blocked`): exit 2 with the reason on stderr for
-Codex (it runs the call on any exit code but 2), Gemini CLI and Windsurf; a `deny` on stdout
-for Copilot CLI and Cursor, which skip a hook that exits otherwise; the form the ordinary
-hook's adapters give (`clients/`), loaded only then.
+owner's word. A block is in the client's own form, as the ordinary hook gives it (its
+adapter, `clients/`, loaded only then): exit 2 and the reason on stderr for Codex, which
+runs the call on any other exit code; a `deny` on stdout for Copilot CLI and Cursor.
 
 The wire: the request is one line of JSON (`v`, `lean`, `agent`, `argv`, `exe`, `environ`:
 the raw values of the variables the answer depends on, `left`: seconds to the deadline),
@@ -46,7 +45,6 @@ import time
 
 TYPE_CHECKING = False  # not `typing`'s: this script imports nothing it does not run
 if TYPE_CHECKING:
-    from types import ModuleType
     from typing import IO
 
 VERSION = 1  # client.VERSION (equal: tests/workspace/test_lean_hook.py)
@@ -209,25 +207,19 @@ def _blocked(client: str, data: bytes, reason: str) -> tuple[int, bytes, bytes]:
     text = f"PlanFence blocked this call: {reason}; the hook fails closed"
     code, err, out = BLOCK, text, ""
     if client not in ("", "claude", "codex"):
-        try:
-            table = _adapters()
+        try:  # the adapters import only the standard library: loadable here, on a block only
+            import importlib
+
+            here = os.path.dirname(os.path.abspath(__file__))  # .../planfence_net/workspace/hook
+            top = os.path.dirname(os.path.dirname(os.path.dirname(here)))
+            if top not in sys.path:
+                sys.path.append(top)  # after the standard library
+            table = importlib.import_module("planfence_net.workspace.clients.table")
             mapped = table.normalized(client, data)
             code, err, out = table.answered(client, mapped, (BLOCK, text, ""))
         except Exception:
             pass  # exit 2 with the reason on stderr, as the adapters cannot be had
     return code, out.encode("utf-8", "replace"), err.encode("utf-8", "replace")
-
-
-def _adapters() -> ModuleType:
-    """`clients.table` of the package this file is part of (standard library only, so
-    loadable here; imported only on a block, which is rare and may cost a few ms)."""
-    import importlib
-
-    here = os.path.dirname(os.path.abspath(__file__))  # .../planfence_net/workspace/hook
-    top = os.path.dirname(os.path.dirname(os.path.dirname(here)))
-    if top not in sys.path:
-        sys.path.append(top)  # after the standard library
-    return importlib.import_module("planfence_net.workspace.clients.table")
 
 
 def _unsafe(path: str, kind: int, others: int) -> str | None:
