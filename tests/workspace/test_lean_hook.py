@@ -343,3 +343,32 @@ def test_install_writes_the_lean_command_for_every_command_hook_client(
         assert hookfiles.uninstall(client, repo) == (hookfiles.config_path(client, repo), True)
         assert not hookfiles.config_path(client, repo).exists()  # nothing but ours was in it
     assert opencodeplugin.uninstall(repo) == (plugin, True) and not plugin.exists()
+
+
+def test_its_fast_path_loads_no_adapter_for_any_client(tmp_path: Path) -> None:
+    """The owner maps the other clients' payloads: on the way to an answer the lean client
+    imports for each client what it imports for Codex, no adapter and nothing of ours."""
+    repo = make_repo(tmp_path / "repo", FILES)
+    flags = (sys.executable, "-I", "-S", "-X", "importtime")
+    loaded: dict[str, set[str]] = {}
+    with served(repo):
+        lean = [*flags, str(lean_script()), "--socket", str(hook_socket(repo)), str(PLANFENCE)]
+        for n, client in enumerate(("codex", "gemini", "copilot", "cursor", "windsurf")):
+            data = codex("codex-apply-patch", repo, command=PATCH)
+            if client != "codex":
+                data = native(client, repo, "pre")
+            loaded[client] = imported_by([*lean, "hook", client], data)
+            assert hook_calls(repo) == n + 1  # the owner answered it
+    assert "lean" in loaded["codex"] and "_socket" in loaded["codex"]
+    assert not {"json", "socket", "planfence_net"} & loaded["codex"]
+    assert all(modules == loaded["codex"] for modules in loaded.values()), loaded
+
+
+def imported_by(argv: list[str], data: bytes) -> set[str]:
+    """The modules `argv` (run with `-X importtime`) imported, fed `data` on stdin."""
+    err = subprocess.run(argv, input=data, capture_output=True, timeout=60).stderr.decode()
+    return {
+        line.rsplit("|", 1)[1].strip()
+        for line in err.splitlines()
+        if line.startswith("import time:") and "|" in line and "cumulative" not in line
+    }
