@@ -5,6 +5,7 @@ what each reads, and `hook install` writes each one's file in its documented sha
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -289,13 +290,21 @@ DOCUMENTED: dict[str, list[dict[str, Any]]] = {
     "gemini": [],
     "opencode": [],
 }
+SESSION_EVENTS: dict[str, list[dict[str, Any]]] = {  # a session's start and end, as each sends
+    "gemini": [{"session_id": "s-lean", "cwd": "/path/to/project", "hook_event_name": event}
+               for event in ("SessionStart", "SessionEnd")],
+    "copilot": [{"sessionId": "s-lean", "timestamp": 0, "cwd": "/path/to/project", **more}
+                for more in ({"source": "new"}, {"reason": "complete"})],
+    "cursor": [{**CURSOR_BASE, "conversation_id": "s-lean", "hook_event_name": event}
+               for event in ("sessionStart", "sessionEnd")],
+}  # fmt: skip
 LEAN_FILES = {"a.txt": "old\n", "notes.txt": "read\n", "src/foo.ts": "a\n", "main.ts": "x\n"}
 
 
 def client_payloads(client: str, repo: Path) -> list[bytes]:
     """`client`'s documented payloads in `repo`, and its own calls (`support.native_calls`):
-    a read, a write of a.txt (the plan's target), a shell command, a write of the fence's own
-    file, each before and after."""
+    a session's start, a read, a write of a.txt (the plan's target), a shell command, a write
+    of the fence's own file, each before and after, and the session's end."""
     from support.native_calls import calls
 
     made = calls(client, "s-lean", str(repo))
@@ -306,15 +315,26 @@ def client_payloads(client: str, repo: Path) -> list[bytes]:
         made.write(str(repo / ".github" / "hooks" / "x.json"), "{}"),
     ]
     own = [json.dumps(p) for pair in pairs for p in pair if p is not None]
-    documented = [json.dumps(p).replace("/path/to/project", str(repo)) for p in DOCUMENTED[client]]
-    return [text.encode() for text in (*documented, *own)]
+    sessions = [rooted(p, repo) for p in SESSION_EVENTS.get(client, [])]
+    documented = [rooted(p, repo) for p in DOCUMENTED[client]]
+    return [text.encode() for text in (*sessions[:1], *documented, *own, *sessions[1:])]
+
+
+def untimed(text: bytes) -> bytes:
+    """`text` with its instants (an intent's end, `... UTC`) as TIME: the two runs' differ."""
+    return re.sub(rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", b"TIME", text)
+
+
+def rooted(value: dict[str, Any], repo: Path) -> str:
+    """`value` as JSON, its documentation's project folder replaced by `repo`."""
+    return json.dumps(value).replace("/path/to/project", str(repo))
 
 
 def hook_answers(
     client: str, path: Path, payloads: list[bytes], lean: bool
 ) -> list[tuple[int, bytes, bytes]]:
     """(exit code, stdout, stderr) of each of `client`'s `payloads`, without and with `--plan
-    p`, in a fresh served repository at `path` with plan `p` (a.txt) trusted: through the
+    p`, and in automatic mode, in a fresh served repository at `path` with plan `p` (a.txt) trusted: through the
     lean client (each answered by the owner) or the ordinary hook."""
     from planfence_net.workspace.installers.leanhook import lean_argv
     from support.cluster import PLANFENCE
@@ -324,7 +344,7 @@ def hook_answers(
     got = []
     with served(repo):
         assert run_cli("workspace", "trust", "p", "--target", "a.txt", cwd=repo)[0] == 0
-        for options in ((), ("--plan", "p")):
+        for options in ((), ("--plan", "p"), ("--mode", "auto")):
             ordinary = [str(PLANFENCE), "hook", client, *options]
             argv = lean_argv(ordinary, repo) if lean else ordinary
             assert (argv[1:3] == ["-I", "-S"]) is lean and argv[-len(ordinary) :] == ordinary
@@ -332,7 +352,7 @@ def hook_answers(
                 before = hook_calls(repo)
                 proc = subprocess.run(argv, input=data, capture_output=True, timeout=60)
                 assert hook_calls(repo) == before + lean, data  # lean: the owner answered it
-                got.append((proc.returncode, proc.stdout, proc.stderr))
+                got.append((proc.returncode, untimed(proc.stdout), untimed(proc.stderr)))
     shutil.rmtree(path)
     return got
 
