@@ -5,6 +5,9 @@ what each reads, and `hook install` writes each one's file in its documented sha
 from __future__ import annotations
 
 import json
+import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -274,3 +277,95 @@ def test_status_needs_our_handlers_a_command_that_answers_and_an_owner(
     assert broken.state == "broken" and f"false planfence hook {client} exited 1" in broken.detail
     hookfiles.install(client, root, command=f"true planfence hook {client}")
     assert client_status(client, root).state == "not served"  # the command answers; no owner
+
+
+# -- Through the lean client (`hook/lean.py`, what `hook install` writes where an owner
+# serves the project): the owner maps each client's payload and answers in its form, the
+# same bytes as the ordinary `planfence hook CLIENT` --------------------------------------
+
+DOCUMENTED: dict[str, list[dict[str, Any]]] = {
+    "copilot": [COPILOT_PRE, COPILOT_POST, COPILOT_EDIT],
+    "cursor": [CURSOR_SHELL, CURSOR_READ, CURSOR_EDIT],
+    "windsurf": [WINDSURF_WRITE, WINDSURF_RUN, WINDSURF_READ],
+    "gemini": [],
+    "opencode": [],
+}
+SESSION_EVENTS: dict[str, list[dict[str, Any]]] = {  # a session's start and end, as each sends
+    "gemini": [{"session_id": "s-lean", "cwd": "/path/to/project", "hook_event_name": event}
+               for event in ("SessionStart", "SessionEnd")],
+    "copilot": [{"sessionId": "s-lean", "timestamp": 0, "cwd": "/path/to/project", **more}
+                for more in ({"source": "new"}, {"reason": "complete"})],
+    "cursor": [{**CURSOR_BASE, "conversation_id": "s-lean", "hook_event_name": event}
+               for event in ("sessionStart", "sessionEnd")],
+}  # fmt: skip
+LEAN_FILES = {"a.txt": "old\n", "notes.txt": "read\n", "src/foo.ts": "a\n", "main.ts": "x\n"}
+
+
+def client_payloads(client: str, repo: Path) -> list[bytes]:
+    """`client`'s documented payloads in `repo`, and its own calls (`support.native_calls`):
+    a session's start, a read, a write of a.txt (the plan's target), a shell command, a write
+    of the fence's own file, each before and after, and the session's end."""
+    from support.native_calls import calls
+
+    made = calls(client, "s-lean", str(repo))
+    pairs = [
+        made.read(str(repo / "notes.txt")),
+        made.write(str(repo / "a.txt"), "new\n"),
+        made.shell("cat notes.txt"),
+        made.write(str(repo / ".github" / "hooks" / "x.json"), "{}"),
+    ]
+    own = [json.dumps(p) for pair in pairs for p in pair if p is not None]
+    sessions = [rooted(p, repo) for p in SESSION_EVENTS.get(client, [])]
+    documented = [rooted(p, repo) for p in DOCUMENTED[client]]
+    return [text.encode() for text in (*sessions[:1], *documented, *own, *sessions[1:])]
+
+
+def untimed(text: bytes) -> bytes:
+    """`text` with its instants (an intent's end, `... UTC`) as TIME: the two runs' differ."""
+    return re.sub(rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", b"TIME", text)
+
+
+def rooted(value: dict[str, Any], repo: Path) -> str:
+    """`value` as JSON, its documentation's project folder replaced by `repo`."""
+    return json.dumps(value).replace("/path/to/project", str(repo))
+
+
+def hook_answers(
+    client: str, path: Path, payloads: list[bytes], lean: bool
+) -> list[tuple[int, bytes, bytes]]:
+    """(exit code, stdout, stderr) of each of `client`'s `payloads`, without and with `--plan
+    p`, and in automatic mode, in a fresh served repository at `path` with plan `p` (a.txt) trusted: through the
+    lean client (each answered by the owner) or the ordinary hook."""
+    from planfence_net.workspace.installers.leanhook import lean_argv
+    from support.cluster import PLANFENCE
+    from support.workspace import hook_calls, make_repo, run_cli, served
+
+    repo = make_repo(path, LEAN_FILES)
+    got = []
+    with served(repo):
+        assert run_cli("workspace", "trust", "p", "--target", "a.txt", cwd=repo)[0] == 0
+        for options in ((), ("--plan", "p"), ("--mode", "auto")):
+            ordinary = [str(PLANFENCE), "hook", client, *options]
+            argv = lean_argv(ordinary, repo) if lean else ordinary
+            assert (argv[1:3] == ["-I", "-S"]) is lean and argv[-len(ordinary) :] == ordinary
+            for data in payloads:
+                before = hook_calls(repo)
+                proc = subprocess.run(argv, input=data, capture_output=True, timeout=60)
+                assert hook_calls(repo) == before + lean, data  # lean: the owner answered it
+                got.append((proc.returncode, untimed(proc.stdout), untimed(proc.stderr)))
+    shutil.rmtree(path)
+    return got
+
+
+@pytest.mark.parametrize("client", ["gemini", "opencode", "copilot", "cursor", "windsurf"])
+def test_the_lean_client_answers_every_payload_as_the_ordinary_hook(
+    tmp_path: Path, client: str
+) -> None:
+    """The same calls, in the same order, in the same place (a repository made anew, as
+    every call changes what the next one sees): the same bytes either way."""
+    payloads = client_payloads(client, tmp_path / "repo")
+    lean = hook_answers(client, tmp_path / "repo", payloads, lean=True)
+    assert lean == hook_answers(client, tmp_path / "repo", payloads, lean=False)
+    assert {code for code, _, _ in lean} >= {0}
+    blocked = [a for a in lean if a[0] == 2 or b"deny" in a[1] or b"additionalContext" in a[1]]
+    assert blocked and len(blocked) < len(lean)  # both allowed and blocked calls among them

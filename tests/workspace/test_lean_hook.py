@@ -21,14 +21,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from planfence_net.workspace.clients.table import answered, normalized
 from planfence_net.workspace.hook import client as hookclient
 from planfence_net.workspace.hook import lean
 from planfence_net.workspace.installers import httphook
 from planfence_net.workspace.installers.leanhook import lean_line, lean_script
 from support.cluster import PLANFENCE
+from support.native_calls import calls
 from support.workspace import hook_calls, hook_socket, make_repo, payload, run_cli, served
 
 FILES = {"a.txt": "old\n", "notes.txt": "read\n"}
@@ -231,3 +234,141 @@ def test_install_writes_the_lean_line_where_a_cluster_serves_the_project(tmp_pat
         assert lean_line(line, None) == line  # a user-wide install names no one cluster
     assert made.endswith(f" --socket {hook_socket(repo)} {line}")
     assert made.startswith(f"{sys.executable} -I -S {lean_script()} ")
+
+
+def native(client: str, repo: Path, which: str) -> bytes:
+    """`client`'s own payload (`support.native_calls`) of a write of a.txt in `repo`, before
+    it (`pre`) or after it (`post`)."""
+    pair = calls(client, "s-1", str(repo)).write(str(repo / "a.txt"), "new\n")
+    chosen = pair[0] if which == "pre" else pair[1]
+    assert chosen is not None
+    return json.dumps(chosen).encode()
+
+
+def said(client: str, got: tuple[int, bytes, bytes]) -> str:
+    """The reason the client reads in the hook's answer `got`: stderr, or in its JSON."""
+    if not got[1]:
+        return got[2].decode()
+    value = json.loads(got[1])
+    field = {"copilot": "permissionDecisionReason", "cursor": "agent_message"}.get(client)
+    return str(value[field] if field else value["hookSpecificOutput"]["additionalContext"])
+
+
+def printed(text: str) -> bytes:
+    """`text` as the hook prints it (`client.write_answer`)."""
+    return text.rstrip("\n").encode() + b"\n" if text else b""
+
+
+@pytest.mark.parametrize(
+    ("client", "which", "code"),
+    [
+        ("gemini", "pre", 2),  # exit 2 blocks, the reason on stderr (no fail-closed option)
+        ("gemini", "post", 0),  # after a call exit 2 would replace its result: told, as context
+        ("opencode", "pre", 2),  # our plugin throws on exit 2
+        ("copilot", "pre", 0),  # a deny on stdout: it skips any exit code but 0
+        ("cursor", "pre", 0),  # a deny permission on stdout
+        ("windsurf", "pre", 2),
+    ],
+)
+def test_every_failure_blocks_in_the_clients_own_form(
+    tmp_path: Path, client: str, which: str, code: int
+) -> None:
+    """Owner garbled, gone mid-answer, silent, gone, or the ordinary hook not startable: each
+    client gets a block in the form the ordinary hook gives it (its adapter's), and the
+    command behind the lean client (which would allow) never runs."""
+    repo = make_repo(tmp_path / "repo", FILES)
+    data = native(client, repo, which)
+    allow = (script(tmp_path / "allow", "exit 0"), "hook", client)
+
+    def check(why: str, got: tuple[int, bytes, bytes]) -> None:
+        reason = said(client, got).rstrip("\n")
+        answer = answered(client, normalized(client, data), (2, reason, ""))
+        assert got == (answer[0], printed(answer[2]), printed(answer[1]))
+        assert got[0] == code and why in reason, got
+        assert reason.startswith("PlanFence blocked this call: ") and "fails closed" in reason
+
+    for n, (answer, why) in enumerate(
+        [(b"nonsense", "sent no valid answer"), (b"", "closed the connection before answering")]
+    ):
+        with fake_owner(tmp_path / str(n), answer) as path:
+            check(why, run_lean(path, data, *allow))
+    with fake_owner(tmp_path / "slow", None) as path:
+        check("gave no answer within", run_lean(path, data, *allow, "--timeout", "0.2"))
+    gone = tmp_path / "gone" / "state" / "hookd"
+    gone.mkdir(parents=True, mode=0o700)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as dead:
+        dead.bind(str(gone / "x.sock"))  # bound, never listening: the owner is gone
+    os.chmod(gone / "x.sock", 0o600)
+    check("refused the connection", run_lean(gone / "x.sock", data, *allow))
+    unstartable = ("/nonexistent/planfence", "hook", client)
+    check("could not start", run_lean(tmp_path / "none.sock", data, *unstartable))
+
+
+def test_install_writes_the_lean_command_for_every_command_hook_client(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`hook install CLIENT` writes the lean line where an owner serves the project (the
+    ordinary one where none does, or user-wide), `hook status` says so, `hook uninstall`
+    removes it."""
+    from planfence_net.workspace.installers import clientstatus, hookfiles, opencodeplugin
+    from planfence_net.workspace.installers.clients import hook_command
+
+    monkeypatch.setenv("GEMINI_CLI_TRUST_WORKSPACE", "true")
+    repo = make_repo(tmp_path / "repo", {**FILES, "README.md": "x\n"})
+    clients = ("gemini", "copilot", "cursor", "windsurf")
+    for client in clients:
+        path = hookfiles.install(client, repo)
+        assert "leanrun.py" not in path.read_text() and f"hook {client}" in path.read_text()
+    with served(repo):
+        lean = f"{sys.executable} -I -S {lean_script()} --socket {hook_socket(repo)} "
+        for client in clients:
+            path = hookfiles.install(client, repo)
+            commands = {
+                str(h.get("command") or h.get("bash"))
+                for hs in clientstatus.found(client, [path]).values()
+                for _, h in hs
+            }
+            assert commands == {lean + hook_command(client)}, commands
+            status = clientstatus.client_status(client, repo)
+            assert status.state == "active", status
+            assert status.detail.startswith("the command runs; "), status
+            assert status.detail.endswith(f"; {clientstatus.LEAN}"), status
+        plugin = opencodeplugin.install(repo)
+        assert f'const COMMAND = ["{sys.executable}", "-I", "-S", "{lean_script()}"' in (
+            plugin.read_text()
+        )
+        status = opencodeplugin.status(repo)
+        assert status.state == "active" and status.detail.endswith(clientstatus.LEAN), status
+    for client in clients:
+        assert hookfiles.uninstall(client, repo) == (hookfiles.config_path(client, repo), True)
+        assert not hookfiles.config_path(client, repo).exists()  # nothing but ours was in it
+    assert opencodeplugin.uninstall(repo) == (plugin, True) and not plugin.exists()
+
+
+def test_its_fast_path_loads_no_adapter_for_any_client(tmp_path: Path) -> None:
+    """The owner maps the other clients' payloads: on the way to an answer the lean client
+    imports for each client what it imports for Codex, no adapter and nothing of ours."""
+    repo = make_repo(tmp_path / "repo", FILES)
+    flags = (sys.executable, "-I", "-S", "-X", "importtime")
+    loaded: dict[str, set[str]] = {}
+    with served(repo):
+        lean = [*flags, str(lean_script()), "--socket", str(hook_socket(repo)), str(PLANFENCE)]
+        for n, client in enumerate(("codex", "gemini", "copilot", "cursor", "windsurf")):
+            data = codex("codex-apply-patch", repo, command=PATCH)
+            if client != "codex":
+                data = native(client, repo, "pre")
+            loaded[client] = imported_by([*lean, "hook", client], data)
+            assert hook_calls(repo) == n + 1  # the owner answered it
+    assert "lean" in loaded["codex"] and "_socket" in loaded["codex"]
+    assert not {"json", "socket", "planfence_net"} & loaded["codex"]
+    assert all(modules == loaded["codex"] for modules in loaded.values()), loaded
+
+
+def imported_by(argv: list[str], data: bytes) -> set[str]:
+    """The modules `argv` (run with `-X importtime`) imported, fed `data` on stdin."""
+    err = subprocess.run(argv, input=data, capture_output=True, timeout=60).stderr.decode()
+    return {
+        line.rsplit("|", 1)[1].strip()
+        for line in err.splitlines()
+        if line.startswith("import time:") and "|" in line and "cumulative" not in line
+    }

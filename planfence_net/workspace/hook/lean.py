@@ -1,29 +1,33 @@
-"""The leanest process that can ask the workspace owner: what Codex runs per hook call.
+"""The leanest process that can ask the workspace owner: what a command hook runs per call.
 
-Codex starts a process (through `$SHELL -lc`) for every hook call, so the hook's cost is an
-interpreter's start. `hook install codex` writes, where an owner's hook socket is known,
+Codex starts a process (through `$SHELL -lc`) for every hook call, and so do Gemini CLI,
+Copilot CLI, Cursor, Windsurf and our OpenCode plugin: the hook's cost is an interpreter's
+start. `hook install CLIENT` writes, where an owner's hook socket is known,
 
-    PYTHON -I -S .../hook/leanrun.py --socket SOCKET PLANFENCE hook codex OPTIONS...
+    PYTHON -I -S .../hook/leanrun.py --socket SOCKET PLANFENCE hook CLIENT OPTIONS...
 
 and this module (`leanrun.py` imports it from its cached bytecode and calls `main`), run by
-that interpreter with no site packages, no environment options and
-no user site (`-I -S`), imports nothing but what the interpreter has already loaded, `stat`
-and `_socket` (the C module under `socket`: `socket` itself converts its constants to enums,
-a third of the interpreter's whole start). It reads the payload, hands it to the owner over
-SOCKET (`hookd`, the "lean" request: the owner itself finds the cluster folder for the
-call's `cwd` and answers only when that is its own, with this installation and environment)
-and prints the owner's answer. Everywhere else it runs the rest of its command line, the
-ordinary `planfence hook codex OPTIONS` (`hook.client`), on the same payload:
+that interpreter with no site packages, no environment options and no user site (`-I -S`),
+imports nothing but what the interpreter has already loaded, `stat` and `_socket` (the C
+module under `socket`: `socket` itself converts its constants to enums, a third of the
+interpreter's whole start). It reads the payload, hands it as it came, with
+the client's name, to the owner over SOCKET (`hookd`, the "lean" request: the owner maps it
+with the client's adapter, finds the cluster folder for the call's `cwd` and answers only
+when that is its own, with this installation and environment) and prints the owner's
+answer, already in the client's own form. Everywhere else it runs the rest of its command
+line, the ordinary `planfence hook CLIENT OPTIONS` (`hook.client`), on the same payload:
 
     - no --socket, or no socket there (no owner serves it), or a payload over MAX_PAYLOAD;
     - the owner answers `fallback` (another cluster folder, installation or environment,
       options or a payload that the ordinary hook must judge). The owner answers tool calls
       and, in a worktree it serves, SessionStart and SessionEnd too.
 
-Once the socket is there the answer is the owner's or a block (exit 2 with the reason):
-a socket or folder another user owns or that others may use, a peer of another user, a
-refused connection, no answer within --timeout plus GRACE, a garbled answer. Never exit 1,
-never 0 without the owner's word: Codex runs the call on any exit code but 2.
+Once the socket is there the answer is the owner's or a block: a socket or folder another
+user owns or that others may use, a peer of another user, a refused connection, no answer
+within --timeout plus GRACE, a garbled answer. Never exit 1, never an allow without the
+owner's word. A block is in the client's own form, as the ordinary hook gives it (its
+adapter, `clients/`, loaded only then): exit 2 and the reason on stderr for Codex, which
+runs the call on any other exit code; a `deny` on stdout for Copilot CLI and Cursor.
 
 The wire: the request is one line of JSON (`v`, `lean`, `agent`, `argv`, `exe`, `environ`:
 the raw values of the variables the answer depends on, `left`: seconds to the deadline),
@@ -61,16 +65,22 @@ def main(args: list[str]) -> int:
     where = args[1] if args[:1] == ["--socket"] and len(args) > 1 else None
     full = args[2:] if where is not None else args
     data = _read(sys.stdin.buffer)
-    timeout = _timeout(full[3:]) if full[1:2] == ["hook"] and len(full) > 2 else None
+    client = full[2] if full[1:2] == ["hook"] and len(full) > 2 else ""
+    timeout = _timeout(full[3:]) if client else None
     if where is None or timeout is None or len(data) > MAX_PAYLOAD or not os.path.lexists(where):
-        return _ordinary(full, data)
+        return _ordinary(full, client, data)
     deadline = time.monotonic() + timeout + GRACE
     try:
-        answer = _ask(where, full[2], full[3:], data, deadline)
+        answer = _ask(where, client, full[3:], data, deadline)
     except Exception as exc:  # a bug here still blocks
-        answer = _blocked(f"{SOCKET} {where} failed ({type(exc).__name__}: {exc})")
+        answer = f"{SOCKET} {where} failed ({type(exc).__name__}: {exc})"
     if answer is None:
-        return _ordinary(full, data)
+        return _ordinary(full, client, data)
+    return _print(_blocked(client, data, answer) if isinstance(answer, str) else answer)
+
+
+def _print(answer: tuple[int, bytes, bytes]) -> int:
+    """Print `answer` (code, stdout, stderr) as the ordinary hook does; returns its code."""
     code, out, err = answer
     for text, fd in ((out, 1), (err, 2)):
         if text:
@@ -100,10 +110,10 @@ def _timeout(options: list[str]) -> float | None:
 
 
 def _ask(
-    where: str, agent: str, argv: list[str], data: bytes, deadline: float
-) -> tuple[int, bytes, bytes] | None:
-    """The owner's answer (code, stdout, stderr), a block naming what failed, or None for
-    `fallback`."""
+    where: str, client: str, argv: list[str], data: bytes, deadline: float
+) -> tuple[int, bytes, bytes] | str | None:
+    """The owner's answer (code, stdout, stderr: already in the client's form), the reason
+    for a block (what failed), or None for `fallback`."""
     folder = os.path.dirname(where)
     for each, kind, others in (
         (os.path.dirname(folder), stat.S_IFDIR, 0o022),  # the state directory
@@ -113,12 +123,12 @@ def _ask(
         why = _unsafe(each, kind, others)
         if why is not None:
             what = f"{SOCKET} {where}" if each == where else f"{each}, which holds the hook socket,"
-            return _blocked(f"{what} {why}; the hook fails closed and the user must fix this")
+            return f"{what} {why}; the hook fails closed and the user must fix this"
     header = _json(
         {
             "v": VERSION,
             "lean": True,
-            "agent": agent,
+            "agent": client,
             "argv": argv,
             "exe": sys.executable,
             "environ": {name: os.environ.get(name) for name in ENVIRONMENT},
@@ -135,25 +145,25 @@ def _ask(
         peer = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
         uid = int.from_bytes(peer[4:8], sys.byteorder)
         if uid != os.geteuid():
-            return _blocked(f"{SOCKET} {where} is served by another user (uid {uid})")
+            return f"{SOCKET} {where} is served by another user (uid {uid})"
         sock.settimeout(_left(deadline))
         sock.sendall(header.encode() + b"\n" + data)
         sock.shutdown(_socket.SHUT_WR)
         raw = _receive(sock, deadline)
     except TimeoutError:
-        return _blocked(
+        return (
             f"{SOCKET} {where} gave no answer within the hook's deadline; the owner may be "
             f"stopped or overloaded"
         )
     except ConnectionRefusedError:
-        return _blocked(
+        return (
             f"{SOCKET} {where} refused the connection: the workspace owner that served it is "
             f"not running. Another running owner of the cluster takes the socket over within "
             f"a second; if none runs, the user must start the owners again (`planfence "
             f"workspace serve` or `planfence cluster up`)"
         )
     except OSError as exc:
-        return _blocked(f"{SOCKET} {where} failed ({exc.strerror or exc})")
+        return f"{SOCKET} {where} failed ({exc.strerror or exc})"
     finally:
         sock.close()
     return _parse(where, raw)
@@ -173,8 +183,8 @@ def _receive(sock: _socket.socket, deadline: float) -> bytes:
         chunks.append(chunk)
 
 
-def _parse(where: str, raw: bytes) -> tuple[int, bytes, bytes] | None:
-    """The answer in `raw` (module doc), None for `fallback`, else a block."""
+def _parse(where: str, raw: bytes) -> tuple[int, bytes, bytes] | str | None:
+    """The answer in `raw` (module doc), None for `fallback`, else the reason for a block."""
     head, _, rest = raw.partition(b"\n")
     if head == b"fallback" and not rest:
         return None
@@ -186,12 +196,30 @@ def _parse(where: str, raw: bytes) -> tuple[int, bytes, bytes] | None:
             if code == 0 or err.strip():
                 return code, out, err
     what = "closed the connection before answering" if not raw else "sent no valid answer"
-    return _blocked(f"{SOCKET} {where} {what} (the owner may have stopped mid-answer)")
+    return f"{SOCKET} {where} {what} (the owner may have stopped mid-answer)"
 
 
-def _blocked(reason: str) -> tuple[int, bytes, bytes]:
+def _blocked(client: str, data: bytes, reason: str) -> tuple[int, bytes, bytes]:
+    """A block for `reason` (code, stdout, stderr) as `client` reads one: exit 2 and the
+    reason on stderr for Claude Code and Codex; another client's own form through its
+    adapter, as the ordinary hook answers (`clients.table.answered`, for the event of
+    `data`), else exit 2 where the adapters cannot be loaded."""
     text = f"PlanFence blocked this call: {reason}; the hook fails closed"
-    return BLOCK, b"", text.encode("utf-8", "replace")
+    code, err, out = BLOCK, text, ""
+    if client not in ("", "claude", "codex"):
+        try:  # the adapters import only the standard library: loadable here, on a block only
+            import importlib
+
+            here = os.path.dirname(os.path.abspath(__file__))  # .../planfence_net/workspace/hook
+            top = os.path.dirname(os.path.dirname(os.path.dirname(here)))
+            if top not in sys.path:
+                sys.path.append(top)  # after the standard library
+            table = importlib.import_module("planfence_net.workspace.clients.table")
+            mapped = table.normalized(client, data)
+            code, err, out = table.answered(client, mapped, (BLOCK, text, ""))
+        except Exception:
+            pass  # exit 2 with the reason on stderr, as the adapters cannot be had
+    return code, out.encode("utf-8", "replace"), err.encode("utf-8", "replace")
 
 
 def _unsafe(path: str, kind: int, others: int) -> str | None:
@@ -249,9 +277,10 @@ def _write(fd: int, data: bytes) -> None:
         pass  # the exit code still speaks
 
 
-def _ordinary(full: list[str], data: bytes) -> int:
-    """Run `full` (the ordinary `planfence hook AGENT OPTIONS`) in this process's place with
+def _ordinary(full: list[str], client: str, data: bytes) -> int:
+    """Run `full` (the ordinary `planfence hook CLIENT OPTIONS`) in this process's place with
     `data` as its stdin; a block when it cannot start."""
+    reason = "the lean hook was given no hook to run"
     if full:
         try:
             fd = os.memfd_create("planfence-hook-payload")
@@ -261,10 +290,7 @@ def _ordinary(full: list[str], data: bytes) -> int:
             os.execv(full[0], full)
         except OSError as exc:
             reason = f"the hook could not start {full[0]!r} ({exc.strerror or exc})"
-            _write(2, f"PlanFence blocked this call: {reason}; it fails closed\n".encode())
-            return BLOCK
-    _write(2, b"PlanFence blocked this call: the lean hook was given no hook to run\n")
-    return BLOCK
+    return _print(_blocked(client, data, reason))
 
 
 def _write_all(fd: int, data: bytes) -> None:

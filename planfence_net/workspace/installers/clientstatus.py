@@ -4,7 +4,8 @@ and Codex's, `status`).
 
 Every client: our handlers are present for the events that check and record (`REQUIRED`),
 our command starts and answers a probe in the client's own payload form (a read, never
-gated: exit 0), and a workspace owner serves the folder (`status.serving`). Gemini CLI adds
+gated: exit 0), and a workspace owner serves the folder (`status.serving`); an active
+client's detail says when its command runs the lean client (`leanhook.is_lean`). Gemini CLI adds
 its own ways to switch a hook off, each found and named with the file that does it:
 
     - a folder Gemini CLI does not trust runs no hooks from any settings file (folder trust
@@ -31,6 +32,7 @@ from typing import Any
 from ...core.errors import ConfigError
 from .clients import load
 from .hookfiles import NAME, config_path, is_ours, row
+from .leanhook import is_lean
 from .status import (
     ACTIVE,
     BROKEN,
@@ -44,6 +46,7 @@ from .status import (
 )
 
 DISABLED = "disabled"
+LEAN = "the lean client hands each call to the workspace owner, which answers it"
 REQUIRED = {
     "gemini": ("BeforeTool", "AfterTool"),
     "copilot": ("preToolUse", "postToolUse"),
@@ -124,7 +127,8 @@ def client_status(client: str, root: Path) -> AgentStatus:
     unserved = serving(root, cluster_of(handlers))
     if unserved:
         return AgentStatus(client, UNSERVED, unserved[0], unserved[1], where)
-    return AgentStatus(client, ACTIVE, f"the command runs; {LIMITS[client]}", "", where)
+    lean = f"; {LEAN}" if is_lean(command) else ""
+    return AgentStatus(client, ACTIVE, f"the command runs; {LIMITS[client]}{lean}", "", where)
 
 
 def probe(command: str, payload: dict[str, Any], root: Path) -> str:

@@ -19,6 +19,11 @@ into a client's JSON hook file, leaving every other hook as it was. One row per 
               {"hooks": {EVENT: [{"command": ..., "show_output": true}]}}: pre_write_code,
               pre_run_command, post_write_code, post_read_code, post_run_command
 
+Where a workspace owner serves the project, the command is the lean client's line in front
+of the ordinary one (`leanhook.lean_line`, as for Codex): the owner answers each call over
+its hook socket in the client's own form, and the ordinary command runs where it does not
+(`hook/lean.py`). A user-wide install names no one cluster: the ordinary command.
+
 Ours is recognised by its command (`... planfence hook CLIENT ...`) or, in Gemini's file, its
 name `planfence`, so installing twice leaves one copy and uninstalling removes only ours.
 """
@@ -41,6 +46,7 @@ from .clients import (
     load,
     project_root,
 )
+from .leanhook import lean_line
 
 NAME = "planfence"  # our Gemini hook's name: what `hooksConfig.disabled` would list
 _OURS = re.compile(r"(^|[\s/'\"])(planfence|planfence_net)['\"]?\s+hook\s+(\w+)\b")
@@ -250,8 +256,10 @@ def install(
     """Merge our hooks into `client`'s file (see module doc); returns the file written.
     `command` replaces our command line (tests, docs). Raises ConfigError."""
     check_timeout(timeout)
-    path = config_path(client, project_root(project), user=user)
-    line = command or hook_command(client, cluster, user, timeout, explicit)
+    root = project_root(project)
+    path = config_path(client, root, user=user)
+    ordinary = hook_command(client, cluster, user, timeout, explicit)
+    line = command or lean_line(ordinary, None if user else root, cluster)
     config = merged(load(path), client, line, explicit)
     path.parent.mkdir(parents=True, exist_ok=True)
     _write(path, dump(path, config))

@@ -1,10 +1,13 @@
-"""Where the hook sockets are, and the lean command line Codex runs per hook call.
+"""Where the hook sockets are, and the lean command line a command hook runs per call.
 
     socket_dir    the user's state directory's `hookd/` (mode 0700)
     socket_path   the hook socket of one cluster folder there (`owner/hookd.py` serves it)
-    lean_line     a Codex hook command line made lean: `PYTHON -I -S .../hook/leanrun.py
-                  --socket SOCKET` in front of the ordinary `planfence hook codex ...` line,
-                  where a cluster folder serves the project; else the line as it is
+    lean_line     a hook command line made lean: `PYTHON -I -S .../hook/leanrun.py
+                  --socket SOCKET` in front of the ordinary `planfence hook CLIENT ...`
+                  line, where a cluster folder serves the project; else the line as it is
+                  (Codex, Gemini CLI, Copilot CLI, Cursor, Windsurf)
+    lean_argv     the same for a command given as a list (our OpenCode plugin spawns one)
+    is_lean       whether a command line runs the lean client (`hook status` says so)
     lean_handler  Claude Code's exec-form command handler made lean the same way (a shell
                   line): its SessionStart, where its other events go to the owner's http door
 
@@ -12,7 +15,7 @@ The lean client starts an interpreter with nothing but what it loads by itself (
 packages, no environment options) and hands the payload to the owner's socket; where the
 owner does not answer it (another cluster, installation or environment) it runs the rest of
 its line, the ordinary hook, on the same payload (`hook/lean.py`). The line still reads
-`... planfence hook codex ...`, so everything that recognises our handler still does.
+`... planfence hook CLIENT ...`, so everything that recognises our handler still does.
 """
 
 from __future__ import annotations
@@ -43,27 +46,44 @@ def lean_script() -> Path:
     return Path(__file__).resolve().parents[1] / "hook" / "leanrun.py"
 
 
-def lean_line(line: str, root: Path | None, cluster: Path | None = None) -> str:
-    """`line` (an ordinary `planfence hook codex ...` command line) behind the lean client
-    when a cluster folder serves `root` (`cluster`, else the one found for it) and its
-    socket path fits AF_UNIX; `line` as it is otherwise (or for `root` None: a user-wide
-    install names no one cluster)."""
+def lean_prefix(root: Path | None, cluster: Path | None = None) -> list[str] | None:
+    """`PYTHON -I -S .../hook/leanrun.py --socket SOCKET`, what goes in front of an ordinary
+    `planfence hook CLIENT ...` command, when a cluster folder serves `root` (`cluster`, else
+    the one found for it) and its socket path fits AF_UNIX; None otherwise (or for `root`
+    None: a user-wide install names no one cluster)."""
     if root is None or not lean_script().is_file():
-        return line
+        return None
     from ...core.errors import ConfigError
     from ..place.config import NoCluster, find_cluster
 
     try:
         cdir = find_cluster(cluster, root)
     except (NoCluster, ConfigError):
-        return line
+        return None
     where = socket_path(cdir.root)
     if len(os.fsencode(where)) >= 108:
-        return line
+        return None
+    return [sys.executable, "-I", "-S", str(lean_script()), "--socket", str(where)]
+
+
+def lean_line(line: str, root: Path | None, cluster: Path | None = None) -> str:
+    """`line` (an ordinary `planfence hook CLIENT ...` command line) behind the lean client
+    where `lean_prefix` gives one; `line` as it is otherwise."""
     import shlex
 
-    lean = [sys.executable, "-I", "-S", str(lean_script()), "--socket", str(where)]
-    return f"{shlex.join(lean)} {line}"
+    lean = lean_prefix(root, cluster)
+    return line if lean is None else f"{shlex.join(lean)} {line}"
+
+
+def lean_argv(argv: list[str], root: Path | None, cluster: Path | None = None) -> list[str]:
+    """`argv` (an ordinary `planfence hook CLIENT ...` command, as a list) behind the lean
+    client where `lean_prefix` gives one; `argv` as it is otherwise."""
+    return [*(lean_prefix(root, cluster) or []), *argv]
+
+
+def is_lean(command: str) -> bool:
+    """Whether the hook command line `command` runs the lean client."""
+    return "leanrun.py" in command and " --socket " in command
 
 
 def lean_handler(

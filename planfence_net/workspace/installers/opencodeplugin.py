@@ -5,7 +5,8 @@ OpenCode's plugin folder (OpenCode loads every `{plugin,plugins}/*.{js,ts}` ther
     user      $XDG_CONFIG_HOME/opencode/plugins/planfence.js (~/.config/opencode/...)
 
 The plugin is ours, so it fails closed itself: `tool.execute.before` sends each call to
-`planfence hook opencode` (`clients.opencode`: OpenCode's tool names and args) and throws,
+`planfence hook opencode` (`clients.opencode`: OpenCode's tool names and args; where a
+workspace owner serves the project, behind the lean client, `leanhook.lean_argv`) and throws,
 which blocks the call with the message as the tool's error, when the hook blocks (exit 2),
 cannot start, exits otherwise, or gives no answer within TIMEOUT seconds. OpenCode's `batch`
 tool (behind `experimental.batch_tool`) runs its sub-calls without the plugin hooks: the
@@ -24,7 +25,8 @@ from pathlib import Path
 
 from ...cluster.command import executable
 from .clients import TIMEOUT, check_timeout, hook_args, project_root
-from .clientstatus import probe
+from .clientstatus import LEAN, probe
+from .leanhook import is_lean, lean_argv
 from .status import ACTIVE, BROKEN, MISSING, UNSERVED, AgentStatus, serving
 
 FILE = "planfence.js"
@@ -161,10 +163,12 @@ def install(
     from ...core.errors import ConfigError
 
     check_timeout(timeout)
-    path = plugin_path(project_root(project), user)
+    root = project_root(project)
+    path = plugin_path(root, user)
     if path.exists() and MARK not in path.read_text(errors="replace"):
         raise ConfigError(f"{path} is not ours; not touching it")
-    argv = command or [executable(), *hook_args("opencode", cluster, user, timeout, explicit)]
+    ordinary = [executable(), *hook_args("opencode", cluster, user, timeout, explicit)]
+    argv = command or lean_argv(ordinary, None if user else root, cluster)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".planfence-tmp")
     tmp.write_text(plugin_text(argv))
@@ -207,4 +211,6 @@ def status(root: Path) -> AgentStatus:
     if unserved:
         return AgentStatus("opencode", UNSERVED, unserved[0], unserved[1], where)
     detail = "the plugin runs the hook and fails closed (it throws when the hook cannot answer)"
+    if is_lean(shlex.join(argv)):
+        detail += f"; {LEAN}"
     return AgentStatus("opencode", ACTIVE, detail, "", where)

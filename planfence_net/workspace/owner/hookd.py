@@ -10,9 +10,10 @@ while it serves; another workspace owner of the cluster started later does not).
 socket appears under its name only once it listens with its final mode (bound under a
 temporary name, then renamed), and is removed when the owner stops.
 
-A lean client (`hook/lean.py`, what Codex runs) sends the raw values of the variables the
-answer depends on and leaves the routing to the owner (`_lean_not_mine`); it is answered in
-its own framing (`lean_answer`), or `fallback`.
+A lean client (`hook/lean.py`, what Codex and the other command-hook clients run) sends the
+client's raw payload and the raw values of the variables the answer depends on, and leaves
+the mapping (the client's adapter, `clients.table`) and the routing to the owner
+(`_lean_not_mine`); it is answered in its own framing (`lean_answer`), or `fallback`.
 
 Per connection: the peer must run as this user (SO_PEERCRED, else the connection is closed
 unanswered, which the client reports as a block); the request is read within READ_TIMEOUT,
@@ -52,6 +53,7 @@ from anyio.abc import SocketAttribute, SocketStream, TaskStatus
 
 from ...net.syncclient import Local, SessionPool, keeping, local_requests
 from ...owners.logs import EventLog
+from ..clients.table import normalized
 from ..hook.client import (
     DEFAULT_TIMEOUT,
     FAST_EVENTS,
@@ -67,6 +69,7 @@ from ..hook.client import (
 from ..hook.run import Answer, decide
 from ..installers.httphook import ENVIRONMENT
 from ..installers.leanhook import socket_path
+from ..model.payload import AGENTS
 
 READ_TIMEOUT = 30.0  # seconds for a client to send its request
 MAX_HEADER = 64 * 1024
@@ -272,11 +275,12 @@ def lean_answer(answer: Answer) -> bytes:
 def _lean_not_mine(header: dict[str, Any], data: bytes, cluster: Path) -> str | None:
     """Why this owner does not answer a lean client's request (it then runs the ordinary
     hook, which finds its own way): the same as `_not_mine`, with the routing the ordinary
-    client does (`client.route`: the call's cluster folder, from its `cwd`) done here."""
-    argv, environ = header.get("argv"), header.get("environ")
+    client does (`client.route`: the call's cluster folder, from its `cwd`, read from the
+    payload in the normalized form) done here."""
+    argv, environ, agent = header.get("argv"), header.get("environ"), header.get("agent")
     if header.get("v") != VERSION:
         return f"protocol version {header.get('v')!r}, this owner speaks {VERSION}"
-    if header.get("agent") not in ("claude", "codex") or not (
+    if agent not in AGENTS or not (
         isinstance(argv, list) and all(isinstance(a, str) for a in argv)
     ):
         return "malformed request"
@@ -286,7 +290,10 @@ def _lean_not_mine(header: dict[str, Any], data: bytes, cluster: Path) -> str | 
         environ.get(name) != os.environ.get(name) for name in ENVIRONMENT
     ):
         return "another environment"
-    found = route(argv, data, (*FAST_EVENTS, *SESSION_EVENTS))
+    mapped = normalized(agent, data).data
+    found = (
+        route(argv, mapped, (*FAST_EVENTS, *SESSION_EVENTS)) if isinstance(mapped, bytes) else None
+    )
     if found is None or os.path.realpath(found[1]) != os.path.realpath(cluster):
         return "another cluster folder, or a call the ordinary hook judges"
     return None
