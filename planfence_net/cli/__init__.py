@@ -37,6 +37,23 @@ def main() -> None:
     app.main(prog_name="planfence")
 
 
+def _cannot_start(agent: str, exc: BaseException) -> int:
+    """Print why the hook cannot start as a block, in client `agent`'s form where its
+    adapter loads (`clients.table.answered`: some clients skip a bare exit 2), and return
+    the exit code."""
+    reason = f"PlanFence blocked this call: the hook cannot start ({exc!r})"
+    try:
+        from ..workspace.clients.table import BLOCK, Mapped, answered
+
+        code, err, out = answered(agent, Mapped(b""), (BLOCK, reason, ""))
+    except BaseException:
+        code, err, out = 2, reason, ""
+    for stream, text in ((sys.stdout, out), (sys.stderr, err)):
+        if text:
+            stream.write(text + "\n")
+    return code
+
+
 def _hook(agent: str, args: list[str]) -> NoReturn:
     """Run the hook as the short-lived process it is: no cyclic garbage collection while it
     imports, and no interpreter teardown once it has answered (~10 ms of the budget). The
@@ -51,8 +68,7 @@ def _hook(agent: str, args: list[str]) -> NoReturn:
 
         code = run(agent, args)
     except BaseException as exc:  # a broken install must block, not let calls through
-        sys.stderr.write(f"PlanFence blocked this call: the hook cannot start ({exc!r})\n")
-        code = 2
+        code = _cannot_start(agent, exc)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

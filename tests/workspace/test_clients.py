@@ -5,6 +5,8 @@ answer maps back; `hook install|status` of the clients with JSON hook files."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -381,3 +383,60 @@ def test_an_agent_cannot_switch_its_own_clients_hooks_off(tmp_path: Path) -> Non
             cwd=str(repo),
         )
         assert run_hook("gemini", ordinary, "--mode", "auto") == (0, "")
+
+
+# -- a payload the hook cannot read blocks in the client's own form --------------------
+
+
+@pytest.mark.parametrize("name", [n for n in AGENTS if n not in ("claude", "codex")])
+def test_a_block_of_a_payload_of_unknown_event_is_the_clients_block_before_a_call(
+    name: str,
+) -> None:
+    """Found by review: Copilot CLI skips a hook's exit 2, so a block whose event the hook
+    could not read (garbled, oversize, a hook that cannot start) was answered as after a
+    call: exit 0 with nothing it reads, and the call ran. It counts as before a call."""
+    unknown = answered(name, Mapped(b"{not json"), (2, "PlanFence blocked this call: r", ""))
+    before = answered(name, Mapped(b"", "PreToolUse"), (2, "PlanFence blocked this call: r", ""))
+    assert unknown == before
+    code, err, out = unknown
+    assert (
+        code == 2
+        or json.loads(out).get("permissionDecision", "") == "deny"
+        or (json.loads(out).get("permission") == "deny")
+    )
+    assert "PlanFence blocked this call: r" in err + out
+
+
+@pytest.mark.parametrize("name", ["copilot", "cursor"])
+def test_an_oversize_or_garbled_payload_is_denied_in_the_clients_form(name: str) -> None:
+    """`planfence hook NAME` as the client starts it: a payload over the cap (refused by the
+    fast path's client, unread) and one that is not JSON (refused by the parser) are both
+    a deny on stdout, the form these clients obey."""
+    from planfence_net.workspace.hook import client as hookclient
+
+    for data in (b"{" * (hookclient.MAX_PAYLOAD + 1), b"{not json"):
+        proc = subprocess.run(
+            [sys.executable, "-m", "planfence_net", "hook", name],
+            input=data,
+            capture_output=True,
+            timeout=60,
+        )
+        assert proc.returncode == 0, proc.stderr
+        decision = json.loads(proc.stdout)
+        assert "deny" in (decision.get("permissionDecision"), decision.get("permission"))
+
+
+def test_a_hook_that_cannot_start_denies_in_copilots_form() -> None:
+    """The hook's last guard (a broken install) blocks in the client's form too: Copilot
+    CLI would run the call on a bare exit 2."""
+    halted = (
+        "import sys; sys.modules['planfence_net.workspace.hook.client'] = None; "
+        "sys.argv = ['planfence', 'hook', 'copilot']; from planfence_net.cli import main; main()"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", halted], input=b"{}", capture_output=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    decision = json.loads(proc.stdout)
+    assert decision["permissionDecision"] == "deny"
+    assert "the hook cannot start" in decision["permissionDecisionReason"]

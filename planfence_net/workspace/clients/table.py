@@ -113,11 +113,14 @@ def canonical(row: Client, value: dict[str, Any]) -> dict[str, Any]:
 
 
 def answered(name: str, mapped: Mapped, answer: Answer) -> Answer:
-    """The hook's `answer` as client `name` reads it."""
+    """The hook's `answer` as client `name` reads it. A payload whose event the hook could
+    not read (not JSON, over the size cap, a hook that cannot start) is answered as before a
+    call, the side that blocks: after a call the clients read a block as a note, and some
+    skip an exit code they do not expect (Copilot CLI runs the call)."""
     row = client(name)
     if row is None or row.answer is None:
         return answer
-    return row.answer(mapped.event, answer)
+    return row.answer(mapped.event or "PreToolUse", answer)
 
 
 def call_id(name: str, value: dict[str, Any], session: str, tool: str) -> str:

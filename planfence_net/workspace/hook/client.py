@@ -100,8 +100,7 @@ def run(agent: str, argv: list[str], stdin: IO[bytes] | None = None) -> int:
     except BaseException as exc:
         return _in_process(agent, argv, exc)
     if len(data) > MAX_PAYLOAD:
-        write_answer(oversize(), "")
-        return BLOCK
+        return _refused(agent, oversize())
     where = route(argv, data)
     if where is None:
         return _in_process(agent, argv, data)
@@ -111,6 +110,16 @@ def run(agent: str, argv: list[str], stdin: IO[bytes] | None = None) -> int:
         return _in_process(agent, argv, data)
     code, err, out = answer
     write_answer(err, out)  # exactly as hook.main prints
+    return code
+
+
+def _refused(agent: str, reason: str) -> int:
+    """Print a block for `reason` as client `agent` reads one (its event unread: as before
+    a call, `clients.table.answered`) and return its exit code."""
+    from ..clients.table import Mapped, answered
+
+    code, err, out = answered(agent, Mapped(b""), (BLOCK, reason, ""))
+    write_answer(err, out)
     return code
 
 
