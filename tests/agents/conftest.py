@@ -50,5 +50,9 @@ def model_server() -> Iterator[ModelServer]:
 @pytest.fixture
 def workspace(tmp_path: Path) -> Iterator[Workspace]:
     ws = Workspace(make_repo(tmp_path / "repo", FILES))
-    with served(ws.path):  # returns once the owner accepts sessions; stopped after the test
+    # the owner runs as the clients do, with their HOME (`tmp_path / "home"`), so it answers
+    # their hook calls itself (`hook.client.environment`), as on a user's machine
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    with served(ws.path, env={"HOME": str(home)}):  # once it accepts sessions; stopped after
         yield ws

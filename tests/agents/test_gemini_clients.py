@@ -18,7 +18,7 @@ import pytest
 from .model_server import GEMINI, ModelServer, Reply, Text, ToolCall, Turn
 from .newclients import run_gemini, skip_without
 from .turns import assert_scripted_and_offline
-from .workspaces import Workspace
+from .workspaces import Workspace, hook_calls_answered
 
 pytestmark = pytest.mark.agents
 skip_without("gemini")
@@ -69,6 +69,8 @@ def test_gemini_write_without_drift_passes(
     assert run.returncode == 0, run.stdout + run.stderr
     assert_scripted_and_offline(model_server, GEMINI, turns)
     assert main.read_text() == WRITTEN
+    # the lean hook handed every call to the owner, which answered it (its log)
+    assert hook_calls_answered(workspace, "gemini") >= 2
     last = function_responses(model_server.model_requests(GEMINI)[-1])
     assert "blocked" not in json.dumps(last[-1]), last[-1]
     home = {"HOME": str(tmp_path / "home")}  # the trust the run recorded, as the user's
@@ -110,3 +112,5 @@ def test_gemini_read_drift_block_reread_write(
     assert "return 2" in json.dumps(function_responses(requests[3])[-1])  # the re-read
     assert "blocked" not in json.dumps(function_responses(requests[4])[-1])
     assert main.read_text() == WRITTEN
+    # the lean hook handed every call to the owner, which answered it (its log)
+    assert hook_calls_answered(workspace, "gemini") >= 2

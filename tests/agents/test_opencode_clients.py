@@ -17,7 +17,7 @@ from planfence_net.workspace.installers.opencodeplugin import plugin_path
 from .model_server import CHAT, ModelServer, Reply, Text, ToolCall, Turn
 from .newclients import run_opencode, skip_without
 from .turns import assert_scripted_and_offline
-from .workspaces import Workspace
+from .workspaces import Workspace, hook_calls_answered
 
 pytestmark = pytest.mark.agents
 skip_without("opencode")
@@ -57,6 +57,8 @@ def test_opencode_write_without_drift_passes(
     assert run.returncode == 0, run.stdout + run.stderr
     assert_scripted_and_offline(model_server, CHAT, turns)
     assert main.read_text() == WRITTEN
+    # the lean hook handed every call to the owner, which answered it (its log)
+    assert hook_calls_answered(workspace, "opencode") >= 2
     results = tool_messages(model_server.model_requests(CHAT)[-1])
     assert len(results) == 2 and "PlanFence" not in results[-1], results
     status = workspace.planfence("hook", "status", "opencode", "--project", workspace.path)
@@ -95,6 +97,8 @@ def test_opencode_read_drift_block_reread_write(
     assert "return 2" in tool_messages(requests[3])[-1]  # the re-read
     assert "PlanFence" not in tool_messages(requests[4])[-1]
     assert main.read_text() == WRITTEN
+    # the lean hook handed every call to the owner, which answered it (its log)
+    assert hook_calls_answered(workspace, "opencode") >= 2
 
 
 def test_opencode_plugin_fails_closed_when_the_hook_cannot_start(

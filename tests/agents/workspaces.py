@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -53,3 +54,12 @@ class Workspace:
             text=True,
             timeout=COMMAND_TIMEOUT,
         ).stdout
+
+
+def hook_calls_answered(ws: Workspace, client: str) -> int:
+    """How many of `client`'s hook calls the workspace owner answered itself (its log's
+    `hook` lines), rather than handing them back to the ordinary command."""
+    log = ws.path / ".planfence" / "logs" / "ws.jsonl"
+    lines = log.read_text().splitlines() if log.exists() else []
+    events = [json.loads(line) for line in lines if line.startswith("{")]
+    return sum(1 for e in events if e.get("event") == "hook" and e.get("client") == client)

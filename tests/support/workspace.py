@@ -59,10 +59,12 @@ def write(root: Path, files: dict[str, str]) -> None:
 
 
 @contextmanager
-def served(path: Path, *extra: str) -> Iterator[str]:
-    """`planfence workspace serve PATH` running; yields its first output line."""
+def served(path: Path, *extra: str, env: dict[str, str] | None = None) -> Iterator[str]:
+    """`planfence workspace serve PATH` running (`env` over this process's environment);
+    yields its first output line."""
     proc = subprocess.Popen(
         [str(PLANFENCE), "workspace", "serve", str(path), *extra],
+        env={**os.environ, **env} if env else None,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
