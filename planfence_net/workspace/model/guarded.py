@@ -15,8 +15,22 @@ out, `EXCLUDED`); and it refuses the git subcommands that
 write `.git/config` without naming it (`git config`, `git remote add`, ...). A command that
 passes the read-only screen (`reads.is_read_only`) is never asked: looking is always allowed.
 
+A folder that holds a person-only path is the fence's too (`rm -rf .gemini`, `mv ~/.cursor x`
+switch a client's hooks off as surely as an edit): each folder between a guarded path and the
+anchor it hangs from (the served worktree's root, or $HOME for the user's files; never the
+anchor itself) is refused where a command names it as a leaf (`.github`, `./.github/`,
+`.github/*`, but not `.github/workflows/ci.yml`), written relative to its anchor (anywhere
+in the text, as the paths above), absolute, from $HOME (`~/`, `$HOME/`) or relative to the
+working folder; so is a glob word that could match one of them or a guarded path, component
+by component, with the shell's rule that only a written dot matches a leading dot (`.gem*`,
+`.[g]emini`, `.github/h*`, but not `*`). A `git clean` that is no dry run and removes
+untracked folders or ignored files (`-d`, `-x`, `-X`) is refused where a guarded path lies
+under what it cleans: whether git tracks that path is not known here. `.` and `..` (the
+working folder and its parent) are never taken for such a folder.
+
 `Guarded` holds the absolute person-only paths the caller found on disk (`place.guarded`),
-each in its written and its real form; the names below are refused wherever they appear.
+each in its written and its real form, and the anchors (likewise); the folders and their
+forms are derived once, when it is made. The names below are refused wherever they appear.
 """
 
 from __future__ import annotations
@@ -24,7 +38,9 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 
 from .payload import SHELLS, ToolCall
 
@@ -32,6 +48,10 @@ _QUOTING = str.maketrans("", "", "'\"\\")
 _END = r"(?![\w.-])"  # where a name ends in shell text
 _LEAF = r"(?![\w.-]|/[\w.-])"  # ... and nothing inside it follows
 _PART = r"[^\s;&|()<>`]"  # a character of a path in shell text
+_START = r"(?<![\w.-])"  # where a name starts in shell text
+_FOLDER_LEAF = r"(?![\w.-]|/" + _PART + ")"  # nothing inside the folder follows
+_GLOB_WORD = re.compile(_PART + r"*[*?\[]" + _PART + "*")
+_HOME_FORMS = ("~/", "$HOME/", "${HOME}/")
 # Person-only paths by name, wherever they are (relative, under $HOME, in another repository).
 NAMED = (
     (re.compile(r"(?<![\w.-])\.planfence" + _END), "the cluster folder .planfence"),
@@ -69,11 +89,56 @@ _SEPARATORS = frozenset((";", "&&", "||", "|", "&", "(", ")", "\n", "|&", ";;"))
 
 
 @dataclass(frozen=True, slots=True)
+class Folder:
+    """A folder holding the guarded path `holds`, strictly below its `anchor`."""
+
+    path: str
+    anchor: str
+    holds: str
+
+    def describe(self, form: str) -> str:
+        return f"{form} (the folder holding {self.holds})"
+
+
+@dataclass(frozen=True, slots=True)
 class Guarded:
     """The person-only paths found on disk: absolute, normalized, in written and real form.
-    A path at or under one of them is person-only."""
+    A path at or under one of them is person-only, and so is each folder between one of them
+    and its anchor (the deepest of `anchors` holding it; those in `homes` are $HOME)."""
 
     paths: tuple[str, ...]
+    anchors: tuple[str, ...] = ()
+    homes: tuple[str, ...] = ()
+    folders: Mapping[str, Folder] = field(init=False, repr=False, compare=False)
+    _mentions: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+    _forms: dict[str, Folder] = field(init=False, repr=False, compare=False)
+    _targets: tuple[tuple[list[str], str, Folder | None], ...] = field(
+        init=False, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        folders = holding_folders(self.paths, self.anchors)
+        forms: dict[str, Folder] = {}
+        for folder in folders.values():
+            rel = os.path.relpath(folder.path, folder.anchor)
+            written = [folder.path]
+            if folder.anchor in self.homes:
+                written += [home + rel for home in _HOME_FORMS]
+            else:
+                written.append(rel)  # anywhere in the text, as the paths' own forms
+            for form in written:
+                forms.setdefault(form, folder)
+        mentions = None
+        if forms:
+            names = "|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True))
+            mentions = re.compile(_START + "(" + names + ")/?" + _FOLDER_LEAF)
+        object.__setattr__(self, "folders", folders)
+        object.__setattr__(self, "_forms", forms)
+        object.__setattr__(self, "_mentions", mentions)
+        targets: list[tuple[list[str], str, Folder | None]]
+        targets = [(p.split(os.sep), p, None) for p in self.paths]
+        targets += [(f.path.split(os.sep), f.path, f) for f in folders.values()]
+        object.__setattr__(self, "_targets", tuple(targets))
 
     def holding(self, path: str) -> str | None:
         """The guarded path `path` (absolute, normalized) is or lies under, else None."""
@@ -81,6 +146,63 @@ class Guarded:
             if path == guarded or path.startswith(guarded.rstrip(os.sep) + os.sep):
                 return guarded
         return None
+
+    def folder_named(self, text: str, cwd: str) -> str | None:
+        """The folder (holding a guarded path) that shell `text`, run in `cwd`, names as a
+        leaf, described, else None: its cwd-free forms first, then relative to `cwd` (those
+        of a folder under $HOME: the others' relative forms are cwd-free)."""
+        if self._mentions is not None and (hit := self._mentions.search(text)):
+            return self._forms[hit.group(1)].describe(hit.group(0))
+        relative = {
+            form: folder
+            for folder in self.folders.values()
+            if folder.anchor in self.homes
+            and set((form := os.path.relpath(folder.path, cwd)).split(os.sep)) - {".", ".."}
+        }
+        if relative:
+            names = "|".join(re.escape(f) for f in sorted(relative, key=len, reverse=True))
+            hit = re.search(_START + "(" + names + ")/?" + _FOLDER_LEAF, text)
+            if hit:
+                return relative[hit.group(1)].describe(hit.group(0))
+        return None
+
+    def glob_target(self, pattern: str) -> str | None:
+        """What the absolute, normalized glob `pattern` could match, described: a guarded
+        path or a path under one, or a folder holding one; else None."""
+        parts = pattern.split(os.sep)
+        for names, path, folder in self._targets:
+            if len(parts) < len(names) or (folder is not None and len(parts) != len(names)):
+                continue
+            if all(_matches(name, part) for name, part in zip(names, parts, strict=False)):
+                return folder.describe(path) if folder is not None else path
+        return None
+
+
+def _matches(name: str, pattern: str) -> bool:
+    """Whether a shell glob component matches `name` (only a written dot a leading one)."""
+    if name.startswith(".") and not pattern.startswith("."):
+        return False
+    return name == pattern or fnmatchcase(name, pattern)
+
+
+def holding_folders(paths: tuple[str, ...], anchors: tuple[str, ...]) -> dict[str, Folder]:
+    """Each folder strictly between one of `paths` and the deepest of `anchors` holding it
+    (a path under no anchor has none), by its path; an anchor is never one."""
+    found: dict[str, Folder] = {}
+    for path in paths:
+        held = [a for a in anchors if _under(path, a)]
+        if not held:
+            continue
+        anchor = max(held, key=len)
+        folder = os.path.dirname(path)
+        while folder != anchor and _under(folder, anchor):
+            found.setdefault(folder, Folder(folder, anchor, path))
+            folder = os.path.dirname(folder)
+    return found
+
+
+def _under(path: str, folder: str) -> bool:
+    return path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 def person_only_path(call: ToolCall, guarded: Guarded, real: dict[str, str]) -> str | None:
@@ -96,6 +218,8 @@ def person_only_path(call: ToolCall, guarded: Guarded, real: dict[str, str]) -> 
             found = guarded.holding(path) or _named(path)
             if found:
                 return f"{name} ({found})"
+            if folder := guarded.folders.get(path):
+                return folder.describe(name)
     if call.command is not None and call.tool in SHELLS:
         return shell_touches(call.command, call.cwd, guarded)
     return None
@@ -115,9 +239,16 @@ def shell_touches(command: str, cwd: str, guarded: Guarded) -> str | None:
                 r"(?<![\w.-])" + re.escape(form) + r"(?![\w.-])", text
             ):
                 return f"{form} ({path})"
+    found = guarded.folder_named(text, cwd)
+    if found:
+        return found
+    if "*" in text or "?" in text or "[" in text:
+        found = _glob_touches(text, cwd, guarded)
+        if found:
+            return found
     if cwd_inside := guarded.holding(os.path.normpath(cwd)):
         return f"the working folder {cwd} ({cwd_inside})"
-    return _git_config_writer(text)
+    return _git_writer(text, cwd, guarded)
 
 
 def _named(text: str) -> str | None:
@@ -128,8 +259,41 @@ def _named(text: str) -> str | None:
     return None
 
 
-def _git_config_writer(text: str) -> str | None:
-    """`git SUBCOMMAND` when `text` runs one that writes the repository's config."""
+def _glob_touches(text: str, cwd: str, guarded: Guarded) -> str | None:
+    """What a glob word of `text` (run in `cwd`) could match, described: a guarded path, a
+    path under one, or a folder holding one; else None. A relative word is read from `cwd`
+    and, as the folders' own forms, from each worktree anchor at each of its folders."""
+    for hit in _GLOB_WORD.finditer(text):
+        word = hit.group(0).rsplit("=", 1)[-1]
+        for candidate in _glob_paths(word, cwd, guarded):
+            found = guarded.glob_target(candidate)
+            if found:
+                return f"{hit.group(0)} ({found})"
+    return None
+
+
+def _glob_paths(word: str, cwd: str, guarded: Guarded) -> list[str]:
+    for home_form in _HOME_FORMS:
+        if word.startswith(home_form):
+            rest = word[len(home_form) :]
+            return [os.path.normpath(os.path.join(home, rest)) for home in guarded.homes]
+    if word.startswith("/"):
+        return [os.path.normpath(word)]
+    found = [os.path.normpath(os.path.join(cwd, word))]
+    parts = [p for p in word.split("/") if p not in ("", ".")]
+    for anchor in guarded.anchors:
+        if anchor not in guarded.homes:
+            found += [
+                os.path.normpath(os.path.join(anchor, *parts[at:]))
+                for at in range(len(parts))
+                if parts[at] != ".."
+            ]
+    return found
+
+
+def _git_writer(text: str, cwd: str, guarded: Guarded) -> str | None:
+    """`git SUBCOMMAND` when `text` runs one that writes the repository's config, or a
+    `git clean` that can remove a guarded path."""
     try:
         lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
         lexer.whitespace_split = True
@@ -141,26 +305,89 @@ def _git_config_writer(text: str) -> str | None:
         if word not in _SEPARATORS:
             simple.append(word)
             continue
-        found = _git_writes_config(simple)
+        git = _git_command(simple)
+        simple = []
+        if git is None:
+            continue
+        sub, rest, folder = git
+        found = _git_writes_config(sub, rest) or (
+            _git_clean_removes(rest, os.path.join(cwd, folder), guarded) if sub == "clean" else None
+        )
         if found:
             return found
-        simple = []
     return None
 
 
-def _git_writes_config(words: list[str]) -> str | None:
+def _git_command(words: list[str]) -> tuple[str, list[str], str] | None:
+    """(subcommand, its words, the folder `-C` leads to, relative) of a git command."""
     at = 0
     while at < len(words) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[at]):
         at += 1  # VAR=value before the program
     if at >= len(words) or os.path.basename(words[at]) != "git":
         return None
     at += 1
+    folder = ""
     while at < len(words) and words[at].startswith("-"):
+        if words[at] == "-C" and at + 1 < len(words):
+            folder = os.path.join(folder, words[at + 1])
         at += 2 if words[at] in _GIT_GLOBAL_WITH_VALUE else 1
-    if at >= len(words) or words[at] not in GIT_CONFIG_WRITERS:
+    if at >= len(words):
         return None
-    sub, rest = words[at], words[at + 1 :]
+    return words[at], words[at + 1 :], folder
+
+
+def _git_writes_config(sub: str, rest: list[str]) -> str | None:
+    if sub not in GIT_CONFIG_WRITERS:
+        return None
     forms = GIT_CONFIG_WRITERS[sub]
     if forms is None or any(w.split("=", 1)[0] in forms for w in rest):
         return f"`git {sub}` (it writes the repository's git config, part of the git gate)"
     return None
+
+
+def _git_clean_removes(rest: list[str], base: str, guarded: Guarded) -> str | None:
+    """A `git clean` with arguments `rest`, run in `base`: the guarded path it can remove,
+    described, when it is no dry run (`-n`, `--dry-run`) and removes untracked folders or
+    ignored files (`-d`, `-x`, `-X`), else None. Whether git tracks the path is not known
+    here; a git dir (never cleaned) is passed over."""
+    dry = removes = False
+    specs: list[str] = []
+    words = iter(rest)
+    for word in words:
+        if word == "--":
+            specs += words
+        elif word.startswith("--"):
+            name = word.split("=", 1)[0]
+            dry = dry or (len(name) > 2 and "--dry-run".startswith(name))
+            if name == "--exclude" and "=" not in word:
+                next(words, None)
+        elif word.startswith("-") and word != "-":
+            flags = word[1:].split("e", 1)
+            dry = dry or "n" in flags[0]
+            removes = removes or bool(set(flags[0]) & set("dxX"))
+            if len(flags) > 1 and not flags[1]:
+                next(words, None)  # `-e PATTERN`
+        else:
+            specs.append(word)
+    if dry or not removes:
+        return None
+    base = os.path.normpath(base)
+    for path in guarded.paths:
+        if ".git" not in path.split(os.sep) and any(
+            _spec_covers(spec, path, base) for spec in specs or ["."]
+        ):
+            return f"`git clean` (it can remove {path} where git does not track it)"
+    return None
+
+
+def _spec_covers(spec: str, path: str, base: str) -> bool:
+    """Whether git pathspec `spec` (relative to `base`) reaches `path` or a folder holding
+    it (a glob's `*` crosses `/`, as in git)."""
+    if not any(c in spec for c in "*?["):
+        root = os.path.normpath(os.path.join(base, spec))
+        return path == root or _under(path, root)
+    rel = os.path.relpath(path, base)
+    parts = rel.split("/")
+    return parts[0] != ".." and any(
+        fnmatchcase("/".join(parts[:n]), spec) for n in range(1, len(parts) + 1)
+    )

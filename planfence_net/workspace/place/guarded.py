@@ -37,8 +37,10 @@ _HOOKS_PATH = re.compile(r"^\s*hookspath\s*=\s*(.*?)\s*$", re.IGNORECASE)
 
 def guarded_paths(cluster: Path, worktrees: Iterable[Path]) -> Guarded:
     """The person-only paths of the cluster folder `cluster` and its served `worktrees`,
-    each in its written and real form."""
+    each in its written and real form, with the anchors the folders holding them hang from
+    (each worktree's root and $HOME, likewise; `model.guarded` derives those folders)."""
     home = Path.home()
+    worktrees = list(worktrees)
     found: list[Path] = [
         cluster,
         state_dir(),
@@ -63,12 +65,18 @@ def guarded_paths(cluster: Path, worktrees: Iterable[Path]) -> Guarded:
             found += [common / "hooks", common / "config", own / "config.worktree"]
             configs += [common / "config", own / "config.worktree"]
         found += [root / hooks for hooks in _hooks_paths(configs)]
+    homes = _both_forms([home])
+    return Guarded(_both_forms(found), _both_forms([*worktrees, home]), homes)
+
+
+def _both_forms(found: Iterable[Path]) -> tuple[str, ...]:
+    """Each of `found`, absolute and normalized, as written and real, without repeats."""
     paths: dict[str, None] = {}
     for path in found:
         written = os.path.normpath(os.path.abspath(os.path.expanduser(path)))
         paths[written] = None
         paths[os.path.realpath(written)] = None
-    return Guarded(tuple(paths))
+    return tuple(paths)
 
 
 def real_paths(cwd: str, files: Iterable[str]) -> dict[str, str]:
