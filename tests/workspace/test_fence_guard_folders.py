@@ -115,6 +115,23 @@ def test_every_form_of_the_folder_is_refused(
         assert found is not None and ".gemini/settings.json" in found, command
 
 
+@pytest.mark.parametrize(
+    ("command", "cwd", "path"),
+    [  # each was let through: the user's files were matched only absolute or relative
+        ("echo '{}' > ~/.gemini/trustedFolders.json", "", "~/.gemini/trustedFolders.json"),
+        ("echo x > ~/.codeium/windsurf/hooks.json", "", "~/.codeium/windsurf/hooks.json"),
+        ("rm -rf $HOME/.config/opencode/plugins", "", "~/.config/opencode/plugins"),
+        ("cp x ${HOME}/.cursor/hooks.json", "", "~/.cursor/hooks.json"),
+        ("cd .. && echo x > .gemini/settings.json", "src", ".gemini/settings.json"),
+    ],
+)
+def test_the_fences_files_are_refused_from_home_and_from_the_root(
+    repo: Path, home: Path, command: str, cwd: str, path: str
+) -> None:
+    found = shell_touches(command, str(repo / cwd), guarded(repo))
+    assert found is not None and found.endswith(f" ({absolute(repo, home, path)})"), found
+
+
 ALLOWED = [
     "ruff format .",
     "git add .",
@@ -134,6 +151,9 @@ ALLOWED = [
     "git clean --dry-run -fdx",
     "git clean -f",
     "git clean -fdx build/",
+    "ls ~/.gemini ~/.config/opencode",  # looking: `~` is the shell's work, yet only a look
+    "cat ~/.gemini/settings.json $HOME/.cursor/hooks.json",
+    "ls -la ${HOME}/.codeium/windsurf/",
 ]
 
 

@@ -52,6 +52,10 @@ _START = r"(?<![\w.-])"  # where a name starts in shell text
 _FOLDER_LEAF = r"(?![\w.-]|/" + _PART + ")"  # nothing inside the folder follows
 _GLOB_WORD = re.compile(_PART + r"*[*?\[]" + _PART + "*")
 _HOME_FORMS = ("~/", "$HOME/", "${HOME}/")
+_NAME = re.compile(r"[\w.-]")  # a character of a name
+_AFTER_PATH = re.compile(_END)
+_AFTER_FOLDER = re.compile("/?" + _FOLDER_LEAF)
+_HOME_WORD = re.compile(r"(?<![^\s=:])~(?=/|\s|$)|\$HOME(?!\w)|\$\{HOME\}")
 # Person-only paths by name, wherever they are (relative, under $HOME, in another repository).
 NAMED = (
     (re.compile(r"(?<![\w.-])\.planfence" + _END), "the cluster folder .planfence"),
@@ -96,44 +100,50 @@ class Folder:
     anchor: str
     holds: str
 
-    def describe(self, form: str) -> str:
-        return f"{form} (the folder holding {self.holds})"
-
 
 @dataclass(frozen=True, slots=True)
 class Guarded:
     """The person-only paths found on disk: absolute, normalized, in written and real form.
     A path at or under one of them is person-only, and so is each folder between one of them
-    and its anchor (the deepest of `anchors` holding it; those in `homes` are $HOME)."""
+    and its anchor (the deepest of `anchors` holding it; those in `homes` are $HOME). Their
+    forms in shell text are derived once, here: absolute, relative to a worktree's root
+    (anywhere in the text) or from $HOME (`~/`, `$HOME/`); `relative` holds those a working
+    folder's relative form is needed for (under $HOME or under no anchor)."""
 
     paths: tuple[str, ...]
     anchors: tuple[str, ...] = ()
     homes: tuple[str, ...] = ()
     folders: Mapping[str, Folder] = field(init=False, repr=False, compare=False)
-    _mentions: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
-    _forms: dict[str, Folder] = field(init=False, repr=False, compare=False)
+    relative: tuple[tuple[str, Folder | None], ...] = field(init=False, repr=False, compare=False)
+    _mentions: tuple[re.Pattern[str] | None, re.Pattern[str] | None] = field(
+        init=False, repr=False, compare=False
+    )
+    _forms: dict[str, tuple[str, Folder | None]] = field(init=False, repr=False, compare=False)
     _targets: tuple[tuple[list[str], str, Folder | None], ...] = field(
         init=False, repr=False, compare=False
     )
 
     def __post_init__(self) -> None:
         folders = holding_folders(self.paths, self.anchors)
-        forms: dict[str, Folder] = {}
-        for folder in folders.values():
-            rel = os.path.relpath(folder.path, folder.anchor)
-            written = [folder.path]
-            if folder.anchor in self.homes:
-                written += [home + rel for home in _HOME_FORMS]
-            else:
-                written.append(rel)  # anywhere in the text, as the paths' own forms
+        forms: tuple[dict[str, tuple[str, Folder | None]], ...] = ({}, {})  # paths', folders'
+        relative: list[tuple[str, Folder | None]] = []
+        for path, folder in [(p, None) for p in self.paths] + [
+            (f.path, f) for f in folders.values()
+        ]:
+            anchor = folder.anchor if folder is not None else _anchor(path, self.anchors)
+            written = [path]
+            if anchor is not None and anchor in self.homes:
+                written += [home + os.path.relpath(path, anchor) for home in _HOME_FORMS]
+            elif anchor is not None:
+                written.append(os.path.relpath(path, anchor))
+            if anchor is None or anchor in self.homes:
+                relative.append((path, folder))
             for form in written:
-                forms.setdefault(form, folder)
-        mentions = None
-        if forms:
-            names = "|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True))
-            mentions = re.compile(_START + "(" + names + ")/?" + _FOLDER_LEAF)
+                forms[folder is not None].setdefault(form, (path, folder))
         object.__setattr__(self, "folders", folders)
-        object.__setattr__(self, "_forms", forms)
+        object.__setattr__(self, "relative", tuple(relative))
+        object.__setattr__(self, "_forms", {**forms[1], **forms[0]})
+        mentions = (_pattern(forms[0], _END), _pattern(forms[1], "/?" + _FOLDER_LEAF))
         object.__setattr__(self, "_mentions", mentions)
         targets: list[tuple[list[str], str, Folder | None]]
         targets = [(p.split(os.sep), p, None) for p in self.paths]
@@ -147,35 +157,56 @@ class Guarded:
                 return guarded
         return None
 
-    def folder_named(self, text: str, cwd: str) -> str | None:
-        """The folder (holding a guarded path) that shell `text`, run in `cwd`, names as a
-        leaf, described, else None: its cwd-free forms first, then relative to `cwd` (those
-        of a folder under $HOME: the others' relative forms are cwd-free)."""
-        if self._mentions is not None and (hit := self._mentions.search(text)):
-            return self._forms[hit.group(1)].describe(hit.group(0))
-        relative = {
-            form: folder
-            for folder in self.folders.values()
-            if folder.anchor in self.homes
-            and set((form := os.path.relpath(folder.path, cwd)).split(os.sep)) - {".", ".."}
-        }
-        if relative:
-            names = "|".join(re.escape(f) for f in sorted(relative, key=len, reverse=True))
-            hit = re.search(_START + "(" + names + ")/?" + _FOLDER_LEAF, text)
-            if hit:
-                return relative[hit.group(1)].describe(hit.group(0))
+    def named(self, text: str, cwd: str) -> str | None:
+        """The guarded path (at or under it) or the folder holding one (as a leaf) that
+        shell `text`, run in `cwd`, names, described, else None: the forms derived once
+        first, then those relative to `cwd` (longest first)."""
+        for mentions in self._mentions:
+            if mentions is not None and (hit := mentions.search(text)):
+                return _said(hit.group(0), *self._forms[hit.group(1)])
+        forms = []
+        for path, folder in self.relative:
+            form = os.path.relpath(path, cwd)
+            if set(form.split(os.sep)) - {".", ".."}:
+                forms.append((form, path, folder))
+        for form, path, folder in sorted(forms, key=lambda f: len(f[0]), reverse=True):
+            at = text.find(form)
+            while at >= 0:
+                end = at + len(form)
+                after = _AFTER_PATH if folder is None else _AFTER_FOLDER
+                if (at == 0 or not _NAME.match(text, at - 1)) and (tail := after.match(text, end)):
+                    return _said(text[at : tail.end()], path, folder)
+                at = text.find(form, at + 1)
         return None
 
-    def glob_target(self, pattern: str) -> str | None:
-        """What the absolute, normalized glob `pattern` could match, described: a guarded
-        path or a path under one, or a folder holding one; else None."""
+    def glob_target(self, pattern: str, written: str) -> str | None:
+        """What the absolute, normalized glob `pattern` (`written` so) could match,
+        described: a guarded path or a path under one, or a folder holding one; else None."""
         parts = pattern.split(os.sep)
         for names, path, folder in self._targets:
             if len(parts) < len(names) or (folder is not None and len(parts) != len(names)):
                 continue
             if all(_matches(name, part) for name, part in zip(names, parts, strict=False)):
-                return folder.describe(path) if folder is not None else path
+                return _said(written, path, folder)
         return None
+
+
+def _anchor(path: str, anchors: tuple[str, ...]) -> str | None:
+    """The deepest of `anchors` holding `path` (strictly), else None."""
+    return max((a for a in anchors if _under(path, a)), key=len, default=None)
+
+
+def _said(written: str, path: str, folder: Folder | None) -> str:
+    """How a mention (`written`) of guarded `path`, or of `folder` holding one, is said."""
+    return f"{written} (the folder holding {folder.holds})" if folder else f"{written} ({path})"
+
+
+def _pattern(forms: Mapping[str, object], after: str) -> re.Pattern[str] | None:
+    """One pattern finding any of `forms` (longest first), as a name, followed by `after`."""
+    if not forms:
+        return None
+    names = "|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True))
+    return re.compile(_START + "(" + names + ")" + after)
 
 
 def _matches(name: str, pattern: str) -> bool:
@@ -190,10 +221,9 @@ def holding_folders(paths: tuple[str, ...], anchors: tuple[str, ...]) -> dict[st
     (a path under no anchor has none), by its path; an anchor is never one."""
     found: dict[str, Folder] = {}
     for path in paths:
-        held = [a for a in anchors if _under(path, a)]
-        if not held:
+        anchor = _anchor(path, anchors)
+        if anchor is None:
             continue
-        anchor = max(held, key=len)
         folder = os.path.dirname(path)
         while folder != anchor and _under(folder, anchor):
             found.setdefault(folder, Folder(folder, anchor, path))
@@ -219,7 +249,7 @@ def person_only_path(call: ToolCall, guarded: Guarded, real: dict[str, str]) -> 
             if found:
                 return f"{name} ({found})"
             if folder := guarded.folders.get(path):
-                return folder.describe(name)
+                return _said(name, path, folder)
     if call.command is not None and call.tool in SHELLS:
         return shell_touches(call.command, call.cwd, guarded)
     return None
@@ -227,19 +257,25 @@ def person_only_path(call: ToolCall, guarded: Guarded, real: dict[str, str]) -> 
 
 def shell_touches(command: str, cwd: str, guarded: Guarded) -> str | None:
     """The person-only path (or the git command writing one) the shell `command`, run in
-    `cwd`, may write, or None; conservative (see the module doc)."""
+    `cwd`, may write, or None; conservative (see the module doc). A command the read-only
+    screen passes once $HOME is written out (`ls ~/.gemini`: `~` is the shell's work, which
+    the screen refuses) only looks: never refused."""
+    found = _touches(command, cwd, guarded)
+    if found and guarded.homes and _HOME_WORD.search(command):
+        from .readonly import is_read_only
+
+        home = shlex.quote(guarded.homes[0])
+        if is_read_only(_HOME_WORD.sub(lambda _: home, command)):
+            return None
+    return found
+
+
+def _touches(command: str, cwd: str, guarded: Guarded) -> str | None:
     text = EXCLUDED.sub(" ", command.translate(_QUOTING))
     found = _named(text)
     if found:
         return found
-    for path in guarded.paths:
-        forms = {path, os.path.relpath(path, cwd)}
-        for form in forms:
-            if form not in (".", "..") and re.search(
-                r"(?<![\w.-])" + re.escape(form) + r"(?![\w.-])", text
-            ):
-                return f"{form} ({path})"
-    found = guarded.folder_named(text, cwd)
+    found = guarded.named(text, cwd)
     if found:
         return found
     if "*" in text or "?" in text or "[" in text:
@@ -266,9 +302,9 @@ def _glob_touches(text: str, cwd: str, guarded: Guarded) -> str | None:
     for hit in _GLOB_WORD.finditer(text):
         word = hit.group(0).rsplit("=", 1)[-1]
         for candidate in _glob_paths(word, cwd, guarded):
-            found = guarded.glob_target(candidate)
+            found = guarded.glob_target(candidate, hit.group(0))
             if found:
-                return f"{hit.group(0)} ({found})"
+                return found
     return None
 
 
