@@ -132,6 +132,24 @@ def test_the_fences_files_are_refused_from_home_and_from_the_root(
     assert found is not None and found.endswith(f" ({absolute(repo, home, path)})"), found
 
 
+def test_a_linked_worktrees_repository_is_a_root_not_a_folder(home: Path) -> None:
+    """The folders above a linked worktree's repository (`~/src` holding `~/src/main/.git`)
+    are not the fence's: that repository hangs from its own root, as a worktree does."""
+    main, tree = home / "src" / "main", home / "tree"
+    (main / ".git" / "worktrees" / "tree").mkdir(parents=True)
+    (main / ".git" / "worktrees" / "tree" / "commondir").write_text("../..\n")
+    tree.mkdir()
+    (tree / ".git").write_text(f"gitdir: {main}/.git/worktrees/tree\n")
+    fence = guarded_paths(tree / ".planfence", [tree])
+    assert str(main / ".git" / "hooks") in fence.paths
+    for command in ("cd ~/src && make", "cd ~/src/main && git pull", "rm -rf ../src/old"):
+        assert shell_touches(command, str(tree), fence) is None, command
+    found = shell_touches("rm -rf ~/src/main/.git/worktrees", str(tree), fence)
+    assert found == (
+        f".git/worktrees (the folder holding {main}/.git/worktrees/tree/config.worktree)"
+    )
+
+
 ALLOWED = [
     "ruff format .",
     "git add .",

@@ -38,7 +38,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
@@ -48,7 +48,6 @@ _QUOTING = str.maketrans("", "", "'\"\\")
 _END = r"(?![\w.-])"  # where a name ends in shell text
 _LEAF = r"(?![\w.-]|/[\w.-])"  # ... and nothing inside it follows
 _PART = r"[^\s;&|()<>`]"  # a character of a path in shell text
-_START = r"(?<![\w.-])"  # where a name starts in shell text
 _FOLDER_LEAF = r"(?![\w.-]|/" + _PART + ")"  # nothing inside the folder follows
 _GLOB_WORD = re.compile(_PART + r"*[*?\[]" + _PART + "*")
 _HOME_FORMS = ("~/", "$HOME/", "${HOME}/")
@@ -101,6 +100,10 @@ class Folder:
     holds: str
 
 
+# (a form in shell text, the guarded path it names, the folder holding it it names or None)
+Mention = tuple[str, str, Folder | None]
+
+
 @dataclass(frozen=True, slots=True)
 class Guarded:
     """The person-only paths found on disk: absolute, normalized, in written and real form.
@@ -114,18 +117,15 @@ class Guarded:
     anchors: tuple[str, ...] = ()
     homes: tuple[str, ...] = ()
     folders: Mapping[str, Folder] = field(init=False, repr=False, compare=False)
+    forms: tuple[Mention, ...] = field(init=False, repr=False, compare=False)
     relative: tuple[tuple[str, Folder | None], ...] = field(init=False, repr=False, compare=False)
-    _mentions: tuple[re.Pattern[str] | None, re.Pattern[str] | None] = field(
-        init=False, repr=False, compare=False
-    )
-    _forms: dict[str, tuple[str, Folder | None]] = field(init=False, repr=False, compare=False)
     _targets: tuple[tuple[list[str], str, Folder | None], ...] = field(
         init=False, repr=False, compare=False
     )
 
     def __post_init__(self) -> None:
         folders = holding_folders(self.paths, self.anchors)
-        forms: tuple[dict[str, tuple[str, Folder | None]], ...] = ({}, {})  # paths', folders'
+        forms: dict[str, tuple[str, Folder | None]] = {}
         relative: list[tuple[str, Folder | None]] = []
         for path, folder in [(p, None) for p in self.paths] + [
             (f.path, f) for f in folders.values()
@@ -139,12 +139,10 @@ class Guarded:
             if anchor is None or anchor in self.homes:
                 relative.append((path, folder))
             for form in written:
-                forms[folder is not None].setdefault(form, (path, folder))
+                forms.setdefault(form, (path, folder))  # a guarded path's own form first
         object.__setattr__(self, "folders", folders)
+        object.__setattr__(self, "forms", _longest_first((f, *m) for f, m in forms.items()))
         object.__setattr__(self, "relative", tuple(relative))
-        object.__setattr__(self, "_forms", {**forms[1], **forms[0]})
-        mentions = (_pattern(forms[0], _END), _pattern(forms[1], "/?" + _FOLDER_LEAF))
-        object.__setattr__(self, "_mentions", mentions)
         targets: list[tuple[list[str], str, Folder | None]]
         targets = [(p.split(os.sep), p, None) for p in self.paths]
         targets += [(f.path.split(os.sep), f.path, f) for f in folders.values()]
@@ -160,24 +158,13 @@ class Guarded:
     def named(self, text: str, cwd: str) -> str | None:
         """The guarded path (at or under it) or the folder holding one (as a leaf) that
         shell `text`, run in `cwd`, names, described, else None: the forms derived once
-        first, then those relative to `cwd` (longest first)."""
-        for mentions in self._mentions:
-            if mentions is not None and (hit := mentions.search(text)):
-                return _said(hit.group(0), *self._forms[hit.group(1)])
-        forms = []
-        for path, folder in self.relative:
-            form = os.path.relpath(path, cwd)
-            if set(form.split(os.sep)) - {".", ".."}:
-                forms.append((form, path, folder))
-        for form, path, folder in sorted(forms, key=lambda f: len(f[0]), reverse=True):
-            at = text.find(form)
-            while at >= 0:
-                end = at + len(form)
-                after = _AFTER_PATH if folder is None else _AFTER_FOLDER
-                if (at == 0 or not _NAME.match(text, at - 1)) and (tail := after.match(text, end)):
-                    return _said(text[at : tail.end()], path, folder)
-                at = text.find(form, at + 1)
-        return None
+        first, then those relative to `cwd`, each longest first."""
+        relative = (
+            (form, path, folder)
+            for path, folder in self.relative
+            if set((form := os.path.relpath(path, cwd)).split(os.sep)) - {".", ".."}
+        )
+        return _mentioned(text, self.forms) or _mentioned(text, _longest_first(relative))
 
     def glob_target(self, pattern: str, written: str) -> str | None:
         """What the absolute, normalized glob `pattern` (`written` so) could match,
@@ -201,12 +188,23 @@ def _said(written: str, path: str, folder: Folder | None) -> str:
     return f"{written} (the folder holding {folder.holds})" if folder else f"{written} ({path})"
 
 
-def _pattern(forms: Mapping[str, object], after: str) -> re.Pattern[str] | None:
-    """One pattern finding any of `forms` (longest first), as a name, followed by `after`."""
-    if not forms:
-        return None
-    names = "|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True))
-    return re.compile(_START + "(" + names + ")" + after)
+def _longest_first(forms: Iterable[Mention]) -> tuple[Mention, ...]:
+    return tuple(sorted(forms, key=lambda mention: len(mention[0]), reverse=True))
+
+
+def _mentioned(text: str, forms: tuple[Mention, ...]) -> str | None:
+    """The first of `forms` that `text` names (as a name: a guarded path with anything
+    under it, a folder as a leaf), described as written, else None."""
+    for form, path, folder in forms:
+        at = text.find(form)
+        while at >= 0:
+            after = _AFTER_PATH if folder is None else _AFTER_FOLDER
+            if (at == 0 or not _NAME.match(text, at - 1)) and (
+                tail := after.match(text, at + len(form))
+            ):
+                return _said(text[at : tail.end()], path, folder)
+            at = text.find(form, at + 1)
+    return None
 
 
 def _matches(name: str, pattern: str) -> bool:
