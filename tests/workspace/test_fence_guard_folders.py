@@ -76,6 +76,10 @@ REFUSED = [
     ("rm -rf ~/.co*", "~/.codex"),
     ("python3 -c \"import shutil; shutil.rmtree('.open''code')\"", ".opencode/plugins"),
     ("find . -name x -delete; rm -rf .cursor", ".cursor/hooks.json"),
+    # the text is read, not what the command does (docs/HOOKS.md section 6)
+    ("git add .github", ".github/hooks"),
+    ("cp -r ~/.config/opencode /tmp/keep", "~/.config/opencode/plugins"),
+    ("rm -rf vendor/.github", ".github/hooks"),
 ]
 
 
