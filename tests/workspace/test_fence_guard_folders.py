@@ -195,6 +195,9 @@ def test_work_beside_the_fences_folders_is_allowed(repo: Path, command: str) -> 
         "git -C src/.. clean -ffdx",
         "git clean -fdx -- src/.. -e '*.log'",
         "cd src && git clean -fdx",  # where `cd` leads is not followed: refused as if here
+        "sh -c 'git clean -fdx'",
+        "env GIT_TRACE=1 xargs git clean -fdx < /dev/null 2>&1",
+        "git clean -fdx > /tmp/log 2> /dev/null",
     ],
 )
 def test_a_git_clean_that_can_remove_the_fences_files_is_refused(repo: Path, command: str) -> None:

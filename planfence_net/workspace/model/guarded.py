@@ -11,8 +11,8 @@ For a shell command the rule is conservative by design: it does not parse what t
 does, it looks for a person-only path anywhere in its text (quotes and backslashes removed, so
 `.g''it/config` is `.git/config`), as an operand, an option's value, a redirection target, a
 `cd`/`-C` folder, or inside a nested `sh -c '...'` (but not where it only leaves a folder
-out, `EXCLUDED`); and it refuses the git subcommands that
-write `.git/config` without naming it (`git config`, `git remote add`, ...). A command that
+out, `EXCLUDED`); and it refuses the git commands that write one without naming it
+(`gitwrites`: `git config`, `git remote add`, a `git clean -fdx`, ...). A command that
 passes the read-only screen (`reads.is_read_only`) is never asked: looking is always allowed.
 
 A folder that holds a person-only path is the fence's too (`rm -rf .gemini`, `mv ~/.cursor x`
@@ -23,10 +23,8 @@ anchor itself) is refused where a command names it as a leaf (`.github`, `./.git
 in the text, as the paths above), absolute, from $HOME (`~/`, `$HOME/`) or relative to the
 working folder; so is a glob word that could match one of them or a guarded path, component
 by component, with the shell's rule that only a written dot matches a leading dot (`.gem*`,
-`.[g]emini`, `.github/h*`, but not `*`). A `git clean` that is no dry run and removes
-untracked folders or ignored files (`-d`, `-x`, `-X`) is refused where a guarded path lies
-under what it cleans: whether git tracks that path is not known here. `.` and `..` (the
-working folder and its parent) are never taken for such a folder.
+`.[g]emini`, `.github/h*`, but not `*`). `.` and `..` (the working folder and its parent)
+are never taken for such a folder.
 
 `Guarded` holds the absolute person-only paths the caller found on disk (`place.guarded`),
 each in its written and its real form, and the anchors (likewise); the folders and their
@@ -42,6 +40,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
+from .gitwrites import git_writer
 from .payload import SHELLS, ToolCall
 
 _QUOTING = str.maketrans("", "", "'\"\\")
@@ -80,15 +79,6 @@ EXCLUDED = re.compile(
     r"|(?:-not|!)\s+-(?:i?path|i?name)\s+\S+"
     r"|-(?:i?path|i?name)\s+\S+\s+-prune(?![\w-])"
 )
-# git subcommands that write the repository's config (a hooks path, a driver) unnamed.
-GIT_CONFIG_WRITERS = {
-    "config": None,  # any form the read-only screen did not accept
-    "remote": ("add", "set-url", "rename", "remove", "rm", "set-head", "set-branches"),
-    "submodule": ("add", "init", "sync", "deinit", "--init"),
-    "init": ("--template", "--separate-git-dir"),
-}
-_GIT_GLOBAL_WITH_VALUE = ("-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path")
-_SEPARATORS = frozenset((";", "&&", "||", "|", "&", "(", ")", "\n", "|&", ";;"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,7 +272,7 @@ def _touches(command: str, cwd: str, guarded: Guarded) -> str | None:
             return found
     if cwd_inside := guarded.holding(os.path.normpath(cwd)):
         return f"the working folder {cwd} ({cwd_inside})"
-    return _git_writer(text, cwd, guarded)
+    return git_writer(text, cwd, guarded.paths)
 
 
 def _named(text: str) -> str | None:
@@ -323,105 +313,3 @@ def _glob_paths(word: str, cwd: str, guarded: Guarded) -> list[str]:
                 if parts[at] != ".."
             ]
     return found
-
-
-def _git_writer(text: str, cwd: str, guarded: Guarded) -> str | None:
-    """`git SUBCOMMAND` when `text` runs one that writes the repository's config, or a
-    `git clean` that can remove a guarded path."""
-    try:
-        lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
-        lexer.whitespace_split = True
-        words = list(lexer)
-    except ValueError:
-        words = text.split()
-    simple: list[str] = []
-    for word in [*words, ";"]:
-        if word not in _SEPARATORS:
-            simple.append(word)
-            continue
-        git = _git_command(simple)
-        simple = []
-        if git is None:
-            continue
-        sub, rest, folder = git
-        found = _git_writes_config(sub, rest) or (
-            _git_clean_removes(rest, os.path.join(cwd, folder), guarded) if sub == "clean" else None
-        )
-        if found:
-            return found
-    return None
-
-
-def _git_command(words: list[str]) -> tuple[str, list[str], str] | None:
-    """(subcommand, its words, the folder `-C` leads to, relative) of a git command."""
-    at = 0
-    while at < len(words) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[at]):
-        at += 1  # VAR=value before the program
-    if at >= len(words) or os.path.basename(words[at]) != "git":
-        return None
-    at += 1
-    folder = ""
-    while at < len(words) and words[at].startswith("-"):
-        if words[at] == "-C" and at + 1 < len(words):
-            folder = os.path.join(folder, words[at + 1])
-        at += 2 if words[at] in _GIT_GLOBAL_WITH_VALUE else 1
-    if at >= len(words):
-        return None
-    return words[at], words[at + 1 :], folder
-
-
-def _git_writes_config(sub: str, rest: list[str]) -> str | None:
-    if sub not in GIT_CONFIG_WRITERS:
-        return None
-    forms = GIT_CONFIG_WRITERS[sub]
-    if forms is None or any(w.split("=", 1)[0] in forms for w in rest):
-        return f"`git {sub}` (it writes the repository's git config, part of the git gate)"
-    return None
-
-
-def _git_clean_removes(rest: list[str], base: str, guarded: Guarded) -> str | None:
-    """A `git clean` with arguments `rest`, run in `base`: the guarded path it can remove,
-    described, when it is no dry run (`-n`, `--dry-run`) and removes untracked folders or
-    ignored files (`-d`, `-x`, `-X`), else None. Whether git tracks the path is not known
-    here; a git dir (never cleaned) is passed over."""
-    dry = removes = False
-    specs: list[str] = []
-    words = iter(rest)
-    for word in words:
-        if word == "--":
-            specs += words
-        elif word.startswith("--"):
-            name = word.split("=", 1)[0]
-            dry = dry or (len(name) > 2 and "--dry-run".startswith(name))
-            if name == "--exclude" and "=" not in word:
-                next(words, None)
-        elif word.startswith("-") and word != "-":
-            flags = word[1:].split("e", 1)
-            dry = dry or "n" in flags[0]
-            removes = removes or bool(set(flags[0]) & set("dxX"))
-            if len(flags) > 1 and not flags[1]:
-                next(words, None)  # `-e PATTERN`
-        else:
-            specs.append(word)
-    if dry or not removes:
-        return None
-    base = os.path.normpath(base)
-    for path in guarded.paths:
-        if ".git" not in path.split(os.sep) and any(
-            _spec_covers(spec, path, base) for spec in specs or ["."]
-        ):
-            return f"`git clean` (it can remove {path} where git does not track it)"
-    return None
-
-
-def _spec_covers(spec: str, path: str, base: str) -> bool:
-    """Whether git pathspec `spec` (relative to `base`) reaches `path` or a folder holding
-    it (a glob's `*` crosses `/`, as in git)."""
-    if not any(c in spec for c in "*?["):
-        root = os.path.normpath(os.path.join(base, spec))
-        return path == root or _under(path, root)
-    rel = os.path.relpath(path, base)
-    parts = rel.split("/")
-    return parts[0] != ".." and any(
-        fnmatchcase("/".join(parts[:n]), spec) for n in range(1, len(parts) + 1)
-    )
