@@ -164,7 +164,7 @@ ALLOWED = [
     "cp notes.md ~/.config/other/",
     "pytest tests/",
     "rm -rf build dist node_modules ~/.cache",
-    "rm -f build/*.o src/*.pyc",
+    "rm -f build/*.o src/*.pyc .github/workflows/*.yml .github/*.md",
     "rm -rf *",  # the shell's * does not match a dotted name
     "rm -rf .",  # the whole worktree: a known limit (docs/HOOKS.md section 6)
     "rm -rf ..",
@@ -307,6 +307,9 @@ def test_generated_folders_are_refused_and_their_siblings_are_not(
             found = shell_touches(command, cwd, fence)
             assert found is not None, (command, cwd)
             assert f"{anchor}/{rel}/" in found or f"{anchor}/{rel})" in found, found
+    glob = f"{rel[:-1]}?"  # it can match the folder (and maybe another)
+    found = shell_touches(f"rm -rf {glob}", anchor, fence)
+    assert found is not None and found.startswith(f"{glob} (it can match {anchor}/"), found
     used = {name for parts in files for name in parts}
     sibling = data.draw(NAME.filter(lambda n: n not in used), label="sibling")
     parent = data.draw(st.sampled_from(sorted({"", *folders})), label="parent")

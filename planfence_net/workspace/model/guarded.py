@@ -47,12 +47,12 @@ _QUOTING = str.maketrans("", "", "'\"\\")
 _END = r"(?![\w.-])"  # where a name ends in shell text
 _LEAF = r"(?![\w.-]|/[\w.-])"  # ... and nothing inside it follows
 _PART = r"[^\s;&|()<>`]"  # a character of a path in shell text
-_FOLDER_LEAF = r"(?![\w.-]|/" + _PART + ")"  # nothing inside the folder follows
 _GLOB_WORD = re.compile(_PART + r"*[*?\[]" + _PART + "*")
 _HOME_FORMS = ("~/", "$HOME/", "${HOME}/")
 _NAME = re.compile(r"[\w.-]")  # a character of a name
 _AFTER_PATH = re.compile(_END)
-_AFTER_FOLDER = re.compile("/?" + _FOLDER_LEAF)
+# a leaf: nothing inside follows, nor a glob character (a glob word is matched as a glob)
+_AFTER_FOLDER = re.compile("/(?!" + _PART + r")|(?![\w.*?\[-]|/)")
 _HOME_WORD = re.compile(r"(?<![^\s=:])~(?=/|\s|$)|\$HOME(?!\w)|\$\{HOME\}")
 # Person-only paths by name, wherever they are (relative, under $HOME, in another repository).
 NAMED = (
@@ -164,7 +164,8 @@ class Guarded:
             if len(parts) < len(names) or (folder is not None and len(parts) != len(names)):
                 continue
             if all(_matches(name, part) for name, part in zip(names, parts, strict=False)):
-                return _said(written, path, folder)
+                held = f", the folder holding {folder.holds}" if folder else ""
+                return f"{written} (it can match {path}{held})"
         return None
 
 
