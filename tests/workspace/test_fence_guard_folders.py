@@ -108,6 +108,8 @@ def test_every_form_of_the_folder_is_refused(
         ("rm -rf ../.config", str(home / "work")),
         ("rm -rf ../../.codeium/windsurf", str(home / "work" / "x")),
         (f"rm -rf {home}/.gemini", "/"),
+        (f"rm -rf {str(home)[1:]}/.gemini", "/"),
+        ("rm -rf ../opencode", str(home / ".config" / "x")),
     ):
         assert shell_touches(command, cwd, fence) is not None, (command, cwd)
     alias = home.parent / "alias"

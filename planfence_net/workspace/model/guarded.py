@@ -47,6 +47,7 @@ _QUOTING = str.maketrans("", "", "'\"\\")
 _END = r"(?![\w.-])"  # where a name ends in shell text
 _LEAF = r"(?![\w.-]|/[\w.-])"  # ... and nothing inside it follows
 _PART = r"[^\s;&|()<>`]"  # a character of a path in shell text
+_GLOB = re.compile(r"[*?\[]")
 _GLOB_WORD = re.compile(_PART + r"*[*?\[]" + _PART + "*")
 _HOME_FORMS = ("~/", "$HOME/", "${HOME}/")
 _NAME = re.compile(r"[\w.-]")  # a character of a name
@@ -149,19 +150,31 @@ class Guarded:
         """The guarded path (at or under it) or the folder holding one (as a leaf) that
         shell `text`, run in `cwd`, names, described, else None: the forms derived once
         first, then those relative to `cwd`, each longest first."""
-        relative = (
-            (form, path, folder)
-            for path, folder in self.relative
-            if set((form := os.path.relpath(path, cwd)).split(os.sep)) - {".", ".."}
-        )
-        return _mentioned(text, self.forms) or _mentioned(text, _longest_first(relative))
+        found = _mentioned(text, self.forms)
+        if found or not self.relative:
+            return found
+        here = os.path.normpath(cwd).rstrip(os.sep).split(os.sep)
+        relative = []
+        for path, folder in self.relative:
+            parts = path.split(os.sep)
+            same = 0
+            while same < min(len(parts), len(here)) and parts[same] == here[same]:
+                same += 1
+            if same < len(parts):  # not `.` or `..` only (the working folder, a parent)
+                form = os.sep.join([os.pardir] * (len(here) - same) + parts[same:])
+                relative.append((form, path, folder))
+        return _mentioned(text, _longest_first(relative))
 
     def glob_target(self, pattern: str, written: str) -> str | None:
         """What the absolute, normalized glob `pattern` (`written` so) could match,
         described: a guarded path or a path under one, or a folder holding one; else None."""
         parts = pattern.split(os.sep)
+        glob = next((n for n, part in enumerate(parts) if _GLOB.search(part)), len(parts))
+        literal = os.sep.join(parts[:glob]) + os.sep  # what a match starts with
         for names, path, folder in self._targets:
             if len(parts) < len(names) or (folder is not None and len(parts) != len(names)):
+                continue
+            if not (path + os.sep).startswith(literal) and not literal.startswith(path + os.sep):
                 continue
             if all(_matches(name, part) for name, part in zip(names, parts, strict=False)):
                 held = f", the folder holding {folder.holds}" if folder else ""
@@ -200,9 +213,11 @@ def _mentioned(text: str, forms: tuple[Mention, ...]) -> str | None:
 
 def _matches(name: str, pattern: str) -> bool:
     """Whether a shell glob component matches `name` (only a written dot a leading one)."""
+    if name == pattern:
+        return True
     if name.startswith(".") and not pattern.startswith("."):
         return False
-    return name == pattern or fnmatchcase(name, pattern)
+    return ("*" in pattern or "?" in pattern or "[" in pattern) and fnmatchcase(name, pattern)
 
 
 def holding_folders(paths: tuple[str, ...], anchors: tuple[str, ...]) -> dict[str, Folder]:
