@@ -175,6 +175,8 @@ ALLOWED = [
     "git clean --dry-run -fdx",
     "git clean -f",
     "git clean -fdx build/",
+    "grep -rl old --exclude-dir=.github . | xargs sed -i s/old/new/",  # leaves it out
+    "find . -path ./.gemini -prune -o -name '*.orig' -delete",
     "ls ~/.gemini ~/.config/opencode",  # looking: `~` is the shell's work, yet only a look
     "cat ~/.gemini/settings.json $HOME/.cursor/hooks.json",
     "ls -la ${HOME}/.codeium/windsurf/",
