@@ -17,7 +17,11 @@ from hypothesis import strategies as st
 
 from planfence_net.workspace.model.guarded import Guarded, person_only_path, shell_touches
 from planfence_net.workspace.model.payload import ToolCall
-from planfence_net.workspace.place.guarded import guarded_paths
+from planfence_net.workspace.place.guarded import (
+    PROJECT_CLIENT_FILES,
+    USER_CLIENT_FILES,
+    guarded_paths,
+)
 from support.workspace import make_repo, payload, run_hook, served
 
 AUTO = ("--mode", "auto")
@@ -276,8 +280,13 @@ NAME = st.from_regex(r"\.?[a-z][a-z0-9_-]{0,6}", fullmatch=True).filter(
         and n not in ("rm", "rf", "mv", "echo")
     )  # the commands' own words
 )
-LAYOUT = st.lists(st.lists(NAME, min_size=2, max_size=4), min_size=1, max_size=4).filter(
-    lambda files: not any(a != b and a == b[: len(a)] for a in files for b in files)
+CLIENTS = [rel.split("/") for rel in (*PROJECT_CLIENT_FILES, *USER_CLIENT_FILES)]
+LAYOUT = st.builds(  # some of the clients' own files, and files of clients yet to come
+    lambda known, new: known + new,
+    st.lists(st.sampled_from(CLIENTS), max_size=3, unique_by=tuple),
+    st.lists(st.lists(NAME, min_size=2, max_size=4), max_size=3),
+).filter(
+    lambda files: files and not any(a != b and a == b[: len(a)] for a in files for b in files)
 )  # no guarded path under another: what is under one is refused as under it
 ROOT, HOME = "/w/repo", "/u/home"
 
