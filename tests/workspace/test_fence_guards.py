@@ -122,6 +122,8 @@ def test_names_that_only_look_like_the_fences_files_pass(command: str) -> None:
         ("git remote add evil ext::sh", "`git remote`"),
         ("git init --template=/t", "`git init`"),
         ("X=1 git config alias.x '!sh'", "`git config`"),
+        ("bash -c 'git config core.hooksPath /tmp/x'", "`git config`"),
+        ("env git -c x=y remote add evil ext::sh", "`git remote`"),
         ("rm -rf ~/.claude/", ".claude/ (the Claude Code settings in .claude)"),
         ("find . -path './.git/*' -delete", ".git/* (the git gate"),
         ("find .git -name '*.sample' -exec mv {} x \\;", ".git (the git gate"),

@@ -37,8 +37,11 @@ _HOOKS_PATH = re.compile(r"^\s*hookspath\s*=\s*(.*?)\s*$", re.IGNORECASE)
 
 def guarded_paths(cluster: Path, worktrees: Iterable[Path]) -> Guarded:
     """The person-only paths of the cluster folder `cluster` and its served `worktrees`,
-    each in its written and real form."""
+    each in its written and real form, with the anchors the folders holding them hang from
+    (likewise: $HOME, each worktree's root and the folder holding its repository's git dir;
+    `model.guarded` derives those folders)."""
     home = Path.home()
+    anchors = [home]
     found: list[Path] = [
         cluster,
         state_dir(),
@@ -50,6 +53,7 @@ def guarded_paths(cluster: Path, worktrees: Iterable[Path]) -> Guarded:
     ]
     user_configs = [home / ".gitconfig", _xdg_config() / "git" / "config"]
     for root in worktrees:
+        anchors.append(root)
         found += [
             root / ".claude" / "settings.json",
             root / ".claude" / "settings.local.json",
@@ -60,15 +64,22 @@ def guarded_paths(cluster: Path, worktrees: Iterable[Path]) -> Guarded:
         configs = list(user_configs)
         if dirs is not None:
             own, common = dirs
+            anchors.append(common.parent)  # a linked worktree's repository: a worktree too
             found += [common / "hooks", common / "config", own / "config.worktree"]
             configs += [common / "config", own / "config.worktree"]
         found += [root / hooks for hooks in _hooks_paths(configs)]
+    homes = _both_forms([home])
+    return Guarded(_both_forms(found), _both_forms(anchors), homes)
+
+
+def _both_forms(found: Iterable[Path]) -> tuple[str, ...]:
+    """Each of `found`, absolute and normalized, as written and real, without repeats."""
     paths: dict[str, None] = {}
     for path in found:
         written = os.path.normpath(os.path.abspath(os.path.expanduser(path)))
         paths[written] = None
         paths[os.path.realpath(written)] = None
-    return Guarded(tuple(paths))
+    return tuple(paths)
 
 
 def real_paths(cwd: str, files: Iterable[str]) -> dict[str, str]:
