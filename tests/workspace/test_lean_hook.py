@@ -219,6 +219,8 @@ def test_the_owner_answers_concurrent_calls_each_its_own_over_warm_sessions(
         events = [json.loads(line) for line in log]
         handshakes = sum(1 for e in events if e["event"] == "handshake")
         assert all("cpu_ms" in e for e in events if e["event"] == "hook")
+        # each hook line names the call's event (what `planfence view` and the bench read)
+        assert {e["hook_event"] for e in events if e["event"] == "hook"} == {"PreToolUse"}
         for _ in range(5):  # one at a time: each takes the session the one before gave back
             assert run_lean(sock, allowed, *full) == (0, b"", b"")
         log = (repo / ".planfence" / "logs" / "ws.jsonl").read_text().splitlines()

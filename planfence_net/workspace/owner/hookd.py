@@ -256,13 +256,31 @@ async def _answer_one(
         await _send_raw(stream, b"fallback\n") if lean else await _send(stream, {"fallback": why})
         return
 
-    answer = await wait_decision(header["agent"], header["argv"], data, _left(header), log, workers)
+    agent = header["agent"]
+    event = hook_event(agent, data)
+    answer = await wait_decision(
+        agent, header["argv"], data, _left(header), log, workers, hook_event=event
+    )
     if answer is None:  # the client's deadline passed: it blocked already
         return
     if lean:
         await _send_raw(stream, lean_answer(answer))
         return
     await _send(stream, {"code": answer.code, "stderr": answer.stderr, "stdout": answer.stdout})
+
+
+def hook_event(agent: str, data: bytes) -> str:
+    """The event of client `agent`'s payload `data`, ours (`PreToolUse`, ...), for the log;
+    "" when it cannot be read."""
+    mapped = normalized(agent, data)
+    if mapped.event or not isinstance(mapped.data, bytes):
+        return mapped.event
+    try:
+        value = json.loads(mapped.data)
+    except ValueError:
+        return ""
+    event = value.get("hook_event_name") if isinstance(value, dict) else None
+    return event if isinstance(event, str) else ""
 
 
 def lean_answer(answer: Answer) -> bytes:

@@ -49,7 +49,7 @@ from ...net.syncclient import Local, SessionPool, keeping
 from ...owners.logs import EventLog
 from ..hook.client import MAX_PAYLOAD
 from ..installers.httphook import HEADER, PATH, other_environment, record_path, secret_path
-from .hookd import READ_TIMEOUT, WORKERS, argv_timeout, wait_decision
+from .hookd import READ_TIMEOUT, WORKERS, argv_timeout, hook_event, wait_decision
 
 MAX_HEAD = 16 * 1024  # bytes of request line and headers
 
@@ -248,12 +248,7 @@ def _other_env(names: list[str]) -> str:
 
 
 def _event(body: bytes) -> str:
-    try:
-        value = json.loads(body)
-    except ValueError:
-        return ""
-    event = value.get("hook_event_name") if isinstance(value, dict) else None
-    return event if isinstance(event, str) else ""
+    return hook_event("claude", body)
 
 
 def answer_body(event: str, code: int, stdout: str, stderr: str) -> tuple[int, dict[str, Any]]:
