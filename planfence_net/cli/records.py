@@ -288,10 +288,10 @@ def logs(
     json_out: bool = JsonOpt,
 ) -> None:
     """Print an owner's structured log (connections, handshakes, requests, puts, errors), or
-    with --shaper the output of the shaper in front of it. The decisions the agent made as an
-    executor (`gate` lines, logs/executors/AGENT.jsonl) are merged in by time.
+    with --shaper the output of the shaper in front of it.
 
-    Without AGENT, every owner's and executor's log as one stream, merged by time, each line
+    The decisions the agent made as an executor (`gate` lines, logs/executors/AGENT.jsonl)
+    are merged in by time. Without AGENT, every owner's and executor's log as one stream, merged by time, each line
     starting with its agent; with --follow, new lines of every log as they come, until Ctrl-C.
     """
     from ..cluster.processes import shaper_name
