@@ -9,6 +9,8 @@ worktree stay allowed. The pure rule (`model.guarded`), fed the paths found on d
 
 from __future__ import annotations
 
+import dataclasses
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -22,7 +24,7 @@ from planfence_net.workspace.place.guarded import (
     USER_CLIENT_FILES,
     guarded_paths,
 )
-from support.workspace import make_repo, payload, run_hook, served
+from support.workspace import make_repo, payload, run_cli, run_hook, served
 
 AUTO = ("--mode", "auto")
 PERSON = (
@@ -177,7 +179,6 @@ ALLOWED = [
     "git clean -n",
     "git clean -ndx",
     "git clean --dry-run -fdx",
-    "git clean -f",
     "git clean -fdx build/",
     "grep -rl old --exclude-dir=.github . | xargs sed -i s/old/new/",  # leaves it out
     "find . -path ./.gemini -prune -o -name '*.orig' -delete",
@@ -219,6 +220,47 @@ def test_a_git_clean_elsewhere_in_the_worktree_is_allowed(repo: Path) -> None:
     assert shell_touches("git clean -fdx", str(repo / "src"), fence) is None
     assert shell_touches("git clean -fdx src", str(repo), fence) is None
     assert shell_touches("git -C src clean -fdx", str(repo), fence) is None
+
+
+def test_a_plain_git_clean_is_refused_where_it_removes_an_untracked_one(repo: Path) -> None:
+    """A plain `git clean -f` removes untracked files outside wholly untracked folders: a
+    client's hook file beside tracked ones (`.cursor/hooks.json` next to a committed
+    `.cursor/rules`). Found by review: it was let through. Refused where git says such a
+    file is there (`Guarded.untracked`), and where git was not asked."""
+    fence = guarded(repo)
+    hooks = str(repo / ".cursor" / "hooks.json")
+    found = shell_touches("git clean -f", str(repo), fence)  # not known: conservative
+    assert found is not None and found.startswith("`git clean` (it can remove "), found
+    known = dataclasses.replace(fence, untracked=(hooks,))
+    for command in ("git clean -f", "git clean --force", "sh -c 'git clean -f'"):
+        found = shell_touches(command, str(repo), known)
+        assert found == f"`git clean` (it can remove {hooks} where git does not track it)"
+    none = dataclasses.replace(fence, untracked=())
+    assert shell_touches("git clean -f", str(repo), none) is None
+    assert shell_touches("git clean -f src", str(repo), known) is None  # not where it is
+    assert shell_touches("git clean -n", str(repo), known) is None
+    found = shell_touches("git clean -fdx", str(repo), none)  # -d, -x: any it reaches
+    assert found is not None and found.startswith("`git clean` (it can remove "), found
+
+
+def test_the_hook_asks_git_which_of_the_fences_files_a_plain_git_clean_removes(
+    tmp_path: Path,
+) -> None:
+    repo = make_repo(tmp_path / "repo", {"lib.py": "x = 1\n", ".cursor/rules/style.md": "x\n"})
+    with served(repo):
+        run_cli("hook", "install", "cursor", "--project", str(repo), cwd=repo)
+        assert (repo / ".cursor" / "hooks.json").exists()
+
+        def clean(n: int) -> tuple[int, str]:
+            data = {**payload("claude-read", repo), "tool_name": "Bash"}
+            data.update(tool_input={"command": "git clean -f"}, tool_use_id=f"toolu_c{n}")
+            return run_hook("claude", data, *AUTO)
+
+        code, reason = clean(1)
+        assert code == 2 and f"{repo / '.cursor' / 'hooks.json'} where git does not" in reason
+        git(repo, "add", ".cursor/hooks.json")
+        git(repo, "commit", "-qm", "the cursor hook")
+        assert clean(2) == (0, "")  # tracked now: a plain clean leaves it
 
 
 def test_a_file_tool_write_on_such_a_folder_is_refused(repo: Path, home: Path) -> None:
@@ -337,3 +379,7 @@ def test_generated_folders_are_refused_and_their_siblings_are_not(
     for form, cwd in forms(anchor, beside, home):
         for command in (f"rm -rf {form}", f"mv {form} old.bak", f"echo 1 > {form}/1.txt"):
             assert shell_touches(command, cwd, fence) is None, (command, cwd)
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, timeout=30)

@@ -21,10 +21,13 @@ def person_only_write(call: ToolCall, cdir: ClusterDir) -> str:
         return ""
     from ..model.guarded import person_only_path
     from ..place.config import workspaces
-    from ..place.guarded import guarded_paths, real_paths
+    from ..place.guarded import guarded_paths, real_paths, untracked
     from .text import person_path_message
 
-    guarded = guarded_paths(cdir.root, workspaces(cdir).values())
+    roots = list(workspaces(cdir).values())
+    guarded = guarded_paths(cdir.root, roots)
+    if call.command is not None and "clean" in call.command:  # a plain `git clean` may be
+        guarded = untracked(guarded, roots)  # refused only where it removes one: ask git
     touched = person_only_path(call, guarded, real_paths(call.cwd, call.files))
     return person_path_message(call, touched) if touched else ""
 

@@ -1,9 +1,9 @@
 """The git commands that write the fence's own files without naming them (pure):
 `git config`, `git remote add`, ... write the repository's config (a hooks path, a driver),
-and a `git clean` that is no dry run and removes untracked folders or ignored files (`-d`,
-`-x`, `-X`) can remove a client's hook settings, the cluster folder or a hooks path where
-git does not track them (which is not known here: it is refused where one lies under what
-it cleans). `model.guarded` asks it for a shell command the read-only screen did not pass.
+and a `git clean` that is no dry run can remove a client's hook settings, the cluster folder
+or a hooks path where git does not track them: one with `-d`, `-x` or `-X` is refused where
+one lies under what it cleans, a plain one where an untracked one does (the caller asks git
+which, `place.guarded.untracked`; when it did not, as with `-d`). `model.guarded` asks it for a shell command the read-only screen did not pass.
 A simple command's git is found wherever its word `git` is (after `VAR=value`, `env`,
 `xargs`, `sh -c`: conservative); redirections are not its arguments.
 """
@@ -27,10 +27,13 @@ _REDIRECTION = re.compile(r"&?[<>]+[&|]?")
 _SEPARATORS = frozenset((";", "&&", "||", "|", "&", "(", ")", "\n", "|&", ";;"))
 
 
-def git_writer(text: str, cwd: str, guarded: tuple[str, ...]) -> str | None:
+def git_writer(
+    text: str, cwd: str, guarded: tuple[str, ...], untracked: tuple[str, ...] | None = None
+) -> str | None:
     """`git SUBCOMMAND` when shell `text` (quotes removed), run in `cwd`, runs one that
     writes the repository's config, or a `git clean` that can remove one of the `guarded`
-    paths (absolute, normalized), described; else None."""
+    paths (absolute, normalized), described; else None. `untracked`: the guarded paths git
+    does not track (nor ignore), when the caller asked git; None when not known."""
     try:
         lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
         lexer.whitespace_split = True
@@ -57,7 +60,9 @@ def git_writer(text: str, cwd: str, guarded: tuple[str, ...]) -> str | None:
             continue
         sub, rest, folder = git
         found = _git_writes_config(sub, rest) or (
-            _git_clean_removes(rest, os.path.join(cwd, folder), guarded) if sub == "clean" else None
+            _git_clean_removes(rest, os.path.join(cwd, folder), guarded, untracked)
+            if sub == "clean"
+            else None
         )
         if found:
             return found
@@ -91,11 +96,14 @@ def _git_writes_config(sub: str, rest: list[str]) -> str | None:
     return None
 
 
-def _git_clean_removes(rest: list[str], base: str, guarded: tuple[str, ...]) -> str | None:
+def _git_clean_removes(
+    rest: list[str], base: str, guarded: tuple[str, ...], untracked: tuple[str, ...] | None
+) -> str | None:
     """A `git clean` with arguments `rest`, run in `base`: the guarded path it can remove,
-    described, when it is no dry run (`-n`, `--dry-run`) and removes untracked folders or
-    ignored files (`-d`, `-x`, `-X`), else None. Whether git tracks the path is not known
-    here; a git dir (never cleaned) is passed over."""
+    described, else None. A dry run (`-n`, `--dry-run`) removes nothing. One that removes
+    untracked folders or ignored files (`-d`, `-x`, `-X`) can remove any guarded path it
+    reaches; a plain one (`-f`) the untracked files among them: those of `untracked` when
+    git was asked, any of them when not (conservative). A git dir is never cleaned."""
     dry = removes = False
     specs: list[str] = []
     words = iter(rest)
@@ -115,9 +123,11 @@ def _git_clean_removes(rest: list[str], base: str, guarded: tuple[str, ...]) -> 
                 next(words, None)  # `-e PATTERN`
         else:
             specs.append(word)
-    if dry or not removes:
+    if dry:
         return None
     base = os.path.normpath(base)
+    if not removes and untracked is not None:
+        guarded = untracked  # a plain clean removes untracked files, and nothing else
     for path in guarded:
         if ".git" not in path.split(os.sep) and any(
             _spec_covers(spec, path, base) for spec in specs or ["."]

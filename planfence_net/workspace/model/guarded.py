@@ -107,6 +107,9 @@ class Guarded:
     paths: tuple[str, ...]
     anchors: tuple[str, ...] = ()
     homes: tuple[str, ...] = ()
+    # those of `paths` git neither tracks nor ignores (or holding such files), when the
+    # caller asked git (`place.guarded.untracked`, for a `git clean`); None: not known
+    untracked: tuple[str, ...] | None = None
     folders: Mapping[str, Folder] = field(init=False, repr=False, compare=False)
     forms: tuple[Mention, ...] = field(init=False, repr=False, compare=False)
     relative: tuple[tuple[str, Folder | None], ...] = field(init=False, repr=False, compare=False)
@@ -288,7 +291,7 @@ def _touches(command: str, cwd: str, guarded: Guarded) -> str | None:
             return found
     if cwd_inside := guarded.holding(os.path.normpath(cwd)):
         return f"the working folder {cwd} ({cwd_inside})"
-    return git_writer(text, cwd, guarded.paths)
+    return git_writer(text, cwd, guarded.paths, guarded.untracked)
 
 
 def _named(text: str) -> str | None:

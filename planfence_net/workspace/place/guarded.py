@@ -6,8 +6,10 @@ settings (`~/.claude/settings*.json`, $CODEX_HOME, and the other clients' hook f
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
+import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -70,6 +72,41 @@ def guarded_paths(cluster: Path, worktrees: Iterable[Path]) -> Guarded:
         found += [root / hooks for hooks in _hooks_paths(configs)]
     homes = _both_forms([home])
     return Guarded(_both_forms(found), _both_forms(anchors), homes)
+
+
+def untracked(guarded: Guarded, worktrees: Iterable[Path]) -> Guarded:
+    """`guarded` knowing which of its paths a plain `git clean` can remove
+    (`Guarded.untracked`): those in `worktrees` that git neither tracks nor ignores, or
+    holding such files, outside wholly untracked folders (a plain clean leaves those).
+    Asked of git once per worktree, for a `git clean` only; where git cannot say, `guarded`
+    is returned as it was (not known: `model.gitwrites` then refuses any the clean reaches)."""
+    found: list[str] = []
+    for root in worktrees:
+        for form in dict.fromkeys(
+            (os.path.normpath(os.path.abspath(root)), os.path.realpath(root))
+        ):
+            inside = [
+                p
+                for p in guarded.paths
+                if p.startswith(form + os.sep) and ".git" not in p[len(form) :].split(os.sep)
+            ]
+            if not inside:
+                continue
+            specs = [os.path.relpath(p, form) for p in inside]
+            others = "ls-files", "-z", "--others", "--exclude-standard", "--directory"
+            try:
+                listed = subprocess.run(
+                    ["git", "-C", form, *others, "--", *specs],
+                    capture_output=True,
+                    timeout=10,
+                    check=True,
+                    stdin=subprocess.DEVNULL,
+                ).stdout.decode("utf-8", "surrogateescape")
+            except (OSError, subprocess.SubprocessError):
+                return guarded
+            files = [os.path.join(form, e) for e in listed.split("\0") if e and e[-1] != "/"]
+            found += [p for p in inside if any(f == p or f.startswith(p + os.sep) for f in files)]
+    return dataclasses.replace(guarded, untracked=tuple(dict.fromkeys(found)))
 
 
 def _both_forms(found: Iterable[Path]) -> tuple[str, ...]:
