@@ -8,6 +8,8 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from planfence_net.workspace.place.paths import MARKER
 from support.cluster import PLANFENCE
 from support.workspace import git, make_repo, payload, run_cli, run_hook, served, write
@@ -183,3 +185,42 @@ def test_session_start_joins_a_worktree_the_agent_made(tmp_path: Path) -> None:
             assert run_hook("claude", call, "--scope", "user") == (0, "")
         finally:
             run_cli("cluster", "down", repo / ".planfence")
+
+
+def test_a_drift_that_is_an_own_edit_recorded_meanwhile_is_looked_at_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by the suite under load (a false block of the twenty parallel calls): call 1's
+    check reads the plan while call 0's edit has landed but is not recorded yet, so it sees
+    t0 changed; call 0's PostToolUse then records the edit and drops its in-flight note
+    before call 1 looks for notes. With no note left, call 1 blocked on its own plan's edit.
+    The interleaving is made here by running call 0's PostToolUse inside call 1's first
+    check; the hook must look again."""
+    from planfence_net.workspace.hook import run as hookrun
+
+    names = ["t0.txt", "t1.txt"]
+    repo = make_repo(tmp_path / "repo", {n: "old\n" for n in names})
+    with served(repo):
+        targets = [a for n in names for a in ("--target", n)]
+        assert run_cli("workspace", "trust", "par", *targets, cwd=repo)[0] == 0
+
+        def call(i: int, event: str) -> dict[str, object]:
+            data = payload("claude-write", repo, file_path=str(repo / names[i]), content="new\n")
+            return {**data, "hook_event_name": event, "tool_use_id": f"toolu_{i:02}"}
+
+        assert run_hook("claude", call(0, "PreToolUse"), *SLOW) == (0, "")
+        write(repo, {names[0]: "new\n"})  # call 0's edit lands
+        original = hookrun._Checked.check
+        looks: list[int] = []
+
+        def check(self: object, step: float) -> object:
+            verdict = original(self, step)  # type: ignore[arg-type]
+            looks.append(verdict.exit_code)
+            if len(looks) == 1:  # call 0 records its edit now, after this look at the plan
+                assert run_hook("claude", call(0, "PostToolUse"), *SLOW) == (0, "")
+            return verdict
+
+        monkeypatch.setattr(hookrun._Checked, "check", check)
+        answer = hookrun.decide("claude", list(SLOW), json.dumps(call(1, "PreToolUse")).encode())
+        assert looks[0] == 2  # the first look saw t0 changed
+        assert (answer.code, answer.stderr) == (0, ""), answer.stderr

@@ -292,16 +292,18 @@ def _pre_tool_use(
         if started:
             return BLOCK, f"{blocked}: could not start this session's plan {at.plan!r}: {started}"
         verdict = at.check(at.step)
-    if verdict.exit_code == 2 and others_in_flight(at.cdir.root, at.plan, call.tool_use_id):
-        # The plan's own calls in flight: record their targets and look again, within what is
-        # left of the deadline (one step to record, the rest to check); anything else still
-        # blocks.
-        rest = (end - time.monotonic()) / (STEPS + 1)
-        from .record import PlanWrites
+    rest = (end - time.monotonic()) / (STEPS + 1)
+    if verdict.exit_code == 2 and rest > 0:
+        # A drift may be the plan's own edits: record the targets of its calls still in
+        # flight, then look again, within what is left of the deadline (one step to record,
+        # the rest to check). Look again even with none in flight: a call whose edit this
+        # check saw may have recorded it (and dropped its note) since the plan was read.
+        # Anything else still blocks.
+        if others_in_flight(at.cdir.root, at.plan, call.tool_use_id):
+            from .record import PlanWrites
 
-        writes = PlanWrites(at.cdir.root, at.plan, at.roster, at.identity, rest, at.auto)
-        if rest > 0 and writes.in_flight(call):
-            verdict = at.check(rest)
+            PlanWrites(at.cdir.root, at.plan, at.roster, at.identity, rest, at.auto).in_flight(call)
+        verdict = at.check(rest)
     return _answer(call, at, verdict, end, data)
 
 
