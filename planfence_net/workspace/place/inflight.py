@@ -3,9 +3,9 @@ it (by the call's `tool_use_id`) until its PostToolUse recorded the edit.
 
 Agents run calls in parallel (Claude Code batches them; Codex runs hooks concurrently): edit 1
 lands, and edit 2's PreToolUse runs before edit 1's PostToolUse advanced the plan, so it sees
-target 1 changed. When a check blocks while other calls of the same plan are in flight, the
-hook records those calls' targets first (as their PostToolUse will) and checks again; any
-other drift still blocks. A target counts as the call's own only while it holds what that
+target 1 changed. When a check blocks, the hook records the targets of the plan's other
+calls still in flight (as their PostToolUse will) and checks again (also with none left: one
+may have recorded its edit since the first look); any other drift still blocks. A target counts as the call's own only while it holds what that
 call makes (`model.outcome`: the note keeps its digest; for a Write the content, for an Edit
 the new text in place of the old): a change by another process, or by a call that never
 landed, is drift whenever it comes. A PostToolUse advances the plan only for a note of its own
