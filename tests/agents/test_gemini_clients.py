@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from .model_server import GEMINI, ModelServer, Reply, Text, ToolCall, Turn
+from .model_server import GEMINI, ModelServer, Text, ToolCall, Turn
 from .newclients import run_gemini, skip_without
-from .turns import assert_scripted_and_offline
+from .turns import assert_scripted_and_offline, drift_turns
 from .workspaces import Workspace, hook_calls_answered
 
 pytestmark = pytest.mark.agents
@@ -88,17 +88,7 @@ def test_gemini_read_drift_block_reread_write(
     lib, main = workspace.path / "lib.py", workspace.path / "main.py"
     write = ToolCall("write_file", {"file_path": str(main), "content": WRITTEN})
 
-    def change_lib_then_write(body: dict[str, Any]) -> ToolCall:
-        lib.write_text(CHANGED)
-        return write
-
-    turns: list[Turn] = [
-        ToolCall("read_file", {"file_path": str(lib)}),
-        Reply(change_lib_then_write),
-        ToolCall("read_file", {"file_path": str(lib)}),
-        write,
-        Text("done"),
-    ]
+    turns = drift_turns(ToolCall("read_file", {"file_path": str(lib)}), write, lib, CHANGED)
     model_server.script(GEMINI, turns)
 
     run = run_gemini(model_server.url, workspace.path, tmp_path / "home", "Use lib in main.")

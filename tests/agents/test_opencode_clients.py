@@ -14,9 +14,9 @@ import pytest
 
 from planfence_net.workspace.installers.opencodeplugin import plugin_path
 
-from .model_server import CHAT, ModelServer, Reply, Text, ToolCall, Turn
+from .model_server import CHAT, ModelServer, Text, ToolCall, Turn
 from .newclients import run_opencode, skip_without
-from .turns import assert_scripted_and_offline
+from .turns import assert_scripted_and_offline, drift_turns
 from .workspaces import Workspace, hook_calls_answered
 
 pytestmark = pytest.mark.agents
@@ -73,17 +73,7 @@ def test_opencode_read_drift_block_reread_write(
     lib, main = workspace.path / "lib.py", workspace.path / "main.py"
     write = ToolCall("write", {"filePath": str(main), "content": WRITTEN})
 
-    def change_lib_then_write(body: dict[str, Any]) -> ToolCall:
-        lib.write_text(CHANGED)
-        return write
-
-    turns: list[Turn] = [
-        ToolCall("read", {"filePath": str(lib)}),
-        Reply(change_lib_then_write),
-        ToolCall("read", {"filePath": str(lib)}),
-        write,
-        Text("done"),
-    ]
+    turns = drift_turns(ToolCall("read", {"filePath": str(lib)}), write, lib, CHANGED)
     model_server.script(CHAT, turns)
 
     run = run_opencode(model_server.url, workspace.path, tmp_path / "home", "Use lib in main.")

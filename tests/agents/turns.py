@@ -78,6 +78,18 @@ def claude_write_turns(target: Path) -> list[Turn]:
     ]
 
 
+def drift_turns(read: ToolCall, write: ToolCall, changed: Path, text: str) -> list[Turn]:
+    """A read, then `changed` rewritten with `text` while the model builds the turn that asks
+    for `write` (so the change lands after the read and before the write's hook, every
+    run), a re-read, the same write, done: the drift scenario in any client's tool names."""
+
+    def change_then_write(body: dict[str, Any]) -> ToolCall:
+        changed.write_text(text)
+        return write
+
+    return [read, Reply(change_then_write), read, write, Text("done")]
+
+
 def claude_tool_results(server: ModelServer) -> list[dict[str, Any]]:
     """The tool_result blocks of the conversation, in order, as the model last received it."""
     messages = server.model_requests(ANTHROPIC)[-1]["messages"]
