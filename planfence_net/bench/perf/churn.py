@@ -37,8 +37,8 @@ from ...cluster.folder import ClusterDir
 from ...cluster.pids import read_pid
 from ...net.client import Session, open_session
 from .churn_worker import PLAN_KEY
-from .growth_worker import cpu_seconds
 from .latency import EXECUTOR, OWNERS, Plan, Spread, loopback_cluster, write_plan
+from .load import cpu_seconds
 
 Row = dict[str, Any]
 # a version of the churned key: (id, put sent, put acknowledged), monotonic seconds

@@ -26,8 +26,8 @@ from typing import Any
 from ...cluster.pids import read_pid
 from . import etcd as etcdlib
 from .growth import Progress, Sizes, _etcd_wanted, _run, _spread
-from .growth_worker import cpu_seconds
 from .latency import OWNERS, Spread, loopback_cluster, write_plan
+from .load import cpu_seconds
 
 Row = dict[str, Any]
 

@@ -40,6 +40,7 @@ from .latency import (
     loopback_cluster,
     write_plan,
 )
+from .load import cpu_seconds
 
 Progress = Callable[[str], None]
 Row = dict[str, Any]
@@ -325,15 +326,5 @@ async def time_plans(
 
 
 def processes_cpu(pids: Sequence[int | None]) -> float:
-    """The CPU seconds (user and system) the processes `pids` have used so far, summed;
-    a process that has gone (or None) counts nothing."""
-    total = 0
-    for pid in pids:
-        if pid is None:
-            continue
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        total += int(fields[11]) + int(fields[12])  # utime, stime: clock ticks
-    return total / os.sysconf("SC_CLK_TCK")
+    """The CPU seconds the processes `pids` have used so far, summed (None counts nothing)."""
+    return sum(cpu_seconds(pid) for pid in pids)

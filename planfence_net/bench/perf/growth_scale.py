@@ -9,7 +9,6 @@ per point, whose keys are the table's columns.
 
 from __future__ import annotations
 
-import os
 import random
 import statistics
 import subprocess
@@ -32,7 +31,7 @@ from ...owners.store import Store
 from ...protocol.messages import MAX_PUT_ITEMS
 from .growth import Progress, Row, Sizes, _run, _spread, _time_plans
 from .latency import EXECUTOR, OWNERS, Spread, write_plan
-from .load import owner_load
+from .load import cpu_seconds, owner_load
 
 BUILD_BATCH = 16 * MAX_PUT_ITEMS  # items per put_records call while a history is built
 
@@ -132,7 +131,7 @@ def history_curve(sizes: Sizes, progress: Progress = lambda m: None) -> list[Row
                 anyio.run(wait_cluster_ready, cdir, names, 120.0, backend="asyncio")
                 up = time.perf_counter() - started
                 pid = read_pid(cdir, owner)
-                up_cpu = _cpu_s(pid)  # what a busy machine stretches less than the wall
+                up_cpu = cpu_seconds(pid)  # what a busy machine stretches less than the wall
                 memory = (_rss_kib(pid), *_unshared_kib(pid)) if pid is not None else (0, 0, 0)
                 cold = _run(_heads_p50, cdir, owner, keys, sizes.per_round * 5)
                 heads = _run(_heads_p50, cdir, owner, keys, sizes.per_round * 5)
@@ -191,24 +190,16 @@ def _build(cdir: ClusterDir, owner: str, n: int, keys: int) -> tuple[float, floa
         names = clusterlib.start_owners(cdir, [owner])
         anyio.run(wait_cluster_ready, cdir, names, 120.0, backend="asyncio")
         pid = read_pid(cdir, owner)
-        owner_cpu, client_cpu = _cpu_s(pid), time.process_time()
+        owner_cpu, client_cpu = cpu_seconds(pid), time.process_time()
         for at in range(0, n, BUILD_BATCH):
             items = [
                 {"key": f"req/h{i % keys}", "body": {"i": i}}
                 for i in range(at, min(n, at + BUILD_BATCH))
             ]
             anyio.run(_put, cdir, owner, items, backend="asyncio")
-        return _cpu_s(pid) - owner_cpu, time.process_time() - client_cpu
+        return cpu_seconds(pid) - owner_cpu, time.process_time() - client_cpu
     finally:
         clusterlib.stop_owners(cdir)
-
-
-def _cpu_s(pid: int | None) -> float:
-    """User and system CPU seconds of process `pid` so far (0 when unknown)."""
-    if pid is None:
-        return 0.0
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def _put(cdir: ClusterDir, owner: str, items: list[dict[str, Any]]) -> None:

@@ -17,7 +17,6 @@ as the executors of one real process would.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -35,12 +34,6 @@ from ...net.api import get_records
 from .etcd import GrpcEtcd
 
 SAMPLE = 2000  # latencies kept per client: its first SAMPLE calls
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds the process has used (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def _planfence(spec: dict[str, Any]) -> None:

@@ -191,15 +191,17 @@ async def _timed(
         count = await run(stop_at)  # not `done += await ...`: that reads `done` before waiting
         done += count
 
-    cpu, started = _cpu_seconds(pid), time.perf_counter()
+    cpu, started = cpu_seconds(pid), time.perf_counter()
     async with anyio.create_task_group() as tg:
         for run in loops:
             tg.start_soon(one, run, started + seconds)
     elapsed = time.perf_counter() - started
-    return done, elapsed, (_cpu_seconds(pid) - cpu) / elapsed
+    return done, elapsed, (cpu_seconds(pid) - cpu) / elapsed
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds the process has used (Linux /proc)."""
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU seconds process `pid` has used so far (Linux /proc); 0 for None."""
+    if pid is None:
+        return 0.0
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
