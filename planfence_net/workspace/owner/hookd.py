@@ -53,7 +53,7 @@ from anyio.abc import SocketAttribute, SocketStream, TaskStatus
 
 from ...net.syncclient import Local, SessionPool, keeping, local_requests
 from ...owners.logs import EventLog
-from ..clients.table import normalized
+from ..clients.table import Mapped, normalized
 from ..hook.client import (
     DEFAULT_TIMEOUT,
     FAST_EVENTS,
@@ -251,15 +251,21 @@ async def _answer_one(
         return
     header, data = request
     lean = header.get("lean") is True
-    why = _lean_not_mine(header, data, cluster) if lean else _not_mine(header, cluster)
+    # the payload in the normalized form, mapped once for the routing and the log
+    mapped = normalized(header["agent"], data) if header.get("agent") in AGENTS else Mapped(data)
+    why = _lean_not_mine(header, mapped, cluster) if lean else _not_mine(header, cluster)
     if why is not None:
         await _send_raw(stream, b"fallback\n") if lean else await _send(stream, {"fallback": why})
         return
 
-    agent = header["agent"]
-    event = hook_event(agent, data)
     answer = await wait_decision(
-        agent, header["argv"], data, _left(header), log, workers, hook_event=event
+        header["agent"],
+        header["argv"],
+        data,
+        _left(header),
+        log,
+        workers,
+        hook_event=hook_event(mapped),
     )
     if answer is None:  # the client's deadline passed: it blocked already
         return
@@ -269,10 +275,9 @@ async def _answer_one(
     await _send(stream, {"code": answer.code, "stderr": answer.stderr, "stdout": answer.stdout})
 
 
-def hook_event(agent: str, data: bytes) -> str:
-    """The event of client `agent`'s payload `data`, ours (`PreToolUse`, ...), for the log;
-    "" when it cannot be read."""
-    mapped = normalized(agent, data)
+def hook_event(mapped: Mapped) -> str:
+    """The event of a payload in the normalized form (`clients.table.normalized`), ours
+    (`PreToolUse`, ...), for the log; "" when it cannot be read."""
     if mapped.event or not isinstance(mapped.data, bytes):
         return mapped.event
     try:
@@ -290,11 +295,11 @@ def lean_answer(answer: Answer) -> bytes:
     return b"%d %d %d\n" % (answer.code, len(out), len(err)) + out + err
 
 
-def _lean_not_mine(header: dict[str, Any], data: bytes, cluster: Path) -> str | None:
+def _lean_not_mine(header: dict[str, Any], mapped: Mapped, cluster: Path) -> str | None:
     """Why this owner does not answer a lean client's request (it then runs the ordinary
     hook, which finds its own way): the same as `_not_mine`, with the routing the ordinary
     client does (`client.route`: the call's cluster folder, from its `cwd`, read from the
-    payload in the normalized form) done here."""
+    payload in the normalized form, `mapped`) done here."""
     argv, environ, agent = header.get("argv"), header.get("environ"), header.get("agent")
     if header.get("v") != VERSION:
         return f"protocol version {header.get('v')!r}, this owner speaks {VERSION}"
@@ -308,10 +313,8 @@ def _lean_not_mine(header: dict[str, Any], data: bytes, cluster: Path) -> str | 
         environ.get(name) != os.environ.get(name) for name in ENVIRONMENT
     ):
         return "another environment"
-    mapped = normalized(agent, data).data
-    found = (
-        route(argv, mapped, (*FAST_EVENTS, *SESSION_EVENTS)) if isinstance(mapped, bytes) else None
-    )
+    data = mapped.data
+    found = route(argv, data, (*FAST_EVENTS, *SESSION_EVENTS)) if isinstance(data, bytes) else None
     if found is None or os.path.realpath(found[1]) != os.path.realpath(cluster):
         return "another cluster folder, or a call the ordinary hook judges"
     return None

@@ -47,6 +47,7 @@ from anyio.streams.stapled import MultiListener
 
 from ...net.syncclient import Local, SessionPool, keeping
 from ...owners.logs import EventLog
+from ..clients.table import normalized
 from ..hook.client import MAX_PAYLOAD
 from ..installers.httphook import HEADER, PATH, other_environment, record_path, secret_path
 from .hookd import READ_TIMEOUT, WORKERS, argv_timeout, hook_event, wait_decision
@@ -248,7 +249,7 @@ def _other_env(names: list[str]) -> str:
 
 
 def _event(body: bytes) -> str:
-    return hook_event("claude", body)
+    return hook_event(normalized("claude", body))
 
 
 def answer_body(event: str, code: int, stdout: str, stderr: str) -> tuple[int, dict[str, Any]]:
