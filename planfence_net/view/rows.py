@@ -11,8 +11,8 @@ Each row has a `type` and an `id`; a reader keeps the newest row of each (type, 
      "lines", "reread", "held", "writers", "record", "changed_again"}
     {"type": "owner", "id", "agent", "address", "root", "keys", "puts", "requests",
      "decisions"}
-    {"type": "executor", "id", "peer", "validations", "drifted", "recent": [{"ts", "owner",
-     "keys", "outcome", "moved": [{"key", "from", "to"}, ...]}, ...],
+    {"type": "executor", "id", "peer", "validations", "drifted", "last_moved": [{"key",
+     "from", "to"}, ...], "recent": [{"ts", "owner", "keys", "outcome", "moved": [...]}, ...],
      "decisions", "authorized", "blocked", "replanned", "decided": [DECISION, ...],
      "last_drift": DECISION | null, "last_stall_ms"}
     DECISION = {"ts", "action", "outcome", "reason", "rounds", "stall_ms", "bytes",
@@ -30,7 +30,7 @@ recorded (status facts aside: they only inform), else `working`.
 An executor row is a peer that asked owners for heads (the gate's validation: the cluster's
 executors, and the hook, which asks as its roster member): how many validations, how many
 were shown a drift (a key whose head moved since the peer's previous look, `from` and `to`
-the key's seqs), and the recent ones; and, from its own decision log, what it decided: how
+the key's seqs), the keys of the last one shown a drift (`last_moved`), and the recent ones; and, from its own decision log, what it decided: how
 many decisions, authorized, blocked and replanned, the recent ones (`decided`, oldest first),
 the last one that found a drift (each key from the plan's id to the head's, `owner` the
 writer of the head, the seqs when the owners' logs named the ids) and the last stall.
@@ -180,6 +180,7 @@ def executor_row(team: Team, peer: str) -> dict[str, Any]:
         "peer": peer,
         "validations": found["validations"],
         "drifted": found["drifted"],
+        "last_moved": found["last_moved"],
         "recent": list(found["recent"]),
         "decisions": found["decisions"],
         "authorized": found["authorized"],

@@ -234,6 +234,8 @@ class Team:
         row = self._executor(peer)
         row["validations"] += 1
         row["drifted"] += bool(moved)
+        if moved:  # kept past the recent window: a quiet stretch does not hide the last one
+            row["last_moved"] = moved
         row["recent"].append(
             {"ts": line.get("ts"), "owner": owner, "keys": len(keys), "outcome": line.get("outcome"), "moved": moved}
         )  # fmt: skip
@@ -281,6 +283,7 @@ class Team:
             {
                 "validations": 0,
                 "drifted": 0,
+                "last_moved": [],
                 "recent": deque(maxlen=RECENT),
                 "decisions": 0,
                 "authorized": 0,

@@ -176,9 +176,7 @@ class ViewApp(App[None]):
         table.clear()
         for e in sorted(self.rows["executor"].values(), key=lambda e: e["id"]):
             last = e["recent"][-1] if e["recent"] else {}
-            drift: list[dict[str, Any]] = next(
-                (v["moved"] for v in reversed(e["recent"]) if v["moved"]), []
-            )
+            drift: list[dict[str, Any]] = e["last_moved"]
             table.add_row(
                 e["peer"],
                 str(e["validations"]),

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from planfence_net.view.graph import lineage, svg, text
-from planfence_net.view.team import Team
+from planfence_net.view.team import RECENT, Team
 
 A, B = "aaaaaaaa-1111", "bbbbbbbb-2222"
 
@@ -181,6 +181,14 @@ def test_an_executors_validations_show_the_drift_it_was_shown() -> None:
         (3.0, "api", 2, [{"key": "api:file/src/lib.py", "from": 1, "to": 6}]),
         (4.0, "api", 1, []),
     ]
+    assert ops["last_moved"] == [{"key": "api:file/src/lib.py", "from": 1, "to": 6}]
+    # Found by the suite: the TUI's "last drift" was looked for among the recent
+    # validations only, so quiet looks after it (a hook's second look) emptied the cell.
+    for n in range(RECENT + 1):
+        team.feed(heads(5.0 + n, "api:file/src/lib.py"))
+    ops = by_type(team.take(), "executor")["ops"]
+    assert all(not v["moved"] for v in ops["recent"])
+    assert ops["last_moved"] == [{"key": "api:file/src/lib.py", "from": 1, "to": 6}]
 
 
 def test_an_executors_decision_lines_show_what_it_decided_and_who_wrote_the_drift() -> None:
